@@ -1,0 +1,70 @@
+"""The Pulumi program: read the stack spec, declare the components, export outputs.
+
+Runs unchanged under ``pulumi up``/``pulumi preview`` and under the offline
+engine (``slicectl preview``), which drives it with ``pulumi.runtime.set_mocks``.
+"""
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
+from infra.cluster import GkeCluster, GkeClusterArgs
+from infra.network import SecondaryNetworks, SecondaryNetworksArgs
+from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
+from slicectl import spec as stack_spec
+
+# Validate everything before declaring anything: a bad spec deploys nothing.
+spec = stack_spec.from_pulumi()
+name = spec.cluster.name
+
+dcn = SecondaryNetworks(
+    f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu)
+)
+gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project))
+
+pools = [
+    SliceNodePool(
+        s.name,
+        SliceNodePoolArgs(
+            slice=s,
+            cluster_name=gke.cluster.name,
+            location=spec.cluster.location,
+            project=spec.project,
+            version=spec.cluster.version,
+            node_service_account=gke.node_service_account.email,
+            additional_networks=tuple(
+                (net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)
+            ),
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
+    )
+    for s in spec.slices
+]
+
+# Workloads reach the cluster through a provider built from its outputs.
+provider = k8s.Provider(
+    f"{name}-k8s",
+    kubeconfig=gke.kubeconfig,
+    enable_server_side_apply=True,
+    opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
+)
+
+project_number = gcp.organizations.get_project_output(project_id=spec.project).number
+checkpoints = CheckpointStore(
+    f"{name}-checkpoints",
+    CheckpointStoreArgs(
+        storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider
+    ),
+)
+
+pulumi.export("cluster", gke.cluster.name)
+pulumi.export("location", spec.cluster.location)
+pulumi.export("bucket", checkpoints.bucket.name)
+pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
+pulumi.export("sliceNodePools", [p.node_pool.name for p in pools])
+pulumi.export(
+    "getCredentials",
+    f"gcloud container clusters get-credentials {spec.cluster.name} "
+    f"--location={spec.cluster.location} --project={spec.project}",
+)

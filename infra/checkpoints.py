@@ -1,0 +1,81 @@
+"""The checkpoint store: a GCS bucket reached by a Kubernetes SA through workload identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from slicectl.spec import Storage
+
+# Read, write, list and delete objects: what MaxText/Orbax checkpointing needs, no more.
+BUCKET_ROLE = "roles/storage.objectUser"
+
+
+def workload_identity_principal(project_number: str, project: str, namespace: str, ksa: str) -> str:
+    """The IAM principal of a Kubernetes SA under GKE workload identity federation."""
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
+        f"workloadIdentityPools/{project}.svc.id.goog/subject/ns/{namespace}/sa/{ksa}"
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointStoreArgs:
+    storage: Storage
+    project: str
+    project_number: pulumi.Input[str]
+    k8s_provider: k8s.Provider
+
+
+class CheckpointStore(pulumi.ComponentResource):
+    """Bucket, Kubernetes service account and the bucket-scoped IAM binding between them."""
+
+    bucket: gcp.storage.Bucket
+    service_account: k8s.core.v1.ServiceAccount
+    binding: gcp.storage.BucketIAMMember
+
+    def __init__(self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:infra:CheckpointStore", name, None, opts)
+        st = args.storage
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            gcp.storage.BucketArgs(
+                name=st.bucket,
+                project=args.project,
+                location=st.location,
+                storage_class=st.storage_class,
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                # Objects remain recoverable for a week after an accidental delete.
+                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=7 * 86400),
+                force_destroy=not st.protected,
+                deletion_policy="PREVENT" if st.protected else "DELETE",
+            ),
+            opts=pulumi.ResourceOptions(parent=self, protect=st.protected, retain_on_delete=st.protected),
+        )
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-ksa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=st.service_account,
+                namespace=st.namespace,
+                labels={"app.kubernetes.io/part-of": "tpu-multislice"},
+            ),
+            automount_service_account_token=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider),
+        )
+        self.member = pulumi.Output.from_input(args.project_number).apply(
+            lambda number: workload_identity_principal(number, args.project, st.namespace, st.service_account)
+        )
+        self.binding = gcp.storage.BucketIAMMember(
+            f"{name}-object-user",
+            gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({
+            "bucket": self.bucket.name,
+            "serviceAccount": st.service_account,
+            "member": self.member,
+        })

@@ -1,0 +1,193 @@
+"""The offline engine: the real Pulumi program under ``pulumi.runtime.set_mocks``.
+
+No cloud and no ``pulumi`` CLI: GCP and the Pulumi engine are the only things
+replaced. Every resource the program registers is recorded with its type token,
+name, parent and inputs as the engine sees them (camelCase); Kubernetes objects
+are rebuilt from their inputs as the manifests the provider would apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.sync_await import _sync_await
+
+from slicectl import spec as stack_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = ROOT / "__main__.py"
+PROJECT = stack_spec.PROJECT
+
+# Plainly labelled answers for what only the cloud knows.
+PLACEHOLDER_PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
+PLACEHOLDER_ENDPOINT = "OFFLINE-ENDPOINT"
+PLACEHOLDER_CA = "OFFLINE-CLUSTER-CA"
+
+
+@dataclass
+class Resource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None  # parent URN; None for the stack's direct children
+    custom: bool
+    inputs: dict[str, Any]
+    provider: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+            "custom": self.custom, "provider": self.provider, "inputs": self.inputs,
+        }
+
+
+@dataclass
+class Rendering:
+    spec: stack_spec.StackSpec
+    resources: list[Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def by_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str) -> Resource:
+        return next(r for r in self.resources if r.type == type_ and r.name == name)
+
+    def children(self, parent: Resource) -> list[Resource]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    @property
+    def manifests(self) -> list[dict[str, Any]]:
+        """The Kubernetes objects the program applies, as documents."""
+        return [kubernetes_manifest(r) for r in self.resources if is_kubernetes_object(r)]
+
+
+def is_kubernetes_object(r: Resource) -> bool:
+    return r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs
+
+
+def kubernetes_manifest(r: Resource) -> dict[str, Any]:
+    doc = {"apiVersion": r.inputs["apiVersion"], "kind": r.inputs["kind"]}
+    doc.update({k: v for k, v in r.inputs.items() if k not in doc})
+    return doc
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Answers for resources and invokes: the inputs back, plus labelled placeholders."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        state = dict(args.inputs)
+        state.setdefault("name", args.name)
+        if args.typ == "gcp:serviceaccount/account:Account":
+            state["email"] = f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
+        elif args.typ == "gcp:container/cluster:Cluster":
+            state["endpoint"] = PLACEHOLDER_ENDPOINT
+            state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
+        elif args.typ == "gcp:storage/bucket:Bucket":
+            state["url"] = f"gs://{state['name']}"
+        return f"{state['name']}-offline-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        if args.token == "gcp:organizations/getProject:getProject":
+            pid = args.args.get("projectId", "project")
+            return {"projectId": pid, "number": PLACEHOLDER_PROJECT_NUMBER, "name": pid}
+        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"accessToken": "OFFLINE-TOKEN", "project": "project"}
+        return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Keeps what the stock mock monitor drops: each registration's parent and provider."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[Resource] = []
+        self.outputs: dict[str, Any] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = pulumi_mocks.rpc.deserialize_properties(request.object)
+            parent = request.parent or None
+            if parent and parent.split("::")[2] == "pulumi:pulumi:Stack":
+                parent = None
+            self.recorded.append(Resource(
+                urn=response.urn, type=request.type, name=request.name, parent=parent,
+                custom=bool(request.custom), inputs=_plain(inputs),
+                provider=request.provider.split("::")[-1] or None if request.provider else None,
+            ))
+        return response
+
+    def RegisterResourceOutputs(self, request):  # noqa: N802
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            self.outputs.update(_plain(pulumi_mocks.rpc.deserialize_properties(request.outputs)))
+        return super().RegisterResourceOutputs(request)
+
+
+def _plain(value: Any) -> Any:
+    """Unknowns and secrets as the JSON a reader expects."""
+    if isinstance(value, dict):
+        if value.get(pulumi_mocks.rpc._special_sig_key) == pulumi_mocks.rpc._special_secret_sig:
+            return _plain(value.get("value"))
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is pulumi_mocks.rpc.UNKNOWN or value == pulumi_mocks.rpc.UNKNOWN:
+        return "<computed>"
+    return value
+
+
+def stack_config(stack: str, stacks_dir: Path | None = None) -> dict[str, str]:
+    """The flat config map Pulumi would hand the program for ``stack``."""
+    import yaml
+
+    path = (stacks_dir or ROOT / "stacks") / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        avail = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
+        raise stack_spec.SpecError(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+                                   [stack_spec.Problem("stack", stack, f"no such stack file; allowed: {', '.join(avail)}")])
+    doc = yaml.safe_load(path.read_text()) or {}
+    return stack_spec.flat_config(doc.get("config") or {})
+
+
+def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
+    """Run the real program for ``stack`` under mocks and return what it declared.
+
+    ``config`` overrides the stack file (tests pass edited copies). A bad spec
+    raises :class:`slicectl.spec.SpecError` before any resource is registered.
+    """
+    config = stack_config(stack) if config is None else config
+    spec = stack_spec.load(stack, config)  # fail fast, outside the engine
+
+    monitor = _RecordingMonitor(_Mocks())
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.set_all_config(dict(config))
+    settings = pulumi.runtime.settings.SETTINGS
+    settings.rpc_manager.clear()
+    settings.outputs.clear()
+
+    def program() -> None:
+        sys.path.insert(0, str(ROOT))
+        try:
+            runpy.run_path(str(PROGRAM), run_name="__main__")
+        finally:
+            sys.path.remove(str(ROOT))
+
+    cwd = os.getcwd()
+    # pulumi logs to stdout/stderr under mocks; keep the CLI's output ours.
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            os.chdir(ROOT)
+            _sync_await(pulumi.runtime.stack.run_pulumi_func(program))
+        finally:
+            os.chdir(cwd)
+    return Rendering(spec=spec, resources=monitor.recorded, outputs=monitor.outputs)
