@@ -1,0 +1,126 @@
+"""Command lines for ``workloads/trainer/maxtext_trainer.py``, derived from the stack spec.
+
+One builder for both places the trainer runs: the RayJob entrypoint on the
+cluster (rendered by the workloads component) and ``slicectl train --local``.
+Every number comes from the spec's job and the slice model (``slicectl.slices``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slicectl.spec import Job, StackSpec
+
+TRAINER_SCRIPT = Path(__file__).resolve().parent / "trainer" / "maxtext_trainer.py"
+# Where the GCS FUSE volume holding the checkpoint bucket is mounted on the head and workers.
+CLUSTER_DATA_DIR = "/data"
+# Ray Train's run storage (controller state, reported metrics) next to MaxText's output.
+RAY_RESULTS_SUBDIR = "ray-results"
+# On CPU every local "slice" is one Ray node running one Train worker (one JAX process,
+# one CPU device): the multi-host path (one worker per host) at its smallest.
+LOCAL_HOSTS_PER_SLICE = 1
+LOCAL_CHIPS_PER_HOST = 1
+
+
+def find_job(spec: StackSpec, name: str | None = None) -> Job:
+    """The named job, or the stack's first job; a clear error naming the stack file otherwise."""
+    from slicectl.spec import stack_file
+
+    if not spec.jobs:
+        raise ValueError(f"{stack_file(spec.stack)}: tpu-multislice:jobs is empty; add a job")
+    if name is None:
+        return spec.jobs[0]
+    for job in spec.jobs:
+        if job.name == name:
+            return job
+    raise ValueError(
+        f"{stack_file(spec.stack)}: no job named {name!r} in tpu-multislice:jobs; "
+        f"allowed: {', '.join(j.name for j in spec.jobs)}"
+    )
+
+
+def _num(v: float | int) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+def maxtext_args(
+    spec: StackSpec,
+    job: Job,
+    *,
+    base_output_directory: str = CLUSTER_DATA_DIR + "/",
+    steps: int | None = None,
+    checkpoint_period: int | None = None,
+) -> list[str]:
+    """MaxText ``key=value`` settings for ``job`` (no base.yml: the trainer finds it).
+
+    The job's own keys first, then its ``maxtext`` passthrough keys (the spec forbids
+    those from repeating a job-owned key or a mesh axis).
+    """
+    args = [
+        f"base_output_directory={base_output_directory}",
+        f"run_name={job.run_name}",
+        f"model_name={job.model}",
+        f"per_device_batch_size={_num(job.per_device_batch_size)}",
+        f"max_target_length={job.max_target_length}",
+        f"steps={steps if steps is not None else job.steps}",
+        f"checkpoint_period={checkpoint_period or job.checkpoint_period}",
+    ]
+    args += [f"ici_{axis}_parallelism={n}" for axis, n in job.ici.items()]
+    args += [f"dcn_{axis}_parallelism={n}" for axis, n in job.dcn.items()]
+    args += [f"{k}={v}" for k, v in job.maxtext.items()]
+    return args
+
+
+def trainer_argv(
+    spec: StackSpec,
+    job: Job,
+    local: bool = False,
+    *,
+    data_dir: str | None = None,
+    local_slices: int | None = None,
+    steps: int | None = None,
+    step_delay: float | None = None,
+    checkpoint_period: int | None = None,
+) -> list[str]:
+    """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
+
+    On the cluster: shape from the slice model, storage on the bucket mount.
+    ``local=True``: one worker per local slice node, output under ``data_dir`` (required),
+    ``local_slices`` local slice nodes (default: the job's maximum slices).
+    """
+    shape = spec.group(job.group).shape
+    hosts = LOCAL_HOSTS_PER_SLICE if local else shape.hosts
+    chips = LOCAL_CHIPS_PER_HOST if local else shape.chips_per_host
+    if local:
+        if not data_dir:
+            raise ValueError("trainer_argv(local=True) needs data_dir (the local run directory)")
+        root = data_dir.rstrip("/")
+        max_slices = local_slices or job.slices
+        min_slices = min(job.min_slices, max_slices)
+    else:
+        root = CLUSTER_DATA_DIR
+        max_slices, min_slices = job.slices, job.min_slices
+    argv = ["--mode", job.mode]
+    if job.elastic:
+        argv += ["--min-slices", str(min_slices), "--max-slices", str(max_slices)]
+    else:
+        argv += ["--slices", str(max_slices)]
+    argv += [
+        "--hosts-per-slice", str(hosts),
+        "--chips-per-host", str(chips),
+        "--topology", shape.topology,
+        "--accelerator-type", shape.ray_accelerator_type,
+    ]
+    if job.elastic:
+        argv += ["--max-failures", str(job.max_failures)]
+    argv += ["--name", job.run_name, "--storage-path", f"{root}/{RAY_RESULTS_SUBDIR}"]
+    if local:
+        argv.append("--local")
+        if step_delay:
+            argv += ["--step-delay", str(step_delay)]
+    argv.append("--")
+    argv += maxtext_args(
+        spec, job, base_output_directory=root + "/", steps=steps,
+        checkpoint_period=checkpoint_period,
+    )
+    return argv
