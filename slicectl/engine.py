@@ -111,7 +111,6 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.recorded: list[Resource] = []
-        self.outputs: dict[str, Any] = {}
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
@@ -126,11 +125,6 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 provider=request.provider.split("::")[-1] or None if request.provider else None,
             ))
         return response
-
-    def RegisterResourceOutputs(self, request):  # noqa: N802
-        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            self.outputs.update(_plain(pulumi_mocks.rpc.deserialize_properties(request.outputs)))
-        return super().RegisterResourceOutputs(request)
 
 
 def _plain(value: Any) -> Any:
@@ -169,6 +163,7 @@ def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
     spec = stack_spec.load(stack, config)  # fail fast, outside the engine
 
     monitor = _RecordingMonitor(_Mocks())
+    pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every render
     pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=True, monitor=monitor)
     pulumi.runtime.set_all_config(dict(config))
     settings = pulumi.runtime.settings.SETTINGS
@@ -190,4 +185,6 @@ def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
             _sync_await(pulumi.runtime.stack.run_pulumi_func(program))
         finally:
             os.chdir(cwd)
-    return Rendering(spec=spec, resources=monitor.recorded, outputs=monitor.outputs)
+        root = pulumi.runtime.settings.get_root_resource()
+        outputs = _sync_await(pulumi.Output.from_input(dict(root.outputs)).future()) or {}
+    return Rendering(spec=spec, resources=monitor.recorded, outputs=_plain(outputs))

@@ -1,0 +1,163 @@
+"""``slicectl preview``: the offline engine's plan, slice table, resources and manifests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from slicectl import engine
+from slicectl.spec import SpecError, StackSpec
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("preview", help="render a stack offline: plan, slices, resources.json, manifests")
+    p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    p.add_argument("--out", help="output directory (default: build/<stack>)")
+    p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
+    p.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="markdown for a CI job summary (plan, slices, Mermaid diagram)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out or f"build/{args.stack}")
+    started = time.perf_counter()
+    try:
+        rendering = engine.render(args.stack, engine.stack_config(args.stack, args.stacks_dir))
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - started
+    write(rendering, out)
+    text = markdown(rendering) if args.format == "markdown" else plain(rendering)
+    print(text)
+    print(f"\nwrote {out}/resources.json, {out}/outputs.json and {len(rendering.manifests)} "
+          f"manifest(s) under {out}/manifests/ ({elapsed:.1f} s)", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- files
+
+
+def manifest_filename(i: int, doc: dict) -> str:
+    meta = doc.get("metadata", {})
+    return f"{i:02d}-{doc['kind'].lower()}-{meta.get('name', 'unnamed')}.yaml"
+
+
+def write(rendering: engine.Rendering, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "resources.json").write_text(
+        json.dumps([r.to_json() for r in rendering.resources], indent=2, sort_keys=True) + "\n"
+    )
+    (out / "outputs.json").write_text(json.dumps(rendering.outputs, indent=2) + "\n")
+    mdir = out / "manifests"
+    mdir.mkdir(exist_ok=True)
+    for old in mdir.glob("*.yaml"):
+        old.unlink()
+    for i, doc in enumerate(rendering.manifests, start=1):
+        (mdir / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+# --------------------------------------------------------------------------- views
+
+
+def slice_rows(spec: StackSpec) -> list[list[str]]:
+    rows = []
+    for s in spec.slices:
+        cap = s.capacity.type + (f" ({s.capacity.reservation})" if s.capacity.reservation else "")
+        rows.append([s.name, s.group, s.shape.pod_type, s.shape.topology, str(s.shape.hosts),
+                     str(s.shape.chips), s.shape.machine_type.name, cap])
+    return rows
+
+
+SLICE_HEADER = ["slice", "worker group", "pod type", "topology", "hosts", "chips", "machine type", "capacity"]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _tree(rendering: engine.Rendering) -> list[tuple[int, engine.Resource]]:
+    """Resources in component order: each top-level resource, then its children, depth-first."""
+    out: list[tuple[int, engine.Resource]] = []
+
+    def walk(r: engine.Resource, depth: int) -> None:
+        out.append((depth, r))
+        for c in sorted(rendering.children(r), key=lambda c: (c.custom, c.type, c.name)):
+            walk(c, depth + 1)
+
+    for r in sorted((r for r in rendering.resources if r.parent is None), key=lambda r: (r.custom, r.type, r.name)):
+        walk(r, 0)
+    return out
+
+
+def plain(rendering: engine.Rendering) -> str:
+    spec = rendering.spec
+    custom = [r for r in rendering.resources if r.custom]
+    lines = [
+        f"Stack {spec.stack} ({spec.environment}) in {spec.project} / {spec.cluster.location}: "
+        f"{len(custom)} resources in {len(rendering.resources) - len(custom)} components",
+        "",
+        "Plan (# component, + resource; children indented under their parent):",
+    ]
+    for depth, r in _tree(rendering):
+        marker = "+" if r.custom else "#"
+        lines.append(f"  {'    ' * depth}{marker} {r.type}  {r.name}")
+    lines += ["", "Slices:", _indent(_table(SLICE_HEADER, slice_rows(spec)))]
+    groups = [[g.name, g.shape.pod_type, str(g.replicas), str(g.shape.hosts), str(g.shape.chips_per_host),
+               str(g.shape.workers(g.replicas))] for g in spec.groups]
+    lines += ["", "Ray worker groups:", _indent(_table(
+        ["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups))]
+    if spec.jobs:
+        jobs = [[j.name, j.mode, j.group, j.cluster,
+                 str(j.slices) if not j.elastic else f"{j.min_slices}..{j.slices}", j.model, str(j.steps)]
+                for j in spec.jobs]
+        lines += ["", "Jobs:", _indent(_table(["job", "mode", "group", "cluster", "slices", "model", "steps"], jobs))]
+    lines += ["", "Manifests:"]
+    lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata'].get('name')}"
+              for d in rendering.manifests]
+    lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def mermaid(spec: StackSpec) -> str:
+    """Slices, their hosts and the DCN networks that join them."""
+    lines = ["flowchart LR"]
+    for i, net in enumerate(spec.networks):
+        lines.append(f'  net{i}(["{net.network}<br/>{net.subnet} {net.cidr}<br/>MTU {spec.mtu}"])')
+    for si, s in enumerate(spec.slices):
+        lines.append(f'  subgraph s{si}["{s.name}: {s.shape.pod_type} {s.shape.topology} ({s.capacity.type})"]')
+        for h in range(s.shape.hosts):
+            lines.append(f'    s{si}h{h}["host {h}<br/>{s.shape.machine_type.name}<br/>{s.shape.chips_per_host} chips"]')
+        lines.append("  end")
+        for i in range(len(spec.networks)):
+            lines.append(f"  s{si} --- net{i}")
+    return "\n".join(lines)
+
+
+def markdown(rendering: engine.Rendering) -> str:
+    spec = rendering.spec
+    md_table = lambda header, rows: "\n".join(  # noqa: E731
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+    )
+    plan_rows = [[("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
+                 for d, r in _tree(rendering)]
+    parts = [
+        f"## `{spec.stack}` stack ({spec.environment}): {spec.cluster.name} in {spec.cluster.location}",
+        "### Slices", md_table(SLICE_HEADER, slice_rows(spec)),
+        "### Topology", "```mermaid\n" + mermaid(spec) + "\n```",
+        "### Plan", md_table(["resource", "type"], plan_rows),
+        "### Manifests", "\n".join(f"- `{d['kind']}` {d['metadata'].get('name')}" for d in rendering.manifests) or "(none)",
+    ]
+    return "\n\n".join(parts)
