@@ -411,8 +411,8 @@ def _parallelism(r: _Reader, obj: Any, key: str) -> dict[str, int]:
     return out
 
 
-def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape, int]]) -> tuple[Job, ...]:
-    if raw is _MISSING:
+def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape, int]] | None) -> tuple[Job, ...]:
+    if raw is _MISSING or groups is None:
         return ()
     if not isinstance(raw, list):
         r.fail(key, raw, "must be a list of jobs")
@@ -527,7 +527,9 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     )
 
     mtu, networks = _networks(r, _object(r, config, f"{ns}:network", required=False), f"{ns}:network", cluster.name)
+    before = len(r.problems)
     slice_list = _slices(r, _object(r, config, f"{ns}:slices"), f"{ns}:slices")
+    slices_ok = len(r.problems) == before
 
     # DRANET attaches the secondary NICs; on GKE Standard it needs a minimum version.
     if networks and cluster.version and gke_version_key(cluster.version):
@@ -575,7 +577,10 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     for s in slice_list:
         shape, n = groups.get(s.group, (s.shape, 0))
         groups[s.group] = (shape, n + 1)
-    jobs = _jobs(r, _object(r, config, f"{ns}:jobs", required=False), f"{ns}:jobs", groups)
+    # Jobs are checked against the slices only when those are sound: one bad
+    # slice should give one error, not one more per job that counts on it.
+    jobs = _jobs(r, _object(r, config, f"{ns}:jobs", required=False), f"{ns}:jobs",
+                 groups if slices_ok else None)
     for i, j in enumerate(jobs):
         if j.group in groups and not j.elastic and any(s.capacity.spot for s in slice_list if s.group == j.group):
             r.fail(f"{ns}:jobs[{i}].mode", j.mode,

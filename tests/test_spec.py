@@ -1,0 +1,232 @@
+"""The stack spec: typed, frozen, and every bad value refused with one clear error."""
+
+import copy
+import json
+
+import pytest
+
+from slicectl import engine, spec
+from slicectl.spec import SpecError
+
+NS = spec.PROJECT
+
+
+def prod_config() -> dict[str, str]:
+    return engine.stack_config("prod")
+
+
+def edit(config: dict[str, str], key: str, fn) -> dict[str, str]:
+    """A copy of ``config`` with the JSON value at ``key`` changed by ``fn``."""
+    config = dict(config)
+    value = json.loads(config[key]) if config[key][:1] in "[{" else config[key]
+    value = copy.deepcopy(value)
+    result = fn(value)
+    config[key] = json.dumps(result if result is not None else value)
+    return config
+
+
+def problems(config, stack="prod") -> str:
+    with pytest.raises(SpecError) as e:
+        spec.load(stack, config)
+    return str(e.value)
+
+
+def test_prod_is_the_seed_deployment():
+    s = spec.load("prod", prod_config())
+    assert s.prod and s.project == "my-tpu-project" and s.region == "us-east5"
+    assert s.cluster.version == "1.35.2-gke.1842000" and s.cluster.deletion_protection
+    assert s.cluster.system_machine_type == "n1-standard-16"
+    assert [(n.network, n.subnet, n.cidr) for n in s.networks] == [
+        ("maxtext-tpu-net-1", "tpu-subnet-1", "10.50.0.0/16"),
+        ("maxtext-tpu-net-2", "tpu-subnet-2", "10.60.0.0/16"),
+    ]
+    assert s.mtu == 8896
+    assert [(x.name, x.shape.topology, x.shape.hosts, x.shape.machine_type.name) for x in s.slices] == [
+        ("v6e-16-0", "4x4", 4, "ct6e-standard-4t"), ("v6e-16-1", "4x4", 4, "ct6e-standard-4t"),
+    ]
+    assert s.storage.storage_class == "STANDARD" and s.storage.location == "us-east5"
+    assert s.storage.namespace == "default" and s.storage.protected
+    (group,) = s.groups
+    assert (group.name, group.replicas, group.shape.hosts) == ("tpu-group", 2, 4)
+
+
+def test_dev_is_small_and_spot():
+    s = spec.load("dev", engine.stack_config("dev"))
+    assert not s.prod and len(s.slices) == 1 and s.slices[0].capacity.spot
+    assert not s.storage.protected and not s.cluster.deletion_protection
+
+
+def test_spec_objects_are_frozen():
+    s = spec.load("prod", prod_config())
+    with pytest.raises(AttributeError):
+        s.cluster.name = "other"
+
+
+def test_bad_topology_names_file_key_value_and_allowed():
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(topology="4x5")))
+    assert msg.startswith("stacks/Pulumi.prod.yaml: 1 problem(s)")
+    assert f'{NS}:slices[0].topology = "4x5"' in msg
+    assert "allowed: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16" in msg
+
+
+def test_machine_type_must_fit_topology():
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[1].update(machineType="ct6e-standard-8t")))
+    assert f'{NS}:slices[1].machineType = "ct6e-standard-8t"' in msg and "allowed: ct6e-standard-4t" in msg
+
+
+def test_unknown_generation():
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(generation="v7")))
+    assert f'{NS}:slices[0].generation = "v7": allowed: v6e, v5e, v5p, v4, tpu7x' in msg
+
+
+def test_one_group_one_shape():
+    def change(v):
+        v[1].update(topology="4x8")
+    msg = problems(edit(prod_config(), f"{NS}:slices", change))
+    assert "a worker group holds slices of one shape only" in msg
+
+
+def test_duplicate_slice_names():
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[1].update(name="v6e-16-0")))
+    assert "slice names must be unique" in msg
+
+
+@pytest.mark.parametrize(("capacity", "expected"), [
+    ({"type": "preemptible"}, "allowed: on-demand, spot, reservation, flex-start"),
+    ({"type": "spot", "reservation": "r1"}, "only allowed when type is reservation, not spot"),
+    ({"type": "flex-start", "reservation": "r1"}, "only allowed when type is reservation, not flex-start"),
+    ({"type": "reservation"}, "required when type is reservation with SPECIFIC affinity"),
+    ({"type": "reservation", "reservation": "r1", "affinity": "SOME"}, "allowed: SPECIFIC, ANY"),
+])
+def test_capacity_rules(capacity, expected):
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(capacity=capacity)))
+    assert expected in msg
+
+
+def test_reservation_capacity_is_accepted():
+    cfg = edit(prod_config(), f"{NS}:slices",
+               lambda v: v[0].update(capacity={"type": "reservation", "reservation": "v6e-res"}))
+    s = spec.load("prod", cfg)
+    assert s.slices[0].capacity == spec.Capacity("reservation", "v6e-res", "SPECIFIC")
+
+
+def test_overlapping_subnets():
+    msg = problems(edit(prod_config(), f"{NS}:network", lambda v: v["secondary"][1].update(cidr="10.50.128.0/17")))
+    assert "overlaps 10.50.0.0/16" in msg
+
+
+def test_public_range_is_refused():
+    msg = problems(edit(prod_config(), f"{NS}:network", lambda v: v["secondary"][0].update(cidr="8.8.0.0/16")))
+    assert "private (RFC 1918)" in msg
+
+
+def test_mtu_range():
+    msg = problems(edit(prod_config(), f"{NS}:network", lambda v: v.update(mtu=9000)))
+    assert f"{NS}:network.mtu = 9000" in msg
+
+
+def test_dranet_needs_a_recent_gke():
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="1.33.5-gke.1000000")))
+    assert "DRANET" in msg and "1.34.1-gke.1829001" in msg
+
+
+def test_bad_version_format():
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="latest")))
+    assert "must be a GKE version like 1.35.2-gke.1842000" in msg
+
+
+def test_prod_refuses_nightly_images():
+    msg = problems(edit(prod_config(), f"{NS}:ray", lambda v: v.update(image="rayproject/ray:nightly-py312-tpu")))
+    assert "prod pins a released image" in msg
+
+
+def test_prod_checkpoints_stay_protected():
+    msg = problems(edit(prod_config(), f"{NS}:storage", lambda v: v.update(protected=False)))
+    assert "must be protected from deletion" in msg
+
+
+def test_zone_must_be_in_region():
+    cfg = dict(prod_config(), **{"gcp:zone": "europe-west4-a"})
+    assert "must be a zone of gcp:region us-east5" in problems(cfg)
+
+
+def test_missing_and_unknown_keys():
+    cfg = dict(prod_config())
+    del cfg["gcp:project"]
+    cfg[f"{NS}:slice"] = "[]"
+    msg = problems(cfg)
+    assert "gcp:project = (missing): required" in msg
+    assert f"{NS}:slice = " in msg and "unknown key; allowed:" in msg
+
+
+def test_wrong_types():
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(systemNodeCount="two")))
+    assert "must be a int" in msg
+
+
+def test_job_ici_must_tile_the_slice():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[0].update(ici={"fsdp": 4, "tensor": 8})))
+    assert "ICI mesh must tile the 16 chips of a v6e-16 slice" in msg
+
+
+def test_job_dcn_must_tile_the_slices():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[1].update(dcn={"fsdp": 4, "data": 1})))
+    assert "DCN mesh must tile 2 slice(s)" in msg
+
+
+def test_job_cannot_ask_for_more_slices_than_exist():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[0].update(slices=3)))
+    assert "worker group tpu-group has only 2 slice(s); allowed: 1..2" in msg
+
+
+def test_elastic_bounds():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[2].update(minSlices=3, maxSlices=2)))
+    assert "must be at most maxSlices (2)" in msg
+
+
+def test_jobs_on_spot_are_elastic():
+    def to_spot(slices):
+        for s in slices:
+            s["capacity"] = {"type": "spot"}
+    cfg = edit(prod_config(), f"{NS}:slices", to_spot)
+    msg = problems(cfg)
+    assert f"{NS}:jobs[0].mode" in msg and "runs on Spot capacity: jobs there must be elastic" in msg
+
+
+def test_maxtext_passthrough_cannot_override_job_keys():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[0]["maxtext"].update(ici_fsdp_parallelism="2")))
+    assert "set through the job's own key" in msg
+
+
+def test_unknown_job_group():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[0].update(group="gpu-group")))
+    assert f'{NS}:jobs[0].group = "gpu-group": allowed: tpu-group' in msg
+
+
+def test_several_problems_are_reported_together():
+    cfg = edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(topology="4x5"))
+    cfg = edit(cfg, f"{NS}:network", lambda v: v.update(mtu=1500000))
+    cfg = edit(cfg, f"{NS}:cluster", lambda v: v.update(name="Bad_Name"))
+    msg = problems(cfg)
+    assert "3 problem(s)" in msg
+
+
+def test_preview_refuses_a_bad_stack_file(tmp_path, capsys):
+    """The CLI path: exit 2, the error on stderr, nothing written."""
+    from slicectl import cli
+
+    src = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    (tmp_path / "Pulumi.broken.yaml").write_text(src.replace("topology: 4x4", "topology: 4x5", 1))
+    out = tmp_path / "out"
+    code = cli.main(["preview", "--stack", "broken", "--stacks-dir", str(tmp_path), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "stacks/Pulumi.broken.yaml" in err and "topology" in err and "allowed: 1x1" in err
+    assert not out.exists()
+
+
+def test_unknown_stack_lists_the_stacks(capsys):
+    from slicectl import cli
+
+    assert cli.main(["preview", "--stack", "staging", "--out", "/nonexistent/x"]) == 2
+    assert "allowed: dev, prod" in capsys.readouterr().err
