@@ -13,6 +13,7 @@ from infra.cluster import GkeCluster, GkeClusterArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from slicectl import spec as stack_spec
+from workloads.component import RayWorkloads, RayWorkloadsArgs
 
 # Validate everything before declaring anything: a bad spec deploys nothing.
 spec = stack_spec.from_pulumi()
@@ -56,6 +57,12 @@ checkpoints = CheckpointStore(
     CheckpointStoreArgs(
         storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider
     ),
+)
+
+# The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA.
+workloads = RayWorkloads(
+    f"{name}-workloads",
+    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account]),
 )
 
 pulumi.export("cluster", gke.cluster.name)

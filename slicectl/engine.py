@@ -78,7 +78,18 @@ def is_kubernetes_object(r: Resource) -> bool:
 def kubernetes_manifest(r: Resource) -> dict[str, Any]:
     doc = {"apiVersion": r.inputs["apiVersion"], "kind": r.inputs["kind"]}
     doc.update({k: v for k, v in r.inputs.items() if k not in doc})
-    return doc
+    return _integral(doc)
+
+
+def _integral(value: Any) -> Any:
+    """Mocks hand numbers back as floats; Kubernetes integer fields want ``2``, not ``2.0``."""
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 class _Mocks(pulumi.runtime.Mocks):

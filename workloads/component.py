@@ -1,0 +1,100 @@
+"""RayWorkloads: the training objects of a stack, applied through the cluster's provider.
+
+The documents come from ``workloads/manifests.py`` (pure functions of the spec); this
+component only declares them: the DRANET ResourceClaimTemplate, the trainer ConfigMap,
+the shared RayCluster and one RayJob per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from slicectl.spec import StackSpec
+from workloads import manifests
+
+
+@dataclass(frozen=True)
+class RayWorkloadsArgs:
+    spec: StackSpec
+    k8s_provider: k8s.Provider
+    # What the pods need before they start: the checkpoint store's KSA (workload identity).
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # The trainer script's text; None reads workloads/trainer/maxtext_trainer.py.
+    trainer_source: str | None = None
+
+
+def _custom(name: str, doc: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=doc["apiVersion"], kind=doc["kind"],
+        metadata=doc["metadata"], spec=doc["spec"], opts=opts,
+    )
+
+
+class RayWorkloads(pulumi.ComponentResource):
+    """ResourceClaimTemplate, trainer ConfigMap, RayCluster and RayJobs of one stack."""
+
+    claim_template: k8s.resource.v1.ResourceClaimTemplate | None
+    trainer: k8s.core.v1.ConfigMap
+    cluster: k8s.apiextensions.CustomResource | None
+    jobs: dict[str, k8s.apiextensions.CustomResource]
+
+    def __init__(
+        self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("tpu-multislice:workloads:RayWorkloads", name, None, opts)
+        spec = args.spec
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
+        needs = list(args.depends_on)
+
+        self.claim_template = None
+        if spec.dranet:
+            doc = manifests.resource_claim_template(spec)
+            self.claim_template = k8s.resource.v1.ResourceClaimTemplate(
+                f"{name}-netdev", metadata=doc["metadata"], spec=doc["spec"],
+                # The template is immutable in Kubernetes: a new device count means a new one.
+                opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+                    replace_on_changes=["spec"], delete_before_replace=True
+                )),
+            )
+            needs.append(self.claim_template)
+
+        doc = manifests.trainer_configmap(spec, args.trainer_source)
+        self.trainer = k8s.core.v1.ConfigMap(
+            f"{name}-trainer", metadata=doc["metadata"], data=doc["data"], opts=base
+        )
+        needs.append(self.trainer)
+
+        self.cluster = None
+        if manifests.needs_shared_cluster(spec):
+            self.cluster = _custom(
+                f"{name}-cluster", manifests.ray_cluster(spec),
+                pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=needs)),
+            )
+
+        # KubeRay acts on a RayJob once: any change to it (the script's hash in its
+        # annotations included) must replace it so the job runs again.
+        job_needs = needs + ([self.cluster] if self.cluster else [])
+        self.jobs = {
+            job.name: _custom(
+                f"{name}-{job.name}",
+                manifests.ray_job(spec, job, args.trainer_source),
+                pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+                    depends_on=job_needs,
+                    replace_on_changes=["spec", "metadata"],
+                    delete_before_replace=True,
+                )),
+            )
+            for job in spec.jobs
+        }
+
+        self.register_outputs({
+            "claimTemplate": manifests.claim_template_name(spec) if spec.dranet else None,
+            "trainerConfigMap": manifests.trainer_configmap_name(spec),
+            "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],
+            "rayCluster": spec.ray.cluster_name if self.cluster else None,
+            "rayJobs": list(self.jobs),
+        })

@@ -1,0 +1,389 @@
+"""The Kubernetes objects that run training on the slices, as plain documents.
+
+Pure functions of the stack spec (no Pulumi here): the DRANET ResourceClaimTemplate,
+the trainer ConfigMap, the shared RayCluster and one RayJob per job. Every shape
+number comes from the slice model through the spec; the fixed values below are the
+seed tutorial's (GKE "Multislice and elastic training on TPUs using Ray Train").
+The component in ``workloads/component.py`` declares these documents as resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slicectl.spec import Job, StackSpec, WorkerGroup
+from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
+
+RAY_API = "ray.io/v1"
+DRA_API = "resource.k8s.io/v1"
+PART_OF = "tpu-multislice"
+# Annotation carrying the trainer script's sha256 on the ConfigMap and every RayJob.
+TRAINER_HASH_ANNOTATION = "tpu-multislice/trainer-sha256"
+# Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
+TRAINER_DIR = "/home/ray/trainer"
+
+# GKE DRANET: one netdev device per secondary network, attached to every TPU worker pod.
+NETDEV_DEVICE_CLASS = "netdev.google.com"
+NETDEV_CLAIM = "netdev"
+NETDEV_REQUEST = "req-netdev"
+
+# Ray head ports (KubeRay's well-known names).
+HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+
+# GCS FUSE CSI ephemeral volume for the checkpoint bucket; the sidecar gets no limits.
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_VOLUME = "gcs-fuse-csi-ephemeral"
+GCSFUSE_ANNOTATIONS = {
+    "gke-gcsfuse/volumes": "true",
+    "gke-gcsfuse/cpu-limit": "0",
+    "gke-gcsfuse/memory-limit": "0",
+    "gke-gcsfuse/ephemeral-storage-limit": "0",
+}
+GCSFUSE_MOUNT_OPTIONS = (
+    "implicit-dirs,uid=1000,gid=1000,dir-mode=775,file-mode=664,file-cache:max-size-mb:-1"
+)
+SHM_VOLUME = "dshm"
+TRAINER_VOLUME = "trainer"
+# Pods reach GCS through workload identity: schedule them where the metadata server runs.
+METADATA_SERVER_SELECTOR = {"iam.gke.io/gke-metadata-server-enabled": "true"}
+
+# The seed's tuned libtpu flags for Llama 3 on v6e; the megascale interface list is
+# appended from the stack's secondary networks.
+LIBTPU_TUNING = (
+    "--xla_tpu_scoped_vmem_limit_kib=122880",
+    "--xla_tpu_use_minor_sharding_for_major_trivial_input=true",
+    "--xla_tpu_relayout_group_size_threshold_for_reduce_scatter=1",
+    "--xla_tpu_assign_all_reduce_scatter_layout",
+    "--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true",
+    "--xla_tpu_enable_async_collective_fusion_multiple_steps=true",
+    "--xla_tpu_overlap_compute_collective_tc=true",
+    "--xla_enable_async_all_gather=true",
+)
+# The seed's image pull policy (a pinned tag still re-checks only the digest).
+IMAGE_PULL_POLICY = "Always"
+# A dedicated cluster stays this long after its job ends (logs), then KubeRay deletes it.
+DEDICATED_CLUSTER_TTL_SECONDS = 300
+
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _labels(spec: StackSpec, component: str, **extra: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "tpu-multislice/stack": spec.stack,
+        **extra,
+    }
+
+
+def _metadata(spec: StackSpec, name: str, component: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": spec.storage.namespace,
+        "labels": _labels(spec, component),
+        **extra,
+    }
+
+
+def nic_names(spec: StackSpec) -> list[str]:
+    """The pod's DRANET NICs: eth0 is the pod network, eth1..ethN the secondary networks."""
+    return [f"eth{i}" for i in range(1, len(spec.networks) + 1)]
+
+
+def libtpu_init_args(spec: StackSpec) -> str:
+    flags = list(LIBTPU_TUNING)
+    if spec.networks:
+        # Megascale (DCN) traffic over the secondary NICs, and loopback for same-host peers.
+        flags.append(f"--megascale_grpc_interface_prefixes={','.join([*nic_names(spec), 'lo'])}")
+    return " ".join(flags)
+
+
+def ray_version(image: str) -> str | None:
+    """Ray's version from a released image tag (``rayproject/ray:2.60.0-py312-tpu``)."""
+    m = re.search(r":(\d+\.\d+\.\d+)(?:-|$)", image)
+    return m.group(1) if m else None
+
+
+def claim_template_name(spec: StackSpec) -> str:
+    """``two-netdev`` for two secondary networks, as the seed names it."""
+    n = len(spec.networks)
+    return f"{_NUMBER_WORDS[n]}-netdev" if n < len(_NUMBER_WORDS) else f"netdev-{n}"
+
+
+def trainer_configmap_name(spec: StackSpec) -> str:
+    return f"{spec.ray.cluster_name}-trainer"
+
+
+def trainer_source(path: Path = TRAINER_SCRIPT) -> str:
+    return path.read_text()
+
+
+def trainer_sha256(source: str | None = None) -> str:
+    text = trainer_source() if source is None else source
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _gcsfuse_volume(spec: StackSpec) -> dict[str, Any]:
+    return {
+        "name": GCSFUSE_VOLUME,
+        "csi": {
+            "driver": GCSFUSE_DRIVER,
+            "volumeAttributes": {
+                "bucketName": spec.storage.bucket,
+                "mountOptions": GCSFUSE_MOUNT_OPTIONS,
+            },
+        },
+    }
+
+
+def _volumes(spec: StackSpec, trainer: bool) -> list[dict[str, Any]]:
+    vols = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}, _gcsfuse_volume(spec)]
+    if trainer:
+        vols.append({"name": TRAINER_VOLUME, "configMap": {"name": trainer_configmap_name(spec)}})
+    return vols
+
+
+def _volume_mounts(trainer: bool) -> list[dict[str, Any]]:
+    mounts = [
+        {"name": GCSFUSE_VOLUME, "mountPath": CLUSTER_DATA_DIR},
+        {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+    ]
+    if trainer:
+        mounts.append({"name": TRAINER_VOLUME, "mountPath": TRAINER_DIR, "readOnly": True})
+    return mounts
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def resource_claim_template(spec: StackSpec) -> dict[str, Any]:
+    """GKE DRANET: one ``netdev.google.com`` device per secondary network for each pod."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": _metadata(spec, claim_template_name(spec), "dranet"),
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{
+                        "name": NETDEV_REQUEST,
+                        "exactly": {
+                            "deviceClassName": NETDEV_DEVICE_CLASS,
+                            "allocationMode": "ExactCount",
+                            "count": len(spec.networks),
+                        },
+                    }],
+                },
+            },
+        },
+    }
+
+
+def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, Any]:
+    """The trainer script, embedded from its file, with its content hash."""
+    text = trainer_source() if source is None else source
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(
+            spec, trainer_configmap_name(spec), "trainer",
+            annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
+        ),
+        "data": {TRAINER_SCRIPT.name: text},
+    }
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    """How many slices (KubeRay replicas, one per slice) a worker group runs."""
+
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+
+
+def shared_sizes(spec: StackSpec) -> dict[str, GroupSize]:
+    """The shared cluster holds every slice; elastic jobs may shrink a group to their minimum."""
+    sizes = {}
+    for g in spec.groups:
+        floors = [j.min_slices for j in spec.jobs if j.group == g.name and j.cluster == "shared"]
+        sizes[g.name] = GroupSize(g.replicas, min(floors, default=g.replicas), g.replicas)
+    return sizes
+
+
+def _head_group(spec: StackSpec) -> dict[str, Any]:
+    ray = spec.ray
+    return {
+        "rayStartParams": {},
+        # The dashboard and job API stay inside the cluster (kubectl port-forward to reach them).
+        "serviceType": "ClusterIP",
+        "enableIngress": False,
+        "template": {
+            "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
+            "spec": {
+                "serviceAccountName": spec.storage.service_account,
+                "containers": [{
+                    "name": "ray-head",
+                    "image": ray.image,
+                    "imagePullPolicy": IMAGE_PULL_POLICY,
+                    "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
+                    "resources": {
+                        "limits": {"memory": ray.head_memory},
+                        "requests": {"cpu": ray.head_cpu, "memory": ray.head_memory},
+                    },
+                    "volumeMounts": _volume_mounts(trainer=True),
+                }],
+                "volumes": _volumes(spec, trainer=True),
+                "nodeSelector": dict(METADATA_SERVER_SELECTOR),
+            },
+        },
+    }
+
+
+def _worker_env(spec: StackSpec, slices: int) -> list[dict[str, str]]:
+    return [
+        {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
+        {"name": "MEGASCALE_PORT", "value": str(spec.ray.megascale_port)},
+        {"name": "JAX_PLATFORMS", "value": "tpu,cpu"},
+        {"name": "ENABLE_PJRT_COMPATIBILITY", "value": "true"},
+        {"name": "LIBTPU_INIT_ARGS", "value": libtpu_init_args(spec)},
+    ]
+
+
+def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[str, Any]:
+    ray, shape = spec.ray, group.shape
+    tpu = str(shape.chips_per_host)
+    resources: dict[str, Any] = {
+        "limits": {"memory": ray.worker_memory, "google.com/tpu": tpu},
+        "requests": {"cpu": ray.worker_cpu, "memory": ray.worker_memory, "google.com/tpu": tpu},
+    }
+    pod: dict[str, Any] = {"serviceAccountName": spec.storage.service_account}
+    if spec.dranet:
+        pod["resourceClaims"] = [
+            {"name": NETDEV_CLAIM, "resourceClaimTemplateName": claim_template_name(spec)}
+        ]
+        resources = {"claims": [{"name": NETDEV_CLAIM}], **resources}
+    pod["containers"] = [{
+        "name": "ray-worker",
+        "image": ray.image,
+        "imagePullPolicy": IMAGE_PULL_POLICY,
+        "resources": resources,
+        "env": _worker_env(spec, size.replicas),
+        # libtpu needs the host's TPU devices (/dev/vfio, /dev/accel*): the seed runs privileged.
+        "securityContext": {"privileged": True},
+        "volumeMounts": _volume_mounts(trainer=False),
+    }]
+    pod["volumes"] = _volumes(spec, trainer=False)
+    pod["nodeSelector"] = {**METADATA_SERVER_SELECTOR, **shape.node_selector}
+    return {
+        "groupName": group.name,
+        "replicas": size.replicas,
+        "minReplicas": size.min_replicas,
+        "maxReplicas": size.max_replicas,
+        # KubeRay creates and deletes all hosts of one slice (replica) together.
+        "numOfHosts": shape.hosts,
+        "rayStartParams": {"metrics-export-port": str(ray.metrics_export_port)},
+        "template": {
+            "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
+            "spec": pod,
+        },
+    }
+
+
+def ray_cluster_spec(
+    spec: StackSpec, sizes: Mapping[str, GroupSize] | None = None
+) -> dict[str, Any]:
+    """A RayCluster spec: the head and one TPU worker group per entry of ``sizes``.
+
+    ``sizes`` maps worker-group names to their size; by default every group of the
+    stack with all its slices (the shared cluster).
+    """
+    sizes = shared_sizes(spec) if sizes is None else sizes
+    body: dict[str, Any] = {}
+    if version := ray_version(spec.ray.image):
+        body["rayVersion"] = version
+    body["headGroupSpec"] = _head_group(spec)
+    body["workerGroupSpecs"] = [
+        _worker_group(spec, g, sizes[g.name]) for g in spec.groups if g.name in sizes
+    ]
+    return body
+
+
+def ray_cluster(spec: StackSpec) -> dict[str, Any]:
+    """The shared RayCluster (the seed's ``maxtext-tpu-cluster``)."""
+    return {
+        "apiVersion": RAY_API,
+        "kind": "RayCluster",
+        "metadata": _metadata(spec, spec.ray.cluster_name, "ray-cluster"),
+        "spec": ray_cluster_spec(spec),
+    }
+
+
+def entrypoint(spec: StackSpec, job: Job) -> str:
+    argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}", *trainer_argv(spec, job, local=False)]
+    return shlex.join(argv)
+
+
+def needs_shared_cluster(spec: StackSpec) -> bool:
+    """A shared RayCluster holds its slices for good: declare it only when a job uses it
+    (or when there is no job yet, as in the seed, to submit to by hand)."""
+    return not spec.jobs or any(j.cluster == "shared" for j in spec.jobs)
+
+
+def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, Any]:
+    """The RayJob for ``job``: on the shared cluster or on its own, deleted after the run."""
+    body: dict[str, Any] = {
+        "entrypoint": entrypoint(spec, job),
+        # A Kubernetes Job runs `ray job submit`; its retries are KubeRay's to manage.
+        "submissionMode": "K8sJobMode",
+        "activeDeadlineSeconds": job.active_deadline_seconds,
+        "backoffLimit": job.backoff_limit,
+    }
+    if job.cluster == "shared":
+        body["clusterSelector"] = {"ray.io/cluster": spec.ray.cluster_name}
+        body["shutdownAfterJobFinishes"] = False
+        # The shared cluster outlives every job, and the RayJob object is Pulumi's to delete.
+        policy = "DeleteNone"
+    else:
+        size = GroupSize(job.slices, job.min_slices, job.slices)
+        body["rayClusterSpec"] = ray_cluster_spec(spec, {job.group: size})
+        body["shutdownAfterJobFinishes"] = True
+        body["ttlSecondsAfterFinished"] = DEDICATED_CLUSTER_TTL_SECONDS
+        # The job's own cluster (and its TPU slices) goes when the job ends, either way.
+        policy = "DeleteCluster"
+    body["deletionStrategy"] = {"onSuccess": {"policy": policy}, "onFailure": {"policy": policy}}
+    meta = _metadata(
+        spec, job.name, "ray-job",
+        annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
+    )
+    meta["labels"]["tpu-multislice/job"] = job.name
+    return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": meta, "spec": body}
+
+
+def all_objects(spec: StackSpec, source: str | None = None) -> list[dict[str, Any]]:
+    """Every object of the stack's workloads, in apply order."""
+    docs: list[dict[str, Any]] = []
+    if spec.dranet:
+        docs.append(resource_claim_template(spec))
+    docs.append(trainer_configmap(spec, source))
+    if needs_shared_cluster(spec):
+        docs.append(ray_cluster(spec))
+    docs += [ray_job(spec, j, source) for j in spec.jobs]
+    return docs
+
+
+def worker_groups(doc: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """The worker groups of a RayCluster or of a RayJob's own cluster."""
+    body = doc["spec"]
+    body = body.get("rayClusterSpec", body) if doc["kind"] == "RayJob" else body
+    return body.get("workerGroupSpecs", [])
