@@ -19,9 +19,7 @@ from workloads.component import RayWorkloads, RayWorkloadsArgs
 spec = stack_spec.from_pulumi()
 name = spec.cluster.name
 
-dcn = SecondaryNetworks(
-    f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu)
-)
+dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
 gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project))
 
 pools = [
@@ -34,9 +32,7 @@ pools = [
             project=spec.project,
             version=spec.cluster.version,
             node_service_account=gke.node_service_account.email,
-            additional_networks=tuple(
-                (net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)
-            ),
+            additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)),
         ),
         opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
     )

@@ -28,8 +28,10 @@ def main() -> None:
             t = time.perf_counter()
             r = engine.render(stack)
             times.append(time.perf_counter() - t)
-        print(f"{stack:5s} {len(r.resources):3d} resources, {len(r.manifests):2d} manifests: "
-              f"median {statistics.median(times) * 1000:.0f} ms over {args.repeat}")
+        print(
+            f"{stack:5s} {len(r.resources):3d} resources, {len(r.manifests):2d} manifests: "
+            f"median {statistics.median(times) * 1000:.0f} ms over {args.repeat}"
+        )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: {rss:.0f} MiB")
 

@@ -74,8 +74,10 @@ class CheckpointStore(pulumi.ComponentResource):
             gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.register_outputs({
-            "bucket": self.bucket.name,
-            "serviceAccount": st.service_account,
-            "member": self.member,
-        })
+        self.register_outputs(
+            {
+                "bucket": self.bucket.name,
+                "serviceAccount": st.service_account,
+                "member": self.member,
+            }
+        )

@@ -77,11 +77,17 @@ class GkeCluster(pulumi.ComponentResource):
                     ray_operator_configs=[
                         gcp.container.ClusterAddonsConfigRayOperatorConfigArgs(
                             enabled=True,
-                            ray_cluster_logging_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfigArgs(enabled=True),
-                            ray_cluster_monitoring_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfigArgs(enabled=True),
+                            ray_cluster_logging_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfigArgs(
+                                enabled=True
+                            ),
+                            ray_cluster_monitoring_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfigArgs(
+                                enabled=True
+                            ),
                         )
                     ],
-                    gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+                    gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
+                        enabled=True
+                    ),
                 ),
                 deletion_protection=c.deletion_protection,
             ),
@@ -118,11 +124,13 @@ class GkeCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
         ).apply(lambda a: kubeconfig(*a))
-        self.register_outputs({
-            "name": self.cluster.name,
-            "endpoint": self.cluster.endpoint,
-            "nodeServiceAccount": self.node_service_account.email,
-        })
+        self.register_outputs(
+            {
+                "name": self.cluster.name,
+                "endpoint": self.cluster.endpoint,
+                "nodeServiceAccount": self.node_service_account.email,
+            }
+        )
 
 
 def kubeconfig(name: str, endpoint: str, ca_cert: str) -> str:

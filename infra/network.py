@@ -50,7 +50,9 @@ class SecondaryNetworks(pulumi.ComponentResource):
             )
             self.networks.append(vpc)
             self.subnets.append(subnet)
-        self.register_outputs({
-            "networks": [n.name for n in self.networks],
-            "subnets": [s.name for s in self.subnets],
-        })
+        self.register_outputs(
+            {
+                "networks": [n.name for n in self.networks],
+                "subnets": [s.name for s in self.subnets],
+            }
+        )

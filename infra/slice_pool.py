@@ -71,11 +71,13 @@ class SliceNodePool(pulumi.ComponentResource):
                 initial_node_count=0 if flex else None,
                 autoscaling=gcp.container.NodePoolAutoscalingArgs(
                     total_min_node_count=0, total_max_node_count=shape.hosts, location_policy="ANY"
-                ) if flex else None,
+                )
+                if flex
+                else None,
                 # Multi-host slices are all-or-nothing: a COMPACT placement with the topology.
-                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
-                    type="COMPACT", tpu_topology=shape.topology
-                ) if shape.multi_host else None,
+                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=shape.topology)
+                if shape.multi_host
+                else None,
                 network_config=network_config,
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=shape.machine_type.name,

@@ -19,8 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     p.add_argument("--out", help="output directory (default: build/<stack>)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
-    p.add_argument("--format", choices=("text", "markdown"), default="text",
-                   help="markdown for a CI job summary (plan, slices, Mermaid diagram)")
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="markdown for a CI job summary (plan, slices, Mermaid diagram)",
+    )
     return p
 
 
@@ -36,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
     write(rendering, out)
     text = markdown(rendering) if args.format == "markdown" else plain(rendering)
     print(text)
-    print(f"\nwrote {out}/resources.json, {out}/outputs.json and {len(rendering.manifests)} "
-          f"manifest(s) under {out}/manifests/ ({elapsed:.1f} s)", file=sys.stderr)
+    print(
+        f"\nwrote {out}/resources.json, {out}/outputs.json and {len(rendering.manifests)} "
+        f"manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -70,8 +77,18 @@ def slice_rows(spec: StackSpec) -> list[list[str]]:
     rows = []
     for s in spec.slices:
         cap = s.capacity.type + (f" ({s.capacity.reservation})" if s.capacity.reservation else "")
-        rows.append([s.name, s.group, s.shape.pod_type, s.shape.topology, str(s.shape.hosts),
-                     str(s.shape.chips), s.shape.machine_type.name, cap])
+        rows.append(
+            [
+                s.name,
+                s.group,
+                s.shape.pod_type,
+                s.shape.topology,
+                str(s.shape.hosts),
+                str(s.shape.chips),
+                s.shape.machine_type.name,
+                cap,
+            ]
+        )
     return rows
 
 
@@ -111,18 +128,41 @@ def plain(rendering: engine.Rendering) -> str:
         marker = "+" if r.custom else "#"
         lines.append(f"  {'    ' * depth}{marker} {r.type}  {r.name}")
     lines += ["", "Slices:", _indent(_table(SLICE_HEADER, slice_rows(spec)))]
-    groups = [[g.name, g.shape.pod_type, str(g.replicas), str(g.shape.hosts), str(g.shape.chips_per_host),
-               str(g.shape.workers(g.replicas))] for g in spec.groups]
-    lines += ["", "Ray worker groups:", _indent(_table(
-        ["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups))]
+    groups = [
+        [
+            g.name,
+            g.shape.pod_type,
+            str(g.replicas),
+            str(g.shape.hosts),
+            str(g.shape.chips_per_host),
+            str(g.shape.workers(g.replicas)),
+        ]
+        for g in spec.groups
+    ]
+    lines += [
+        "",
+        "Ray worker groups:",
+        _indent(_table(["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups)),
+    ]
     if spec.jobs:
-        jobs = [[j.name, j.mode, j.group, j.cluster,
-                 str(j.slices) if not j.elastic else f"{j.min_slices}..{j.slices}", j.model, str(j.steps)]
-                for j in spec.jobs]
+        jobs = [
+            [
+                j.name,
+                j.mode,
+                j.group,
+                j.cluster,
+                str(j.slices) if not j.elastic else f"{j.min_slices}..{j.slices}",
+                j.model,
+                str(j.steps),
+            ]
+            for j in spec.jobs
+        ]
         lines += ["", "Jobs:", _indent(_table(["job", "mode", "group", "cluster", "slices", "model", "steps"], jobs))]
     lines += ["", "Manifests:"]
-    lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata'].get('name')}"
-              for d in rendering.manifests]
+    lines += [
+        f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata'].get('name')}"
+        for d in rendering.manifests
+    ]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
     return "\n".join(lines)
 
@@ -139,7 +179,9 @@ def mermaid(spec: StackSpec) -> str:
     for si, s in enumerate(spec.slices):
         lines.append(f'  subgraph s{si}["{s.name}: {s.shape.pod_type} {s.shape.topology} ({s.capacity.type})"]')
         for h in range(s.shape.hosts):
-            lines.append(f'    s{si}h{h}["host {h}<br/>{s.shape.machine_type.name}<br/>{s.shape.chips_per_host} chips"]')
+            lines.append(
+                f'    s{si}h{h}["host {h}<br/>{s.shape.machine_type.name}<br/>{s.shape.chips_per_host} chips"]'
+            )
         lines.append("  end")
         for i in range(len(spec.networks)):
             lines.append(f"  s{si} --- net{i}")
@@ -151,13 +193,19 @@ def markdown(rendering: engine.Rendering) -> str:
     md_table = lambda header, rows: "\n".join(  # noqa: E731
         ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
     )
-    plan_rows = [[("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
-                 for d, r in _tree(rendering)]
+    plan_rows = [
+        [("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
+        for d, r in _tree(rendering)
+    ]
     parts = [
         f"## `{spec.stack}` stack ({spec.environment}): {spec.cluster.name} in {spec.cluster.location}",
-        "### Slices", md_table(SLICE_HEADER, slice_rows(spec)),
-        "### Topology", "```mermaid\n" + mermaid(spec) + "\n```",
-        "### Plan", md_table(["resource", "type"], plan_rows),
-        "### Manifests", "\n".join(f"- `{d['kind']}` {d['metadata'].get('name')}" for d in rendering.manifests) or "(none)",
+        "### Slices",
+        md_table(SLICE_HEADER, slice_rows(spec)),
+        "### Topology",
+        "```mermaid\n" + mermaid(spec) + "\n```",
+        "### Plan",
+        md_table(["resource", "type"], plan_rows),
+        "### Manifests",
+        "\n".join(f"- `{d['kind']}` {d['metadata'].get('name')}" for d in rendering.manifests) or "(none)",
     ]
     return "\n\n".join(parts)

@@ -43,12 +43,20 @@ class DrillReport:
     def table(self) -> list[tuple[str, str]]:
         def f(v, unit=""):
             return "-" if v is None else (f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}")
+
         return [
-            ("job", self.job), ("elastic", str(self.elastic)), ("killed", self.killed or "-"),
-            ("kill -> detected", f(self.detect_s, " s")), ("kill -> first step after resume", f(self.resume_s, " s")),
-            ("step restored", f(self.restored_step)), ("steps lost", f(self.steps_lost)),
-            ("scale back up", f(self.scale_up_s, " s")), ("final step", f(self.final_step)),
-            ("steps run", f(self.steps_run)), ("goodput", f(self.goodput)), ("wall time", f(self.wall_s, " s")),
+            ("job", self.job),
+            ("elastic", str(self.elastic)),
+            ("killed", self.killed or "-"),
+            ("kill -> detected", f(self.detect_s, " s")),
+            ("kill -> first step after resume", f(self.resume_s, " s")),
+            ("step restored", f(self.restored_step)),
+            ("steps lost", f(self.steps_lost)),
+            ("scale back up", f(self.scale_up_s, " s")),
+            ("final step", f(self.final_step)),
+            ("steps run", f(self.steps_run)),
+            ("goodput", f(self.goodput)),
+            ("wall time", f(self.wall_s, " s")),
             ("result", "recovered" if self.ok else "FAILED"),
         ]
 

@@ -45,8 +45,13 @@ class Resource:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
-            "custom": self.custom, "provider": self.provider, "inputs": self.inputs,
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "custom": self.custom,
+            "provider": self.provider,
+            "inputs": self.inputs,
         }
 
 
@@ -99,7 +104,9 @@ class _Mocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         if args.typ == "gcp:serviceaccount/account:Account":
-            state["email"] = f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
+            state["email"] = (
+                f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
+            )
         elif args.typ == "gcp:container/cluster:Cluster":
             state["endpoint"] = PLACEHOLDER_ENDPOINT
             state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
@@ -130,11 +137,17 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             parent = request.parent or None
             if parent and parent.split("::")[2] == "pulumi:pulumi:Stack":
                 parent = None
-            self.recorded.append(Resource(
-                urn=response.urn, type=request.type, name=request.name, parent=parent,
-                custom=bool(request.custom), inputs=_plain(inputs),
-                provider=request.provider.split("::")[-1] or None if request.provider else None,
-            ))
+            self.recorded.append(
+                Resource(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=parent,
+                    custom=bool(request.custom),
+                    inputs=_plain(inputs),
+                    provider=request.provider.split("::")[-1] or None if request.provider else None,
+                )
+            )
         return response
 
 
@@ -158,8 +171,10 @@ def stack_config(stack: str, stacks_dir: Path | None = None) -> dict[str, str]:
     path = (stacks_dir or ROOT / "stacks") / f"Pulumi.{stack}.yaml"
     if not path.exists():
         avail = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
-        raise stack_spec.SpecError(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-                                   [stack_spec.Problem("stack", stack, f"no such stack file; allowed: {', '.join(avail)}")])
+        raise stack_spec.SpecError(
+            str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+            [stack_spec.Problem("stack", stack, f"no such stack file; allowed: {', '.join(avail)}")],
+        )
     doc = yaml.safe_load(path.read_text()) or {}
     return stack_spec.flat_config(doc.get("config") or {})
 

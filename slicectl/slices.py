@@ -61,7 +61,16 @@ def _grid(*dims: str) -> tuple[str, ...]:
 
 _V6E_V5E_TOPOLOGIES = _grid("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _CUBE_TOPOLOGIES = _grid(
-    "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16",
+    "2x2x1",
+    "2x2x2",
+    "2x2x4",
+    "2x4x4",
+    "4x4x4",
+    "4x4x8",
+    "4x8x8",
+    "8x8x8",
+    "8x8x16",
+    "8x16x16",
 )
 
 GENERATIONS: dict[str, Generation] = {
@@ -190,9 +199,7 @@ def generation(name: str) -> Generation:
     try:
         return GENERATIONS[name]
     except KeyError:
-        raise SliceError(
-            f"TPU generation {name!r} is unknown; allowed: {', '.join(GENERATIONS)}"
-        ) from None
+        raise SliceError(f"TPU generation {name!r} is unknown; allowed: {', '.join(GENERATIONS)}") from None
 
 
 def _fits(mt: MachineType, gen: Generation, topology: str) -> bool:
@@ -219,23 +226,18 @@ def resolve(generation_name: str, topology: str, machine_type: str | None = None
     """
     gen = generation(generation_name)
     if topology not in gen.topologies:
-        raise SliceError(
-            f"topology {topology!r} is not offered for {gen.name}; "
-            f"allowed: {', '.join(gen.topologies)}"
-        )
+        raise SliceError(f"topology {topology!r} is not offered for {gen.name}; allowed: {', '.join(gen.topologies)}")
     fitting = machine_types_for(gen, topology)
     if machine_type is None:
         if len(fitting) != 1:
             raise SliceError(
-                f"{gen.name} topology {topology} needs an explicit machine type; "
-                f"allowed: {', '.join(fitting)}"
+                f"{gen.name} topology {topology} needs an explicit machine type; allowed: {', '.join(fitting)}"
             )
         machine_type = fitting[0]
     mt = gen.machine_type(machine_type)
     if machine_type not in fitting:
         raise SliceError(
-            f"machine type {machine_type!r} does not fit {gen.name} topology {topology}; "
-            f"allowed: {', '.join(fitting)}"
+            f"machine type {machine_type!r} does not fit {gen.name} topology {topology}; allowed: {', '.join(fitting)}"
         )
     chips = topology_chips(topology)
     return SliceShape(gen, topology, mt, chips, chips // mt.chips_per_host)
@@ -254,8 +256,7 @@ def from_node_labels(accelerator: str, topology: str, chips_per_host: int) -> Sl
                     return resolve(gen.name, topology, mt.name)
             if topology not in gen.topologies:
                 raise SliceError(
-                    f"topology {topology!r} is not offered for {gen.name}; "
-                    f"allowed: {', '.join(gen.topologies)}"
+                    f"topology {topology!r} is not offered for {gen.name}; allowed: {', '.join(gen.topologies)}"
                 )
             raise SliceError(
                 f"{gen.name} topology {topology} has no host with {chips_per_host} chips; "
@@ -276,16 +277,25 @@ def from_machine_type(machine_type: str, topology: str) -> SliceShape:
 
 
 def is_tpu_machine_type(machine_type: str) -> bool:
-    return any(
-        mt.name == machine_type for gen in GENERATIONS.values() for mt in gen.machine_types
-    )
+    return any(mt.name == machine_type for gen in GENERATIONS.values() for mt in gen.machine_types)
 
 
 # MaxText mesh axes and their defaults in MaxText 0.2.1's base.yml: -1 means
 # "auto-shard whatever is left" (ICI: fsdp, DCN: data).
 MESH_AXES = (
-    "diloco", "data", "fsdp", "fsdp_transpose", "sequence", "context", "context_autoregressive",
-    "tensor", "tensor_transpose", "tensor_sequence", "autoregressive", "pipeline", "expert",
+    "diloco",
+    "data",
+    "fsdp",
+    "fsdp_transpose",
+    "sequence",
+    "context",
+    "context_autoregressive",
+    "tensor",
+    "tensor_transpose",
+    "tensor_sequence",
+    "autoregressive",
+    "pipeline",
+    "expert",
 )
 MAXTEXT_DEFAULTS = {"ici": {"fsdp": -1}, "dcn": {"data": -1}}
 

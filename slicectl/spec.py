@@ -315,8 +315,7 @@ def _capacity(r: _Reader, obj: Any, key: str) -> Capacity:
             r.fail(f"{key}.reservation", _MISSING, "required when type is reservation with SPECIFIC affinity")
     elif reservation or affinity:
         # GKE: Spot and flex-start VMs cannot consume reservations; on-demand needs none here.
-        r.fail(f"{key}.reservation", reservation or affinity,
-               f"only allowed when type is reservation, not {ctype}")
+        r.fail(f"{key}.reservation", reservation or affinity, f"only allowed when type is reservation, not {ctype}")
         reservation = affinity = None
     return Capacity(ctype or "on-demand", reservation, affinity)
 
@@ -368,7 +367,14 @@ def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, t
     if not isinstance(raw, Mapping):
         r.fail(key, raw, "must be an object with mtu and secondary")
         return DCN_MTU, ()
-    mtu = r.get(raw, key, "mtu", int, DCN_MTU, check=lambda v: None if 1300 <= v <= 8896 else "must be 1300..8896 (8896 for the TPU DCN)")
+    mtu = r.get(
+        raw,
+        key,
+        "mtu",
+        int,
+        DCN_MTU,
+        check=lambda v: None if 1300 <= v <= 8896 else "must be 1300..8896 (8896 for the TPU DCN)",
+    )
     nets = r.get(raw, key, "secondary", list, [])
     out: list[SecondaryNetwork] = []
     ranges: list[tuple[str, ipaddress.IPv4Network]] = []
@@ -447,14 +453,19 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
         if max_s and min_s and min_s > max_s:
             r.fail(f"{k}.minSlices", min_s, f"must be at most maxSlices ({max_s})")
         if max_s and available and max_s > available:
-            r.fail(f"{k}.{'maxSlices' if mode == 'elastic' else 'slices'}", max_s,
-                   f"worker group {group} has only {available} slice(s); allowed: 1..{available}")
+            r.fail(
+                f"{k}.{'maxSlices' if mode == 'elastic' else 'slices'}",
+                max_s,
+                f"worker group {group} has only {available} slice(s); allowed: 1..{available}",
+            )
         ici = _parallelism(r, obj.get("ici", _MISSING), f"{k}.ici")
         dcn = _parallelism(r, obj.get("dcn", _MISSING), f"{k}.dcn")
         if group in groups and len(r.problems) == problems_before:
             shape = groups[group][0]
             if msg := slices.mesh_error("ici", ici, shape.chips):
-                r.fail(f"{k}.ici", ici, f"ICI mesh must tile the {shape.chips} chips of a {shape.pod_type} slice: {msg}")
+                r.fail(
+                    f"{k}.ici", ici, f"ICI mesh must tile the {shape.chips} chips of a {shape.pod_type} slice: {msg}"
+                )
             for n in sorted({min_s, max_s}):
                 if msg := slices.mesh_error("dcn", dcn, n):
                     r.fail(f"{k}.dcn", dcn, f"DCN mesh must tile {n} slice(s): {msg}")
@@ -462,26 +473,39 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
         for mk, mv in (maxtext or {}).items():
             if mk.startswith(("ici_", "dcn_")) or mk in _JOB_OWNED_KEYS:
                 r.fail(f"{k}.maxtext.{mk}", mv, "set through the job's own key (ici, dcn, steps, ...), not maxtext")
-        out.append(Job(
-            name=name or "", mode=mode or "multislice", group=group or "", cluster=cluster or "shared",
-            slices=max_s or 1, min_slices=min_s or 1, max_failures=max_failures or 0,
-            model=r.get(obj, k, "model", str, "llama3-8b"),
-            steps=r.get(obj, k, "steps", int, 100, check=_positive),
-            per_device_batch_size=r.get(obj, k, "perDeviceBatchSize", (int, float), 4),
-            max_target_length=r.get(obj, k, "maxTargetLength", int, 4096, check=_positive),
-            run_name=r.get(obj, k, "runName", str, name or "", check=_dns),
-            ici=ici, dcn=dcn,
-            maxtext={str(a): str(b) for a, b in (maxtext or {}).items()},
-            checkpoint_period=r.get(obj, k, "checkpointPeriod", int, 10, check=_positive),
-            active_deadline_seconds=r.get(obj, k, "activeDeadlineSeconds", int, 4 * 3600, check=_positive),
-            backoff_limit=r.get(obj, k, "backoffLimit", int, 0, check=_non_negative),
-        ))
+        out.append(
+            Job(
+                name=name or "",
+                mode=mode or "multislice",
+                group=group or "",
+                cluster=cluster or "shared",
+                slices=max_s or 1,
+                min_slices=min_s or 1,
+                max_failures=max_failures or 0,
+                model=r.get(obj, k, "model", str, "llama3-8b"),
+                steps=r.get(obj, k, "steps", int, 100, check=_positive),
+                per_device_batch_size=r.get(obj, k, "perDeviceBatchSize", (int, float), 4),
+                max_target_length=r.get(obj, k, "maxTargetLength", int, 4096, check=_positive),
+                run_name=r.get(obj, k, "runName", str, name or "", check=_dns),
+                ici=ici,
+                dcn=dcn,
+                maxtext={str(a): str(b) for a, b in (maxtext or {}).items()},
+                checkpoint_period=r.get(obj, k, "checkpointPeriod", int, 10, check=_positive),
+                active_deadline_seconds=r.get(obj, k, "activeDeadlineSeconds", int, 4 * 3600, check=_positive),
+                backoff_limit=r.get(obj, k, "backoffLimit", int, 0, check=_non_negative),
+            )
+        )
     return tuple(out)
 
 
 _JOB_OWNED_KEYS = {
-    "steps", "per_device_batch_size", "max_target_length", "model_name", "run_name",
-    "base_output_directory", "checkpoint_period",
+    "steps",
+    "per_device_batch_size",
+    "max_target_length",
+    "model_name",
+    "run_name",
+    "base_output_directory",
+    "checkpoint_period",
 }
 
 
@@ -534,13 +558,19 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     # DRANET attaches the secondary NICs; on GKE Standard it needs a minimum version.
     if networks and cluster.version and gke_version_key(cluster.version):
         if gke_version_key(cluster.version) < gke_version_key(DRANET_MIN_VERSION):
-            r.fail(f"{c_key}.version", cluster.version,
-                   f"GKE managed DRANET (secondary networks) needs at least {DRANET_MIN_VERSION} on Standard")
+            r.fail(
+                f"{c_key}.version",
+                cluster.version,
+                f"GKE managed DRANET (secondary networks) needs at least {DRANET_MIN_VERSION} on Standard",
+            )
     if networks:
         single = [s.name for s in slice_list if not s.shape.multi_host]
         if single:
-            r.fail(f"{ns}:network.secondary", [n.subnet for n in networks],
-                   f"additional node networks are for multi-host slices; single-host slices: {single}")
+            r.fail(
+                f"{ns}:network.secondary",
+                [n.subnet for n in networks],
+                f"additional node networks are for multi-host slices; single-host slices: {single}",
+            )
 
     s_raw = _object(r, config, f"{ns}:storage")
     s_key = f"{ns}:storage"
@@ -561,7 +591,11 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     y_obj = y_raw if isinstance(y_raw, Mapping) else {}
     image = r.get(y_obj, y_key, "image", str, "rayproject/ray:2.60.0-py312-tpu")
     if prod and image and (image.endswith((":latest", ":nightly")) or ":nightly-" in image or ":" not in image):
-        r.fail(f"{y_key}.image", image, "prod pins a released image (e.g. rayproject/ray:2.60.0-py312-tpu), not latest or nightly")
+        r.fail(
+            f"{y_key}.image",
+            image,
+            "prod pins a released image (e.g. rayproject/ray:2.60.0-py312-tpu), not latest or nightly",
+        )
     ray = RaySettings(
         cluster_name=r.get(y_obj, y_key, "clusterName", str, "maxtext-tpu-cluster", check=_dns),
         image=image,
@@ -579,12 +613,14 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
         groups[s.group] = (shape, n + 1)
     # Jobs are checked against the slices only when those are sound: one bad
     # slice should give one error, not one more per job that counts on it.
-    jobs = _jobs(r, _object(r, config, f"{ns}:jobs", required=False), f"{ns}:jobs",
-                 groups if slices_ok else None)
+    jobs = _jobs(r, _object(r, config, f"{ns}:jobs", required=False), f"{ns}:jobs", groups if slices_ok else None)
     for i, j in enumerate(jobs):
         if j.group in groups and not j.elastic and any(s.capacity.spot for s in slice_list if s.group == j.group):
-            r.fail(f"{ns}:jobs[{i}].mode", j.mode,
-                   f"worker group {j.group} runs on Spot capacity: jobs there must be elastic; allowed: elastic")
+            r.fail(
+                f"{ns}:jobs[{i}].mode",
+                j.mode,
+                f"worker group {j.group} runs on Spot capacity: jobs there must be elastic; allowed: elastic",
+            )
 
     known = {f"{ns}:{k}" for k in ("environment", "cluster", "network", "slices", "storage", "ray", "jobs")}
     for key in config:
@@ -594,8 +630,17 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     if r.problems:
         raise SpecError(source, r.problems)
     return StackSpec(
-        stack=stack, environment=environment, project=project, region=region, cluster=cluster,
-        mtu=mtu, networks=networks, slices=slice_list, storage=storage, ray=ray, jobs=jobs,
+        stack=stack,
+        environment=environment,
+        project=project,
+        region=region,
+        cluster=cluster,
+        mtu=mtu,
+        networks=networks,
+        slices=slice_list,
+        storage=storage,
+        ray=ray,
+        jobs=jobs,
     )
 
 

@@ -43,10 +43,14 @@ def test_components_and_parents(prod):
 def test_secondary_networks(prod):
     nets = sorted(prod.by_type("gcp:compute/network:Network"), key=lambda r: r.name)
     assert [(n.inputs["name"], n.inputs["mtu"], n.inputs["autoCreateSubnetworks"]) for n in nets] == [
-        ("maxtext-tpu-net-1", 8896, False), ("maxtext-tpu-net-2", 8896, False)]
+        ("maxtext-tpu-net-1", 8896, False),
+        ("maxtext-tpu-net-2", 8896, False),
+    ]
     subs = sorted(prod.by_type("gcp:compute/subnetwork:Subnetwork"), key=lambda r: r.name)
     assert [(s.inputs["name"], s.inputs["ipCidrRange"], s.inputs["region"]) for s in subs] == [
-        ("tpu-subnet-1", "10.50.0.0/16", "us-east5"), ("tpu-subnet-2", "10.60.0.0/16", "us-east5")]
+        ("tpu-subnet-1", "10.50.0.0/16", "us-east5"),
+        ("tpu-subnet-2", "10.60.0.0/16", "us-east5"),
+    ]
 
 
 def test_cluster(prod):
@@ -153,6 +157,7 @@ def test_principal_format():
 # Component-level tests in the manner of Pulumi's SDK tests: set_mocks, @pulumi.runtime.test,
 # assertions inside apply so they run when the Output resolves.
 
+
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self):
         self.inputs: dict[str, dict] = {}
@@ -173,11 +178,14 @@ def mocks():
     return m
 
 
-@pytest.mark.parametrize(("topology", "machine", "hosts", "placement"), [
-    ("2x4", "ct6e-standard-4t", 2, True),
-    ("2x4", "ct6e-standard-8t", 1, False),  # one host: no multi-host placement
-    ("16x16", "ct6e-standard-4t", 64, True),
-])
+@pytest.mark.parametrize(
+    ("topology", "machine", "hosts", "placement"),
+    [
+        ("2x4", "ct6e-standard-4t", 2, True),
+        ("2x4", "ct6e-standard-8t", 1, False),  # one host: no multi-host placement
+        ("16x16", "ct6e-standard-4t", 64, True),
+    ],
+)
 def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
     from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
     from slicectl.spec import Capacity, Slice
@@ -187,10 +195,17 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
 
     @pulumi.runtime.test
     def check():
-        pool = SliceNodePool("s0", SliceNodePoolArgs(
-            slice=Slice("s0", shape, cap, shape.group_name), cluster_name="c", location="us-east5-b",
-            project="p", version="1.35.2-gke.1842000", node_service_account="n@p.iam.gserviceaccount.com",
-        ))
+        pool = SliceNodePool(
+            "s0",
+            SliceNodePoolArgs(
+                slice=Slice("s0", shape, cap, shape.group_name),
+                cluster_name="c",
+                location="us-east5-b",
+                project="p",
+                version="1.35.2-gke.1842000",
+                node_service_account="n@p.iam.gserviceaccount.com",
+            ),
+        )
 
         def verify(args):
             count, policy = args

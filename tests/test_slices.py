@@ -20,8 +20,7 @@ V6E = {
 
 
 def test_v6e_table_is_gkes():
-    got = {(s.topology, s.machine_type.name): (s.chips, s.hosts)
-           for s in slices.table() if s.generation.name == "v6e"}
+    got = {(s.topology, s.machine_type.name): (s.chips, s.hosts) for s in slices.table() if s.generation.name == "v6e"}
     assert got == V6E
 
 
@@ -74,12 +73,15 @@ def test_unknown_generation():
         slices.resolve("v9", "4x4")
 
 
-@pytest.mark.parametrize(("gen", "topo", "pod_type", "hosts", "label", "ray"), [
-    ("v5e", "4x4", "v5litepod-16", 4, "tpu-v5-lite-podslice", "TPU-V5LITEPOD"),
-    ("v5p", "2x2x2", "v5p-16", 2, "tpu-v5p-slice", "TPU-V5P"),  # pod types count cores
-    ("v4", "2x2x4", "v4-32", 4, "tpu-v4-podslice", "TPU-V4"),
-    ("tpu7x", "2x2x1", "v7x-8", 1, "tpu7x", "TPU-V7X"),
-])
+@pytest.mark.parametrize(
+    ("gen", "topo", "pod_type", "hosts", "label", "ray"),
+    [
+        ("v5e", "4x4", "v5litepod-16", 4, "tpu-v5-lite-podslice", "TPU-V5LITEPOD"),
+        ("v5p", "2x2x2", "v5p-16", 2, "tpu-v5p-slice", "TPU-V5P"),  # pod types count cores
+        ("v4", "2x2x4", "v4-32", 4, "tpu-v4-podslice", "TPU-V4"),
+        ("tpu7x", "2x2x1", "v7x-8", 1, "tpu7x", "TPU-V7X"),
+    ],
+)
 def test_other_generations(gen, topo, pod_type, hosts, label, ray):
     s = slices.resolve(gen, topo)
     assert (s.pod_type, s.hosts, s.gke_accelerator, s.ray_accelerator_type) == (pod_type, hosts, label, ray)
@@ -95,15 +97,18 @@ def test_shape_from_node_labels_and_machine_type():
         slices.from_machine_type("n1-standard-16", "4x4")
 
 
-@pytest.mark.parametrize(("level", "axes", "target", "ok"), [
-    ("ici", {"fsdp": 4, "tensor": 4}, 16, True),  # the seed's 8B job
-    ("ici", {"tensor": 4}, 16, True),  # fsdp auto (-1) takes the rest
-    ("ici", {"fsdp": 4, "tensor": 8}, 16, False),
-    ("ici", {"fsdp": 3}, 16, False),
-    ("dcn", {"fsdp": 2, "data": 1}, 2, True),  # the seed's 70B job
-    ("dcn", {}, 2, True),  # data auto
-    ("dcn", {"fsdp": 2, "data": 1}, 1, False),
-    ("dcn", {"fsdp": -1, "data": -1}, 2, False),
-])
+@pytest.mark.parametrize(
+    ("level", "axes", "target", "ok"),
+    [
+        ("ici", {"fsdp": 4, "tensor": 4}, 16, True),  # the seed's 8B job
+        ("ici", {"tensor": 4}, 16, True),  # fsdp auto (-1) takes the rest
+        ("ici", {"fsdp": 4, "tensor": 8}, 16, False),
+        ("ici", {"fsdp": 3}, 16, False),
+        ("dcn", {"fsdp": 2, "data": 1}, 2, True),  # the seed's 70B job
+        ("dcn", {}, 2, True),  # data auto
+        ("dcn", {"fsdp": 2, "data": 1}, 1, False),
+        ("dcn", {"fsdp": -1, "data": -1}, 2, False),
+    ],
+)
 def test_mesh(level, axes, target, ok):
     assert (slices.mesh_error(level, axes, target) is None) == ok

@@ -42,7 +42,8 @@ def test_prod_is_the_seed_deployment():
     ]
     assert s.mtu == 8896
     assert [(x.name, x.shape.topology, x.shape.hosts, x.shape.machine_type.name) for x in s.slices] == [
-        ("v6e-16-0", "4x4", 4, "ct6e-standard-4t"), ("v6e-16-1", "4x4", 4, "ct6e-standard-4t"),
+        ("v6e-16-0", "4x4", 4, "ct6e-standard-4t"),
+        ("v6e-16-1", "4x4", 4, "ct6e-standard-4t"),
     ]
     assert s.storage.storage_class == "STANDARD" and s.storage.location == "us-east5"
     assert s.storage.namespace == "default" and s.storage.protected
@@ -82,6 +83,7 @@ def test_unknown_generation():
 def test_one_group_one_shape():
     def change(v):
         v[1].update(topology="4x8")
+
     msg = problems(edit(prod_config(), f"{NS}:slices", change))
     assert "a worker group holds slices of one shape only" in msg
 
@@ -91,21 +93,25 @@ def test_duplicate_slice_names():
     assert "slice names must be unique" in msg
 
 
-@pytest.mark.parametrize(("capacity", "expected"), [
-    ({"type": "preemptible"}, "allowed: on-demand, spot, reservation, flex-start"),
-    ({"type": "spot", "reservation": "r1"}, "only allowed when type is reservation, not spot"),
-    ({"type": "flex-start", "reservation": "r1"}, "only allowed when type is reservation, not flex-start"),
-    ({"type": "reservation"}, "required when type is reservation with SPECIFIC affinity"),
-    ({"type": "reservation", "reservation": "r1", "affinity": "SOME"}, "allowed: SPECIFIC, ANY"),
-])
+@pytest.mark.parametrize(
+    ("capacity", "expected"),
+    [
+        ({"type": "preemptible"}, "allowed: on-demand, spot, reservation, flex-start"),
+        ({"type": "spot", "reservation": "r1"}, "only allowed when type is reservation, not spot"),
+        ({"type": "flex-start", "reservation": "r1"}, "only allowed when type is reservation, not flex-start"),
+        ({"type": "reservation"}, "required when type is reservation with SPECIFIC affinity"),
+        ({"type": "reservation", "reservation": "r1", "affinity": "SOME"}, "allowed: SPECIFIC, ANY"),
+    ],
+)
 def test_capacity_rules(capacity, expected):
     msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(capacity=capacity)))
     assert expected in msg
 
 
 def test_reservation_capacity_is_accepted():
-    cfg = edit(prod_config(), f"{NS}:slices",
-               lambda v: v[0].update(capacity={"type": "reservation", "reservation": "v6e-res"}))
+    cfg = edit(
+        prod_config(), f"{NS}:slices", lambda v: v[0].update(capacity={"type": "reservation", "reservation": "v6e-res"})
+    )
     s = spec.load("prod", cfg)
     assert s.slices[0].capacity == spec.Capacity("reservation", "v6e-res", "SPECIFIC")
 
@@ -188,6 +194,7 @@ def test_jobs_on_spot_are_elastic():
     def to_spot(slices):
         for s in slices:
             s["capacity"] = {"type": "spot"}
+
     cfg = edit(prod_config(), f"{NS}:slices", to_spot)
     msg = problems(cfg)
     assert f"{NS}:jobs[0].mode" in msg and "runs on Spot capacity: jobs there must be elastic" in msg
