@@ -64,15 +64,10 @@ def kuberay_validator() -> Callable[[dict[str, Any]], list[str]]:
     """``validate(doc)`` -> the schema errors of a RayCluster/RayJob document (empty: valid)."""
     if not KUBERAY_CRDS.is_dir():
         pytest.skip(f"the KubeRay CRDs are not here ({KUBERAY_CRDS}); they live in <repo>/../shared")
-    validators = {
-        kind: jsonschema.Draft7Validator(crd_schema(kind)) for kind in CRD_FILES
-    }
+    validators = {kind: jsonschema.Draft7Validator(crd_schema(kind)) for kind in CRD_FILES}
 
     def validate(doc: dict[str, Any]) -> list[str]:
         v = validators[doc["kind"]]
-        return [
-            f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in v.iter_errors(doc)
-        ]
+        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
 
     return validate

@@ -37,21 +37,42 @@ def _shapes_config() -> dict[str, str]:
     """prod with three multi-host shapes (2x4 on two 4-chip hosts, 4x8, 16x16) and jobs on each."""
     cfg = dict(engine.stack_config("prod"))
     pools = [("2x4", 2), ("4x8", 2), ("16x16", 1)]
-    cfg[f"{NS}:slices"] = json.dumps([
-        {"name": f"v6e-{topo}-{i}", "generation": "v6e", "topology": topo,
-         "machineType": "ct6e-standard-4t"}
-        for topo, n in pools for i in range(n)
-    ])
+    cfg[f"{NS}:slices"] = json.dumps(
+        [
+            {"name": f"v6e-{topo}-{i}", "generation": "v6e", "topology": topo, "machineType": "ct6e-standard-4t"}
+            for topo, n in pools
+            for i in range(n)
+        ]
+    )
     group = {t: slices.resolve("v6e", t, "ct6e-standard-4t") for t, _ in pools}
-    cfg[f"{NS}:jobs"] = json.dumps([
-        {"name": "small-shared", "group": group["2x4"].group_name, "slices": 2,
-         "ici": {"fsdp": group["2x4"].chips}, "dcn": {"data": 2}},
-        {"name": "mid-elastic", "group": group["4x8"].group_name, "cluster": "dedicated",
-         "mode": "elastic", "minSlices": 1, "maxSlices": 2, "maxFailures": 2,
-         "ici": {"fsdp": group["4x8"].chips}},
-        {"name": "big-dedicated", "group": group["16x16"].group_name, "cluster": "dedicated",
-         "slices": 1, "ici": {"fsdp": 64, "tensor": 4}},
-    ])
+    cfg[f"{NS}:jobs"] = json.dumps(
+        [
+            {
+                "name": "small-shared",
+                "group": group["2x4"].group_name,
+                "slices": 2,
+                "ici": {"fsdp": group["2x4"].chips},
+                "dcn": {"data": 2},
+            },
+            {
+                "name": "mid-elastic",
+                "group": group["4x8"].group_name,
+                "cluster": "dedicated",
+                "mode": "elastic",
+                "minSlices": 1,
+                "maxSlices": 2,
+                "maxFailures": 2,
+                "ici": {"fsdp": group["4x8"].chips},
+            },
+            {
+                "name": "big-dedicated",
+                "group": group["16x16"].group_name,
+                "cluster": "dedicated",
+                "slices": 1,
+                "ici": {"fsdp": 64, "tensor": 4},
+            },
+        ]
+    )
     return cfg
 
 
@@ -59,8 +80,9 @@ def _single_host_config() -> dict[str, str]:
     """prod on one 2x4 slice of a single 8-chip host: no secondary networks, no DRANET."""
     cfg = dict(engine.stack_config("prod"))
     del cfg[f"{NS}:network"]
-    cfg[f"{NS}:slices"] = json.dumps([{"name": "v6e-8-0", "generation": "v6e", "topology": "2x4",
-                                       "machineType": "ct6e-standard-8t"}])
+    cfg[f"{NS}:slices"] = json.dumps(
+        [{"name": "v6e-8-0", "generation": "v6e", "topology": "2x4", "machineType": "ct6e-standard-8t"}]
+    )
     cfg[f"{NS}:jobs"] = json.dumps([{"name": "one-host", "slices": 1, "ici": {"fsdp": 8}}])
     return cfg
 
@@ -139,18 +161,26 @@ def missing_from(seed: Any, ours: Any, path: str = "") -> list[str]:
     if isinstance(seed, dict):
         if not isinstance(ours, dict):
             return [f"{path}: {ours!r} is not a mapping"]
-        return [m for k, v in seed.items()
-                for m in (missing_from(v, ours[k], f"{path}.{k}") if k in ours else [f"{path}.{k}: missing"])]
+        return [
+            m
+            for k, v in seed.items()
+            for m in (missing_from(v, ours[k], f"{path}.{k}") if k in ours else [f"{path}.{k}: missing"])
+        ]
     if isinstance(seed, list) and seed and all(isinstance(i, dict) and "name" in i for i in seed):
         theirs = {i["name"]: i for i in ours or [] if isinstance(i, dict)}
-        return [m for item in seed
-                for m in (missing_from(item, theirs[item["name"]], f"{path}[{item['name']}]")
-                          if item["name"] in theirs else [f"{path}[{item['name']}]: missing"])]
+        return [
+            m
+            for item in seed
+            for m in (
+                missing_from(item, theirs[item["name"]], f"{path}[{item['name']}]")
+                if item["name"] in theirs
+                else [f"{path}[{item['name']}]: missing"]
+            )
+        ]
     if isinstance(seed, list):
         if not isinstance(ours, list) or len(ours) != len(seed):
             return [f"{path}: {ours!r} != {seed!r}"]
-        return [m for i, (a, b) in enumerate(zip(seed, ours, strict=True))
-                for m in missing_from(a, b, f"{path}[{i}]")]
+        return [m for i, (a, b) in enumerate(zip(seed, ours, strict=True)) for m in missing_from(a, b, f"{path}[{i}]")]
     # YAML reads the seed's unquoted numbers as ints and quoted ones as strings; so do we.
     return [] if seed == ours and type(seed) is type(ours) else [f"{path}: {ours!r} != seed {seed!r}"]
 
@@ -204,9 +234,11 @@ def test_component_children_parent_and_provider(prod):
     kids = prod.children(comp)
     spec = prod.spec
     assert sorted((r.type, r.name) for r in kids) == sorted(
-        [("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", f"{comp.name}-netdev"),
-         ("kubernetes:core/v1:ConfigMap", f"{comp.name}-trainer"),
-         ("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")]
+        [
+            ("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", f"{comp.name}-netdev"),
+            ("kubernetes:core/v1:ConfigMap", f"{comp.name}-trainer"),
+            ("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster"),
+        ]
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in spec.jobs]
     )
     # Every object goes through the provider built from the cluster (the mock's id for it).
@@ -217,9 +249,11 @@ def test_component_children_parent_and_provider(prod):
 def test_prod_objects(prod):
     spec = prod.spec
     names = {(m["kind"], m["metadata"]["name"]) for m in prod.manifests}
-    assert {("ResourceClaimTemplate", "two-netdev"),
-            ("ConfigMap", manifests.trainer_configmap_name(spec)),
-            ("RayCluster", spec.ray.cluster_name)} <= names
+    assert {
+        ("ResourceClaimTemplate", "two-netdev"),
+        ("ConfigMap", manifests.trainer_configmap_name(spec)),
+        ("RayCluster", spec.ray.cluster_name),
+    } <= names
     assert {m["metadata"]["name"] for m in docs(prod, "RayJob")} == {j.name for j in spec.jobs}
     for m in prod.manifests:
         if m["kind"] != "ServiceAccount":
@@ -249,8 +283,10 @@ def test_schema_check_catches_mistakes(prod, kuberay_validator):
     bad["spec"]["backoffLimit"] = "none"
     assert any("backoffLimit" in e for e in kuberay_validator(bad))
     bad = copy.deepcopy(doc(prod, "RayJob", prod.spec.jobs[0].name))
-    bad["spec"]["deletionStrategy"] = {"onSuccess": {"policy": "DeleteCluster"},
-                                       "onFailure": {"policy": "DeleteCluster"}}
+    bad["spec"]["deletionStrategy"] = {
+        "onSuccess": {"policy": "DeleteCluster"},
+        "onFailure": {"policy": "DeleteCluster"},
+    }
     assert kuberay_rayjob_problems(bad)
 
 
@@ -285,8 +321,10 @@ def test_prod_seed_values(prod):
 def test_dev_uses_the_seed_image_and_its_own_shape(dev, seed_text):
     seed = seed_manifests(seed_text, dev.spec)["RayCluster"]
     cluster = doc(dev, "RayCluster")
-    assert container(cluster["spec"]["headGroupSpec"]["template"])["image"] == \
-        seed["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    assert (
+        container(cluster["spec"]["headGroupSpec"]["template"])["image"]
+        == seed["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    )
     (group,) = dev.spec.groups
     g = groups_of(cluster)[group.name]
     assert g["numOfHosts"] == group.shape.hosts == 2  # 2x4 on two ct6e-standard-4t hosts
@@ -297,8 +335,9 @@ def test_dev_uses_the_seed_image_and_its_own_shape(dev, seed_text):
 def test_head_service_is_not_public(prod, dev, shapes):
     for r in (prod, dev, shapes):
         heads = [d["spec"]["headGroupSpec"] for d in docs(r, "RayCluster")]
-        heads += [d["spec"]["rayClusterSpec"]["headGroupSpec"]
-                  for d in docs(r, "RayJob") if "rayClusterSpec" in d["spec"]]
+        heads += [
+            d["spec"]["rayClusterSpec"]["headGroupSpec"] for d in docs(r, "RayJob") if "rayClusterSpec" in d["spec"]
+        ]
         assert heads
         for h in heads:
             assert h["serviceType"] == "ClusterIP" and h["enableIngress"] is False
@@ -324,7 +363,7 @@ def test_seed_job_commands(prod, seed_text):
     for script, settings in commands:
         job = by_run[settings["run_name"]]
         argv = shlex.split(job["spec"]["entrypoint"])
-        own, ours = argv[2:argv.index("--")], dict(a.split("=", 1) for a in argv[argv.index("--") + 1:])
+        own, ours = argv[2 : argv.index("--")], dict(a.split("=", 1) for a in argv[argv.index("--") + 1 :])
         assert {k: ours.get(k) for k in settings} == settings, script
         args, _ = trainer.parse_args(argv[2:])
         expected = (lo, hi) if "elastic" in script else fixed
@@ -338,8 +377,13 @@ def test_seed_job_commands(prod, seed_text):
 def test_70b_job_has_dcn_fsdp_and_full_remat(prod, seed_text):
     (job,) = [j for j in prod.spec.jobs if j.model == "llama3-70b"]
     argv = shlex.split(doc(prod, "RayJob", job.name)["spec"]["entrypoint"])
-    assert {"dcn_fsdp_parallelism=2", "remat_policy=full", "ici_tensor_parallelism=4",
-            "ici_fsdp_parallelism=4", "per_device_batch_size=2"} <= set(argv)
+    assert {
+        "dcn_fsdp_parallelism=2",
+        "remat_policy=full",
+        "ici_tensor_parallelism=4",
+        "ici_fsdp_parallelism=4",
+        "per_device_batch_size=2",
+    } <= set(argv)
 
 
 # --------------------------------------------------------------------------- jobs
@@ -380,8 +424,7 @@ def test_shared_and_dedicated_jobs(shapes):
             assert s["deletionStrategy"]["onFailure"]["policy"] == "DeleteCluster"
             (g,) = s["rayClusterSpec"]["workerGroupSpecs"]
             assert g["groupName"] == job.group
-            assert (g["replicas"], g["minReplicas"], g["maxReplicas"]) == (
-                job.slices, job.min_slices, job.slices)
+            assert (g["replicas"], g["minReplicas"], g["maxReplicas"]) == (job.slices, job.min_slices, job.slices)
             assert env(container(g["template"]))["MEGASCALE_NUM_SLICES"] == str(job.slices)
             head = s["rayClusterSpec"]["headGroupSpec"]["template"]
             assert any(v.get("configMap") for v in head["spec"]["volumes"])
@@ -426,7 +469,8 @@ def test_worker_shapes_follow_the_slice_model(shapes):
             "cloud.google.com/gke-tpu-topology": shape.topology,
         }
         assert g["template"]["spec"]["resourceClaims"] == [
-            {"name": "netdev", "resourceClaimTemplateName": "two-netdev"}]
+            {"name": "netdev", "resourceClaimTemplateName": "two-netdev"}
+        ]
         assert env(c)["MEGASCALE_NUM_SLICES"] == str(group.replicas)
         assert g["rayStartParams"]["metrics-export-port"] == str(spec.ray.metrics_export_port)
     # The elastic job on 4x8 lets its group shrink to one slice; the others stay whole.
@@ -457,7 +501,8 @@ def test_nics_and_claim_follow_the_networks():
     assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 3
     (g,) = manifests.worker_groups(manifests.ray_cluster(spec))
     assert env(container(g["template"]))["LIBTPU_INIT_ARGS"].endswith(
-        "--megascale_grpc_interface_prefixes=eth1,eth2,eth3,lo")
+        "--megascale_grpc_interface_prefixes=eth1,eth2,eth3,lo"
+    )
     assert g["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "three-netdev"
 
 
@@ -482,5 +527,8 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
     after = manifests.trainer_configmap(spec, changed)["metadata"]["annotations"]
     assert before != after
     assert after[manifests.TRAINER_HASH_ANNOTATION] == hashlib.sha256(changed.encode()).hexdigest()
-    assert (manifests.ray_job(spec, job, changed)["metadata"]["annotations"] == after
-            != manifests.ray_job(spec, job, source)["metadata"]["annotations"])
+    assert (
+        manifests.ray_job(spec, job, changed)["metadata"]["annotations"]
+        == after
+        != manifests.ray_job(spec, job, source)["metadata"]["annotations"]
+    )

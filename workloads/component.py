@@ -29,8 +29,12 @@ class RayWorkloadsArgs:
 
 def _custom(name: str, doc: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
-        name, api_version=doc["apiVersion"], kind=doc["kind"],
-        metadata=doc["metadata"], spec=doc["spec"], opts=opts,
+        name,
+        api_version=doc["apiVersion"],
+        kind=doc["kind"],
+        metadata=doc["metadata"],
+        spec=doc["spec"],
+        opts=opts,
     )
 
 
@@ -42,9 +46,7 @@ class RayWorkloads(pulumi.ComponentResource):
     cluster: k8s.apiextensions.CustomResource | None
     jobs: dict[str, k8s.apiextensions.CustomResource]
 
-    def __init__(
-        self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None
-    ):
+    def __init__(self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:workloads:RayWorkloads", name, None, opts)
         spec = args.spec
         base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
@@ -54,24 +56,25 @@ class RayWorkloads(pulumi.ComponentResource):
         if spec.dranet:
             doc = manifests.resource_claim_template(spec)
             self.claim_template = k8s.resource.v1.ResourceClaimTemplate(
-                f"{name}-netdev", metadata=doc["metadata"], spec=doc["spec"],
+                f"{name}-netdev",
+                metadata=doc["metadata"],
+                spec=doc["spec"],
                 # The template is immutable in Kubernetes: a new device count means a new one.
-                opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
-                    replace_on_changes=["spec"], delete_before_replace=True
-                )),
+                opts=pulumi.ResourceOptions.merge(
+                    base, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+                ),
             )
             needs.append(self.claim_template)
 
         doc = manifests.trainer_configmap(spec, args.trainer_source)
-        self.trainer = k8s.core.v1.ConfigMap(
-            f"{name}-trainer", metadata=doc["metadata"], data=doc["data"], opts=base
-        )
+        self.trainer = k8s.core.v1.ConfigMap(f"{name}-trainer", metadata=doc["metadata"], data=doc["data"], opts=base)
         needs.append(self.trainer)
 
         self.cluster = None
         if manifests.needs_shared_cluster(spec):
             self.cluster = _custom(
-                f"{name}-cluster", manifests.ray_cluster(spec),
+                f"{name}-cluster",
+                manifests.ray_cluster(spec),
                 pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=needs)),
             )
 
@@ -82,19 +85,24 @@ class RayWorkloads(pulumi.ComponentResource):
             job.name: _custom(
                 f"{name}-{job.name}",
                 manifests.ray_job(spec, job, args.trainer_source),
-                pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
-                    depends_on=job_needs,
-                    replace_on_changes=["spec", "metadata"],
-                    delete_before_replace=True,
-                )),
+                pulumi.ResourceOptions.merge(
+                    base,
+                    pulumi.ResourceOptions(
+                        depends_on=job_needs,
+                        replace_on_changes=["spec", "metadata"],
+                        delete_before_replace=True,
+                    ),
+                ),
             )
             for job in spec.jobs
         }
 
-        self.register_outputs({
-            "claimTemplate": manifests.claim_template_name(spec) if spec.dranet else None,
-            "trainerConfigMap": manifests.trainer_configmap_name(spec),
-            "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],
-            "rayCluster": spec.ray.cluster_name if self.cluster else None,
-            "rayJobs": list(self.jobs),
-        })
+        self.register_outputs(
+            {
+                "claimTemplate": manifests.claim_template_name(spec) if spec.dranet else None,
+                "trainerConfigMap": manifests.trainer_configmap_name(spec),
+                "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],
+                "rayCluster": spec.ray.cluster_name if self.cluster else None,
+                "rayJobs": list(self.jobs),
+            }
+        )

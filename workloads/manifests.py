@@ -45,9 +45,7 @@ GCSFUSE_ANNOTATIONS = {
     "gke-gcsfuse/memory-limit": "0",
     "gke-gcsfuse/ephemeral-storage-limit": "0",
 }
-GCSFUSE_MOUNT_OPTIONS = (
-    "implicit-dirs,uid=1000,gid=1000,dir-mode=775,file-mode=664,file-cache:max-size-mb:-1"
-)
+GCSFUSE_MOUNT_OPTIONS = "implicit-dirs,uid=1000,gid=1000,dir-mode=775,file-mode=664,file-cache:max-size-mb:-1"
 SHM_VOLUME = "dshm"
 TRAINER_VOLUME = "trainer"
 # Pods reach GCS through workload identity: schedule them where the metadata server runs.
@@ -175,14 +173,16 @@ def resource_claim_template(spec: StackSpec) -> dict[str, Any]:
         "spec": {
             "spec": {
                 "devices": {
-                    "requests": [{
-                        "name": NETDEV_REQUEST,
-                        "exactly": {
-                            "deviceClassName": NETDEV_DEVICE_CLASS,
-                            "allocationMode": "ExactCount",
-                            "count": len(spec.networks),
-                        },
-                    }],
+                    "requests": [
+                        {
+                            "name": NETDEV_REQUEST,
+                            "exactly": {
+                                "deviceClassName": NETDEV_DEVICE_CLASS,
+                                "allocationMode": "ExactCount",
+                                "count": len(spec.networks),
+                            },
+                        }
+                    ],
                 },
             },
         },
@@ -196,7 +196,9 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(
-            spec, trainer_configmap_name(spec), "trainer",
+            spec,
+            trainer_configmap_name(spec),
+            "trainer",
             annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
         ),
         "data": {TRAINER_SCRIPT.name: text},
@@ -232,17 +234,19 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
             "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
             "spec": {
                 "serviceAccountName": spec.storage.service_account,
-                "containers": [{
-                    "name": "ray-head",
-                    "image": ray.image,
-                    "imagePullPolicy": IMAGE_PULL_POLICY,
-                    "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
-                    "resources": {
-                        "limits": {"memory": ray.head_memory},
-                        "requests": {"cpu": ray.head_cpu, "memory": ray.head_memory},
-                    },
-                    "volumeMounts": _volume_mounts(trainer=True),
-                }],
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": ray.image,
+                        "imagePullPolicy": IMAGE_PULL_POLICY,
+                        "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
+                        "resources": {
+                            "limits": {"memory": ray.head_memory},
+                            "requests": {"cpu": ray.head_cpu, "memory": ray.head_memory},
+                        },
+                        "volumeMounts": _volume_mounts(trainer=True),
+                    }
+                ],
                 "volumes": _volumes(spec, trainer=True),
                 "nodeSelector": dict(METADATA_SERVER_SELECTOR),
             },
@@ -269,20 +273,20 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
     }
     pod: dict[str, Any] = {"serviceAccountName": spec.storage.service_account}
     if spec.dranet:
-        pod["resourceClaims"] = [
-            {"name": NETDEV_CLAIM, "resourceClaimTemplateName": claim_template_name(spec)}
-        ]
+        pod["resourceClaims"] = [{"name": NETDEV_CLAIM, "resourceClaimTemplateName": claim_template_name(spec)}]
         resources = {"claims": [{"name": NETDEV_CLAIM}], **resources}
-    pod["containers"] = [{
-        "name": "ray-worker",
-        "image": ray.image,
-        "imagePullPolicy": IMAGE_PULL_POLICY,
-        "resources": resources,
-        "env": _worker_env(spec, size.replicas),
-        # libtpu needs the host's TPU devices (/dev/vfio, /dev/accel*): the seed runs privileged.
-        "securityContext": {"privileged": True},
-        "volumeMounts": _volume_mounts(trainer=False),
-    }]
+    pod["containers"] = [
+        {
+            "name": "ray-worker",
+            "image": ray.image,
+            "imagePullPolicy": IMAGE_PULL_POLICY,
+            "resources": resources,
+            "env": _worker_env(spec, size.replicas),
+            # libtpu needs the host's TPU devices (/dev/vfio, /dev/accel*): the seed runs privileged.
+            "securityContext": {"privileged": True},
+            "volumeMounts": _volume_mounts(trainer=False),
+        }
+    ]
     pod["volumes"] = _volumes(spec, trainer=False)
     pod["nodeSelector"] = {**METADATA_SERVER_SELECTOR, **shape.node_selector}
     return {
@@ -300,9 +304,7 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
     }
 
 
-def ray_cluster_spec(
-    spec: StackSpec, sizes: Mapping[str, GroupSize] | None = None
-) -> dict[str, Any]:
+def ray_cluster_spec(spec: StackSpec, sizes: Mapping[str, GroupSize] | None = None) -> dict[str, Any]:
     """A RayCluster spec: the head and one TPU worker group per entry of ``sizes``.
 
     ``sizes`` maps worker-group names to their size; by default every group of the
@@ -313,9 +315,7 @@ def ray_cluster_spec(
     if version := ray_version(spec.ray.image):
         body["rayVersion"] = version
     body["headGroupSpec"] = _head_group(spec)
-    body["workerGroupSpecs"] = [
-        _worker_group(spec, g, sizes[g.name]) for g in spec.groups if g.name in sizes
-    ]
+    body["workerGroupSpecs"] = [_worker_group(spec, g, sizes[g.name]) for g in spec.groups if g.name in sizes]
     return body
 
 
@@ -363,7 +363,9 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         policy = "DeleteCluster"
     body["deletionStrategy"] = {"onSuccess": {"policy": policy}, "onFailure": {"policy": policy}}
     meta = _metadata(
-        spec, job.name, "ray-job",
+        spec,
+        job.name,
+        "ray-job",
         annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
     )
     meta["labels"]["tpu-multislice/job"] = job.name
