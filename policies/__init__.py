@@ -1,0 +1,1 @@
+"""The CrossGuard policy pack: slice-shape and safety rules, also run offline by ``slicectl preview``."""

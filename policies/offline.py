@@ -1,0 +1,90 @@
+"""The pack's rules over an offline rendering (``slicectl.engine.Rendering``), no Pulumi CLI.
+
+``config`` takes the same shape as a Pulumi policy-pack config file
+(``pulumi preview --policy-pack-config``): ``{"<rule>": "advisory" | {"enforcementLevel":
+..., "<key>": value}, "all": ...}``, so one file serves both paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .registry import ADVISORY, MANDATORY, RESOURCE, RULES, Rule
+from .rules.common import Context, Res
+
+LEVELS = (ADVISORY, MANDATORY, "remediate", "disabled")
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    enforcement: str
+    message: str
+    remediation: str
+    resource_type: str | None  # None: the stack as a whole
+    resource_name: str | None
+    urn: str | None
+
+    @property
+    def mandatory(self) -> bool:
+        return self.enforcement == MANDATORY
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _level(rule: Rule, config: Mapping[str, Any]) -> str:
+    level = rule.enforcement
+    for key in ("all", rule.name):
+        value = config.get(key)
+        if isinstance(value, str):
+            level = value
+        elif isinstance(value, Mapping) and "enforcementLevel" in value:
+            level = value["enforcementLevel"]
+    if level not in LEVELS:
+        raise ValueError(f"policy config {rule.name}: enforcementLevel {level!r}; "
+                         f"allowed: {', '.join(LEVELS)}")
+    # Remediation is not offered by these rules: a remediate level blocks like mandatory.
+    return MANDATORY if level == "remediate" else level
+
+
+def _overrides(rule: Rule, config: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = config.get(rule.name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def evaluate_resources(
+    resources: list[Res], environment: str, config: Mapping[str, Any] | None = None
+) -> list[Violation]:
+    """Run every enabled rule over ``resources`` (custom resources only, as Pulumi does)."""
+    config = config or {}
+    unknown = sorted(set(config) - {r.name for r in RULES} - {"all"})
+    if unknown:
+        raise ValueError(f"policy config names unknown rules {unknown}; "
+                         f"allowed: all, {', '.join(r.name for r in RULES)}")
+    out: list[Violation] = []
+    for rule in RULES:
+        level = _level(rule, config)
+        if level == "disabled":
+            continue
+        ctx = Context(environment=environment, config=rule.settings(_overrides(rule, config)))
+        if rule.kind == RESOURCE:
+            found = [(r, msg) for r in resources for msg in rule.check(r.type, r.props, ctx)]
+        else:
+            found = rule.check(resources, ctx)
+        out += [Violation(rule.name, level, msg, rule.remediation,
+                          r.type if r else None, r.name if r else None, r.urn if r else None)
+                for r, msg in found]
+    return out
+
+
+def resources_of(rendering: Any) -> list[Res]:
+    """The rendering's custom resources as rules see them (components carry no props)."""
+    return [Res(r.type, r.name, r.urn, r.inputs) for r in rendering.resources if r.custom]
+
+
+def evaluate(rendering: Any, config: Mapping[str, Any] | None = None) -> list[Violation]:
+    """Every violation of the pack's rules in an offline rendering of a stack."""
+    return evaluate_resources(resources_of(rendering), rendering.spec.environment, config)

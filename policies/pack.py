@@ -1,0 +1,73 @@
+"""The registry's rules as CrossGuard policies (``pulumi_policy``), built but not served.
+
+``policies/__main__.py`` hands :func:`crossguard_policies` to the one ``PolicyPack``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from .registry import ENVIRONMENT_KEY, RESOURCE, RULES, Rule
+from .rules.common import Context, Res
+
+PACK_NAME = "tpu-multislice-policies"
+
+
+def environment() -> str:
+    """The stack's ``tpu-multislice:environment``.
+
+    Pulumi hands the stack's config to the analyzer (``PULUMI_CONFIG``) and pulumi_policy
+    loads it into the runtime config before each analysis, so the pack reads the very key
+    the program reads. Missing means ``prod``: production rules are the safe default.
+    """
+    return pulumi.runtime.get_config(ENVIRONMENT_KEY) or "prod"
+
+
+def _context(rule: Rule, config: Mapping[str, Any] | None) -> Context:
+    return Context(environment=environment(), config=rule.settings(config))
+
+
+def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        ctx = _context(rule, args.get_config())
+        for message in rule.check(args.resource_type, args.props, ctx):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(
+        name=rule.name, description=rule.description, validate=validate,
+        enforcement_level=EnforcementLevel(rule.enforcement),
+        config_schema=PolicyConfigSchema(dict(rule.config)) if rule.config else None,
+        remediation_steps=rule.remediation,
+    )
+
+
+def _stack_policy(rule: Rule) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        ctx = _context(rule, args.get_config())
+        resources = [Res(r.resource_type, r.name, r.urn, r.props) for r in args.resources]
+        for res, message in rule.check(resources, ctx):
+            report_violation(message, res.urn if res else None)
+
+    return StackValidationPolicy(
+        name=rule.name, description=rule.description, validate=validate,
+        enforcement_level=EnforcementLevel(rule.enforcement),
+        config_schema=PolicyConfigSchema(dict(rule.config)) if rule.config else None,
+        remediation_steps=rule.remediation,
+    )
+
+
+def crossguard_policies() -> list[Policy]:
+    return [_resource_policy(r) if r.kind == RESOURCE else _stack_policy(r) for r in RULES]

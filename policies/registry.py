@@ -1,0 +1,209 @@
+"""Every rule of the pack, once: name, description, enforcement, kind, remediation, config.
+
+``policies/__main__.py`` wraps these in CrossGuard policies and ``policies/offline.py``
+runs them over the offline rendering; neither lists a rule of its own.
+
+Enforcement: ``mandatory`` for anything that would fail on GKE, waste TPU hours or
+expose data; ``advisory`` for style and operations hygiene.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slicectl import spec as stack_spec
+
+from .rules import cluster, safety, slice_shape, stack
+
+MANDATORY = "mandatory"
+ADVISORY = "advisory"
+RESOURCE = "resource"
+STACK = "stack"
+
+# The stack config key that tells a rule it is looking at production (see Context).
+ENVIRONMENT_KEY = f"{stack_spec.PROJECT}:environment"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str
+    enforcement: str  # mandatory | advisory
+    kind: str  # resource | stack
+    check: Callable[..., Any]
+    remediation: str
+    # JSON-schema properties of what an organisation may tune, each with its default.
+    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def settings(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults from the schema, overridden by the pack config given for this rule."""
+        out = {k: v.get("default") for k, v in self.config.items() if "default" in v}
+        out.update({k: v for k, v in (overrides or {}).items() if k != "enforcementLevel"})
+        return out
+
+
+def _r(name, description, enforcement, kind, check, remediation, config=None) -> Rule:
+    return Rule(name, description, enforcement, kind, check, remediation, config or {})
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+RULES: tuple[Rule, ...] = (
+    # ---------------------------------------------------------------- slice shape: node pools
+    _r("tpu-topology-valid", "A TPU node pool's tpuTopology is offered by its TPU generation.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_topology,
+       "Set the slice's topology in stacks/Pulumi.<stack>.yaml to one listed in the message; "
+       "the node pool takes it from slicectl.slices."),
+    _r("tpu-machine-type-fits", "A TPU node pool's machine type matches its generation and "
+       "the topology's chips per host.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_machine_type,
+       "Use one of the machine types listed for the topology (or drop machineType when only "
+       "one fits)."),
+    _r("tpu-node-count-matches-hosts", "A TPU slice node pool has exactly as many nodes as "
+       "its topology has hosts.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_node_count,
+       "Derive nodeCount from the slice model (SliceShape.hosts), never type it by hand."),
+    _r("tpu-compact-placement", "Multi-host TPU node pools use a COMPACT placement policy "
+       "carrying tpuTopology.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_compact_placement,
+       "Set placementPolicy {type: COMPACT, tpuTopology: <topology>} on multi-host slice pools."),
+    _r("dranet-label-needs-networks", "The DRANET node label only with additional node "
+       "networks present, and gVNIC on.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_dranet,
+       "Attach the secondary networks (networkConfig.additionalNodeNetworkConfigs), label the "
+       "pool cloud.google.com/gke-networking-dra-driver=true and enable gVNIC together."),
+    _r("tpu-pool-no-auto-upgrade", "TPU slice node pools do not auto-upgrade.",
+       ADVISORY, RESOURCE, cluster.tpu_pool_no_auto_upgrade,
+       "Set management.autoUpgrade=false and upgrade slices between runs."),
+    # ---------------------------------------------------------------- networks
+    _r("dcn-network-mtu", "Networks attached to TPU node pools as extra NICs use MTU 8896.",
+       MANDATORY, STACK, stack.dcn_network_mtu,
+       f"Set network.mtu: {stack_spec.DCN_MTU} in the stack file (the DCN needs jumbo frames)."),
+    _r("subnets-no-overlap", "Subnet ranges overlap neither each other nor the cluster's "
+       "(or reserved) ranges.",
+       MANDATORY, STACK, stack.dcn_subnets_no_overlap,
+       "Pick disjoint private CIDRs for network.secondary[*].cidr, away from the cluster's pod "
+       "and service ranges.",
+       {"reservedRanges": {**_STRINGS, "default": [],
+                           "description": "CIDRs already used elsewhere (e.g. the cluster VPC)."}}),
+    # ---------------------------------------------------------------- Ray worker groups
+    _r("ray-worker-hosts-match-topology", "A Ray TPU worker group's numOfHosts equals the "
+       "hosts of the topology in its node selector.",
+       MANDATORY, RESOURCE, slice_shape.worker_hosts,
+       "Render numOfHosts from SliceShape.hosts of the group's slice shape."),
+    _r("ray-worker-tpu-request", "google.com/tpu request = limit = chips per host of the "
+       "selected topology.",
+       MANDATORY, RESOURCE, slice_shape.worker_tpu_request,
+       "Request and limit google.com/tpu with SliceShape.chips_per_host."),
+    _r("ray-worker-selects-node-pool", "A TPU worker group's accelerator/topology selectors "
+       "match an existing slice node pool.",
+       MANDATORY, STACK, stack.worker_selects_node_pool,
+       "Declare a slice of that shape in the stack file, or fix the group's nodeSelector."),
+    _r("ray-worker-replicas-fit", "A worker group's replicas and maxReplicas are at most the "
+       "slice node pools of its shape.",
+       MANDATORY, STACK, stack.worker_replicas_fit,
+       "Add slices of the shape to the stack file or lower replicas/maxReplicas."),
+    _r("ray-netdev-claims", "TPU worker pods claim one netdev device per secondary network.",
+       MANDATORY, STACK, stack.netdev_claims,
+       "Render the ResourceClaimTemplate count from the stack's secondary networks and list "
+       "the claim in the worker container's resources.claims."),
+    # ---------------------------------------------------------------- RayJobs
+    _r("rayjob-worker-count", "A RayJob's workers (slices x hosts per slice) are what its "
+       "worker group brings up, with matching shape arguments.",
+       MANDATORY, STACK, stack.rayjob_worker_count,
+       "Derive the trainer arguments (workloads/trainer_args.py) and the group's replicas from "
+       "the same job and slice shape."),
+    _r("rayjob-elastic-range", "Elastic jobs range over whole slices: 1 <= min <= max <= "
+       "slices available.",
+       MANDATORY, STACK, stack.rayjob_elastic_range,
+       "Set jobs[*].minSlices >= 1 and maxSlices <= the slices of the job's worker group."),
+    _r("rayjob-maxtext-mesh", "MaxText ICI parallelism tiles a slice's chips; DCN "
+       "parallelism tiles the slice count.",
+       MANDATORY, STACK, stack.rayjob_maxtext_mesh,
+       "Make the product of jobs[*].ici equal chips per slice and of jobs[*].dcn the slice "
+       "count (or leave one axis -1)."),
+    _r("rayjob-spot-elastic", "Jobs on Spot slices are elastic, retry (max failures >= 1) "
+       "and checkpoint to the bucket.",
+       MANDATORY, STACK, stack.rayjob_spot_elastic,
+       "Use mode: elastic with maxFailures >= 1, base_output_directory on the GCS FUSE "
+       "bucket mount, and a checkpointPeriod shorter than steps."),
+    _r("rayjob-bounded", "A RayJob has a deadline, and a job-owned cluster shuts down after "
+       "the job.",
+       MANDATORY, RESOURCE, safety.rayjob_bounded,
+       "Set activeDeadlineSeconds, and shutdownAfterJobFinishes: true with rayClusterSpec."),
+    # ---------------------------------------------------------------- cluster
+    _r("gke-dranet-version", "With DRANET the cluster and its TPU pools run at least "
+       f"{stack_spec.DRANET_MIN_VERSION}.",
+       MANDATORY, STACK, stack.gke_dranet_version,
+       f"Pin cluster.version >= {stack_spec.DRANET_MIN_VERSION} in the stack file."),
+    _r("gke-ray-operator-and-gcsfuse", "The cluster runs the Ray operator add-on and the "
+       "GCS FUSE CSI driver.",
+       MANDATORY, RESOURCE, cluster.ray_operator_and_gcsfuse,
+       "Enable addonsConfig.rayOperatorConfigs and gcsFuseCsiDriverConfig on the cluster."),
+    _r("gke-workload-identity", "Workload identity on the cluster and GKE_METADATA on TPU "
+       "node pools.",
+       MANDATORY, RESOURCE, cluster.workload_identity,
+       "Set workloadIdentityConfig.workloadPool=<project>.svc.id.goog and "
+       "workloadMetadataConfig.mode=GKE_METADATA on the pools."),
+    # ---------------------------------------------------------------- safety
+    _r("bucket-uniform-access", "The checkpoint bucket uses uniform bucket-level access.",
+       MANDATORY, RESOURCE, safety.bucket_uniform_access,
+       "Set uniformBucketLevelAccess=true on the bucket."),
+    _r("bucket-public-access-prevention", "Public access prevention is enforced on the bucket.",
+       MANDATORY, RESOURCE, safety.bucket_public_access_prevention,
+       "Set publicAccessPrevention='enforced' on the bucket."),
+    _r("bucket-protected-in-prod", "In prod the bucket cannot be deleted (forceDestroy false, "
+       "deletionPolicy PREVENT).",
+       MANDATORY, RESOURCE, safety.bucket_protected_in_prod,
+       "Keep storage.protected true for prod: forceDestroy=false, deletionPolicy=PREVENT "
+       "(and Pulumi protect/retainOnDelete)."),
+    _r("iam-bucket-scoped", "Storage roles are bound on the bucket, never project-wide, "
+       "never public.",
+       MANDATORY, RESOURCE, safety.iam_bucket_scoped,
+       "Grant roles/storage.objectUser with gcp.storage.BucketIAMMember on the checkpoint "
+       "bucket to the workload identity principal.",
+       {"projectWideForbiddenRoles": {**_STRINGS, "default": safety.DEFAULT_FORBIDDEN_ROLES,
+                                      "description": "Project roles forbidden besides "
+                                                     "roles/storage.*."}}),
+    _r("no-service-account-keys", "No service-account or HMAC keys.",
+       MANDATORY, RESOURCE, safety.no_service_account_keys,
+       "Use workload identity (pods) and workload identity federation (CI) instead of keys."),
+    _r("ray-head-not-public", "The Ray head/dashboard is not exposed (no LoadBalancer, "
+       "NodePort, external IPs or Ingress).",
+       MANDATORY, RESOURCE, safety.ray_head_not_public,
+       "Keep the head service ClusterIP and reach the dashboard with kubectl port-forward."),
+    _r("no-mutable-images-in-prod", "Prod pins released images (no latest/nightly/untagged).",
+       MANDATORY, RESOURCE, safety.no_mutable_images_in_prod,
+       "Set ray.image to a released tag (e.g. rayproject/ray:2.60.0-py312-tpu) or a digest.",
+       {"mutableTags": {**_STRINGS, "default": safety.DEFAULT_MUTABLE_TAGS,
+                        "description": "Tags that move (refused in prod)."}}),
+    _r("privileged-only-for-tpu", "privileged containers only where TPU access needs it "
+       "(containers requesting google.com/tpu); no hostNetwork.",
+       MANDATORY, RESOURCE, safety.privileged_only_for_tpu,
+       "Drop securityContext.privileged from containers that request no TPUs."),
+    # ---------------------------------------------------------------- organisation
+    _r("allowed-locations", "Clusters, node pools, subnets and buckets stay in the allowed "
+       "regions and zones.",
+       MANDATORY, RESOURCE, safety.allowed_locations,
+       "Move gcp:region/gcp:zone (and storage.location) to an allowed location, or ask for "
+       "the pack config to allow it.",
+       {"allowedRegions": {**_STRINGS, "default": [], "description": "Empty: any region."},
+        "allowedZones": {**_STRINGS, "default": [], "description": "Empty: any zone."}}),
+    _r("required-labels", "Kubernetes objects and labelled GCP resources carry the "
+       "organisation's labels.",
+       ADVISORY, RESOURCE, safety.required_labels,
+       "Add the missing labels where the component builds the resource's metadata/labels.",
+       {"kubernetesLabels": {**_STRINGS, "default": safety.DEFAULT_K8S_LABELS,
+                             "description": "Labels every Kubernetes object carries."},
+        "gcpLabels": {**_STRINGS, "default": [],
+                      "description": "Labels buckets, clusters and node pools carry."}}),
+)
+
+BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
+assert len(BY_NAME) == len(RULES), "rule names must be unique"
+
+
+def rule(name: str) -> Rule:
+    return BY_NAME[name]

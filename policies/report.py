@@ -1,0 +1,72 @@
+"""Showing policy results: a readable list for the terminal and ``policy.json`` for tools.
+
+``slicectl preview`` calls :func:`check`: it evaluates the pack on the rendering,
+prints the violations, writes ``<out>/policy.json`` and returns the exit code
+(1 when a mandatory rule is violated).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .offline import Violation, evaluate
+from .registry import RULES
+
+POLICY_FILE = "policy.json"
+
+
+def print_violations(violations: Sequence[Violation], out: TextIO) -> None:
+    """Each violation with its level, rule, resource, message and how to fix it."""
+    mandatory = [v for v in violations if v.mandatory]
+    advisory = [v for v in violations if not v.mandatory]
+    if not violations:
+        print(f"Policies: all {len(RULES)} rules pass", file=out)
+        return
+    print(f"Policies: {len(mandatory)} mandatory, {len(advisory)} advisory violation(s)", file=out)
+    for v in (*mandatory, *advisory):
+        where = f"{v.resource_type} {v.resource_name}" if v.resource_type else "the stack"
+        print(f"  [{v.enforcement}] {v.rule}  ({where})", file=out)
+        print(f"      {v.message}", file=out)
+        print(f"      fix: {v.remediation}", file=out)
+
+
+def policy_document(violations: Sequence[Violation]) -> dict[str, Any]:
+    return {
+        "passed": not any(v.mandatory for v in violations),
+        "mandatory": sum(v.mandatory for v in violations),
+        "advisory": sum(not v.mandatory for v in violations),
+        "rules": [{"name": r.name, "enforcement": r.enforcement, "kind": r.kind,
+                   "description": r.description} for r in RULES],
+        "violations": [v.to_json() for v in violations],
+    }
+
+
+def write_policy_json(violations: Sequence[Violation], path: Path | str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(policy_document(violations), indent=2) + "\n")
+    return path
+
+
+def markdown(violations: Sequence[Violation]) -> str:
+    """A section for a CI job summary."""
+    if not violations:
+        return f"### Policies\n\nAll {len(RULES)} rules pass."
+    rows = ["| level | rule | resource | message | fix |", "|---|---|---|---|---|"]
+    for v in sorted(violations, key=lambda v: not v.mandatory):
+        cell = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+        rows.append(f"| {v.enforcement} | `{v.rule}` | {cell(v.resource_name or 'stack')} | "
+                    f"{cell(v.message)} | {cell(v.remediation)} |")
+    return "### Policies\n\n" + "\n".join(rows)
+
+
+def check(rendering: Any, out_dir: Path | str, stream: TextIO,
+          config: Mapping[str, Any] | None = None) -> int:
+    """Evaluate, print, write ``<out_dir>/policy.json``; 1 on a mandatory violation, else 0."""
+    violations = evaluate(rendering, config)
+    print_violations(violations, stream)
+    write_policy_json(violations, Path(out_dir) / POLICY_FILE)
+    return 1 if any(v.mandatory for v in violations) else 0

@@ -1,0 +1,271 @@
+"""Safety rules: the checkpoint bucket, IAM, keys, exposure, images, privilege, locations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .common import (
+    BUCKET,
+    CLUSTER,
+    NODE_POOL,
+    RAY_JOB,
+    SERVICE,
+    SUBNETWORK,
+    Context,
+    cluster_specs,
+    containers,
+    get,
+    items,
+    k8s_name,
+    pod_specs,
+    tpu_request,
+)
+
+# --------------------------------------------------------------------------- bucket
+
+
+def _bucket(props: Mapping[str, Any]) -> str:
+    return f"bucket {get(props, 'name', '?')}"
+
+
+def bucket_uniform_access(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Uniform bucket-level access: IAM only, no per-object ACLs."""
+    if type_ != BUCKET or get(props, "uniformBucketLevelAccess") is True:
+        return []
+    return [f"{_bucket(props)}: uniformBucketLevelAccess is not true (object ACLs can leak "
+            "checkpoints)"]
+
+
+def bucket_public_access_prevention(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Public access prevention is enforced on the bucket."""
+    if type_ != BUCKET or get(props, "publicAccessPrevention") == "enforced":
+        return []
+    return [f"{_bucket(props)}: publicAccessPrevention is "
+            f"{get(props, 'publicAccessPrevention', 'unset (inherited)')}, must be enforced"]
+
+
+def bucket_protected_in_prod(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """In prod the bucket cannot be deleted with its checkpoints.
+
+    Pulumi's ``protect`` option is not part of a resource's props, so the rule checks
+    what is: ``forceDestroy`` false and ``deletionPolicy`` PREVENT.
+    """
+    if type_ != BUCKET or not ctx.prod:
+        return []
+    out = []
+    if get(props, "forceDestroy") is True:
+        out.append(f"{_bucket(props)}: forceDestroy is true in {ctx.environment}: a destroy "
+                   "deletes every checkpoint")
+    if get(props, "deletionPolicy") != "PREVENT":
+        out.append(f"{_bucket(props)}: deletionPolicy is {get(props, 'deletionPolicy')}, must be "
+                   f"PREVENT in {ctx.environment}")
+    return out
+
+
+# --------------------------------------------------------------------------- IAM and keys
+
+_PROJECT_IAM = {
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/iAMBinding:IAMBinding",
+}
+_PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
+_BUCKET_IAM = {
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "gcp:storage/bucketIAMBinding:BucketIAMBinding",
+}
+
+
+def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Storage roles are granted on the bucket, never project-wide, and never to the public."""
+    role = str(get(props, "role", ""))
+    if type_ in _PROJECT_IAM:
+        broad = ctx.config.get("projectWideForbiddenRoles", DEFAULT_FORBIDDEN_ROLES)
+        if role.startswith("roles/storage.") or role in broad:
+            return [f"project IAM grants {role} to {get(props, 'member', get(props, 'members'))} "
+                    f"on project {get(props, 'project', '?')}: every bucket of the project, not "
+                    "just the checkpoint bucket"]
+    if type_ == "gcp:projects/iAMPolicy:IAMPolicy":
+        data = str(get(props, "policyData", ""))
+        if re.search(r"roles/storage\.|roles/(owner|editor)\"", data):
+            return ["project IAM policy grants storage (or owner/editor) roles project-wide"]
+    if type_ in _BUCKET_IAM:
+        members = {str(get(props, "member", ""))} | {str(m) for m in items(get(props, "members"))}
+        if public := sorted(members & _PUBLIC_MEMBERS):
+            return [f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {public}: public"]
+    return []
+
+
+DEFAULT_FORBIDDEN_ROLES = ["roles/owner", "roles/editor"]
+
+_KEY_TYPES = {
+    "gcp:serviceaccount/key:Key": "service-account key",
+    "gcp:storage/hmacKey:HmacKey": "HMAC key",
+}
+
+
+def no_service_account_keys(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """No long-lived keys: pods use workload identity, CI uses workload identity federation."""
+    if type_ not in _KEY_TYPES:
+        return []
+    owner = get(props, "serviceAccountId", get(props, "serviceAccountEmail", "?"))
+    return [f"{_KEY_TYPES[type_]} for {owner}: a long-lived credential that can leak"]
+
+
+# --------------------------------------------------------------------------- exposure
+
+_RAY_PORTS = {6379, 8265, 10001}
+_PUBLIC_SERVICE_TYPES = {"LoadBalancer", "NodePort"}
+_INTERNAL_LB = "networking.gke.io/load-balancer-type"
+
+
+def _service_exposure(svc: Mapping[str, Any], where: str) -> list[str]:
+    out = []
+    kind = get(svc, "spec.type", "ClusterIP")
+    internal = str(get(svc, f"metadata.annotations.{_INTERNAL_LB}", "")).lower() == "internal"
+    if kind in _PUBLIC_SERVICE_TYPES and not (kind == "LoadBalancer" and internal):
+        out.append(f"{where}: service type {kind} exposes the Ray head (dashboard, job API, "
+                   "GCS) outside the cluster")
+    if ips := items(get(svc, "spec.externalIPs", [])):
+        out.append(f"{where}: externalIPs {list(ips)} expose the Ray head")
+    return out
+
+
+def ray_head_not_public(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """The Ray head (dashboard 8265, client 10001, GCS 6379) is never reachable from outside."""
+    out = []
+    for path, spec in cluster_specs(type_, props):
+        where = f"{k8s_name(props)} {path}.headGroupSpec"
+        kind = get(spec, "headGroupSpec.serviceType")
+        if kind in _PUBLIC_SERVICE_TYPES:
+            out.append(f"{where}: serviceType {kind} exposes the Ray dashboard and job API "
+                       "outside the cluster")
+        svc = get(spec, "headGroupSpec.headService")
+        if isinstance(svc, Mapping):
+            out += _service_exposure(svc, f"{where}.headService")
+        if get(spec, "headGroupSpec.enableIngress") is True:
+            out.append(f"{where}: enableIngress creates an Ingress to the Ray dashboard")
+    if type_ == SERVICE:
+        sel = get(props, "spec.selector", {}) or {}
+        ports = {int(p) for x in items(get(props, "spec.ports", []))
+                 for p in (get(x, "port"), get(x, "targetPort")) if isinstance(p, int | float)}
+        if any(str(k).startswith("ray.io/") for k in sel) or ports & _RAY_PORTS:
+            out += _service_exposure(props, f"service {k8s_name(props)}")
+    return out
+
+
+# --------------------------------------------------------------------------- images, privilege
+
+DEFAULT_MUTABLE_TAGS = ["latest", "nightly"]
+
+
+def _mutable(image: str, tags: list[str]) -> bool:
+    if "@sha256:" in image:
+        return False
+    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    if not tag:
+        return True  # no tag means latest
+    return any(tag == t or tag.startswith(f"{t}-") or tag.endswith(f"-{t}") for t in tags)
+
+
+def no_mutable_images_in_prod(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Prod pins released images: no ``latest``/``nightly`` tag (nor a missing one)."""
+    if not ctx.prod or not type_.startswith("kubernetes:"):
+        return []
+    tags = list(ctx.config.get("mutableTags", DEFAULT_MUTABLE_TAGS))
+    out = []
+    for path, pod in pod_specs(type_, props):
+        for c in containers(pod):
+            image = str(get(c, "image", ""))
+            if image and _mutable(image, tags):
+                out.append(f"{k8s_name(props)} {path} container {get(c, 'name', '?')}: image "
+                           f"{image} is mutable ({'/'.join(tags)} or untagged) in "
+                           f"{ctx.environment}")
+    return out
+
+
+def privileged_only_for_tpu(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """``privileged`` only on containers that request TPUs (libtpu opens the host devices)."""
+    out = []
+    for path, pod in pod_specs(type_, props):
+        for c in containers(pod):
+            priv = get(c, "securityContext.privileged") is True
+            if priv and tpu_request(c) == (None, None):
+                out.append(f"{k8s_name(props)} {path} container {get(c, 'name', '?')} is "
+                           "privileged but requests no google.com/tpu")
+        if get(pod, "hostNetwork") is True:
+            out.append(f"{k8s_name(props)} {path}: hostNetwork shares the node's network; "
+                       "DRANET attaches the NICs instead")
+    return out
+
+
+# --------------------------------------------------------------------------- organisation
+
+
+def _location_of(type_: str, props: Mapping[str, Any]) -> str | None:
+    if type_ in (CLUSTER, NODE_POOL, BUCKET):
+        return get(props, "location")
+    if type_ == SUBNETWORK:
+        return get(props, "region")
+    return None
+
+
+def allowed_locations(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Clusters, node pools, subnets and buckets stay in the organisation's regions/zones."""
+    loc = _location_of(type_, props)
+    if not loc:
+        return []
+    loc = str(loc).lower()
+    regions = [str(r).lower() for r in ctx.config.get("allowedRegions", [])]
+    zones = [str(z).lower() for z in ctx.config.get("allowedZones", [])]
+    what = f"{type_.rsplit(':', 1)[-1]} {get(props, 'name', '?')}"
+    is_zone = bool(re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", loc))
+    region = loc.rsplit("-", 1)[0] if is_zone else loc
+    if regions and region not in regions and loc not in regions:
+        return [f"{what}: location {loc} is outside the allowed regions {regions}"]
+    if zones and is_zone and loc not in zones:
+        return [f"{what}: zone {loc} is outside the allowed zones {zones}"]
+    return []
+
+
+_GCP_LABEL_PATHS = {BUCKET: "labels", CLUSTER: "resourceLabels",
+                    NODE_POOL: "nodeConfig.resourceLabels"}
+
+
+def required_labels(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Kubernetes objects and labelled GCP resources carry the organisation's labels."""
+    if type_.startswith("kubernetes:") and "metadata" in props:
+        want, labels = ctx.config.get("kubernetesLabels", DEFAULT_K8S_LABELS), \
+            get(props, "metadata.labels", {})
+        what = f"{props.get('kind', type_)} {k8s_name(props)} metadata.labels"
+    elif type_ in _GCP_LABEL_PATHS:
+        want, labels = ctx.config.get("gcpLabels", []), get(props, _GCP_LABEL_PATHS[type_], {})
+        what = f"{type_.rsplit(':', 1)[-1]} {get(props, 'name', '?')} {_GCP_LABEL_PATHS[type_]}"
+    else:
+        return []
+    missing = [k for k in want if not isinstance(labels, Mapping) or k not in labels]
+    return [f"{what} lacks {missing}"] if missing else []
+
+
+DEFAULT_K8S_LABELS = ["app.kubernetes.io/part-of"]
+
+# RayJob bounds live here too: they are about not burning TPU hours unattended.
+
+
+def rayjob_bounded(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """A RayJob has a deadline, and a job-owned cluster is deleted when the job ends."""
+    if type_ != RAY_JOB:
+        return []
+    name = k8s_name(props)
+    out = []
+    deadline = get(props, "spec.activeDeadlineSeconds")
+    if not isinstance(deadline, int | float) or deadline <= 0:
+        out.append(f"RayJob {name}: no activeDeadlineSeconds; a hung job holds its slices "
+                   "forever")
+    if isinstance(get(props, "spec.rayClusterSpec"), Mapping):
+        if get(props, "spec.shutdownAfterJobFinishes") is not True:
+            out.append(f"RayJob {name}: brings its own cluster but shutdownAfterJobFinishes is "
+                       "not true; its TPU workers outlive the job")
+    return out
+
