@@ -190,7 +190,11 @@ def resource_claim_template(spec: StackSpec) -> dict[str, Any]:
 
 
 def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, Any]:
-    """The trainer script, embedded from its file, with its content hash."""
+    """The trainer script, embedded from its file, with its content hash.
+
+    The head mounts it as a directory (no subPath), so an update reaches a running shared
+    head after the kubelet's next sync (about a minute); a dedicated cluster starts with it.
+    """
     text = trainer_source() if source is None else source
     return {
         "apiVersion": "v1",
@@ -255,6 +259,8 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
 
 
 def _worker_env(spec: StackSpec, slices: int) -> list[dict[str, str]]:
+    # MEGASCALE_NUM_SLICES is the seed's static value; Ray Train's JaxTrainer overwrites it
+    # (and the coordinator/slice id) per worker group, so an elastic job that shrank is fine.
     return [
         {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
         {"name": "MEGASCALE_PORT", "value": str(spec.ray.megascale_port)},
