@@ -1,0 +1,109 @@
+"""``slicectl drill``: rehearse a preemption, on the cluster or (``--local``) on this machine.
+
+    slicectl drill --stack prod --job llama3-8b-elastic [--target pod|replica|node]
+                   [--deadline SECONDS] [--report PATH]
+    slicectl drill --local --stack dev [...]   (slicectl.drill_local)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from slicectl.drill_cluster import TARGETS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("drill", help="preemption drill: kill part of a running job, "
+                                     "check that it recovers")
+    p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    p.add_argument("--job", help="the stack's job to drill (default: its first elastic job)")
+    p.add_argument("--report", type=Path, help="also write the report as JSON here")
+    p.add_argument("--stacks-dir", type=Path, default=None,
+                   help="where stack files live (default: stacks/)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds from the kill for training to resume and progress "
+                        "(cluster default 1800)")
+
+    local = p.add_argument_group("local drill (--local): a local Ray cluster on this machine")
+    local.add_argument("--local", action="store_true",
+                       help="drill on a local Ray cluster, not the cluster")
+    local.add_argument("--scale-up", action="store_true",
+                       help="start a replacement node and check scale-up")
+    local.add_argument("--kill-after-step", type=int, default=None,
+                       help="kill once this step has run (default: after the first checkpoint)")
+    local.add_argument("--kill-node", type=int, default=None, help="which local slice node to kill")
+    local.add_argument("--kill-during-save", action="store_true",
+                       help="kill while a checkpoint is being saved")
+    local.add_argument("--step-delay", type=float, default=None,
+                       help="seconds per step (local only), a window to kill in")
+
+    cluster = p.add_argument_group("cluster drill (default)")
+    cluster.add_argument("--target", choices=TARGETS, default="pod",
+                         help="delete one worker pod, every pod of one slice replica, or a node "
+                              "of the slice's node pool (default: pod)")
+    cluster.add_argument("--replica", type=int, default=None,
+                         help="slice replica to hit (ray.io/worker-group-replica-index; "
+                              "default: the highest)")
+    cluster.add_argument("--wait", type=float, default=3600.0,
+                         help="seconds to wait for the job to run past a checkpoint "
+                              "before the kill")
+    cluster.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
+    cluster.add_argument("--until-done", action="store_true",
+                         help="follow until the job's final step, not just the first progress")
+    cluster.add_argument("--context", help="kube context (default: the one get-credentials writes "
+                                           "for the stack's cluster)")
+    cluster.add_argument("--kubeconfig",
+                         help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    cluster.add_argument("--ray-address", help="Ray dashboard address to read job logs from "
+                                               "(default: through the API server's service proxy)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.local:
+        from slicectl import drill_local  # written by the local drill's module
+
+        return drill_local.run(args)
+    return run_cluster(args)
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    from slicectl import drill_cluster as dc
+    from slicectl import engine
+    from slicectl import spec as stack_spec
+
+    try:
+        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
+        job = args.job or next((j.name for j in spec.jobs if j.elastic), "")
+        plan = dc.plan(spec, job)
+    except stack_spec.SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    opts = dc.DrillOptions(
+        target=args.target, replica=args.replica,
+        deadline_s=args.deadline if args.deadline is not None else dc.DrillOptions.deadline_s,
+        wait_s=args.wait, poll_s=args.poll, until_done=args.until_done,
+    )
+    try:
+        kube = dc.load_kube(args.context or plan.kube_context, args.kubeconfig)
+        logs = None
+        if args.ray_address:
+            logs = lambda status: dc.RayJobClientLogs(args.ray_address, status["jobId"])  # noqa: E731
+        report = dc.run_drill(kube, plan, opts, logs=logs)
+    except dc.DrillError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return finish(report, args.report)
+
+
+def finish(report, path: Path | None) -> int:
+    width = max(len(k) for k, _ in report.table())
+    print("\n".join(f"{k.ljust(width)}  {v}" for k, v in report.table()))
+    for note in report.notes:
+        print(f"note: {note}")
+    if path:
+        report.write(path)
+        print(f"report written to {path}", file=sys.stderr)
+    return 0 if report.ok else 1
