@@ -123,7 +123,9 @@ _INTERNAL_LB = "networking.gke.io/load-balancer-type"
 def _service_exposure(svc: Mapping[str, Any], where: str) -> list[str]:
     out = []
     kind = get(svc, "spec.type", "ClusterIP")
-    internal = str(get(svc, f"metadata.annotations.{_INTERNAL_LB}", "")).lower() == "internal"
+    annotations = get(svc, "metadata.annotations", {})
+    internal = isinstance(annotations, Mapping) and \
+        str(annotations.get(_INTERNAL_LB, "")).lower() == "internal"
     if kind in _PUBLIC_SERVICE_TYPES and not (kind == "LoadBalancer" and internal):
         out.append(f"{where}: service type {kind} exposes the Ray head (dashboard, job API, "
                    "GCS) outside the cluster")

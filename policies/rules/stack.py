@@ -112,10 +112,12 @@ def dcn_subnets_no_overlap(resources: Sequence[Res], ctx: Context) -> Violations
             parsed.append((r, label, ipaddress.ip_network(cidr, strict=False)))
         except ValueError:
             out.append((r, f"{label}: {cidr!r} is not a CIDR range"))
-    for i, (r, label, net) in enumerate(parsed):
-        for _r2, label2, net2 in parsed[:i]:
-            if net.overlaps(net2) and r is not None:
-                out.append((r, f"{label} {net} overlaps {label2} {net2}"))
+    for i, a in enumerate(parsed):
+        for b in parsed[:i]:
+            owner = a[0] or b[0]  # the later declared resource; reserved ranges have none
+            if a[2].overlaps(b[2]) and owner is not None:
+                (_, l1, n1), (_, l2, n2) = sorted((a, b), key=lambda x: x[1])
+                out.append((owner, f"{l1} {n1} overlaps {l2} {n2}"))
     return out
 
 

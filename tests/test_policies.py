@@ -1,0 +1,459 @@
+"""The policy pack: every rule passes the real dev/prod renderings and fails on one changed field.
+
+Renderings come from the real program under Pulumi mocks (``slicectl.engine``: GCP and the
+Pulumi engine are the only things replaced). Failing cases deep-copy those resources and
+change one field (or add one resource), then run the real rules through the offline
+evaluator, as ``slicectl preview`` does.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pulumi_policy
+import pytest
+from pulumi.runtime import config as runtime_config
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from policies import offline, registry, report
+from policies.rules.common import RAY_CLUSTER, RAY_JOB, Res, parse_entrypoint
+from slicectl import engine, slices
+from slicectl import spec as stack_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET = "gcp:storage/bucket:Bucket"
+
+
+def _only_job(stack: str, name: str) -> dict[str, str]:
+    """The stack's config with ``name`` as its only job, declared (not ``suspend``-ed):
+    the stack file's jobs each want every slice, so they are rendered one at a time."""
+    config = engine.stack_config(stack)
+    key = f"{stack_spec.PROJECT}:jobs"
+    job = next(j for j in json.loads(config[key]) if j["name"] == name)
+    job.pop("suspend", None)
+    return {**config, key: json.dumps([job])}
+
+
+@pytest.fixture(scope="module")
+def renderings() -> dict[str, engine.Rendering]:
+    return {
+        "prod": engine.render("prod"),
+        "dev": engine.render("dev"),
+        "prod-70b": engine.render("prod", _only_job("prod", "llama3-70b-multislice")),
+        "prod-elastic": engine.render("prod", _only_job("prod", "llama3-8b-elastic")),
+    }
+
+
+def _resources(renderings, stack: str) -> list[Res]:
+    return copy.deepcopy(offline.resources_of(renderings[stack]))
+
+
+def _env(renderings, stack: str) -> str:
+    return renderings[stack].spec.environment
+
+
+def _find(resources: list[Res], type_: str, name: str | None = None) -> Res:
+    """The resource of ``type_`` named ``name`` (Pulumi name, ``name`` prop or metadata.name)."""
+    for r in resources:
+        names = {r.name, r.props.get("name"), (r.props.get("metadata") or {}).get("name")}
+        if r.type == type_ and (name is None or name in names):
+            return r
+    raise LookupError(f"no {type_} {name}")
+
+
+def _messages(resources: list[Res], env: str, rule: str, config: dict | None = None) -> list[str]:
+    found = offline.evaluate_resources(resources, env, config)
+    return [v.message for v in found if v.rule == rule]
+
+
+def _worker_group(r: Res) -> dict[str, Any]:
+    spec = r.props["spec"].get("rayClusterSpec", r.props["spec"])
+    return spec["workerGroupSpecs"][0]
+
+
+def _worker(r: Res) -> dict[str, Any]:
+    return _worker_group(r)["template"]["spec"]["containers"][0]
+
+
+def _head(r: Res) -> dict[str, Any]:
+    return r.props["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+
+
+def _set_arg(r: Res, flag_or_key: str, value: str) -> None:
+    """Change one trainer flag (``--slices``) or MaxText key (``steps``) in a RayJob entrypoint."""
+    words = r.props["spec"]["entrypoint"].split(" ")
+    if flag_or_key.startswith("--"):
+        i = words.index(flag_or_key)
+        words[i + 1] = value
+    else:
+        i = next(i for i, w in enumerate(words) if w.startswith(f"{flag_or_key}="))
+        words[i] = f"{flag_or_key}={value}"
+    r.props["spec"]["entrypoint"] = " ".join(words)
+
+
+def _pool(rs): return _find(rs, NODE_POOL, "v6e-16-0").props  # noqa: E704
+def _cluster(rs): return _find(rs, CLUSTER).props  # noqa: E704
+def _bucket(rs): return _find(rs, BUCKET).props  # noqa: E704
+def _raycluster(rs): return _find(rs, RAY_CLUSTER)  # noqa: E704
+def _job(rs, name): return _find(rs, RAY_JOB, name)  # noqa: E704
+
+
+def _key_resource(rs: list[Res]) -> None:
+    rs.append(Res("gcp:serviceaccount/key:Key", "nodes-key", "urn:nodes-key",
+                  {"serviceAccountId": "maxtext-tpu-nodes"}))
+
+
+def _dedicated_job(rs: list[Res]) -> None:
+    job = _job(rs, "llama3-8b-elastic")
+    job.props["spec"].pop("clusterSelector")
+    job.props["spec"]["rayClusterSpec"] = copy.deepcopy(_raycluster(rs).props["spec"])
+    job.props["spec"]["shutdownAfterJobFinishes"] = False
+
+
+# (rule, stack, mutation, config, expected fragment of the message)
+FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
+    ("tpu-topology-valid", "prod",
+     lambda rs: _pool(rs)["placementPolicy"].update(tpuTopology="4x5"), None,
+     "topology '4x5' is not offered for v6e"),
+    ("tpu-machine-type-fits", "prod",
+     lambda rs: _pool(rs)["nodeConfig"].update(machineType="ct6e-standard-8t"), None,
+     "machine type ct6e-standard-8t (8 chips per host) does not fit v6e topology 4x4"),
+    ("tpu-node-count-matches-hosts", "prod",
+     lambda rs: _pool(rs).update(nodeCount=3.0), None,
+     "nodeCount is 3, a v6e-16 (4x4, ct6e-standard-4t) slice has 4 host(s)"),
+    ("tpu-compact-placement", "prod",
+     lambda rs: _pool(rs)["placementPolicy"].update(type="SPREAD"), None,
+     "multi-host topology 4x4 needs placementPolicy.type COMPACT"),
+    ("tpu-compact-placement", "dev",
+     lambda rs: _find(rs, NODE_POOL, "v6e-8-0").props.pop("placementPolicy"), None,
+     "2 TPU hosts without placementPolicy.tpuTopology are separate single-host slices"),
+    ("dranet-label-needs-networks", "prod",
+     lambda rs: _pool(rs).pop("networkConfig"), None,
+     "label cloud.google.com/gke-networking-dra-driver=true without networkConfig"),
+    ("dranet-label-needs-networks", "prod",
+     lambda rs: _pool(rs)["nodeConfig"]["gvnic"].update(enabled=False), None,
+     "additional networks need gVNIC"),
+    ("tpu-pool-no-auto-upgrade", "prod",
+     lambda rs: _pool(rs)["management"].update(autoUpgrade=True), None,
+     "management.autoUpgrade is not false"),
+    ("dcn-network-mtu", "prod",
+     lambda rs: _find(rs, "gcp:compute/network:Network", "maxtext-tpu-net-1").props.update(
+         mtu=1460.0), None,
+     "network maxtext-tpu-net-1 carries TPU DCN traffic with MTU 1460; it must be 8896"),
+    ("subnets-no-overlap", "prod",
+     lambda rs: _find(rs, "gcp:compute/subnetwork:Subnetwork", "tpu-subnet-2").props.update(
+         ipCidrRange="10.50.128.0/17"), None,
+     "subnet tpu-subnet-1 10.50.0.0/16 overlaps subnet tpu-subnet-2 10.50.128.0/17"),
+    ("subnets-no-overlap", "prod",
+     lambda rs: _cluster(rs).update(ipAllocationPolicy={"clusterIpv4CidrBlock": "10.48.0.0/14"}),
+     None, "overlaps subnet tpu-subnet-1 10.50.0.0/16"),
+    ("subnets-no-overlap", "prod", lambda rs: None,
+     {"subnets-no-overlap": {"reservedRanges": ["10.60.0.0/20"]}},
+     "reserved range 10.60.0.0/20 overlaps subnet tpu-subnet-2 10.60.0.0/16"),
+    ("ray-worker-hosts-match-topology", "prod",
+     lambda rs: _worker_group(_raycluster(rs)).update(numOfHosts=2.0), None,
+     "numOfHosts is 2, topology 4x4 with 4 chips per host has 4 host(s)"),
+    ("ray-worker-tpu-request", "prod",
+     lambda rs: _worker(_raycluster(rs))["resources"]["limits"].update({"google.com/tpu": "8"}),
+     None, "google.com/tpu request 4 != limit 8"),
+    ("ray-worker-tpu-request", "prod",
+     lambda rs: [_worker(_raycluster(rs))["resources"][k].update({"google.com/tpu": "2"})
+                 for k in ("requests", "limits")], None,
+     "google.com/tpu is 2, a host of tpu-v6e-slice 4x4 has 4 chips"),
+    ("ray-worker-selects-node-pool", "prod",
+     lambda rs: _worker_group(_raycluster(rs))["template"]["spec"]["nodeSelector"].update(
+         {slices.TOPOLOGY_LABEL: "4x8"}), None,
+     "selects tpu-v6e-slice 4x8 but no node pool provides it"),
+    ("ray-worker-replicas-fit", "prod",
+     lambda rs: _worker_group(_raycluster(rs)).update(replicas=3.0), None,
+     "replicas is 3 but only 2 v6e-16 (4x4) slice node pool(s) exist"),
+    ("ray-worker-replicas-fit", "dev",
+     lambda rs: _worker_group(_raycluster(rs)).update(maxReplicas=2.0), None,
+     "maxReplicas is 2 but only 1 v6e-8 (2x4) slice node pool(s) exist"),
+    ("ray-netdev-claims", "prod",
+     lambda rs: _find(rs, "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate").props["spec"][
+         "spec"]["devices"]["requests"][0]["exactly"].update(count=1), None,
+     "claims 1 netdev.google.com device(s), its node pools have 2 secondary network(s)"),
+    ("ray-netdev-claims", "prod",
+     lambda rs: _worker(_raycluster(rs))["resources"].pop("claims"), None,
+     "resources.claims lacks ['netdev']"),
+    ("rayjob-worker-count", "prod",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-multislice"), "--slices", "1"), None,
+     "4 workers (1 slice(s)) but worker group tpu-group brings up 2 x 4 = 8"),
+    ("rayjob-worker-count", "prod-70b",
+     lambda rs: _set_arg(_job(rs, "llama3-70b-multislice"), "--hosts-per-slice", "2"), None,
+     "--hosts-per-slice is 2, worker group tpu-group (v6e-16) needs 4"),
+    ("rayjob-elastic-range", "prod-elastic",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "--max-slices", "3"), None,
+     "--max-slices is 3 but only 2 v6e-16 slice(s) are available"),
+    ("rayjob-elastic-range", "prod-elastic",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "--min-slices", "0"), None,
+     "--min-slices is 0, must be at least 1"),
+    ("rayjob-maxtext-mesh", "prod",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-multislice"), "ici_tensor_parallelism", "2"), None,
+     "ICI mesh must tile the 16 chips of a v6e-16 slice"),
+    ("rayjob-maxtext-mesh", "prod-70b",
+     lambda rs: _set_arg(_job(rs, "llama3-70b-multislice"), "dcn_fsdp_parallelism", "4"), None,
+     "DCN mesh must tile 2 slice(s)"),
+    ("rayjob-spot-elastic", "dev",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "--max-failures", "0"), None,
+     "runs on Spot slices with --max-failures 0: no retry after a preemption"),
+    ("rayjob-spot-elastic", "dev",
+     lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "base_output_directory", "/tmp/out/"),
+     None, "base_output_directory '/tmp/out/' is not on the checkpoint bucket"),
+    ("rayjob-spot-elastic", "prod",
+     lambda rs: _pool(rs)["nodeConfig"].update(spot=True), None,
+     "RayJob llama3-8b-multislice runs on Spot v6e-16 slices but is multislice"),
+    ("rayjob-bounded", "prod",
+     lambda rs: _job(rs, "llama3-8b-multislice").props["spec"].pop("activeDeadlineSeconds"),
+     None, "RayJob llama3-8b-multislice: no activeDeadlineSeconds"),
+    ("rayjob-bounded", "prod-elastic", _dedicated_job, None,
+     "brings its own cluster but shutdownAfterJobFinishes is not true"),
+    ("gke-dranet-version", "prod",
+     lambda rs: _cluster(rs).update(minMasterVersion="1.33.5-gke.1000"), None,
+     f"minMasterVersion 1.33.5-gke.1000 is below {stack_spec.DRANET_MIN_VERSION}"),
+    ("gke-dranet-version", "prod", lambda rs: _cluster(rs).pop("minMasterVersion"), None,
+     "DRANET is used but minMasterVersion is not pinned"),
+    ("gke-ray-operator-and-gcsfuse", "prod",
+     lambda rs: _cluster(rs)["addonsConfig"]["rayOperatorConfigs"][0].update(enabled=False),
+     None, "the Ray operator add-on is off"),
+    ("gke-ray-operator-and-gcsfuse", "dev",
+     lambda rs: _cluster(rs)["addonsConfig"].pop("gcsFuseCsiDriverConfig"), None,
+     "the GCS FUSE CSI driver is off"),
+    ("gke-workload-identity", "prod", lambda rs: _cluster(rs).pop("workloadIdentityConfig"),
+     None, "workloadIdentityConfig.workloadPool is unset, must be my-tpu-project.svc.id.goog"),
+    ("gke-workload-identity", "prod",
+     lambda rs: _pool(rs)["nodeConfig"]["workloadMetadataConfig"].update(mode="GCE_METADATA"),
+     None, "workloadMetadataConfig.mode is GCE_METADATA, must be GKE_METADATA"),
+    ("bucket-uniform-access", "prod",
+     lambda rs: _bucket(rs).update(uniformBucketLevelAccess=False), None,
+     "uniformBucketLevelAccess is not true"),
+    ("bucket-public-access-prevention", "dev",
+     lambda rs: _bucket(rs).update(publicAccessPrevention="inherited"), None,
+     "publicAccessPrevention is inherited, must be enforced"),
+    ("bucket-protected-in-prod", "prod", lambda rs: _bucket(rs).update(forceDestroy=True), None,
+     "forceDestroy is true in prod"),
+    ("bucket-protected-in-prod", "prod",
+     lambda rs: _bucket(rs).update(deletionPolicy="DELETE"), None,
+     "deletionPolicy is DELETE, must be PREVENT in prod"),
+    ("iam-bucket-scoped", "prod",
+     lambda rs: _find(rs, "gcp:projects/iAMMember:IAMMember").props.update(
+         role="roles/storage.admin"), None,
+     "project IAM grants roles/storage.admin"),
+    ("iam-bucket-scoped", "prod",
+     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
+         member="allUsers"), None,
+     "IAM grants roles/storage.objectUser to ['allUsers']: public"),
+    ("no-service-account-keys", "prod", _key_resource, None,
+     "service-account key for maxtext-tpu-nodes"),
+    ("ray-head-not-public", "prod",
+     lambda rs: _raycluster(rs).props["spec"]["headGroupSpec"].update(serviceType="LoadBalancer"),
+     None, "serviceType LoadBalancer exposes the Ray dashboard"),
+    ("ray-head-not-public", "dev",
+     lambda rs: _raycluster(rs).props["spec"]["headGroupSpec"].update(
+         headService={"spec": {"externalIPs": ["203.0.113.7"]}}), None,
+     "externalIPs ['203.0.113.7'] expose the Ray head"),
+    ("no-mutable-images-in-prod", "prod",
+     lambda rs: _head(_raycluster(rs)).update(image="rayproject/ray:nightly-py312-tpu"), None,
+     "image rayproject/ray:nightly-py312-tpu is mutable"),
+    ("no-mutable-images-in-prod", "prod",
+     lambda rs: _worker(_raycluster(rs)).update(image="rayproject/ray"), None,
+     "image rayproject/ray is mutable"),
+    ("privileged-only-for-tpu", "prod",
+     lambda rs: _head(_raycluster(rs)).update(securityContext={"privileged": True}), None,
+     "container ray-head is privileged but requests no google.com/tpu"),
+    ("allowed-locations", "prod", lambda rs: None,
+     {"allowed-locations": {"allowedRegions": ["europe-west4"]}},
+     "location us-east5-b is outside the allowed regions ['europe-west4']"),
+    ("allowed-locations", "prod", lambda rs: None,
+     {"allowed-locations": {"allowedRegions": ["us-east5"], "allowedZones": ["us-east5-a"]}},
+     "zone us-east5-b is outside the allowed zones ['us-east5-a']"),
+    ("required-labels", "prod",
+     lambda rs: _find(rs, "kubernetes:core/v1:ConfigMap").props["metadata"].pop("labels"), None,
+     "lacks ['app.kubernetes.io/part-of']"),
+    ("required-labels", "prod", lambda rs: None, {"required-labels": {"gcpLabels": ["team"]}},
+     "Bucket my-tpu-project-maxtext-checkpoints labels lacks ['team']"),
+]
+
+
+def test_every_rule_has_a_failing_case():
+    assert {c[0] for c in FAILING} == {r.name for r in registry.RULES}
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-70b", "prod-elastic"])
+@pytest.mark.parametrize("rule", [r.name for r in registry.RULES])
+def test_rule_passes_rendering(renderings, stack, rule):
+    assert _messages(_resources(renderings, stack), _env(renderings, stack), rule) == []
+
+
+@pytest.mark.parametrize(
+    "rule,stack,mutate,config,expected", FAILING,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(FAILING)],
+)
+def test_rule_fails_on_one_changed_field(renderings, rule, stack, mutate, config, expected):
+    resources = _resources(renderings, stack)
+    mutate(resources)
+    messages = _messages(resources, _env(renderings, stack), rule, config)
+    assert any(expected in m for m in messages), messages
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-70b", "prod-elastic"])
+def test_whole_rendering_has_no_mandatory_violation(renderings, stack):
+    found = offline.evaluate(renderings[stack])
+    assert [v for v in found if v.mandatory] == []
+
+
+def test_dev_may_use_nightly_and_a_deletable_bucket(renderings):
+    """The prod-only rules read the stack's environment: dev's seed image and bucket pass."""
+    dev = _resources(renderings, "dev")
+    assert _head(_raycluster(dev))["image"].split(":")[1].startswith("nightly")
+    assert _bucket(dev)["deletionPolicy"] == "DELETE"
+    for rule in ("no-mutable-images-in-prod", "bucket-protected-in-prod"):
+        assert _messages(dev, "dev", rule) == []
+        assert _messages(dev, "prod", rule) != []
+
+
+def test_config_enforcement_levels_and_unknown_rules(renderings):
+    resources = _resources(renderings, "prod")
+    _bucket(resources).update(uniformBucketLevelAccess=False)
+    advisory = {"bucket-uniform-access": "advisory"}
+    found = offline.evaluate_resources(resources, "prod", advisory)
+    assert [v.enforcement for v in found if v.rule == "bucket-uniform-access"] == ["advisory"]
+    disabled = {"bucket-uniform-access": {"enforcementLevel": "disabled"}}
+    assert not [v for v in offline.evaluate_resources(resources, "prod", disabled)
+                if v.rule == "bucket-uniform-access"]
+    with pytest.raises(ValueError, match="unknown rules \\['no-such-rule'\\]"):
+        offline.evaluate_resources(resources, "prod", {"no-such-rule": "advisory"})
+
+
+def test_entrypoint_parsing_reads_trainer_flags_and_maxtext_keys(renderings):
+    job = _job(_resources(renderings, "prod-70b"), "llama3-70b-multislice")
+    call = parse_entrypoint(job.props["spec"]["entrypoint"])
+    shape = renderings["prod"].spec.groups[0].shape
+    assert call.int_flag("--slices") * call.int_flag("--hosts-per-slice") == shape.workers(2)
+    assert call.mesh("ici") == {"tensor": 4, "fsdp": 4}
+    assert call.mesh("dcn") == {"fsdp": 2, "data": 1}
+    assert parse_entrypoint("python train.py --local --mode=elastic -- base.yml steps=5") \
+        .flags == {"--local": "true", "--mode": "elastic"}
+    assert parse_entrypoint("ray job submit -- python x.py") is None
+
+
+def test_preview_report_prints_fix_and_writes_policy_json(renderings, tmp_path):
+    rendering = copy.copy(renderings["prod"])
+    rendering.resources = copy.deepcopy(renderings["prod"].resources)
+    pool = next(r for r in rendering.resources if r.type == NODE_POOL and r.name == "v6e-16-0")
+    pool.inputs["nodeCount"] = 3.0
+    out = io.StringIO()
+    code = report.check(rendering, tmp_path, out)
+    text = out.getvalue()
+    assert code == 1
+    assert "[mandatory] tpu-node-count-matches-hosts  (gcp:container/nodePool:NodePool v6e-16-0)" \
+        in text
+    assert f"fix: {registry.rule('tpu-node-count-matches-hosts').remediation}" in text
+    doc = json.loads((tmp_path / report.POLICY_FILE).read_text())
+    assert doc["passed"] is False and doc["mandatory"] == 1
+    assert doc["violations"][0]["urn"] == pool.urn
+    clean = io.StringIO()
+    assert report.check(renderings["prod"], tmp_path, clean) == 0
+    assert json.loads((tmp_path / report.POLICY_FILE).read_text())["passed"] is True
+
+
+# --------------------------------------------------------------------------- the Pulumi pack
+
+
+@pytest.fixture
+def registered(monkeypatch) -> dict[str, Any]:
+    """Run policies/__main__.py with PolicyPack replaced by a recorder.
+
+    The real PolicyPack starts the analyzer's gRPC server and blocks forever (that is how
+    Pulumi talks to it), so the test records the constructor's arguments instead.
+    """
+    calls: list[dict[str, Any]] = []
+
+    class Recorder:
+        def __init__(self, **kwargs: Any) -> None:
+            calls.append(kwargs)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", Recorder)
+    runpy.run_path(str(ROOT / "policies" / "__main__.py"), run_name="__main__")
+    assert len(calls) == 1
+    return calls[0]
+
+
+def test_pack_registers_every_rule_with_its_level_kind_and_remediation(registered):
+    policies = {p.name: p for p in registered["policies"]}
+    assert list(policies) == [r.name for r in registry.RULES]
+    for rule in registry.RULES:
+        p = policies[rule.name]
+        kind = (pulumi_policy.ResourceValidationPolicy if rule.kind == registry.RESOURCE
+                else pulumi_policy.StackValidationPolicy)
+        assert isinstance(p, kind)
+        assert p.enforcement_level == pulumi_policy.EnforcementLevel(rule.enforcement)
+        assert p.remediation_steps == rule.remediation and p.description == rule.description
+        assert (p.config_schema.properties if p.config_schema else {}) == dict(rule.config)
+    assert registered["name"] == "tpu-multislice-policies"
+
+
+def _report() -> tuple[list[tuple[str, str | None]], Callable[..., None]]:
+    seen: list[tuple[str, str | None]] = []
+    return seen, lambda message, urn=None: seen.append((message, urn))
+
+
+def test_pack_policies_validate_engine_props(registered, renderings, monkeypatch):
+    """The CrossGuard wrappers on props as pulumi_policy hands them (its read-only proxy),
+    with the environment from the stack config Pulumi passes in PULUMI_CONFIG."""
+    policies = {p.name: p for p in registered["policies"]}
+    token = runtime_config.CONFIG.set({})  # as in the analyzer process: only PULUMI_CONFIG
+    try:
+        resources = _resources(renderings, "dev")
+        bucket = _find(resources, BUCKET)
+        opts = pulumi_policy.PolicyResourceOptions(False, [], None, [], None, [])
+
+        def validate(name: str, res: Res, env: str) -> list[tuple[str, str | None]]:
+            monkeypatch.setenv("PULUMI_CONFIG", json.dumps({registry.ENVIRONMENT_KEY: env}))
+            args = pulumi_policy.ResourceValidationArgs(
+                res.type, unknown_checking_proxy(copy.deepcopy(dict(res.props))), res.urn,
+                res.name, opts, None, {})
+            seen, report_violation = _report()
+            policies[name].validate(args, report_violation)
+            return seen
+
+        assert validate("bucket-protected-in-prod", bucket, "dev") == []
+        prod_messages = [m for m, _ in validate("bucket-protected-in-prod", bucket, "prod")]
+        assert any("deletionPolicy is DELETE, must be PREVENT in prod" in m
+                   for m in prod_messages), prod_messages
+
+        pool = _find(resources, NODE_POOL, "v6e-8-0")
+        pool.props["nodeCount"] = 1.0
+        assert "nodeCount is 1" in validate("tpu-node-count-matches-hosts", pool, "dev")[0][0]
+
+        _worker_group(_raycluster(resources))["replicas"] = 2.0
+        stack_res = [pulumi_policy.PolicyResource(
+            r.type, unknown_checking_proxy(copy.deepcopy(dict(r.props))), r.urn, r.name, opts,
+            None, None, [], {}) for r in resources]
+        seen, report_violation = _report()
+        policies["ray-worker-replicas-fit"].validate(
+            pulumi_policy.StackValidationArgs(stack_res, {}), report_violation)
+        assert seen == [(f"{_raycluster(resources).props['metadata']['name']} worker group "
+                         f"{_worker_group(_raycluster(resources))['groupName']}: replicas is 2 "
+                         "but only 1 v6e-8 (2x4) slice node pool(s) exist; the extra replicas "
+                         "never schedule", _raycluster(resources).urn)]
+    finally:
+        runtime_config.CONFIG.reset(token)
+
+
+def test_pack_files_declare_python_runtime_and_requirements():
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "policies" / "PulumiPolicy.yaml").read_text())
+    assert doc["runtime"]["name"] == "python"
+    reqs = (ROOT / "policies" / "requirements.txt").read_text().split()
+    assert f"pulumi-policy=={pulumi_policy.version.VERSION}" in reqs
