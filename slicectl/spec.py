@@ -126,6 +126,7 @@ class Job:
     checkpoint_period: int
     active_deadline_seconds: int
     backoff_limit: int
+    suspend: bool = False  # declared but not run (RayJob spec.suspend)
 
     @property
     def elastic(self) -> bool:
@@ -493,6 +494,7 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
                 checkpoint_period=r.get(obj, k, "checkpointPeriod", int, 10, check=_positive),
                 active_deadline_seconds=r.get(obj, k, "activeDeadlineSeconds", int, 4 * 3600, check=_positive),
                 backoff_limit=r.get(obj, k, "backoffLimit", int, 0, check=_non_negative),
+                suspend=r.get(obj, k, "suspend", bool, False),
             )
         )
     return tuple(out)
@@ -620,6 +622,19 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
                 f"{ns}:jobs[{i}].mode",
                 j.mode,
                 f"worker group {j.group} runs on Spot capacity: jobs there must be elastic; allowed: elastic",
+            )
+
+    # Running jobs on the shared cluster would queue for the same slices while their
+    # activeDeadlineSeconds ticks: the slices they ask for together must exist.
+    for group, (_shape, available) in groups.items():
+        running = [(i, j) for i, j in enumerate(jobs) if j.group == group and j.cluster == "shared" and not j.suspend]
+        if sum(j.slices for _, j in running) > available:
+            i, j = running[-1]
+            r.fail(
+                f"{ns}:jobs[{i}].suspend",
+                False,
+                f"jobs {[x.name for _, x in running]} together ask for {sum(x.slices for _, x in running)} slice(s) "
+                f"of worker group {group}, which has {available}; suspend all but what fits (suspend: true)",
             )
 
     known = {f"{ns}:{k}" for k in ("environment", "cluster", "network", "slices", "storage", "ray", "jobs")}

@@ -237,3 +237,9 @@ def test_unknown_stack_lists_the_stacks(capsys):
 
     assert cli.main(["preview", "--stack", "staging", "--out", "/nonexistent/x"]) == 2
     assert "allowed: dev, prod" in capsys.readouterr().err
+
+
+def test_running_jobs_must_fit_the_shared_slices():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[1].update(suspend=False)))
+    assert f"{NS}:jobs[1].suspend = false" in msg
+    assert "together ask for 4 slice(s) of worker group tpu-group, which has 2" in msg

@@ -10,6 +10,7 @@ parsed: its manifest and its commands are the reference, not values retyped here
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -115,6 +116,15 @@ def doc(r: engine.Rendering, kind: str, name: str | None = None) -> dict[str, An
     found = [m for m in docs(r, kind) if name is None or m["metadata"]["name"] == name]
     assert len(found) == 1, (kind, name, [m["metadata"]["name"] for m in docs(r, kind)])
     return found[0]
+
+
+def job_doc(r: engine.Rendering, name: str) -> dict[str, Any]:
+    """A job's RayJob: as rendered, or - for a suspended shared job, which is not
+    submitted - as the same builder would render it once un-suspended."""
+    job = next(j for j in r.spec.jobs if j.name == name)
+    if job in manifests.declared_jobs(r.spec):
+        return doc(r, "RayJob", name)
+    return manifests.ray_job(r.spec, job)
 
 
 def groups_of(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -239,7 +249,7 @@ def test_component_children_parent_and_provider(prod):
             ("kubernetes:core/v1:ConfigMap", f"{comp.name}-trainer"),
             ("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster"),
         ]
-        + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in spec.jobs]
+        + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
     )
     # Every object goes through the provider built from the cluster (the mock's id for it).
     (provider,) = prod.by_type("pulumi:providers:kubernetes")
@@ -254,7 +264,7 @@ def test_prod_objects(prod):
         ("ConfigMap", manifests.trainer_configmap_name(spec)),
         ("RayCluster", spec.ray.cluster_name),
     } <= names
-    assert {m["metadata"]["name"] for m in docs(prod, "RayJob")} == {j.name for j in spec.jobs}
+    assert {m["metadata"]["name"] for m in docs(prod, "RayJob")} == {j.name for j in manifests.declared_jobs(spec)}
     for m in prod.manifests:
         if m["kind"] != "ServiceAccount":
             assert m["metadata"]["namespace"] == spec.storage.namespace
@@ -279,10 +289,10 @@ def test_schema_check_catches_mistakes(prod, kuberay_validator):
     bad = copy.deepcopy(doc(prod, "RayCluster"))
     bad["spec"]["workerGroupSpecs"][0]["numOfHost"] = 4
     assert any("numOfHost" in e for e in kuberay_validator(bad))
-    bad = copy.deepcopy(doc(prod, "RayJob", prod.spec.jobs[0].name))
+    bad = copy.deepcopy(job_doc(prod, prod.spec.jobs[0].name))
     bad["spec"]["backoffLimit"] = "none"
     assert any("backoffLimit" in e for e in kuberay_validator(bad))
-    bad = copy.deepcopy(doc(prod, "RayJob", prod.spec.jobs[0].name))
+    bad = copy.deepcopy(job_doc(prod, prod.spec.jobs[0].name))
     bad["spec"]["deletionStrategy"] = {
         "onSuccess": {"policy": "DeleteCluster"},
         "onFailure": {"policy": "DeleteCluster"},
@@ -348,8 +358,7 @@ def test_seed_job_commands(prod, seed_text):
     """Each of the seed's three ``ray job submit`` commands is a RayJob with its MaxText
     settings, and its JaxTrainer ScalingConfig is what our trainer builds from the entrypoint."""
     trainer = load_trainer()
-    jobs = {d["metadata"]["name"]: d for d in docs(prod, "RayJob")}
-    by_run = {j.run_name: jobs[j.name] for j in prod.spec.jobs}
+    by_run = {j.run_name: job_doc(prod, j.name) for j in prod.spec.jobs}
     commands = seed_commands(seed_text)
     assert len(commands) == 3
     # The seed's two scripts: fixed num_workers=8, elastic (4, 8) with max_failures=3.
@@ -376,7 +385,7 @@ def test_seed_job_commands(prod, seed_text):
 
 def test_70b_job_has_dcn_fsdp_and_full_remat(prod, seed_text):
     (job,) = [j for j in prod.spec.jobs if j.model == "llama3-70b"]
-    argv = shlex.split(doc(prod, "RayJob", job.name)["spec"]["entrypoint"])
+    argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
     assert {
         "dcn_fsdp_parallelism=2",
         "remat_policy=full",
@@ -399,7 +408,7 @@ def test_entrypoint_runs_the_mounted_trainer(prod):
     script = f"{mount['mountPath']}/{TRAINER_SCRIPT.name}"
     assert TRAINER_SCRIPT.name in cm["data"]
     for job in spec.jobs:
-        argv = shlex.split(doc(prod, "RayJob", job.name)["spec"]["entrypoint"])
+        argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
         assert argv == ["python", script, *trainer_argv(spec, job, local=False)]
 
 
@@ -407,7 +416,7 @@ def test_shared_and_dedicated_jobs(shapes):
     spec = shapes.spec
     cluster = doc(shapes, "RayCluster")
     for job in spec.jobs:
-        d = doc(shapes, "RayJob", job.name)
+        d = job_doc(shapes, job.name)
         s = d["spec"]
         assert s["activeDeadlineSeconds"] == job.active_deadline_seconds
         assert s["backoffLimit"] == job.backoff_limit
@@ -532,3 +541,12 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
         == after
         != manifests.ray_job(spec, job, source)["metadata"]["annotations"]
     )
+
+
+def test_suspended_jobs(prod, shapes):
+    """Shared jobs that are suspended are not submitted; dedicated ones carry spec.suspend."""
+    jobs = {d["metadata"]["name"]: d for d in prod.manifests if d["kind"] == "RayJob"}
+    assert set(jobs) == {"llama3-8b-multislice"}  # 70B and elastic wait their turn
+    s = stack_spec.load("prod", engine.stack_config("prod"))
+    dedicated = dataclasses.replace(s.jobs[1], cluster="dedicated")
+    assert manifests.ray_job(s, dedicated)["spec"]["suspend"] is True

@@ -94,7 +94,7 @@ class RayWorkloads(pulumi.ComponentResource):
                     ),
                 ),
             )
-            for job in spec.jobs
+            for job in manifests.declared_jobs(spec)
         }
 
         self.register_outputs(

@@ -346,6 +346,13 @@ def needs_shared_cluster(spec: StackSpec) -> bool:
     return not spec.jobs or any(j.cluster == "shared" for j in spec.jobs)
 
 
+def declared_jobs(spec: StackSpec) -> list[Job]:
+    """Jobs that get a RayJob object. A suspended job on the shared cluster gets none:
+    KubeRay refuses ``suspend`` with ``clusterSelector``, so "suspended" means "not submitted"
+    there; a suspended dedicated job is declared with ``spec.suspend`` and creates nothing."""
+    return [j for j in spec.jobs if not (j.suspend and j.cluster == "shared")]
+
+
 def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, Any]:
     """The RayJob for ``job``: on the shared cluster or on its own, deleted after the run."""
     body: dict[str, Any] = {
@@ -365,6 +372,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         body["rayClusterSpec"] = ray_cluster_spec(spec, {job.group: size})
         body["shutdownAfterJobFinishes"] = True
         body["ttlSecondsAfterFinished"] = DEDICATED_CLUSTER_TTL_SECONDS
+        body["suspend"] = job.suspend
         # The job's own cluster (and its TPU slices) goes when the job ends, either way.
         policy = "DeleteCluster"
     body["deletionStrategy"] = {"onSuccess": {"policy": policy}, "onFailure": {"policy": policy}}
@@ -386,7 +394,7 @@ def all_objects(spec: StackSpec, source: str | None = None) -> list[dict[str, An
     docs.append(trainer_configmap(spec, source))
     if needs_shared_cluster(spec):
         docs.append(ray_cluster(spec))
-    docs += [ray_job(spec, j, source) for j in spec.jobs]
+    docs += [ray_job(spec, j, source) for j in declared_jobs(spec)]
     return docs
 
 
