@@ -67,6 +67,11 @@ class GkeCluster(pulumi.ComponentResource):
                 # GKE needs one pool at creation; it is removed for the pools below.
                 remove_default_node_pool=True,
                 initial_node_count=1,
+                # Even the short-lived default pool runs as the dedicated node account.
+                node_config=gcp.container.ClusterNodeConfigArgs(
+                    service_account=self.node_service_account.email,
+                    oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                ),
                 networking_mode="VPC_NATIVE",
                 ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
                 datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2
