@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     cluster.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
     cluster.add_argument("--until-done", action="store_true",
                          help="follow until the job's final step, not just the first progress")
+    cluster.add_argument("--get-credentials", action="store_true",
+                         help="first run `gcloud container clusters get-credentials` for the "
+                              "stack's cluster (CI)")
     cluster.add_argument("--context", help="kube context (default: the one get-credentials writes "
                                            "for the stack's cluster)")
     cluster.add_argument("--kubeconfig",
@@ -86,6 +90,12 @@ def run_cluster(args: argparse.Namespace) -> int:
         deadline_s=args.deadline if args.deadline is not None else dc.DrillOptions.deadline_s,
         wait_s=args.wait, poll_s=args.poll, until_done=args.until_done,
     )
+    if args.get_credentials:
+        argv = dc.get_credentials_argv(spec)
+        print("+ " + " ".join(argv), file=sys.stderr)
+        if subprocess.run(argv).returncode != 0:
+            print("error: get-credentials failed", file=sys.stderr)
+            return 2
     try:
         kube = dc.load_kube(args.context or plan.kube_context, args.kubeconfig)
         logs = None

@@ -94,6 +94,12 @@ def plan(spec: StackSpec, job_name: str) -> DrillPlan:
     )
 
 
+def get_credentials_argv(spec: StackSpec) -> list[str]:
+    """The ``gcloud`` command that writes the kubeconfig context :func:`plan` names."""
+    return ["gcloud", "container", "clusters", "get-credentials", spec.cluster.name,
+            f"--location={spec.cluster.location}", f"--project={spec.project}"]
+
+
 def _problem(value: Any, message: str):
     from slicectl.spec import PROJECT, Problem
 
