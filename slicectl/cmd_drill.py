@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("drill", help="preemption drill: kill part of a running job, "
                                      "check that it recovers")
     p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
-    p.add_argument("--job", help="the stack's job to drill (default: its first elastic job)")
+    p.add_argument("--job", help="the stack's job to drill (default: its first running elastic job)")
     p.add_argument("--report", type=Path, help="also write the report as JSON here")
     p.add_argument("--stacks-dir", type=Path, default=None,
                    help="where stack files live (default: stacks/)")
@@ -80,7 +80,8 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     try:
         spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
-        job = args.job or next((j.name for j in spec.jobs if j.elastic), "")
+        running = [j.name for j in spec.jobs if j.elastic and not j.suspend]
+        job = args.job or next(iter(running), next((j.name for j in spec.jobs if j.elastic), ""))
         plan = dc.plan(spec, job)
     except stack_spec.SpecError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slicectl.drill_report import DrillReport
-from slicectl.spec import SpecError, StackSpec, stack_file
+from slicectl.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
 from slicectl.train_log import TrainLog
 
 RAY_GROUP, RAY_VERSION, RAYJOBS = "ray.io", "v1", "rayjobs"
@@ -74,9 +74,16 @@ class DrillPlan:
 def plan(spec: StackSpec, job_name: str) -> DrillPlan:
     jobs = {j.name: j for j in spec.jobs}
     if job_name not in jobs:
-        raise SpecError(stack_file(spec.stack), [_problem(
-            job_name, f"no such job; allowed: {', '.join(jobs) or '(none declared)'}")])
+        raise SpecError(stack_file(spec.stack), [Problem(
+            f"{PROJECT}:jobs[].name", job_name,
+            f"no such job; allowed: {', '.join(jobs) or '(none declared)'}")])
     job = jobs[job_name]
+    if job.suspend:
+        i = list(jobs).index(job_name)
+        raise SpecError(stack_file(spec.stack), [Problem(
+            f"{PROJECT}:jobs[{i}].suspend", True,
+            f"job {job_name} is suspended (no RayJob runs): drill a running job "
+            f"({', '.join(j.name for j in spec.jobs if not j.suspend) or 'none'}) or unsuspend it")])
     group = spec.group(job.group)
     return DrillPlan(
         stack=spec.stack,
@@ -98,12 +105,6 @@ def get_credentials_argv(spec: StackSpec) -> list[str]:
     """The ``gcloud`` command that writes the kubeconfig context :func:`plan` names."""
     return ["gcloud", "container", "clusters", "get-credentials", spec.cluster.name,
             f"--location={spec.cluster.location}", f"--project={spec.project}"]
-
-
-def _problem(value: Any, message: str):
-    from slicectl.spec import PROJECT, Problem
-
-    return Problem(f"{PROJECT}:jobs[].name", value, message)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,16 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
 
     def ray_job(self, namespace: str, name: str) -> dict:
-        return self.custom.get_namespaced_custom_object(
-            RAY_GROUP, RAY_VERSION, namespace, RAYJOBS, name)
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.custom.get_namespaced_custom_object(
+                RAY_GROUP, RAY_VERSION, namespace, RAYJOBS, name)
+        except ApiException as e:
+            if e.status == 404:
+                raise DrillError(f"no RayJob {namespace}/{name} on the cluster: "
+                                 "deploy the stack (pulumi up) first") from e
+            raise
 
     def worker_pods(self, namespace: str, cluster: str, group: str) -> list:
         selector = f"{CLUSTER_LABEL}={cluster},{GROUP_LABEL}={group},{NODE_TYPE_LABEL}=worker"

@@ -14,6 +14,7 @@ import json
 import time
 
 import pytest
+import yaml
 from kube_standin import Sim, StandIn
 from kubernetes import client
 
@@ -29,11 +30,21 @@ from slicectl.drill_cluster import (
 from slicectl.train_log import TrainLog
 
 JOB = "llama3-8b-elastic"
+ROOT = engine.ROOT
+
+
+def running(config: dict, job: str) -> dict:
+    """prod's config with ``job`` the one running job (prod runs its jobs one at a time)."""
+    key = f"{spec.PROJECT}:jobs"
+    jobs = json.loads(config[key])
+    for j in jobs:
+        j["suspend"] = j["name"] != job
+    return {**config, key: json.dumps(jobs)}
 
 
 @pytest.fixture(scope="module")
 def prod():
-    return spec.load("prod", engine.stack_config("prod"))
+    return spec.load("prod", running(engine.stack_config("prod"), JOB))
 
 
 @pytest.fixture
@@ -79,6 +90,25 @@ def test_unknown_job_names_the_stack_file_and_the_allowed_jobs(prod):
     assert "stacks/Pulumi.prod.yaml" in msg and "llama3-9b" in msg
     for j in prod.jobs:
         assert j.name in msg
+
+
+def test_a_suspended_job_is_not_drilled():
+    config = engine.stack_config("prod")
+    key = f"{spec.PROJECT}:jobs"
+    jobs = json.loads(running(config, JOB)[key])
+    jobs[[j["name"] for j in jobs].index(JOB)]["suspend"] = True
+    suspended = spec.load("prod", {**config, key: json.dumps(jobs)})
+    with pytest.raises(spec.SpecError) as e:
+        plan(suspended, JOB)
+    assert "stacks/Pulumi.prod.yaml" in str(e.value) and ".suspend" in str(e.value)
+    assert f"job {JOB} is suspended" in str(e.value)
+
+
+def test_a_missing_rayjob_says_to_deploy(prod_plan):
+    sim = Sim(prod_plan, prod_plan.ray_cluster)
+    gone = prod_plan.__class__(**{**prod_plan.__dict__, "job": "not-deployed"})
+    with StandIn(sim) as host, pytest.raises(DrillError, match="pulumi up"):
+        run_drill(kube_at(host), gone, DrillOptions(**FAST), say=lambda s: None)
 
 
 def test_cli_exits_2_on_an_unknown_job(capsys):
@@ -207,6 +237,12 @@ def test_a_job_that_never_checkpoints_is_not_drilled(prod_plan):
 def test_cli_drill_exit_codes_and_json_report(prod_plan, tmp_path, monkeypatch, capsys):
     """``slicectl drill`` end to end: kubeconfig context named from the spec, report file,
     exit 0 on recovery and 1 on a stall."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    for j in doc["config"][f"{spec.PROJECT}:jobs"]:
+        j["suspend"] = j["name"] != JOB
+    (stacks / "Pulumi.prod.yaml").write_text(yaml.safe_dump(doc))
     for recover, code in ((True, 0), (False, 1)):
         sim = Sim(prod_plan, prod_plan.ray_cluster, recover=recover)
         with StandIn(sim) as host:
@@ -220,7 +256,8 @@ def test_cli_drill_exit_codes_and_json_report(prod_plan, tmp_path, monkeypatch, 
                              {"name": "other", "context": {"cluster": "nowhere", "user": ctx}}],
             }))
             out = tmp_path / f"report-{recover}.json"
-            rc = cli.main(["drill", "--stack", "prod", "--job", JOB, "--kubeconfig", str(kubeconfig),
+            rc = cli.main(["drill", "--stack", "prod", "--job", JOB, "--stacks-dir", str(stacks),
+                           "--kubeconfig", str(kubeconfig),
                            "--poll", "0", "--deadline", "1", "--report", str(out)])
         assert rc == code
         doc = json.loads(out.read_text())
