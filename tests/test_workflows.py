@@ -118,9 +118,13 @@ def test_gcp_auth_is_workload_identity_federation_without_keys():
             for s in uses(job, "pulumi/actions"):
                 assert s["with"]["cloud-url"].startswith("gs://")
                 assert s["with"]["policyPacks"] == "policies"
-                # GCP credentials come from the auth step that runs before it.
-                assert steps(job).index(uses(job, "google-github-actions/auth")[0]) < \
-                    steps(job).index(s)
+                # GCP credentials come from the auth step that runs before it, and the
+                # Kubernetes provider's kubeconfig needs gke-gcloud-auth-plugin.
+                order = steps(job).index
+                assert order(uses(job, "google-github-actions/auth")[0]) < order(s)
+                (gcloud,) = uses(job, "google-github-actions/setup-gcloud")
+                assert gcloud["with"]["install_components"] == "gke-gcloud-auth-plugin"
+                assert order(gcloud) < order(s)
 
 
 def test_pull_request_workflow():
