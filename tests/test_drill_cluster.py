@@ -289,3 +289,25 @@ def test_train_log_counts_redone_steps_per_attempt():
     log.feed(text)
     assert log.attempts == 2 and log.steps_run == 8 and log.max_step == 5
     assert log.latest_checkpoint == 2
+
+
+def test_dedicated_cluster_job_finds_its_cluster_in_the_rayjob_status(prod_plan):
+    """A job with its own RayCluster: the name KubeRay gave it comes from the status."""
+    own = prod_plan.__class__(**{**prod_plan.__dict__, "ray_cluster": None})
+    sim = Sim(own, f"{JOB}-raycluster-x7k2p")
+    report = drill(sim)
+    _check_recovered(report, sim)
+    assert sim.deleted == [f"{JOB}-raycluster-x7k2p-{own.group}-worker-r{own.slices - 1}h0"]
+
+
+def test_dev_single_slice_job_recovers_once_kuberay_replaces_the_slice():
+    """dev: one Spot slice, so the job stops until KubeRay brings the slice back."""
+    dev = spec.load("dev", engine.stack_config("dev"))
+    job = next(j for j in dev.jobs if j.elastic and not j.suspend)
+    p = plan(dev, job.name)
+    assert p.slices == 1 and p.hosts == dev.group(job.group).shape.hosts
+    sim = Sim(p, p.ray_cluster, replace_ticks=4, detect_ticks=1, restore_ticks=4)
+    report = drill(sim, target="replica")
+    _check_recovered(report, sim)
+    assert len(sim.deleted) == p.hosts
+    assert report.scale_up_s <= report.resume_s
