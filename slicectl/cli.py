@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # slicectl/cmd_<name>.py defines add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = ("preview", "drill")
+COMMANDS = ("preview", "drill", "train")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,304 @@
+"""A local Ray cluster of separate processes: a head plus one worker node per local "slice".
+
+Each node is ``ray start --block`` started as a child in its own process group, with
+its own ports (below 32768), a capped object store and its temp dir inside the run
+directory. :class:`LocalRayCluster` ends exactly the process groups it started (and
+their descendants), on exit, on an exception or on Ctrl-C. It never runs ``ray stop``,
+which ends every Ray process on the host, other people's included.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The trainer's per-slice resource (workloads/trainer/maxtext_trainer.py): one per slice node.
+SLICE_RESOURCE = "local_slice"
+PORT_FLOOR, PORT_CEILING = 20000, 32000  # below Linux's ephemeral range (32768+)
+PORTS_PER_NODE = 48
+WORKER_PORTS = 32  # Ray worker processes per node: Train workers plus Ray's own helpers
+OBJECT_STORE_BYTES = 150 * 1024**2  # Ray's minimum is 75 MB; MaxText passes no big objects
+READY_MARK = "Ray runtime started"
+START_TIMEOUT_S = 90.0
+
+
+class LocalRayError(RuntimeError):
+    pass
+
+
+@dataclass
+class Node:
+    name: str  # "head" or "slice-<i>"
+    proc: subprocess.Popen
+    ports: dict[str, int]
+    log: Path
+    started: float
+    killed: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_block(taken: set[int]) -> int:
+    """The first port of a free block of PORTS_PER_NODE ports, chosen away from other users."""
+    span = (PORT_CEILING - PORT_FLOOR) // PORTS_PER_NODE
+    start = (os.getpid() * 7919 + int(time.time())) % span
+    for i in range(span):
+        base = PORT_FLOOR + ((start + i) % span) * PORTS_PER_NODE
+        block = range(base, base + PORTS_PER_NODE)
+        if not taken.intersection(block) and all(_free(p) for p in block):
+            taken.update(block)
+            return base
+    raise LocalRayError(f"no free block of {PORTS_PER_NODE} ports in {PORT_FLOOR}-{PORT_CEILING}")
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc), children first found first."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces): state, ppid, ...
+        fields = stat.rsplit(")", 1)[1].split()
+        parent[int(entry)] = int(fields[1])
+    out, frontier = [], [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        frontier += kids
+    return out
+
+
+def _kill_tree(proc: subprocess.Popen, sig: int) -> None:
+    """Signal the process group we created for ``proc`` and any descendant that left it."""
+    pids = _descendants(proc.pid) if proc.poll() is None else []
+    try:
+        os.killpg(proc.pid, sig)  # start_new_session=True made pgid == pid
+    except ProcessLookupError:
+        pass
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@dataclass
+class LocalRayCluster:
+    """``with LocalRayCluster(run_dir, slices=2) as c:`` then ``c.address`` for drivers."""
+
+    run_dir: Path
+    slices: int = 2
+    cpus_per_slice: int = 1
+    head_cpus: int = 1
+    object_store_bytes: int = OBJECT_STORE_BYTES
+    nodes: list[Node] = field(default_factory=list)
+    _taken: set[int] = field(default_factory=set)
+    _next_slice: int = 0
+    # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
+    peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._sampling = False
+        self.run_dir = Path(self.run_dir).resolve()
+        # Ray's Unix sockets live under the temp dirs: keep their paths short.
+        self.temp_dir = self.run_dir / "ray"
+        if len(str(self.temp_dir)) > 50:
+            raise LocalRayError(f"run directory path too long for Ray's sockets: {self.run_dir}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> LocalRayCluster:
+        self._old_sigterm = signal.getsignal(signal.SIGTERM)
+        # A SIGTERM to us becomes an exception, so __exit__ still cleans up.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self.start()
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        signal.signal(signal.SIGTERM, self._old_sigterm)
+
+    def start(self) -> None:
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self._start_node("head", head=True)
+        for _ in range(self.slices):
+            self.add_node()
+        self._sampling = True
+        threading.Thread(target=self._sample_memory, daemon=True).start()
+
+    def _sample_memory(self) -> None:
+        while self._sampling:
+            for node in list(self.nodes):
+                if not node.alive:
+                    continue
+                for pid in _descendants(node.pid):
+                    try:
+                        status = Path(f"/proc/{pid}/status").read_text()
+                    except OSError:
+                        continue
+                    info = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                    hwm = int(info.get("VmHWM", "0 kB").split()[0])
+                    name = info.get("Name", "?").strip()
+                    if hwm > self.peaks.get(pid, ("", 0))[1]:
+                        self.peaks[pid] = (name, hwm)
+            time.sleep(2.0)
+
+    def peak_rss_mb(self) -> int:
+        """The largest peak resident set of any process of the cluster (a Train worker)."""
+        return max((kb for _, kb in self.peaks.values()), default=0) // 1024
+
+    @property
+    def head(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.head.ports['gcs']}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for a driver (or ``ray`` CLI) that should use this cluster."""
+        return os.environ | {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled"}
+
+    def workers(self) -> list[Node]:
+        return [n for n in self.nodes if n.name != "head"]
+
+    def add_node(self) -> Node:
+        """Start one more slice node (also a replacement after a kill)."""
+        name = f"slice-{self._next_slice}"
+        self._next_slice += 1
+        return self._start_node(name, head=False)
+
+    def kill_node(self, name: str | None = None) -> Node:
+        """SIGKILL one slice node's raylet, workers and all (a Spot preemption: no grace)."""
+        live = [n for n in self.workers() if n.alive and not n.killed]
+        if not live:
+            raise LocalRayError("no live slice node to kill")
+        node = live[-1] if name is None else next((n for n in live if n.name == name), None)
+        if node is None:
+            raise LocalRayError(f"no live slice node {name!r}; live: {[n.name for n in live]}")
+        _kill_tree(node.proc, signal.SIGKILL)
+        node.proc.wait(timeout=10)
+        node.killed = True
+        return node
+
+    def shutdown(self) -> None:
+        """End every node this object started: workers first, then the head."""
+        self._sampling = False
+        for node in reversed(self.nodes):
+            if node.alive:
+                _kill_tree(node.proc, signal.SIGTERM)
+        deadline = time.time() + 10
+        for node in reversed(self.nodes):
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                pass
+        for node in reversed(self.nodes):
+            # SIGKILL whatever is left of each group and its descendants.
+            _kill_tree(node.proc, signal.SIGKILL)
+            try:
+                node.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    # ------------------------------------------------------------------ nodes
+
+    def _start_node(self, name: str, head: bool) -> Node:
+        base = _port_block(self._taken)
+        ports = {
+            "node_manager": base, "object_manager": base + 1, "agent_listen": base + 2,
+            "agent_grpc": base + 3, "runtime_env_agent": base + 4, "metrics": base + 5,
+            "min_worker": base + PORTS_PER_NODE - WORKER_PORTS,
+            "max_worker": base + PORTS_PER_NODE - 1,
+        }
+        ray_bin = str(Path(sys.executable).with_name("ray"))
+        cmd = [
+            ray_bin, "start", "--block", "--disable-usage-stats",
+            "--node-ip-address", "127.0.0.1",
+            "--node-manager-port", str(ports["node_manager"]),
+            "--object-manager-port", str(ports["object_manager"]),
+            "--dashboard-agent-listen-port", str(ports["agent_listen"]),
+            "--dashboard-agent-grpc-port", str(ports["agent_grpc"]),
+            "--runtime-env-agent-port", str(ports["runtime_env_agent"]),
+            "--metrics-export-port", str(ports["metrics"]),
+            "--min-worker-port", str(ports["min_worker"]),
+            "--max-worker-port", str(ports["max_worker"]),
+            "--object-store-memory", str(self.object_store_bytes),
+        ]
+        if head:
+            ports |= {"gcs": base + 6, "dashboard": base + 7, "client": base + 8}
+            cmd += [
+                "--head", "--port", str(ports["gcs"]), "--temp-dir", str(self.temp_dir),
+                "--include-dashboard", "false", "--ray-client-server-port", str(ports["client"]),
+                "--num-cpus", str(self.head_cpus), "--resources", "{}",
+            ]
+        else:
+            cmd += [
+                # Worker nodes on one host share the head's session dir (Ray 2.60 takes the
+                # temp dir from the head), so one log monitor (the head's) forwards every
+                # node's logs; a second one would print each line twice.
+                "--address", self.address, "--include-log-monitor", "false",
+                "--num-cpus", str(self.cpus_per_slice),
+                "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
+            ]
+        log = self.run_dir / f"node-{name}.log"
+        env = os.environ | {"RAY_AUTH_MODE": "disabled"}
+        env.pop("RAY_ADDRESS", None)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=env, cwd=self.run_dir,
+            )
+        node = Node(name, proc, ports, log, time.time())
+        self.nodes.append(node)
+        self._wait_ready(node)
+        return node
+
+    def _wait_ready(self, node: Node) -> None:
+        deadline = time.time() + START_TIMEOUT_S
+        while time.time() < deadline:
+            text = node.log.read_text(errors="replace")
+            if READY_MARK in text:
+                return
+            if not node.alive:
+                raise LocalRayError(f"ray node {node.name} exited at start:\n{text[-2000:]}")
+            time.sleep(0.3)
+        raise LocalRayError(f"ray node {node.name} not ready after {START_TIMEOUT_S:.0f} s; "
+                            f"see {node.log}")
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -1,0 +1,350 @@
+"""Ray Train V2 JaxTrainer around MaxText's pre-training loop: the RayJob entrypoint.
+
+Runs on the Ray head as the job's driver. Self-contained: it imports only ray and
+the standard library on the driver; maxtext and jax are imported inside the
+training function, on the workers (which install ``maxtext[tpu]==0.2.1`` through
+their runtime env on TPU, or share the driver's environment with ``--local``).
+
+    python maxtext_trainer.py --mode {multislice,elastic} \
+        [--slices N | --min-slices A --max-slices B] --hosts-per-slice H \
+        --chips-per-host C --topology 4x4 --accelerator-type TPU-V6E \
+        [--max-failures K] --name RUN_NAME --storage-path PATH \
+        [--local] [--step-delay SECONDS] -- [BASE_YML] key=value ...
+
+Workers are whole slices: ``slices * H`` workers (multislice) or the range
+``(A*H, B*H)`` (elastic), one per TPU host.
+
+``--local`` runs the same path on CPU: one worker per local "slice" node, a tiny
+model, and real multi-process SPMD (Ray Train only sets up ``jax.distributed`` for
+TPU/GPU, so the workers do it themselves from rank 0's coordinator address).
+
+Progress lines ``slicectl-progress {json}`` (rank 0, one per step and one at
+start) and the final ``slicectl-result {json}`` are for the runner to parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+PROGRESS = "slicectl-progress"
+RESULT = "slicectl-result"
+# Each local "slice" node carries one unit of this custom resource (the head none), so
+# every worker lands on its own slice node, as one worker per TPU host does on GKE.
+LOCAL_SLICE_RESOURCE = "local_slice"
+WORKER_PACKAGES = ["maxtext[tpu]==0.2.1"]
+
+# --local: a model that trains in seconds on one CPU core. These keys win over the
+# job's own (a Llama 3 8B on CPU is not a drill); steps, checkpointing, run name and
+# output directory come from the job.
+LOCAL_MODEL = {
+    "model_name": "default",
+    "base_num_decoder_layers": "2",
+    "base_emb_dim": "64",
+    "base_num_query_heads": "2",
+    "base_num_kv_heads": "2",
+    "base_mlp_dim": "128",
+    "head_dim": "32",
+    "vocab_size": "256",
+    "max_target_length": "64",
+    "per_device_batch_size": "1",
+    "dataset_type": "synthetic",
+    "attention": "dot_product",
+    "hardware": "cpu",
+    "enable_checkpointing": "true",
+    # Ray Train does not start jax.distributed on CPU; the train function does.
+    "skip_jax_distributed_system": "true",
+}
+# Mesh axes are for TPU slices: on CPU every process holds one device and there is
+# no slice boundary, so MaxText's defaults (all devices on ICI fsdp) apply.
+LOCAL_DROPPED_PREFIXES = ("ici_", "dcn_")
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        own, maxtext = argv[:i], argv[i + 1:]
+    else:
+        own, maxtext = argv, []
+    p = argparse.ArgumentParser(prog="maxtext_trainer.py", description=__doc__.split("\n")[0])
+    p.add_argument("--mode", choices=("multislice", "elastic"), required=True)
+    p.add_argument("--slices", type=int, help="multislice: number of slices")
+    p.add_argument("--min-slices", type=int, help="elastic: fewest slices to train on")
+    p.add_argument("--max-slices", type=int, help="elastic: most slices to train on")
+    p.add_argument("--hosts-per-slice", type=int, required=True)
+    p.add_argument("--chips-per-host", type=int, required=True)
+    p.add_argument("--topology", required=True)
+    p.add_argument("--accelerator-type", required=True)
+    p.add_argument("--max-failures", type=int, default=0)
+    p.add_argument("--name", required=True, help="Ray Train run name")
+    p.add_argument("--storage-path", required=True, help="Ray Train run storage")
+    p.add_argument("--local", action="store_true", help="CPU: tiny model, one worker per node")
+    p.add_argument("--step-delay", type=float, default=0.0,
+                   help="--local only: sleep this long after each step (a window for drills)")
+    args = p.parse_args(own)
+    if args.mode == "multislice":
+        if not args.slices or args.min_slices or args.max_slices:
+            p.error("--mode multislice takes --slices N (and not --min-slices/--max-slices)")
+    elif not (args.min_slices and args.max_slices) or args.slices:
+        p.error("--mode elastic takes --min-slices A --max-slices B (and not --slices)")
+    elif args.min_slices > args.max_slices:
+        p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
+    if args.step_delay and not args.local:
+        p.error("--step-delay paces local drills only; pass it with --local")
+    if args.hosts_per_slice < 1 or args.chips_per_host < 1:
+        p.error("--hosts-per-slice and --chips-per-host must be at least 1")
+    return args, maxtext
+
+
+def split_maxtext(rest: list[str]) -> tuple[str | None, dict[str, str]]:
+    """``[BASE_YML] key=value ...`` -> (base.yml path or None, ordered settings)."""
+    base = None
+    if rest and "=" not in rest[0]:
+        base, rest = rest[0], rest[1:]
+    settings: dict[str, str] = {}
+    for item in rest:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"maxtext_trainer.py: MaxText settings are key=value, got {item!r}")
+        settings[key] = value
+    return base, settings
+
+
+def local_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The job's settings made to run on CPU: tiny model, run-local caches and dumps."""
+    out = {k: v for k, v in settings.items() if not k.startswith(LOCAL_DROPPED_PREFIXES)}
+    out.update(LOCAL_MODEL)
+    run_dir = os.path.join(out.get("base_output_directory", "."), out.get("run_name", "run"))
+    # Keep everything this run writes inside its own directory, not $HOME or /tmp.
+    out.setdefault("jax_cache_dir", os.path.join(run_dir, "jax_cache"))
+    out.setdefault("dump_hlo_local_dir", os.path.join(run_dir, "xla_dump"))
+    out.setdefault("dump_jaxpr_local_dir", os.path.join(run_dir, "jaxpr_dump"))
+    return out
+
+
+def num_workers(args: argparse.Namespace) -> int | tuple[int, int]:
+    h = args.hosts_per_slice
+    if args.mode == "elastic":
+        return (args.min_slices * h, args.max_slices * h)
+    return args.slices * h
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def committed_checkpoint_steps(checkpoint_dir: str) -> list[int]:
+    """Steps with a committed checkpoint: Orbax renames ``<step>.orbax-checkpoint-tmp-*``
+    to ``<step>`` only when every host has finished writing it."""
+    from etils import epath  # ships with orbax, a MaxText dependency; handles gs:// too
+
+    path = epath.Path(checkpoint_dir)
+    if not path.exists():
+        return []
+    return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir())
+
+
+def _init_local_jax_distributed() -> None:
+    """CPU SPMD: rank 0 picks a coordinator port; every worker joins it."""
+    import socket
+
+    import jax
+    import ray
+    import ray.train
+    from ray.train.collective import broadcast_from_rank_zero
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    address = None
+    if rank == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        address = f"{ray.util.get_node_ip_address()}:{port}"
+    address = broadcast_from_rank_zero(address)
+    print(f"rank {rank}/{world}: jax.distributed coordinator {address}", flush=True)
+    jax.distributed.initialize(coordinator_address=address, num_processes=world, process_id=rank)
+
+
+def train_loop_per_worker(config: dict) -> None:
+    import ray.train
+
+    local = config["local"]
+    if local:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    t_import = time.time()
+    import jax
+    from maxtext.common import checkpointing
+    from maxtext.common.metric_logger import MetricLogger
+    from maxtext.trainers.pre_train import train as maxtext_train
+
+    base = config["base_yml"]
+    if base is None:
+        import importlib.util
+
+        # maxtext is a namespace package (no __init__.py, no __file__).
+        pkg = importlib.util.find_spec("maxtext").submodule_search_locations[0]
+        base = os.path.join(pkg, "configs", "base.yml")
+    settings = dict(config["settings"])
+    if local:
+        _init_local_jax_distributed()
+    rank = ray.train.get_context().get_world_rank()
+    world = ray.train.get_context().get_world_size()
+    delay = config["step_delay"]
+    seen: dict = {"start_step": None, "last_step": None, "loss": None, "steps_run": 0, "cfg": None}
+
+    def emit(kind: str, **fields) -> None:
+        if rank == 0:
+            line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
+            print(f"{PROGRESS} {line}", flush=True)
+
+    emit("imported", import_s=round(time.time() - t_import, 1))
+
+    # Hooks on functions MaxText 0.2.1's train_loop calls (no copy of the loop):
+    # get_first_step once (the restored step), maybe_save_checkpoint after every step,
+    # MetricLogger.log_metrics for the loss (one step behind: MaxText buffers metrics).
+    orig_first_step = maxtext_train.get_first_step
+    orig_save = checkpointing.maybe_save_checkpoint
+    orig_log = MetricLogger.log_metrics
+
+    def first_step(state):
+        step = orig_first_step(state)
+        seen["start_step"] = step
+        emit("start", start_step=step)
+        return step
+
+    def save(checkpoint_manager, state, cfg, data_iterator, step=None):
+        seen["cfg"] = cfg
+        orig_save(checkpoint_manager, state, cfg, data_iterator, step)
+        if step is not None:
+            seen["last_step"] = int(step)
+            seen["steps_run"] += 1
+            emit("step", step=int(step))
+            if delay:
+                time.sleep(delay)
+
+    def log_metrics(self, metrics, step, is_training):
+        orig_log(self, metrics, step, is_training)
+        if is_training:
+            loss = float(metrics["scalar"]["learning/loss"])
+            seen["loss"] = loss
+            emit("loss", step=int(step), loss=loss)
+
+    maxtext_train.get_first_step = first_step
+    checkpointing.maybe_save_checkpoint = save
+    MetricLogger.log_metrics = log_metrics
+    argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
+    try:
+        maxtext_train.main(argv)
+    finally:
+        maxtext_train.get_first_step = orig_first_step
+        checkpointing.maybe_save_checkpoint = orig_save
+        MetricLogger.log_metrics = orig_log
+        if local:
+            jax.distributed.shutdown()
+
+    # MaxText turns a failed checkpoint save into StopTraining and a normal return:
+    # a run only succeeded if it reached its last step and that step is committed.
+    cfg = seen["cfg"]
+    if cfg is None:
+        raise RuntimeError("MaxText returned without running a single step")
+    final = int(cfg.steps) - 1
+    ckpt_dir = os.path.join(cfg.base_output_directory, cfg.run_name, "checkpoints")
+    committed = committed_checkpoint_steps(ckpt_dir) if cfg.enable_checkpointing else []
+    if seen["last_step"] != final and seen["start_step"] != final + 1:
+        raise RuntimeError(
+            f"training stopped early: last step {seen['last_step']}, expected {final}; "
+            f"committed checkpoints in {ckpt_dir}: {committed[-3:]}"
+        )
+    if cfg.enable_checkpointing and cfg.save_checkpoint_on_completion:
+        if not committed or committed[-1] != final:
+            raise RuntimeError(
+                f"final checkpoint missing: expected step {final} committed in {ckpt_dir}, "
+                f"found {committed[-3:] or 'none'}"
+            )
+    metrics = {
+        "start_step": seen["start_step"], "final_step": seen["last_step"], "loss": seen["loss"],
+        "steps_run": seen["steps_run"], "checkpoint_step": committed[-1] if committed else None,
+        "world_size": world,
+    }
+    emit("done", **metrics)
+    ray.train.report(metrics)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
+    from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.jax import JaxTrainer
+
+    if args.local:
+        scaling = ScalingConfig(
+            use_tpu=False,
+            num_workers=num_workers(args),
+            resources_per_worker={"CPU": 1, LOCAL_SLICE_RESOURCE: 1},
+            placement_strategy="SPREAD",
+        )
+        # Local nodes run from this same environment: no package install, CPU only.
+        worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu", "RAY_AUTH_MODE": "disabled"}}
+    else:
+        scaling = ScalingConfig(
+            use_tpu=True,
+            num_workers=num_workers(args),
+            topology=args.topology,
+            accelerator_type=args.accelerator_type,
+            resources_per_worker={"TPU": args.chips_per_host},
+            placement_strategy="SPREAD",
+        )
+        worker_env = {
+            "uv": {
+                # MaxText needs extra dependencies on the TPU workers (as in GKE's tutorial).
+                "packages": WORKER_PACKAGES,
+                "uv_pip_install_options": ["--resolution=lowest"],
+            },
+        }
+    run_kw = {}
+    if args.mode == "elastic":
+        run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
+    return JaxTrainer(
+        train_loop_per_worker=train_loop_per_worker,
+        train_loop_config={
+            "base_yml": base_yml, "settings": settings, "local": args.local,
+            "step_delay": args.step_delay,
+        },
+        scaling_config=scaling,
+        run_config=RunConfig(
+            name=args.name, storage_path=args.storage_path, worker_runtime_env=worker_env,
+            **run_kw,
+        ),
+    )
+
+
+def main(argv: list[str]) -> int:
+    args, rest = parse_args(argv)
+    base_yml, settings = split_maxtext(rest)
+    if base_yml is not None:
+        base_yml = os.path.abspath(base_yml)  # the workers resolve it from another cwd
+    if args.local:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        settings = local_settings(settings)
+    import ray
+
+    print(f"maxtext_trainer: {args.mode}, workers {num_workers(args)}, "
+          f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
+    started = time.time()
+    result = build_trainer(args, base_yml, settings).fit()
+    summary = {"ok": result.error is None, "wall_s": round(time.time() - started, 1),
+               "metrics": result.metrics, "path": getattr(result, "path", None)}
+    print(f"{RESULT} {json.dumps(summary, default=str)}", flush=True)
+    ray.shutdown()
+    if result.error is not None:
+        print(f"training failed: {result.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
