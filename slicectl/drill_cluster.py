@@ -383,7 +383,7 @@ def run_drill(kube: Kube, p: DrillPlan, opts: DrillOptions,
                 report.detect_s = now - t_kill
                 say(f"failure detected after {report.detect_s:.1f} s")
             if e.kind in ("restore", "start") and log.attempts > attempts_before:
-                if e.step is not None and (report.restored_step is None or resumed_line is None):
+                if e.step is not None and report.restored_step is None:
                     report.restored_step = e.step
                 resumed_line = e.line if resumed_line is None else resumed_line
             if e.kind == "step" and resumed_line is not None and e.line > resumed_line \
