@@ -241,5 +241,5 @@ def test_unknown_stack_lists_the_stacks(capsys):
 
 def test_running_jobs_must_fit_the_shared_slices():
     msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[1].update(suspend=False)))
-    assert f"{NS}:jobs[1].suspend = false" in msg
+    assert f"{NS}:jobs[2].suspend = false" in msg  # named on the last job that does not fit
     assert "together ask for 4 slice(s) of worker group tpu-group, which has 2" in msg

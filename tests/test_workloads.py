@@ -546,7 +546,7 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
 def test_suspended_jobs(prod, shapes):
     """Shared jobs that are suspended are not submitted; dedicated ones carry spec.suspend."""
     jobs = {d["metadata"]["name"]: d for d in prod.manifests if d["kind"] == "RayJob"}
-    assert set(jobs) == {"llama3-8b-multislice"}  # 70B and elastic wait their turn
+    assert set(jobs) == {"llama3-8b-elastic"}  # the multislice 8B and 70B wait their turn
     s = stack_spec.load("prod", engine.stack_config("prod"))
     dedicated = dataclasses.replace(s.jobs[1], cluster="dedicated")
     assert manifests.ray_job(s, dedicated)["spec"]["suspend"] is True
