@@ -115,6 +115,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         cluster = LocalRayCluster(run_dir, slices=slices)
         with cluster:
             summary["cluster_start_s"] = round(time.time() - t0, 1)
+            summary["node_pids"] = [n.pid for n in cluster.nodes]
             say(f"local Ray cluster up at {cluster.address}: head + {slices} slice node(s) "
                 f"(pids {[n.pid for n in cluster.nodes]})")
             driver = start_driver(cluster, argv, run_dir / "driver.log", on_event, echo=verbose)
@@ -149,6 +150,9 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         summary["ok"] = ok
         summary["peak_rss_mb"] = cluster.peak_rss_mb()
         summary["checkpoint_step"] = metrics.get("checkpoint_step")
+        summary["world_size"] = metrics.get("world_size")
+        imported = [e for e in driver.events if e["event"] == "imported"]
+        summary["import_s"] = imported[0]["import_s"] if imported else None
         print()
         print(f"{'step':>6}  loss")
         for step in sorted(losses):

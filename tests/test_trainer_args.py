@@ -1,0 +1,142 @@
+"""The trainer's command line: built from the stack spec and slice model, parsed by the script.
+
+Pure argument building and parsing: no Ray cluster, no MaxText run (see test_train_local.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from slicectl import engine, slices
+from slicectl import spec as stack_spec
+from workloads.trainer_args import TRAINER_SCRIPT, find_job, maxtext_args, trainer_argv
+
+
+def _load_script():
+    # The script is deployed alone (a ConfigMap): load it from its file, as the head does.
+    s = importlib.util.spec_from_file_location("maxtext_trainer", TRAINER_SCRIPT)
+    module = importlib.util.module_from_spec(s)
+    s.loader.exec_module(module)
+    return module
+
+
+trainer = _load_script()
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return {st: stack_spec.load(st, engine.stack_config(st)) for st in ("dev", "prod")}
+
+
+def _kv(args: list[str]) -> dict[str, str]:
+    return dict(a.split("=", 1) for a in args)
+
+
+def test_maxtext_args_prod_70b_follow_the_spec(specs):
+    spec = specs["prod"]
+    job = find_job(spec, "llama3-70b-multislice")
+    kv = _kv(maxtext_args(spec, job))
+    assert kv["base_output_directory"] == "/data/"
+    assert kv["run_name"] == job.run_name
+    assert kv["model_name"] == job.model
+    assert float(kv["per_device_batch_size"]) == job.per_device_batch_size
+    assert int(kv["max_target_length"]) == job.max_target_length
+    assert int(kv["steps"]) == job.steps
+    assert int(kv["checkpoint_period"]) == job.checkpoint_period
+    for axis, n in job.ici.items():
+        assert int(kv[f"ici_{axis}_parallelism"]) == n
+    for axis, n in job.dcn.items():
+        assert int(kv[f"dcn_{axis}_parallelism"]) == n
+    for k, v in job.maxtext.items():
+        assert kv[k] == v
+    # The seed's 70B command carries these settings.
+    assert kv["remat_policy"] == "full" and kv["dcn_fsdp_parallelism"] == "2"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_trainer_argv_shape_from_slice_model(specs, stack):
+    spec = specs[stack]
+    for job in spec.jobs:
+        argv = trainer_argv(spec, job)
+        args, rest = trainer.parse_args(argv)
+        shape = spec.group(job.group).shape
+        assert args.hosts_per_slice == shape.hosts
+        assert args.chips_per_host == shape.chips_per_host
+        assert args.topology == shape.topology
+        assert args.accelerator_type == shape.ray_accelerator_type
+        assert args.storage_path.startswith("/data/")
+        assert not args.local
+        workers = trainer.num_workers(args)
+        if job.elastic:
+            assert workers == (shape.workers(job.min_slices), shape.workers(job.slices))
+            assert args.max_failures == job.max_failures
+        else:
+            assert workers == shape.workers(job.slices)
+        base, settings = trainer.split_maxtext(rest)
+        assert base is None  # the workers find base.yml inside the maxtext package
+        assert settings == _kv(maxtext_args(spec, job))
+
+
+def test_prod_multislice_is_the_seeds_eight_workers(specs):
+    spec = specs["prod"]
+    args, _ = trainer.parse_args(trainer_argv(spec, find_job(spec, "llama3-8b-multislice")))
+    assert trainer.num_workers(args) == slices.resolve("v6e", "4x4", "ct6e-standard-4t").workers(2)
+    args, _ = trainer.parse_args(trainer_argv(spec, find_job(spec, "llama3-8b-elastic")))
+    assert trainer.num_workers(args) == (4, 8)  # whole slices, as in the seed
+
+
+def test_local_argv_one_worker_per_slice_node(specs, tmp_path):
+    spec = specs["dev"]
+    job = spec.jobs[0]
+    argv = trainer_argv(spec, job, local=True, data_dir=str(tmp_path), local_slices=2, steps=7,
+                        step_delay=0.5, checkpoint_period=3)
+    args, rest = trainer.parse_args(argv)
+    assert args.local and args.step_delay == 0.5
+    assert trainer.num_workers(args) == (1, 2)
+    _, settings = trainer.split_maxtext(rest)
+    local = trainer.local_settings(settings)
+    assert local["steps"] == "7" and local["checkpoint_period"] == "3"
+    assert local["base_output_directory"] == f"{tmp_path}/"
+    assert local["skip_jax_distributed_system"] == "true"
+    assert local["model_name"] == "default"  # the tiny model replaces the job's
+    assert not any(k.startswith(("ici_", "dcn_")) for k in local)
+    # Caches and dumps stay inside the run directory.
+    for key in ("jax_cache_dir", "dump_hlo_local_dir", "dump_jaxpr_local_dir"):
+        assert local[key].startswith(str(tmp_path))
+    with pytest.raises(ValueError, match="data_dir"):
+        trainer_argv(spec, job, local=True)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--mode", "multislice", "--min-slices", "1", "--max-slices", "2"], "takes --slices"),
+    (["--mode", "elastic", "--slices", "2"], "takes --min-slices"),
+    (["--mode", "elastic", "--min-slices", "3", "--max-slices", "2"], "more than"),
+    (["--mode", "multislice", "--slices", "1", "--step-delay", "1"], "--local"),
+])
+def test_script_rejects_bad_command_lines(argv, message, capsys):
+    common = ["--hosts-per-slice", "1", "--chips-per-host", "4", "--topology", "2x2",
+              "--accelerator-type", "TPU-V6E", "--name", "r", "--storage-path", "/data/r"]
+    with pytest.raises(SystemExit):
+        trainer.parse_args(argv + common)
+    assert message in capsys.readouterr().err
+
+
+def test_split_maxtext_takes_an_optional_base_yml():
+    base, settings = trainer.split_maxtext(["base.yml", "steps=5", "run_name=a=b"])
+    assert base == "base.yml" and settings == {"steps": "5", "run_name": "a=b"}
+    with pytest.raises(SystemExit, match="key=value"):
+        trainer.split_maxtext(["steps=5", "oops"])
+
+
+def test_find_job_names_the_stack_file(specs):
+    with pytest.raises(ValueError, match=r"stacks/Pulumi.prod.yaml.*allowed: llama3-8b-multislice"):
+        find_job(specs["prod"], "nope")
+
+
+def test_committed_checkpoint_steps_ignore_unfinished_saves(tmp_path):
+    for name in ("0", "5", "10.orbax-checkpoint-tmp-123", "junk"):
+        (tmp_path / name).mkdir()
+    assert trainer.committed_checkpoint_steps(str(tmp_path)) == [0, 5]
+    assert trainer.committed_checkpoint_steps(str(tmp_path / "missing")) == []
