@@ -15,6 +15,9 @@ from typing import Any, TextIO
 from .offline import Violation, evaluate
 from .registry import RULES
 
+__all__ = ["POLICY_FILE", "Violation", "check", "evaluate", "markdown", "print_violations",
+           "write_policy_json"]
+
 POLICY_FILE = "policy.json"
 
 
@@ -64,9 +67,12 @@ def markdown(violations: Sequence[Violation]) -> str:
 
 
 def check(rendering: Any, out_dir: Path | str, stream: TextIO,
-          config: Mapping[str, Any] | None = None) -> int:
+          config: Mapping[str, Any] | None = None, as_markdown: bool = False) -> int:
     """Evaluate, print, write ``<out_dir>/policy.json``; 1 on a mandatory violation, else 0."""
     violations = evaluate(rendering, config)
-    print_violations(violations, stream)
+    if as_markdown:
+        print(markdown(violations), file=stream)
+    else:
+        print_violations(violations, stream)
     write_policy_json(violations, Path(out_dir) / POLICY_FILE)
     return 1 if any(v.mandatory for v in violations) else 0

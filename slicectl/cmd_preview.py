@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from policies import report as policies
 from slicectl import engine
 from slicectl.spec import SpecError, StackSpec
 
@@ -25,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default="text",
         help="markdown for a CI job summary (plan, slices, Mermaid diagram)",
     )
+    p.add_argument("--policy-config", type=Path, default=None,
+                   help="policy pack config JSON (as for pulumi --policy-pack-config)")
     return p
 
 
@@ -40,12 +43,17 @@ def run(args: argparse.Namespace) -> int:
     write(rendering, out)
     text = markdown(rendering) if args.format == "markdown" else plain(rendering)
     print(text)
+    # The policy pack's rules on the same rendering; a mandatory violation fails the preview.
+    policy_config = json.loads(args.policy_config.read_text()) if args.policy_config else None
+    print()
+    code = policies.check(rendering, out, sys.stdout, policy_config,
+                          as_markdown=args.format == "markdown")
     print(
-        f"\nwrote {out}/resources.json, {out}/outputs.json and {len(rendering.manifests)} "
-        f"manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
+        f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/{policies.POLICY_FILE} and "
+        f"{len(rendering.manifests)} manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
         file=sys.stderr,
     )
-    return 0
+    return code
 
 
 # --------------------------------------------------------------------------- files

@@ -26,6 +26,10 @@ PORTS_PER_NODE = 48
 WORKER_PORTS = 32  # Ray worker processes per node: Train workers plus Ray's own helpers
 OBJECT_STORE_BYTES = 150 * 1024**2  # Ray's minimum is 75 MB; MaxText passes no big objects
 READY_MARK = "Ray runtime started"
+# Every local process runs from this same environment. Ray's `uv run` hook (on by default)
+# would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
+# to the workers as a working_dir and refuse a run directory outside the project.
+LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
 START_TIMEOUT_S = 90.0
 
 
@@ -190,7 +194,7 @@ class LocalRayCluster:
     @property
     def env(self) -> dict[str, str]:
         """Environment for a driver (or ``ray`` CLI) that should use this cluster."""
-        return os.environ | {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled"}
+        return os.environ | LOCAL_ENV | {"RAY_ADDRESS": self.address}
 
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
@@ -275,7 +279,7 @@ class LocalRayCluster:
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | {"RAY_AUTH_MODE": "disabled"}
+        env = os.environ | LOCAL_ENV
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(

@@ -47,6 +47,7 @@ def renderings() -> dict[str, engine.Rendering]:
     return {
         "prod": engine.render("prod"),
         "dev": engine.render("dev"),
+        "prod-8b": engine.render("prod", _only_job("prod", "llama3-8b-multislice")),
         "prod-70b": engine.render("prod", _only_job("prod", "llama3-70b-multislice")),
         "prod-elastic": engine.render("prod", _only_job("prod", "llama3-8b-elastic")),
     }
@@ -185,7 +186,7 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("ray-netdev-claims", "prod",
      lambda rs: _worker(_raycluster(rs))["resources"].pop("claims"), None,
      "resources.claims lacks ['netdev']"),
-    ("rayjob-worker-count", "prod",
+    ("rayjob-worker-count", "prod-8b",
      lambda rs: _set_arg(_job(rs, "llama3-8b-multislice"), "--slices", "1"), None,
      "4 workers (1 slice(s)) but worker group tpu-group brings up 2 x 4 = 8"),
     ("rayjob-worker-count", "prod-70b",
@@ -197,7 +198,7 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("rayjob-elastic-range", "prod-elastic",
      lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "--min-slices", "0"), None,
      "--min-slices is 0, must be at least 1"),
-    ("rayjob-maxtext-mesh", "prod",
+    ("rayjob-maxtext-mesh", "prod-8b",
      lambda rs: _set_arg(_job(rs, "llama3-8b-multislice"), "ici_tensor_parallelism", "2"), None,
      "ICI mesh must tile the 16 chips of a v6e-16 slice"),
     ("rayjob-maxtext-mesh", "prod-70b",
@@ -209,10 +210,10 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("rayjob-spot-elastic", "dev",
      lambda rs: _set_arg(_job(rs, "llama3-8b-elastic"), "base_output_directory", "/tmp/out/"),
      None, "base_output_directory '/tmp/out/' is not on the checkpoint bucket"),
-    ("rayjob-spot-elastic", "prod",
+    ("rayjob-spot-elastic", "prod-8b",
      lambda rs: _pool(rs)["nodeConfig"].update(spot=True), None,
      "RayJob llama3-8b-multislice runs on Spot v6e-16 slices but is multislice"),
-    ("rayjob-bounded", "prod",
+    ("rayjob-bounded", "prod-8b",
      lambda rs: _job(rs, "llama3-8b-multislice").props["spec"].pop("activeDeadlineSeconds"),
      None, "RayJob llama3-8b-multislice: no activeDeadlineSeconds"),
     ("rayjob-bounded", "prod-elastic", _dedicated_job, None,
@@ -457,3 +458,20 @@ def test_pack_files_declare_python_runtime_and_requirements():
     assert doc["runtime"]["name"] == "python"
     reqs = (ROOT / "policies" / "requirements.txt").read_text().split()
     assert f"pulumi-policy=={pulumi_policy.version.VERSION}" in reqs
+
+
+def test_slicectl_preview_runs_the_pack_and_fails_on_a_mandatory_violation(tmp_path, capsys):
+    """The CLI path: the same pack config file as ``pulumi --policy-pack-config``."""
+    from slicectl import cli
+
+    config = tmp_path / "policy-config.json"
+    config.write_text(json.dumps({"allowed-locations": {"allowedRegions": ["europe-west4"]}}))
+    out = tmp_path / "out"
+    code = cli.main(["preview", "--stack", "prod", "--out", str(out), "--policy-config", str(config)])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "[mandatory] allowed-locations" in text and "europe-west4" in text
+    doc = json.loads((out / report.POLICY_FILE).read_text())
+    assert doc["passed"] is False and {v["rule"] for v in doc["violations"]} == {"allowed-locations"}
+    assert cli.main(["preview", "--stack", "prod", "--out", str(out), "--format", "markdown"]) == 0
+    assert f"All {len(registry.RULES)} rules pass." in capsys.readouterr().out
