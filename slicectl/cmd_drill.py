@@ -38,7 +38,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local.add_argument("--kill-during-save", action="store_true",
                        help="kill while a checkpoint is being saved")
     local.add_argument("--step-delay", type=float, default=None,
-                       help="seconds per step (local only), a window to kill in")
+                       help="seconds per step (local only), a window to kill in (default 0.5)")
+    local.add_argument("--slices", type=int, default=None,
+                       help="local slice nodes, one of them killed (default 2)")
+    local.add_argument("--steps", type=int, default=None, help="training steps (default 40)")
+    local.add_argument("--checkpoint-period", type=int, default=None,
+                       help="steps between checkpoints (default 5)")
+    local.add_argument("--timeout", type=float, default=None,
+                       help="seconds for the whole local drill (default 1800)")
+    local.add_argument("--run-dir", type=Path, default=None,
+                       help="cluster, logs and checkpoints (default build/<stack>/drill-<time>)")
+    local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
     cluster.add_argument("--target", choices=TARGETS, default="pod",
@@ -67,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.local:
-        from slicectl import drill_local  # written by the local drill's module
+        from slicectl import drill_local
 
         return drill_local.run(args)
     return run_cluster(args)

@@ -55,7 +55,7 @@ class DrillReport:
             ("scale back up", f(self.scale_up_s, " s")),
             ("final step", f(self.final_step)),
             ("steps run", f(self.steps_run)),
-            ("goodput", f(self.goodput)),
+            ("goodput", "-" if self.goodput is None else f"{self.goodput:.1%}"),
             ("wall time", f(self.wall_s, " s")),
             ("result", "recovered" if self.ok else "FAILED"),
         ]

@@ -83,13 +83,16 @@ def start_driver(
     log: Path,
     on_event: Callable[[dict], None] | None = None,
     echo: bool = False,
+    on_line: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> DriverRun:
-    """Start ``python maxtext_trainer.py argv`` against ``cluster``; events go to ``on_event``."""
+    """Start ``python maxtext_trainer.py argv`` against ``cluster``; events go to ``on_event``,
+    every raw line (Ray's and MaxText's too) to ``on_line``; ``env`` adds variables."""
     log.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-u", str(TRAINER_SCRIPT), *argv],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        env=cluster.env | {"PYTHONUNBUFFERED": "1"}, cwd=cluster.run_dir,
+        env=cluster.env | (env or {}) | {"PYTHONUNBUFFERED": "1"}, cwd=cluster.run_dir,
         start_new_session=True, text=True, errors="replace",
     )
     run = DriverRun(proc, log)
@@ -101,6 +104,8 @@ def start_driver(
                 out.flush()
                 if echo:
                     sys.stdout.write(line)
+                if on_line:
+                    on_line(line)
                 parsed = parse_line(line)
                 if parsed is None:
                     continue

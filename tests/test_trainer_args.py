@@ -109,11 +109,23 @@ def test_local_argv_one_worker_per_slice_node(specs, tmp_path):
         trainer_argv(spec, job, local=True)
 
 
+def test_resize_interval_reaches_elastic_jobs_only(specs, tmp_path):
+    """The local drill asks Ray Train to look for a returned slice every few seconds."""
+    spec = specs["prod"]
+    elastic = find_job(spec, "llama3-8b-elastic")
+    args, _ = trainer.parse_args(trainer_argv(spec, elastic, resize_interval=7.5))
+    assert args.resize_interval == 7.5
+    assert trainer.parse_args(trainer_argv(spec, elastic))[0].resize_interval is None
+    fixed = find_job(spec, "llama3-8b-multislice")
+    assert "--resize-interval" not in trainer_argv(spec, fixed, resize_interval=7.5)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--mode", "multislice", "--min-slices", "1", "--max-slices", "2"], "takes --slices"),
     (["--mode", "elastic", "--slices", "2"], "takes --min-slices"),
     (["--mode", "elastic", "--min-slices", "3", "--max-slices", "2"], "more than"),
     (["--mode", "multislice", "--slices", "1", "--step-delay", "1"], "--local"),
+    (["--mode", "multislice", "--slices", "1", "--resize-interval", "5"], "for --mode elastic"),
 ])
 def test_script_rejects_bad_command_lines(argv, message, capsys):
     common = ["--hosts-per-slice", "1", "--chips-per-host", "4", "--topology", "2x2",

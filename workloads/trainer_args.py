@@ -81,6 +81,7 @@ def trainer_argv(
     steps: int | None = None,
     step_delay: float | None = None,
     checkpoint_period: int | None = None,
+    resize_interval: float | None = None,
 ) -> list[str]:
     """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
 
@@ -113,6 +114,8 @@ def trainer_argv(
     ]
     if job.elastic:
         argv += ["--max-failures", str(job.max_failures)]
+        if resize_interval is not None:
+            argv += ["--resize-interval", _num(resize_interval)]
     argv += ["--name", job.run_name, "--storage-path", f"{root}/{RAY_RESULTS_SUBDIR}"]
     if local:
         argv.append("--local")

@@ -79,6 +79,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--topology", required=True)
     p.add_argument("--accelerator-type", required=True)
     p.add_argument("--max-failures", type=int, default=0)
+    p.add_argument("--resize-interval", type=float, default=None,
+                   help="elastic: seconds between checks for capacity to grow the worker group "
+                        "(Ray's default when omitted)")
     p.add_argument("--name", required=True, help="Ray Train run name")
     p.add_argument("--storage-path", required=True, help="Ray Train run storage")
     p.add_argument("--local", action="store_true", help="CPU: tiny model, one worker per node")
@@ -92,6 +95,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error("--mode elastic takes --min-slices A --max-slices B (and not --slices)")
     elif args.min_slices > args.max_slices:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
+    if args.resize_interval is not None and args.mode != "elastic":
+        p.error("--resize-interval is for --mode elastic")
     if args.step_delay and not args.local:
         p.error("--step-delay paces local drills only; pass it with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -280,23 +285,24 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.jax import JaxTrainer
 
+    common = {"num_workers": num_workers(args), "placement_strategy": "SPREAD"}
+    if args.resize_interval is not None:
+        common["elastic_resize_monitor_interval_s"] = args.resize_interval
     if args.local:
         scaling = ScalingConfig(
             use_tpu=False,
-            num_workers=num_workers(args),
             resources_per_worker={"CPU": 1, LOCAL_SLICE_RESOURCE: 1},
-            placement_strategy="SPREAD",
+            **common,
         )
         # Local nodes run from this same environment: no package install, CPU only.
         worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu", "RAY_AUTH_MODE": "disabled"}}
     else:
         scaling = ScalingConfig(
             use_tpu=True,
-            num_workers=num_workers(args),
             topology=args.topology,
             accelerator_type=args.accelerator_type,
             resources_per_worker={"TPU": args.chips_per_host},
-            placement_strategy="SPREAD",
+            **common,
         )
         worker_env = {
             "uv": {

@@ -1,0 +1,56 @@
+"""Benchmark: the same local preemption drill against prod's elastic and multislice jobs.
+
+Run: ``uv run python benchmarks/drill.py [--stack prod] [--scale-up]``. Each drill is real
+(a local Ray cluster, MaxText on CPU, one slice node SIGKILLed after the same step);
+prints both reports side by side and writes them to ``build/bench-drill/``. Asserts
+nothing: these are the figures the elastic design has to beat.
+
+The multislice job cannot shrink: the kill fails it and the drill resubmits it at once
+on a replacement node, which is its best case (on GKE it waits for the whole slice's
+capacity to come back).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from slicectl import engine
+from slicectl import spec as stack_spec
+from slicectl.drill_local import LocalDrill, LocalDrillOptions
+from slicectl.drill_report import side_by_side
+from workloads.trainer_args import find_job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--stack", default="prod")
+    p.add_argument("--elastic-job", default="llama3-8b-elastic")
+    p.add_argument("--multislice-job", default="llama3-8b-multislice")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--checkpoint-period", type=int, default=5)
+    p.add_argument("--step-delay", type=float, default=0.5)
+    p.add_argument("--scale-up", action="store_true", help="elastic: also time the scale-up")
+    args = p.parse_args()
+    spec = stack_spec.load(args.stack, engine.stack_config(args.stack))
+    opts = LocalDrillOptions(steps=args.steps, checkpoint_period=args.checkpoint_period,
+                             step_delay=args.step_delay)
+    reports = []
+    for name, scale_up in ((args.elastic_job, args.scale_up), (args.multislice_job, False)):
+        job = find_job(spec, name)
+        run_dir = ROOT / "build" / "bench-drill" / ("e" if job.elastic else "m")
+        drill = LocalDrill(spec, job, run_dir,
+                           dataclasses.replace(opts, scale_up=scale_up))
+        reports.append(drill.run())
+        print()
+    print(side_by_side(reports))
+    for r in reports:
+        for note in r.notes:
+            print(f"note ({r.job}): {note}")
+
+
+if __name__ == "__main__":
+    main()

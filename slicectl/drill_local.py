@@ -1,0 +1,405 @@
+"""``slicectl drill --local``: a Spot preemption rehearsed on a local Ray cluster.
+
+Runs a stack's job with the real trainer script and a tiny MaxText on a local CPU
+cluster (a head plus one node per local "slice", separate processes), and while it
+trains:
+
+1. waits for a committed checkpoint past step 0, then for the kill step;
+2. SIGKILLs one slice node, raylet and workers (a Spot preemption: no grace);
+3. follows the job: Ray Train detects the failure, an elastic job restarts on the
+   remaining slice and MaxText restores the latest checkpoint; a multislice job fails,
+   and is resubmitted (as an operator would) once its slices are back;
+4. with ``scale_up``, starts a replacement node and waits for the worker group to grow;
+5. waits for the final step and checks every checkpoint: none lost, none left half-written.
+
+Timings come from the trainer's own ``slicectl-progress`` lines (stamped by the worker,
+same host clock) and from the driver log (Ray Train's failure-policy lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slicectl.drill_report import DrillReport
+from slicectl.spec import Job, StackSpec
+from slicectl.train_log import FAILURE
+
+# Orbax writes ``<step>.orbax-checkpoint-tmp-<n>`` and renames it to ``<step>`` when
+# every host has finished: a bare number is committed, anything else is in flight.
+TMP_MARK = ".orbax-checkpoint-tmp"
+# Orbax's per-checkpoint metadata file: a committed step without it is corrupt.
+CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"
+POLL_S = 0.02
+# The controller's line for a failure it retries (Ray Train 2.60, FailurePolicy).
+RETRY = "[FailurePolicy] RETRY"
+
+
+class DrillFailed(RuntimeError):
+    """The drill could not go on (timeout, a run that ended early): the report says how far."""
+
+
+@dataclass(frozen=True)
+class LocalDrillOptions:
+    slices: int = 2  # local slice nodes; the drill kills one
+    steps: int = 40
+    checkpoint_period: int = 5
+    step_delay: float = 0.5  # seconds per step: MaxText's tiny model steps in ~5 ms
+    kill_after_step: int | None = None  # default: half a period past the first checkpoint
+    kill_node: int | None = None  # slice-<i>; default: the last live one
+    kill_during_save: bool = False
+    scale_up: bool = False
+    # Elastic: how often Ray Train looks for room to grow (Ray's default is 60 s).
+    resize_interval_s: float = 10.0
+    # Bounds a worker-group start that waits for a node the controller still counts.
+    worker_group_start_timeout_s: float = 30.0
+    timeout_s: float = 1800.0
+    verbose: bool = False
+
+    def kill_step(self) -> int:
+        if self.kill_after_step is not None:
+            return self.kill_after_step
+        return self.checkpoint_period + max(1, self.checkpoint_period // 2)
+
+
+def checkpoint_dirs(path: Path) -> tuple[list[int], list[str]]:
+    """(committed steps, names of saves in flight) under a MaxText checkpoints directory."""
+    if not path.is_dir():
+        return [], []
+    committed, in_flight = [], []
+    for p in path.iterdir():
+        if p.name.isdigit() and p.is_dir():
+            committed.append(int(p.name))
+        elif TMP_MARK in p.name:
+            in_flight.append(p.name)
+    return sorted(committed), sorted(in_flight)
+
+
+def corrupt_checkpoints(path: Path) -> list[int]:
+    """Committed steps missing Orbax's metadata (a rename that should never have happened)."""
+    committed, _ = checkpoint_dirs(path)
+    return [s for s in committed if not (path / str(s) / CHECKPOINT_METADATA).exists()]
+
+
+@dataclass
+class _Timeline:
+    """What the driver has said, with the times the workers stamped on it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    steps: list[tuple[float, int, int]] = field(default_factory=list)  # (t, step, world)
+    starts: list[tuple[float, int, int]] = field(default_factory=list)  # (t, start_step, world)
+    failures: list[float] = field(default_factory=list)  # seen_at of failure-policy lines
+    retries: int = 0  # failures Ray Train retried: each one spends one of max_failures
+    done: dict | None = None
+
+    def on_event(self, e: dict) -> None:
+        with self.lock:
+            if e["event"] == "step":
+                self.steps.append((e["t"], e["step"], e["world"]))
+            elif e["event"] == "start":
+                self.starts.append((e["t"], e["start_step"], e["world"]))
+            elif e["event"] == "done":
+                self.done = e
+
+    def on_line(self, line: str) -> None:
+        if FAILURE.search(line):
+            with self.lock:
+                self.failures.append(time.time())
+                self.retries += RETRY in line
+
+    def last_step(self) -> int | None:
+        with self.lock:
+            return self.steps[-1][1] if self.steps else None
+
+    def starts_after(self, t: float) -> list[tuple[float, int, int]]:
+        with self.lock:
+            return [s for s in self.starts if s[0] >= t]
+
+    def steps_after(self, t: float) -> list[tuple[float, int, int]]:
+        with self.lock:
+            return [s for s in self.steps if s[0] >= t]
+
+    def failure_after(self, t: float) -> float | None:
+        with self.lock:
+            return next((f for f in self.failures if f >= t), None)
+
+
+class LocalDrill:
+    """One drill: ``LocalDrill(spec, job, run_dir, options).run()`` -> :class:`DrillReport`."""
+
+    def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions):
+        if options.slices < 2 and not options.scale_up:
+            raise ValueError("a local drill needs at least 2 slice nodes (one is killed)")
+        self.spec, self.job, self.opts = spec, job, options
+        self.run_dir = Path(run_dir).resolve()
+        self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
+        self.timeline = _Timeline()
+        self.report = DrillReport(target=f"local:{spec.stack}/{job.name}", job=job.name,
+                                  elastic=job.elastic, target_step=options.steps - 1)
+        self.t0 = time.time()
+        self.cluster = None
+        self.drivers: list = []
+
+    # ------------------------------------------------------------------ output
+
+    def say(self, msg: str) -> None:
+        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
+
+    def _on_event(self, e: dict) -> None:
+        self.timeline.on_event(e)
+        if e["event"] == "imported":
+            self.say(f"workers up: MaxText imported in {e['import_s']} s")
+        elif e["event"] == "start":
+            self.say(f"training (re)started on {e['world']} worker(s) at step {e['start_step']}")
+        elif e["event"] == "step" and (self.opts.verbose or e["step"] % self.opts.checkpoint_period == 0):
+            self.say(f"step {e['step']} on {e['world']} worker(s)")
+        elif e["event"] == "done":
+            self.say(f"done: final step {e['final_step']}, checkpoint {e['checkpoint_step']}")
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait(self, what: str, ready, deadline: float):
+        """Poll ``ready()`` until it returns something truthy; fail on timeout or a dead driver."""
+        while True:
+            value = ready()
+            if value:
+                return value
+            driver = self.drivers[-1] if self.drivers else None
+            if driver is not None and driver.proc.poll() is not None and what != "driver exit":
+                value = ready()  # the driver's last lines may have just arrived
+                if value:
+                    return value
+                raise DrillFailed(f"the job ended (driver exit {driver.proc.returncode}) while "
+                                  f"waiting for {what}; see {driver.log}")
+            if time.time() > deadline:
+                raise DrillFailed(f"timed out waiting for {what}")
+            time.sleep(POLL_S)
+
+    def _start_driver(self):
+        from slicectl.local_train import start_driver
+        from workloads.trainer_args import trainer_argv
+
+        argv = trainer_argv(
+            self.spec, self.job, local=True, data_dir=str(self.run_dir / "out"),
+            local_slices=self.opts.slices, steps=self.opts.steps,
+            step_delay=self.opts.step_delay, checkpoint_period=self.opts.checkpoint_period,
+            resize_interval=self.opts.resize_interval_s if self.job.elastic else None,
+        )
+        env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
+        log = self.run_dir / f"driver-{len(self.drivers)}.log"
+        driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
+                              on_line=self.timeline.on_line, env=env)
+        self.drivers.append(driver)
+        return driver
+
+    # ------------------------------------------------------------------ the drill
+
+    def run(self) -> DrillReport:
+        from slicectl.localray import LocalRayCluster
+
+        o, r = self.opts, self.report
+        deadline = self.t0 + o.timeout_s
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.say(f"drill: job {self.job.name} ({self.job.mode}) on {o.slices} local slice "
+                 f"node(s); {o.steps} steps, checkpoint every {o.checkpoint_period}, "
+                 f"{o.step_delay} s/step; run dir {self.run_dir}")
+        try:
+            self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
+            with self.cluster:
+                self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
+                self._start_driver()
+                t_kill = self._kill_when_ready(deadline)
+                self._recover(t_kill, deadline)
+                if o.scale_up and self.job.elastic:
+                    self._scale_up(deadline)
+                self._finish(deadline)
+                r.notes.append(f"peak RSS of one process: {self.cluster.peak_rss_mb()} MB")
+        except DrillFailed as e:
+            r.notes.append(f"drill failed: {e}")
+            self.say(f"FAILED: {e}")
+        finally:
+            for d in self.drivers:
+                d.stop()
+            r.wall_s = round(time.time() - self.t0, 1)
+            with self.timeline.lock:
+                r.steps_run = len(self.timeline.steps)
+            r.write(self.run_dir / "drill.json")
+        return r
+
+    def _kill_when_ready(self, deadline: float) -> float:
+        o, r = self.opts, self.report
+        period = o.checkpoint_period
+        if o.kill_during_save:
+            # Kill the moment a periodic save past step 0 is in flight on disk.
+            def in_flight():
+                _, flying = checkpoint_dirs(self.ckpt_dir)
+                steps = [int(n.split(".")[0]) for n in flying if n.split(".")[0].isdigit()]
+                return [s for s in steps if s >= period]
+
+            flying = self._wait("a checkpoint save in flight", in_flight, deadline)
+            r.notes.append(f"killed while checkpoint {flying[0]} was being written")
+        else:
+            kill_at = o.kill_step()
+
+            def ready():
+                committed, _ = checkpoint_dirs(self.ckpt_dir)
+                step = self.timeline.last_step()
+                return [c for c in committed if c > 0] and step is not None and step >= kill_at
+
+            self._wait(f"a committed checkpoint and step {kill_at}", ready, deadline)
+        r.kill_step = self.timeline.last_step()
+        node = self.cluster.kill_node(None if o.kill_node is None else f"slice-{o.kill_node}")
+        t_kill = time.time()
+        committed, _ = checkpoint_dirs(self.ckpt_dir)
+        self._committed_at_kill = committed
+        r.killed = f"local node {node.name} (pid {node.pid}, SIGKILL)"
+        self.say(f"KILLED {node.name} after step {r.kill_step}; committed checkpoints {committed}")
+        return t_kill
+
+    def _recover(self, t_kill: float, deadline: float) -> None:
+        r = self.report
+        if self.job.elastic:
+            self._wait("the failure to be detected",
+                       lambda: self.timeline.failure_after(t_kill) or self.timeline.starts_after(t_kill),
+                       deadline)
+        else:
+            # A fixed-size job cannot shrink: it fails, and is resubmitted once its slices are back.
+            driver = self.drivers[-1]
+            self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline)
+            driver.wait(timeout=10)
+            self.say(f"job failed as a fixed-size job must (driver exit {driver.proc.returncode}); "
+                     "replacing the node and resubmitting")
+            r.notes.append("multislice: the job failed on the kill and was resubmitted after a "
+                           "replacement node joined (on GKE: once the slice's capacity is back)")
+        failure = self.timeline.failure_after(t_kill)
+        if failure is None and not self.job.elastic:
+            failure = time.time()
+        if failure is not None:
+            r.detect_s = round(failure - t_kill, 1)
+            self.say(f"failure detected {r.detect_s} s after the kill")
+        if not self.job.elastic:
+            self.cluster.add_node()
+            self._start_driver()
+        t_start, start_step, world = self._wait(
+            "training to restart", lambda: self.timeline.starts_after(t_kill), deadline)[0]
+        first = self._wait("the first step after the restart",
+                           lambda: self.timeline.steps_after(t_start), deadline)[0]
+        r.resume_s = round(first[0] - t_kill, 1)
+        r.restored_step = start_step - 1 if start_step > 0 else None
+        if r.detect_s is None:
+            # No failure-policy line reached the driver: the restart is the first sign.
+            r.detect_s = round(t_start - t_kill, 1)
+            r.notes.append("detection time taken from the restart (no failure line in the log)")
+        if r.restored_step is not None and r.kill_step is not None:
+            r.steps_lost = max(0, r.kill_step - r.restored_step)
+        self.say(f"resumed on {world} worker(s) from checkpoint {r.restored_step}: first step "
+                 f"{first[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone)")
+
+    def _scale_up(self, deadline: float) -> None:
+        r = self.report
+        node = self.cluster.add_node()
+        t_node = node.started
+        self.say(f"replacement node {node.name} joined; waiting for the job to grow back to "
+                 f"{self.opts.slices} worker(s)")
+
+        def grown():
+            return [s for s in self.timeline.steps_after(t_node) if s[2] >= self.opts.slices]
+
+        t_step, step, world = self._wait("the job to scale back up", grown, deadline)[0]
+        r.scale_up_s = round(t_step - t_node, 1)
+        self.say(f"scaled back up to {world} worker(s) at step {step}, {r.scale_up_s} s after "
+                 "the replacement node joined")
+
+    def _finish(self, deadline: float) -> None:
+        r = self.report
+        driver = self.drivers[-1]
+        self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline)
+        driver.wait(timeout=10)
+        done = self.timeline.done or {}
+        r.final_step = done.get("final_step")
+        committed, in_flight = checkpoint_dirs(self.ckpt_dir)
+        lost = sorted(set(self._committed_at_kill) - set(committed))
+        corrupt = corrupt_checkpoints(self.ckpt_dir)
+        problems = []
+        if driver.proc.returncode != 0 or not (driver.result or {}).get("ok"):
+            problems.append(f"the job failed (driver exit {driver.proc.returncode}); see {driver.log}")
+        if r.final_step != r.target_step:
+            problems.append(f"final step {r.final_step}, expected {r.target_step}")
+        if not committed or committed[-1] != r.target_step:
+            problems.append(f"final checkpoint {r.target_step} not committed (have {committed[-3:]})")
+        if lost:
+            problems.append(f"checkpoints committed before the kill are gone: {lost}")
+        if corrupt:
+            problems.append(f"committed checkpoints without {CHECKPOINT_METADATA}: {corrupt}")
+        if in_flight:
+            r.notes.append(f"half-written saves left on disk (Orbax ignores them): {in_flight}")
+        latest = max(self._committed_at_kill, default=None)
+        if r.restored_step is None or latest is None or r.restored_step < latest:
+            problems.append(f"restored step {r.restored_step}, but checkpoint {latest} was "
+                            "committed at the kill")
+        if r.steps_lost is not None and r.steps_lost > self.opts.checkpoint_period:
+            problems.append(f"{r.steps_lost} steps lost, more than the checkpoint period "
+                            f"{self.opts.checkpoint_period}")
+        if self.job.elastic:
+            # A restart that waits for the dead node (the controller's resource view lags)
+            # times out and is retried too: both spend the job's failure budget.
+            r.notes.append(f"Ray Train retried {self.timeline.retries} failure(s) of the "
+                           f"job's max_failures {self.job.max_failures}")
+        r.notes += problems
+        r.ok = not problems
+        r.notes.append(f"checkpoints committed at the end: {committed}")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def pick_job(spec: StackSpec, name: str | None) -> Job:
+    """The named job, else the stack's first running elastic job (what a drill is for)."""
+    from workloads.trainer_args import find_job
+
+    if name:
+        return find_job(spec, name)
+    for job in spec.jobs:
+        if job.elastic and not job.suspend:
+            return job
+    return find_job(spec, None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``slicectl drill --local``: the CLI flags of :mod:`slicectl.cmd_drill`."""
+    from slicectl import engine
+    from slicectl import spec as stack_spec
+    from slicectl.cmd_drill import finish
+    from slicectl.cmd_train import default_run_dir
+
+    try:
+        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
+        job = pick_job(spec, args.job)
+    except (stack_spec.SpecError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    defaults = LocalDrillOptions()
+    opts = LocalDrillOptions(
+        slices=args.slices or defaults.slices,
+        steps=args.steps or defaults.steps,
+        checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
+        step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
+        kill_after_step=args.kill_after_step, kill_node=args.kill_node,
+        kill_during_save=args.kill_during_save, scale_up=args.scale_up,
+        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+    )
+    try:
+        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    report = drill.run()
+    print()
+    code = finish(report, args.report)
+    print(f"report: {drill.run_dir / 'drill.json'}", file=sys.stderr)
+    return code
+
