@@ -13,12 +13,11 @@ capacity to come back).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from slicectl import engine
 from slicectl import spec as stack_spec
-from slicectl.drill_local import LocalDrill, LocalDrillOptions
+from slicectl.drill_local import DRILL_STEPS, SCALE_UP_STEPS, LocalDrill, LocalDrillOptions
 from slicectl.drill_report import side_by_side
 from workloads.trainer_args import find_job
 
@@ -30,20 +29,21 @@ def main() -> None:
     p.add_argument("--stack", default="prod")
     p.add_argument("--elastic-job", default="llama3-8b-elastic")
     p.add_argument("--multislice-job", default="llama3-8b-multislice")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=0, help="default: the drill's")
     p.add_argument("--checkpoint-period", type=int, default=5)
     p.add_argument("--step-delay", type=float, default=0.5)
     p.add_argument("--scale-up", action="store_true", help="elastic: also time the scale-up")
     args = p.parse_args()
     spec = stack_spec.load(args.stack, engine.stack_config(args.stack))
-    opts = LocalDrillOptions(steps=args.steps, checkpoint_period=args.checkpoint_period,
-                             step_delay=args.step_delay)
     reports = []
     for name, scale_up in ((args.elastic_job, args.scale_up), (args.multislice_job, False)):
         job = find_job(spec, name)
+        # Both jobs run the same number of steps, so steps run and goodput compare.
+        steps = args.steps or (SCALE_UP_STEPS if args.scale_up else DRILL_STEPS)
+        opts = LocalDrillOptions(steps=steps, checkpoint_period=args.checkpoint_period,
+                                 step_delay=args.step_delay, scale_up=scale_up)
         run_dir = ROOT / "build" / "bench-drill" / ("e" if job.elastic else "m")
-        drill = LocalDrill(spec, job, run_dir,
-                           dataclasses.replace(opts, scale_up=scale_up))
+        drill = LocalDrill(spec, job, run_dir, opts)
         reports.append(drill.run())
         print()
     print(side_by_side(reports))

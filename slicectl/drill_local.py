@@ -35,6 +35,10 @@ TMP_MARK = ".orbax-checkpoint-tmp"
 # Orbax's per-checkpoint metadata file: a committed step without it is corrupt.
 CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"
 POLL_S = 0.02
+DRILL_STEPS = 40
+# Growing back takes a node start, a resize check and a worker-group restart (a MaxText
+# cold start, about a minute here): enough steps must be left to see it.
+SCALE_UP_STEPS = 300
 # The controller's line for a failure it retries (Ray Train 2.60, FailurePolicy).
 RETRY = "[FailurePolicy] RETRY"
 
@@ -46,7 +50,7 @@ class DrillFailed(RuntimeError):
 @dataclass(frozen=True)
 class LocalDrillOptions:
     slices: int = 2  # local slice nodes; the drill kills one
-    steps: int = 40
+    steps: int = 0  # 0: DRILL_STEPS, or SCALE_UP_STEPS with scale_up
     checkpoint_period: int = 5
     step_delay: float = 0.5  # seconds per step: MaxText's tiny model steps in ~5 ms
     kill_after_step: int | None = None  # default: half a period past the first checkpoint
@@ -56,9 +60,13 @@ class LocalDrillOptions:
     # Elastic: how often Ray Train looks for room to grow (Ray's default is 60 s).
     resize_interval_s: float = 10.0
     # Bounds a worker-group start that waits for a node the controller still counts.
-    worker_group_start_timeout_s: float = 30.0
+    worker_group_start_timeout_s: float = 20.0
     timeout_s: float = 1800.0
     verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            object.__setattr__(self, "steps", SCALE_UP_STEPS if self.scale_up else DRILL_STEPS)
 
     def kill_step(self) -> int:
         if self.kill_after_step is not None:
@@ -385,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
         slices=args.slices or defaults.slices,
-        steps=args.steps or defaults.steps,
+        steps=args.steps or 0,
         checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, kill_node=args.kill_node,
