@@ -9,6 +9,7 @@ what is allowed. Nothing is declared before this succeeds.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -214,9 +215,21 @@ class _Reader:
 
     def __init__(self) -> None:
         self.problems: list[Problem] = []
+        # The keys each section reads (by section key): anything else in it is a typo.
+        self.known: dict[str, set[str]] = {}
 
     def fail(self, key: str, value: Any, message: str) -> None:
         self.problems.append(Problem(key, value, message))
+
+    def unknown_keys(self, obj: Any, prefix: str, also: tuple[str, ...] = ()) -> None:
+        """Fail every key of ``obj`` that its section never read (``also``: read elsewhere)."""
+        if not isinstance(obj, Mapping):
+            return
+        known = self.known.get(prefix, set()) | set(also)
+        for name in sorted(set(obj) - known):
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            self.fail(f"{prefix}.{name}", obj[name], f"unknown key{hint}; allowed: {', '.join(sorted(known))}")
 
     def get(
         self,
@@ -229,6 +242,7 @@ class _Reader:
         check: Callable[[Any], str | None] | None = None,
     ) -> Any:
         key = f"{prefix}.{name}" if prefix else name
+        self.known.setdefault(prefix, set()).add(name)
         value = obj.get(name, _MISSING) if isinstance(obj, Mapping) else _MISSING
         if value is _MISSING:
             if default is _MISSING:
@@ -307,13 +321,14 @@ def _capacity(r: _Reader, obj: Any, key: str) -> Capacity:
     ctype = r.get(obj, key, "type", str, "on-demand", allowed=CAPACITY_TYPES)
     reservation = r.get(obj, key, "reservation", str, None)
     affinity = r.get(obj, key, "affinity", str, None, allowed=RESERVATION_AFFINITIES)
-    extra = sorted(set(obj) - {"type", "reservation", "affinity"})
-    if extra:
-        r.fail(f"{key}.{extra[0]}", obj[extra[0]], "unknown key; allowed: type, reservation, affinity")
+    r.unknown_keys(obj, key)
     if ctype == "reservation":
         affinity = affinity or "SPECIFIC"
         if affinity == "SPECIFIC" and not reservation:
             r.fail(f"{key}.reservation", _MISSING, "required when type is reservation with SPECIFIC affinity")
+        elif affinity != "SPECIFIC" and reservation:
+            # GKE ignores a name with ANY affinity: say so rather than drop it.
+            r.fail(f"{key}.reservation", reservation, f"a reservation name needs affinity SPECIFIC, not {affinity}")
     elif reservation or affinity:
         # GKE: Spot and flex-start VMs cannot consume reservations; on-demand needs none here.
         r.fail(f"{key}.reservation", reservation or affinity, f"only allowed when type is reservation, not {ctype}")
@@ -341,6 +356,7 @@ def _slices(r: _Reader, raw: Any, key: str) -> tuple[Slice, ...]:
         machine = r.get(obj, k, "machineType", str, None)
         capacity = _capacity(r, obj.get("capacity", _MISSING), f"{k}.capacity")
         group = r.get(obj, k, "group", str, None, check=_dns)
+        r.unknown_keys(obj, k, also=("capacity",))
         if name in seen:
             r.fail(f"{k}.name", name, "slice names must be unique")
         seen.add(name)
@@ -377,6 +393,7 @@ def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, t
         check=lambda v: None if 1300 <= v <= 8896 else "must be 1300..8896 (8896 for the TPU DCN)",
     )
     nets = r.get(raw, key, "secondary", list, [])
+    r.unknown_keys(raw, key)
     out: list[SecondaryNetwork] = []
     ranges: list[tuple[str, ipaddress.IPv4Network]] = []
     for i, obj in enumerate(nets or []):
@@ -387,6 +404,7 @@ def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, t
         network = r.get(obj, k, "network", str, f"{cluster_name}-net-{i + 1}", check=_dns)
         subnet = r.get(obj, k, "subnet", str, check=_dns)
         cidr = r.get(obj, k, "cidr", str, check=_cidr)
+        r.unknown_keys(obj, k)
         if cidr:
             net = ipaddress.ip_network(cidr)
             for other_key, other in ranges:
@@ -450,6 +468,10 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
         else:
             max_s = r.get(obj, k, "slices", int, available, check=_positive)
             min_s = max_s
+            for other in ("minSlices", "maxSlices"):
+                if other in obj:
+                    r.fail(f"{k}.{other}", obj[other], "multislice jobs take slices; minSlices/maxSlices are for "
+                           "mode elastic")
             max_failures = r.get(obj, k, "maxFailures", int, 0, check=_non_negative)
         if max_s and min_s and min_s > max_s:
             r.fail(f"{k}.minSlices", min_s, f"must be at most maxSlices ({max_s})")
@@ -497,6 +519,7 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
                 suspend=r.get(obj, k, "suspend", bool, False),
             )
         )
+        r.unknown_keys(obj, k, also=("ici", "dcn", "slices", "minSlices", "maxSlices"))
     return tuple(out)
 
 
@@ -551,6 +574,9 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
         system_node_count=r.get(c_obj, c_key, "systemNodeCount", int, 1, check=_positive),
         deletion_protection=r.get(c_obj, c_key, "deletionProtection", bool, prod),
     )
+    r.unknown_keys(c_obj, c_key)
+    if prod and cluster.deletion_protection is False:
+        r.fail(f"{c_key}.deletionProtection", False, "a production cluster keeps deletion protection on")
 
     mtu, networks = _networks(r, _object(r, config, f"{ns}:network", required=False), f"{ns}:network", cluster.name)
     before = len(r.problems)
@@ -585,6 +611,7 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
         service_account=r.get(s_obj, s_key, "serviceAccount", str, check=_dns) or "",
         protected=r.get(s_obj, s_key, "protected", bool, prod),
     )
+    r.unknown_keys(s_obj, s_key)
     if prod and storage.protected is False:
         r.fail(f"{s_key}.protected", False, "production checkpoints must be protected from deletion")
 
@@ -608,6 +635,7 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
         megascale_port=r.get(y_obj, y_key, "megascalePort", int, 9915),
         metrics_export_port=r.get(y_obj, y_key, "metricsExportPort", int, 8082),
     )
+    r.unknown_keys(y_obj, y_key)
 
     groups = {}
     for s in slice_list:

@@ -243,3 +243,72 @@ def test_running_jobs_must_fit_the_shared_slices():
     msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[1].update(suspend=False)))
     assert f"{NS}:jobs[2].suspend = false" in msg  # named on the last job that does not fit
     assert "together ask for 4 slice(s) of worker group tpu-group, which has 2" in msg
+
+
+@pytest.mark.parametrize(
+    ("key", "fn", "expected"),
+    [
+        (f"{NS}:slices", lambda v: v[0].update(capcity={"type": "spot"}),
+         f"{NS}:slices[0].capcity = " + '{"type": "spot"}: unknown key (did you mean capacity?); allowed: capacity'),
+        (f"{NS}:cluster", lambda v: v.update(deletionProtecton=False),
+         f"{NS}:cluster.deletionProtecton = false: unknown key (did you mean deletionProtection?)"),
+        (f"{NS}:storage", lambda v: v.update(bukcet="x"), f"{NS}:storage.bukcet"),
+        (f"{NS}:network", lambda v: v["secondary"][0].update(cidrs="10.70.0.0/16"),
+         f"{NS}:network.secondary[0].cidrs"),
+        (f"{NS}:network", lambda v: v.update(mtus=8896), f"{NS}:network.mtus"),
+        (f"{NS}:ray", lambda v: v.update(imgae="rayproject/ray:2.60.0-py312-tpu"), "did you mean image?"),
+        (f"{NS}:jobs", lambda v: v[2].update(maxFailure=2), f"{NS}:jobs[2].maxFailure = 2: unknown key "
+                                                             "(did you mean maxFailures?)"),
+        (f"{NS}:slices", lambda v: v[0].update(capacity={"type": "spot", "preemptible": True}),
+         f"{NS}:slices[0].capacity.preemptible = true: unknown key; allowed: affinity, reservation, type"),
+    ],
+)
+def test_misspelt_keys_inside_sections_are_refused(key, fn, expected):
+    """A typo must not silently fall back to a default (a Spot slice becoming on-demand)."""
+    assert expected in problems(edit(prod_config(), key, fn))
+
+
+def test_prod_cluster_keeps_deletion_protection():
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(deletionProtection=False)))
+    assert f"{NS}:cluster.deletionProtection = false: a production cluster keeps deletion protection on" in msg
+
+
+def test_reservation_name_needs_specific_affinity():
+    cap = {"type": "reservation", "reservation": "r1", "affinity": "ANY"}
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(capacity=cap)))
+    assert "a reservation name needs affinity SPECIFIC, not ANY" in msg
+
+
+def test_single_host_slices_take_no_secondary_networks():
+    msg = problems(edit(prod_config(), f"{NS}:slices",
+                        lambda v: [v[0] | {"topology": "2x2"}]), stack="prod")
+    assert "additional node networks are for multi-host slices; single-host slices: ['v6e-16-0']" in msg
+
+
+def test_each_secondary_network_needs_its_own_vpc():
+    def same_vpc(v):
+        for n in v["secondary"]:
+            n["network"] = "dcn"
+
+    msg = problems(edit(prod_config(), f"{NS}:network", same_vpc))
+    assert "each secondary network needs its own VPC" in msg
+
+
+def test_bucket_name_rules():
+    msg = problems(edit(prod_config(), f"{NS}:storage", lambda v: v.update(bucket="Bad Bucket")))
+    assert f"{NS}:storage.bucket" in msg and "must be a valid bucket name" in msg
+
+
+def test_job_names_are_unique_and_elastic_jobs_take_ranges():
+    def dup(v):
+        v[1]["name"] = v[0]["name"]
+    assert "job names must be unique" in problems(edit(prod_config(), f"{NS}:jobs", dup))
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[2].update(slices=2)))
+    assert f"{NS}:jobs[2].slices = 2: elastic jobs take minSlices and maxSlices" in msg
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[0].update(minSlices=1)))
+    assert f"{NS}:jobs[0].minSlices = 1: multislice jobs take slices" in msg
+
+
+def test_names_are_dns_labels():
+    msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(name="V6E_16")))
+    assert f'{NS}:slices[0].name = "V6E_16": must be a lowercase DNS label' in msg
