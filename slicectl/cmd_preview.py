@@ -76,6 +76,14 @@ def write(rendering: engine.Rendering, out: Path) -> None:
         old.unlink()
     for i, doc in enumerate(rendering.manifests, start=1):
         (mdir / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
+    # Suspended shared jobs: what they would submit, for review; not applied.
+    hdir = mdir / "held"
+    if hdir.exists():
+        for old in hdir.glob("*.yaml"):
+            old.unlink()
+    for i, doc in enumerate(rendering.held, start=1):
+        hdir.mkdir(exist_ok=True)
+        (hdir / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 # --------------------------------------------------------------------------- views
@@ -171,6 +179,10 @@ def plain(rendering: engine.Rendering) -> str:
         f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata'].get('name')}"
         for d in rendering.manifests
     ]
+    if rendering.held:
+        lines += ["", "Held (suspended jobs: rendered under manifests/held/, not applied):"]
+        lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata']['name']}"
+                  for d in rendering.held]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
     return "\n".join(lines)
 
@@ -216,4 +228,7 @@ def markdown(rendering: engine.Rendering) -> str:
         "### Manifests",
         "\n".join(f"- `{d['kind']}` {d['metadata'].get('name')}" for d in rendering.manifests) or "(none)",
     ]
+    if rendering.held:
+        parts += ["### Held (suspended, not applied)",
+                  "\n".join(f"- `{d['kind']}` {d['metadata']['name']}" for d in rendering.held)]
     return "\n\n".join(parts)

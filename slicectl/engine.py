@@ -60,6 +60,9 @@ class Rendering:
     spec: stack_spec.StackSpec
     resources: list[Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # RayJobs of suspended shared-cluster jobs: rendered for review, not applied (KubeRay
+    # refuses ``suspend`` with ``clusterSelector``, so such a job is held back, not declared).
+    held: list[dict[str, Any]] = field(default_factory=list)
 
     def by_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -72,8 +75,20 @@ class Rendering:
 
     @property
     def manifests(self) -> list[dict[str, Any]]:
-        """The Kubernetes objects the program applies, as documents."""
-        return [kubernetes_manifest(r) for r in self.resources if is_kubernetes_object(r)]
+        """The Kubernetes objects the program applies, as documents, in apply order."""
+        docs = [kubernetes_manifest(r) for r in self.resources if is_kubernetes_object(r)]
+        return sorted(docs, key=manifest_order)
+
+
+# Kinds in the order a reader (and kubectl) wants them: what others refer to comes first.
+APPLY_ORDER = ("ServiceAccount", "ResourceClaimTemplate", "ConfigMap", "RayCluster", "RayJob")
+
+
+def manifest_order(doc: dict[str, Any]) -> tuple:
+    kind = doc.get("kind", "")
+    meta = doc.get("metadata", {})
+    rank = APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+    return rank, kind, meta.get("namespace", ""), meta.get("name", "")
 
 
 def is_kubernetes_object(r: Resource) -> bool:
@@ -213,4 +228,9 @@ def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
             os.chdir(cwd)
         root = pulumi.runtime.settings.get_root_resource()
         outputs = _sync_await(pulumi.Output.from_input(dict(root.outputs)).future()) or {}
-    return Rendering(spec=spec, resources=monitor.recorded, outputs=_plain(outputs))
+    from workloads import manifests
+
+    held = [manifests.ray_job(spec, j) for j in spec.jobs if j not in manifests.declared_jobs(spec)]
+    # Registration order follows the engine's async scheduling: sort, so builds diff cleanly.
+    resources = sorted(monitor.recorded, key=lambda r: r.urn)
+    return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held)

@@ -362,20 +362,19 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         "activeDeadlineSeconds": job.active_deadline_seconds,
         "backoffLimit": job.backoff_limit,
     }
+    # No deletionStrategy: KubeRay accepts it only behind its RayJobDeletionPolicy feature
+    # gate, which GKE's Ray operator add-on does not open. What it would say is the default:
+    # a shared cluster outlives its jobs, a dedicated one goes with shutdownAfterJobFinishes.
     if job.cluster == "shared":
         body["clusterSelector"] = {"ray.io/cluster": spec.ray.cluster_name}
         body["shutdownAfterJobFinishes"] = False
-        # The shared cluster outlives every job, and the RayJob object is Pulumi's to delete.
-        policy = "DeleteNone"
     else:
         size = GroupSize(job.slices, job.min_slices, job.slices)
         body["rayClusterSpec"] = ray_cluster_spec(spec, {job.group: size})
+        # The job's own cluster (and its TPU slices) goes when the job ends, either way.
         body["shutdownAfterJobFinishes"] = True
         body["ttlSecondsAfterFinished"] = DEDICATED_CLUSTER_TTL_SECONDS
         body["suspend"] = job.suspend
-        # The job's own cluster (and its TPU slices) goes when the job ends, either way.
-        policy = "DeleteCluster"
-    body["deletionStrategy"] = {"onSuccess": {"policy": policy}, "onFailure": {"policy": policy}}
     meta = _metadata(
         spec,
         job.name,
