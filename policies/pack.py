@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -19,6 +19,8 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+
+from pulumi_policy.proxy import UnknownValueError
 
 from .registry import ENVIRONMENT_KEY, RESOURCE, RULES, Rule
 from .rules.common import Context, Res
@@ -36,6 +38,34 @@ def environment() -> str:
     return pulumi.runtime.get_config(ENVIRONMENT_KEY) or "prod"
 
 
+def known(value: Any) -> Any:
+    """Props as plain data, every value the engine does not know yet left out.
+
+    During a preview a stack policy sees each resource's planned outputs, where whatever
+    the provider computes (a subnet's ``secondaryIpRanges``, a pool's ``networkConfig``
+    it fills in) is unknown, and pulumi_policy's proxy raises on touching one, which
+    would skip the whole rule. Unknown here means "not set by this program": the rules
+    judge what is set, and run again on known values at ``pulumi up``.
+    """
+    if isinstance(value, Mapping):
+        out = {}
+        for key in value:
+            try:
+                out[key] = known(value[key])
+            except UnknownValueError:
+                continue
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        items = []
+        for i in range(len(value)):
+            try:
+                items.append(known(value[i]))
+            except UnknownValueError:
+                continue
+        return items
+    return value
+
+
 def _context(rule: Rule, config: Mapping[str, Any] | None) -> Context:
     return Context(environment=environment(), config=rule.settings(config))
 
@@ -43,7 +73,7 @@ def _context(rule: Rule, config: Mapping[str, Any] | None) -> Context:
 def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         ctx = _context(rule, args.get_config())
-        for message in rule.check(args.resource_type, args.props, ctx):
+        for message in rule.check(args.resource_type, known(args.props), ctx):
             report_violation(message, None)
 
     return ResourceValidationPolicy(
@@ -57,7 +87,7 @@ def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
 def _stack_policy(rule: Rule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         ctx = _context(rule, args.get_config())
-        resources = [Res(r.resource_type, r.name, r.urn, r.props) for r in args.resources]
+        resources = [Res(r.resource_type, r.name, r.urn, known(r.props)) for r in args.resources]
         for res, message in rule.check(resources, ctx):
             report_violation(message, res.urn if res else None)
 

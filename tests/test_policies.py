@@ -451,6 +451,39 @@ def test_pack_policies_validate_engine_props(registered, renderings, monkeypatch
         runtime_config.CONFIG.reset(token)
 
 
+def test_stack_policies_run_on_preview_outputs_with_unknowns(registered, renderings):
+    """In a real first preview a stack policy sees planned outputs: the provider-computed
+    ones are unknown (pulumi_policy's sentinels). The rules must still run, not be skipped."""
+    from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE
+
+    policies = {p.name: p for p in registered["policies"]}
+    opts = pulumi_policy.PolicyResourceOptions(False, [], None, [], None, [])
+    resources = _resources(renderings, "prod")
+    for r in resources:
+        r.props.setdefault("id", UNKNOWN_STRING_VALUE)
+        if r.type == "gcp:compute/subnetwork:Subnetwork":
+            r.props["secondaryIpRanges"] = UNKNOWN_ARRAY_VALUE
+        elif r.type == CLUSTER:
+            r.props["clusterIpv4Cidr"] = UNKNOWN_STRING_VALUE
+        elif r.type == NODE_POOL and "networkConfig" not in r.props:
+            r.props["networkConfig"] = UNKNOWN_OBJECT_VALUE
+    subnet = next(r for r in resources if r.type == "gcp:compute/subnetwork:Subnetwork")
+    subnet.props["ipCidrRange"] = "10.60.128.0/17"  # now overlaps tpu-subnet-2
+
+    def run(name: str) -> list[tuple[str, str | None]]:
+        stack_res = [pulumi_policy.PolicyResource(
+            r.type, unknown_checking_proxy(copy.deepcopy(dict(r.props))), r.urn, r.name, opts,
+            None, None, [], {}) for r in resources]
+        seen, report_violation = _report()
+        policies[name].validate(pulumi_policy.StackValidationArgs(stack_res, {}), report_violation)
+        return seen
+
+    assert any("overlaps" in m for m, _ in run("subnets-no-overlap"))
+    for rule in registry.RULES:
+        if rule.kind == registry.STACK and rule.name != "subnets-no-overlap":
+            assert run(rule.name) == [], rule.name
+
+
 def test_pack_files_declare_python_runtime_and_requirements():
     import yaml
 
