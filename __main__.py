@@ -55,10 +55,11 @@ checkpoints = CheckpointStore(
     ),
 )
 
-# The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA.
+# The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA,
+# after its bucket role is granted (a job's first checkpoint write must not race the grant).
 workloads = RayWorkloads(
     f"{name}-workloads",
-    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account]),
+    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account, checkpoints.binding]),
 )
 
 pulumi.export("cluster", gke.cluster.name)

@@ -24,7 +24,7 @@ class SliceNodePoolArgs:
     additional_networks: tuple[tuple[pulumi.Input[str], pulumi.Input[str]], ...] = ()
 
 
-def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:
+def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs | None:
     if capacity.type == "reservation" and capacity.affinity == "SPECIFIC":
         return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="SPECIFIC_RESERVATION",
@@ -33,6 +33,10 @@ def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfig
         )
     if capacity.type == "reservation":
         return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="ANY_RESERVATION")
+    if capacity.type == "on-demand":
+        # As the seed's `gcloud ... node-pools create`: no affinity, so GCE's default applies
+        # and on-demand slices still use a matching reservation the project holds.
+        return None
     # Spot and flex-start VMs must not consume reservations.
     return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
 

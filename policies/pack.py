@@ -19,7 +19,6 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-
 from pulumi_policy.proxy import UnknownValueError
 
 from .registry import ENVIRONMENT_KEY, RESOURCE, RULES, Rule

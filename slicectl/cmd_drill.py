@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="seconds per step (local only), a window to kill in (default 0.5)")
     local.add_argument("--slices", type=int, default=None,
                        help="local slice nodes, one of them killed (default 2)")
-    local.add_argument("--steps", type=int, default=None, help="training steps (default 40; 300 with --scale-up)")
+    local.add_argument("--steps", type=int, default=None, help="training steps (default 40; 150 with --scale-up)")
     local.add_argument("--checkpoint-period", type=int, default=None,
                        help="steps between checkpoints (default 5)")
     local.add_argument("--timeout", type=float, default=None,

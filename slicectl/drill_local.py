@@ -38,7 +38,7 @@ POLL_S = 0.02
 DRILL_STEPS = 40
 # Growing back takes a node start, a resize check and a worker-group restart (a MaxText
 # cold start, about a minute here): enough steps must be left to see it.
-SCALE_UP_STEPS = 300
+SCALE_UP_STEPS = 150
 # The controller's line for a failure it retries (Ray Train 2.60, FailurePolicy).
 RETRY = "[FailurePolicy] RETRY"
 

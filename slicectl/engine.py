@@ -42,6 +42,9 @@ class Resource:
     custom: bool
     inputs: dict[str, Any]
     provider: str | None = None
+    # Resource options the engine acts on at delete time.
+    protect: bool = False
+    retain_on_delete: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,8 @@ class Resource:
             "parent": self.parent,
             "custom": self.custom,
             "provider": self.provider,
+            "protect": self.protect,
+            "retainOnDelete": self.retain_on_delete,
             "inputs": self.inputs,
         }
 
@@ -161,6 +166,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=_plain(inputs),
                     provider=request.provider.split("::")[-1] or None if request.provider else None,
+                    protect=bool(getattr(request, "protect", False)),
+                    retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                 )
             )
         return response

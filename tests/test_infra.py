@@ -11,6 +11,8 @@ from infra.checkpoints import BUCKET_ROLE, workload_identity_principal
 from slicectl import engine, slices
 
 POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET = "gcp:storage/bucket:Bucket"
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,7 @@ def test_slice_node_pools_match_the_seed(prod, name):
     assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
     assert not cfg["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
     assert cfg["spot"] is False
+    assert "reservationAffinity" not in cfg  # as the seed: GCE's default for on-demand
     assert i["management"]["autoUpgrade"] is False
 
 
@@ -223,3 +226,71 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
         return pulumi.Output.all(pool.node_pool.node_count, pool.node_pool.placement_policy).apply(verify)
 
     check()
+
+
+@pytest.mark.parametrize(
+    ("capacity", "expected"),
+    [
+        (("reservation", "v6e-res", "SPECIFIC"),
+         {"reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                  "key": "compute.googleapis.com/reservation-name", "values": ["v6e-res"]},
+          "spot": False}),
+        (("reservation", None, "ANY"),
+         {"reservationAffinity": {"consumeReservationType": "ANY_RESERVATION"}, "spot": False}),
+        (("flex-start", None, None),
+         {"reservationAffinity": {"consumeReservationType": "NO_RESERVATION"}, "spot": False,
+          "flexStart": True}),
+    ],
+)
+def test_slice_node_pool_capacity(mocks, capacity, expected):
+    """Reservations and flex-start as GKE takes them; flex-start pools start empty and
+    scale to one whole slice."""
+    from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
+    from slicectl.spec import Capacity, Slice
+
+    shape = slices.resolve("v6e", "4x4", "ct6e-standard-4t")
+    cap = Capacity(*capacity)
+
+    @pulumi.runtime.test
+    def check():
+        pool = SliceNodePool("s1", SliceNodePoolArgs(
+            slice=Slice("s1", shape, cap, shape.group_name), cluster_name="c", location="us-east5-b",
+            project="p", version="1.35.2-gke.1842000", node_service_account="n@p.iam.gserviceaccount.com"))
+
+        def verify(_):
+            sent = mocks.inputs["s1"]
+            for key, value in expected.items():
+                assert sent["nodeConfig"][key] == value, key
+            if cap.type == "flex-start":
+                assert "nodeCount" not in sent and sent["initialNodeCount"] == 0
+                assert sent["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": shape.hosts,
+                                               "locationPolicy": "ANY"}
+                assert sent["management"]["autoRepair"] is False
+            else:
+                assert sent["nodeCount"] == shape.hosts and "autoscaling" not in sent
+
+        return pool.node_pool.name.apply(verify)
+
+    check()
+
+
+def test_prod_is_protected_from_deletion_and_dev_is_not(prod, dev):
+    """Pulumi's protect/retainOnDelete, as the engine records them from the registrations."""
+    for r in (prod.one(CLUSTER, "maxtext-tpu"), prod.by_type(BUCKET)[0]):
+        assert r.protect, r.name
+    assert prod.by_type(BUCKET)[0].retain_on_delete
+    assert prod.one(CLUSTER, "maxtext-tpu").inputs["deletionProtection"] is True
+    for r in (*dev.by_type(CLUSTER), *dev.by_type(BUCKET)):
+        assert not r.protect and not r.retain_on_delete, r.name
+    assert dev.by_type(CLUSTER)[0].inputs["deletionProtection"] is False
+
+
+def test_dev_networks_and_bucket_access(dev):
+    nets = {n.name: n.inputs for n in dev.by_type("gcp:compute/network:Network")}
+    assert {i["name"] for i in nets.values()} == {"maxtext-dev-net-1", "maxtext-dev-net-2"}
+    assert all(i["mtu"] == 8896 and i["autoCreateSubnetworks"] is False for i in nets.values())
+    subnets = {s.inputs["name"]: s.inputs["ipCidrRange"] for s in dev.by_type("gcp:compute/subnetwork:Subnetwork")}
+    assert subnets == {"dev-tpu-subnet-1": "10.50.0.0/16", "dev-tpu-subnet-2": "10.60.0.0/16"}
+    (member,) = dev.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert member.inputs["role"] == "roles/storage.objectUser"
+    assert member.inputs["member"].endswith("/subject/ns/default/sa/maxtext-ksa")
