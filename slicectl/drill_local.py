@@ -59,8 +59,11 @@ class LocalDrillOptions:
     scale_up: bool = False
     # Elastic: how often Ray Train looks for room to grow (Ray's default is 60 s).
     resize_interval_s: float = 10.0
-    # Bounds a worker-group start that waits for a node the controller still counts.
-    worker_group_start_timeout_s: float = 20.0
+    # Bounds a worker-group start that waits for a node the controller still counts. Ray's
+    # autoscaling coordinator refreshes its view of the nodes every 20 s (TICK_INTERVAL_S):
+    # above that, one wasted start per preemption; at or below it, often two, each spending
+    # one of the job's max_failures (measured: 20 s here used all 3 of dev's).
+    worker_group_start_timeout_s: float = 30.0
     timeout_s: float = 1800.0
     verbose: bool = False
 

@@ -6,6 +6,7 @@ Pure argument building and parsing: no Ray cluster, no MaxText run (see test_tra
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -152,3 +153,42 @@ def test_committed_checkpoint_steps_ignore_unfinished_saves(tmp_path):
         (tmp_path / name).mkdir()
     assert trainer.committed_checkpoint_steps(str(tmp_path)) == [0, 5]
     assert trainer.committed_checkpoint_steps(str(tmp_path / "missing")) == []
+
+
+def test_script_waits_for_a_stale_configmap_mount_then_runs_the_new_file(tmp_path):
+    """The head's ConfigMap copy may lag the RayJob: the script re-executes the new version."""
+    import hashlib
+    import threading
+
+    script = tmp_path / "maxtext_trainer.py"
+    script.write_text("old")
+    new = "new version"
+    wanted = hashlib.sha256(new.encode()).hexdigest()
+    threading.Timer(0.2, lambda: script.write_text(new)).start()
+    calls = []
+
+    class Exec(Exception):
+        pass
+
+    def execv(exe, argv):  # os.execv never returns
+        calls.append(argv)
+        raise Exec
+
+    with pytest.raises(Exec):
+        trainer.ensure_script_version(wanted, str(script), ["--mode", "elastic"], wait_s=10,
+                                      poll_s=0.05, execv=execv)
+    assert calls[0][1:] == [str(script), "--mode", "elastic"]
+    # Already current: returns at once, no exec.
+    trainer.ensure_script_version(wanted, str(script), [], execv=execv)
+    assert len(calls) == 1
+    with pytest.raises(SystemExit, match="is the trainer ConfigMap applied"):
+        trainer.ensure_script_version("0" * 64, str(script), [], wait_s=0.1, poll_s=0.05)
+
+
+def test_one_slice_groups_drop_the_pods_static_megascale_settings(monkeypatch):
+    monkeypatch.setenv("MEGASCALE_NUM_SLICES", "2")
+    monkeypatch.setenv("MEGASCALE_PORT", "9915")
+    assert trainer.clear_stale_megascale(world_size=8, hosts_per_slice=4) == []  # two slices
+    assert os.environ["MEGASCALE_NUM_SLICES"] == "2"
+    assert trainer.clear_stale_megascale(world_size=4, hosts_per_slice=4) == ["MEGASCALE_NUM_SLICES"]
+    assert "MEGASCALE_NUM_SLICES" not in os.environ and os.environ["MEGASCALE_PORT"] == "9915"

@@ -412,7 +412,8 @@ def test_entrypoint_runs_the_mounted_trainer(prod):
     assert TRAINER_SCRIPT.name in cm["data"]
     for job in spec.jobs:
         argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
-        assert argv == ["python", script, *trainer_argv(spec, job, local=False)]
+        assert argv == ["python", script, "--script-sha256", cm["metadata"]["annotations"][
+            manifests.TRAINER_HASH_ANNOTATION], *trainer_argv(spec, job, local=False)]
 
 
 def test_shared_and_dedicated_jobs(shapes):
@@ -553,3 +554,10 @@ def test_suspended_jobs(prod, shapes):
     s = stack_spec.load("prod", engine.stack_config("prod"))
     dedicated = dataclasses.replace(s.jobs[1], cluster="dedicated")
     assert manifests.ray_job(s, dedicated)["spec"]["suspend"] is True
+
+
+def test_entrypoint_pins_the_script_version_of_its_annotation(prod):
+    for d in [doc(prod, "RayJob", j.name) for j in manifests.declared_jobs(prod.spec)] + prod.held:
+        argv = shlex.split(d["spec"]["entrypoint"])
+        digest = argv[argv.index("--script-sha256") + 1]
+        assert digest == d["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION]

@@ -259,8 +259,9 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
 
 
 def _worker_env(spec: StackSpec, slices: int) -> list[dict[str, str]]:
-    # MEGASCALE_NUM_SLICES is the seed's static value; Ray Train's JaxTrainer overwrites it
-    # (and the coordinator/slice id) per worker group, so an elastic job that shrank is fine.
+    # MEGASCALE_NUM_SLICES is the seed's static value. Ray Train's JaxTrainer overwrites it
+    # (and the coordinator/slice id) only for groups of several slices; for a one-slice group
+    # (an elastic job after a preemption) the trainer drops it (clear_stale_megascale).
     return [
         {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
         {"name": "MEGASCALE_PORT", "value": str(spec.ray.megascale_port)},
@@ -335,8 +336,11 @@ def ray_cluster(spec: StackSpec) -> dict[str, Any]:
     }
 
 
-def entrypoint(spec: StackSpec, job: Job) -> str:
-    argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}", *trainer_argv(spec, job, local=False)]
+def entrypoint(spec: StackSpec, job: Job, source: str | None = None) -> str:
+    # The head mounts the script from a ConfigMap the kubelet refreshes lazily: the script
+    # checks it is the version this RayJob was rendered with before it trains.
+    argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}",
+            "--script-sha256", trainer_sha256(source), *trainer_argv(spec, job, local=False)]
     return shlex.join(argv)
 
 
@@ -356,7 +360,7 @@ def declared_jobs(spec: StackSpec) -> list[Job]:
 def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, Any]:
     """The RayJob for ``job``: on the shared cluster or on its own, deleted after the run."""
     body: dict[str, Any] = {
-        "entrypoint": entrypoint(spec, job),
+        "entrypoint": entrypoint(spec, job, source),
         # A Kubernetes Job runs `ray job submit`; its retries are KubeRay's to manage.
         "submissionMode": "K8sJobMode",
         "activeDeadlineSeconds": job.active_deadline_seconds,

@@ -85,6 +85,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--name", required=True, help="Ray Train run name")
     p.add_argument("--storage-path", required=True, help="Ray Train run storage")
     p.add_argument("--local", action="store_true", help="CPU: tiny model, one worker per node")
+    p.add_argument("--script-sha256", default=None,
+                   help="the sha256 this script must have: on a ConfigMap mount, wait for the "
+                        "kubelet to refresh a stale copy and re-run the new one")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     args = p.parse_args(own)
@@ -137,7 +140,58 @@ def num_workers(args: argparse.Namespace) -> int | tuple[int, int]:
     return args.slices * h
 
 
+# --------------------------------------------------------------------------- script version
+
+# How long to wait for a ConfigMap mount to show the script a RayJob was rendered with:
+# the kubelet refreshes mounted ConfigMaps on its sync period (about a minute by default).
+SCRIPT_REFRESH_WAIT_S = 300.0
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def ensure_script_version(expected: str, path: str, argv: list[str],
+                          wait_s: float = SCRIPT_REFRESH_WAIT_S, poll_s: float = 5.0,
+                          execv=os.execv) -> None:
+    """Return if this script is the ``expected`` one; else wait for the mount to catch up and
+    exec the new file with the same arguments, or fail naming both hashes."""
+    running = file_sha256(path)
+    if running == expected:
+        return
+    print(f"maxtext_trainer: {path} is sha256 {running[:12]}, the job wants {expected[:12]}: "
+          "waiting for the ConfigMap mount to refresh", flush=True)
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        time.sleep(poll_s)
+        if file_sha256(path) == expected:
+            execv(sys.executable, [sys.executable, path, *argv])
+    raise SystemExit(f"maxtext_trainer: {path} still has sha256 {file_sha256(path)[:12]} after "
+                     f"{wait_s:.0f} s, not {expected[:12]}: is the trainer ConfigMap applied?")
+
+
 # --------------------------------------------------------------------------- workers
+
+# Multislice coordination that the pods carry statically (as the seed's manifest does).
+MEGASCALE_KEYS = ("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID")
+
+
+def clear_stale_megascale(world_size: int, hosts_per_slice: int) -> list[str]:
+    """On a one-slice worker group (an elastic job after a preemption) drop MEGASCALE_*.
+
+    Ray Train sets these per worker only when the group spans several slices; a pod's
+    static ``MEGASCALE_NUM_SLICES=2`` would otherwise make libtpu wait for a second slice
+    that is gone. Called before MaxText first touches the TPU backend.
+    """
+    if world_size > hosts_per_slice:
+        return []
+    dropped = [k for k in MEGASCALE_KEYS if k in os.environ]
+    for k in dropped:
+        del os.environ[k]
+    return dropped
 
 
 def committed_checkpoint_steps(checkpoint_dir: str) -> list[int]:
@@ -197,6 +251,8 @@ def train_loop_per_worker(config: dict) -> None:
         _init_local_jax_distributed()
     rank = ray.train.get_context().get_world_rank()
     world = ray.train.get_context().get_world_size()
+    if not local and (dropped := clear_stale_megascale(world, config["hosts_per_slice"])):
+        print(f"rank {rank}: one slice in this worker group, dropped {dropped}", flush=True)
     delay = config["step_delay"]
     seen: dict = {"start_step": None, "last_step": None, "loss": None, "steps_run": 0, "cfg": None}
 
@@ -318,7 +374,7 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
         train_loop_per_worker=train_loop_per_worker,
         train_loop_config={
             "base_yml": base_yml, "settings": settings, "local": args.local,
-            "step_delay": args.step_delay,
+            "step_delay": args.step_delay, "hosts_per_slice": args.hosts_per_slice,
         },
         scaling_config=scaling,
         run_config=RunConfig(
@@ -330,6 +386,8 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
 
 def main(argv: list[str]) -> int:
     args, rest = parse_args(argv)
+    if args.script_sha256:
+        ensure_script_version(args.script_sha256, os.path.abspath(__file__), argv)
     base_yml, settings = split_maxtext(rest)
     if base_yml is not None:
         base_yml = os.path.abspath(base_yml)  # the workers resolve it from another cwd
