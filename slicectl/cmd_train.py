@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true",
                    help="run on a local CPU Ray cluster (the cluster runs jobs as RayJobs)")
     p.add_argument("--slices", type=int, default=None,
-                   help="local slice nodes (default: the job's slices, its maximum if elastic)")
+                   help="local slice nodes (default: the job's slices, its maximum if elastic, "
+                        "and at least 2 so the multi-process SPMD path runs)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the job's)")
     p.add_argument("--checkpoint-period", type=int, default=None,
                    help="steps between checkpoints (default: the job's)")
@@ -66,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     except (stack_spec.SpecError, ValueError) as e:
         print(e)
         return 2
-    slices = args.slices or job.slices
+    # One local node per slice and one worker per node: a one-slice job (dev's, two hosts
+    # on TPU) still trains on two processes here, as its hosts do on the slice.
+    slices = args.slices or max(job.slices, 2)
     if slices < 1:
         print("--slices must be at least 1")
         return 2

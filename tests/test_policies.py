@@ -289,7 +289,7 @@ def test_every_rule_has_a_failing_case():
     assert {c[0] for c in FAILING} == {r.name for r in registry.RULES}
 
 
-@pytest.mark.parametrize("stack", ["prod", "dev", "prod-70b", "prod-elastic"])
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic"])
 @pytest.mark.parametrize("rule", [r.name for r in registry.RULES])
 def test_rule_passes_rendering(renderings, stack, rule):
     assert _messages(_resources(renderings, stack), _env(renderings, stack), rule) == []
@@ -306,7 +306,7 @@ def test_rule_fails_on_one_changed_field(renderings, rule, stack, mutate, config
     assert any(expected in m for m in messages), messages
 
 
-@pytest.mark.parametrize("stack", ["prod", "dev", "prod-70b", "prod-elastic"])
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic"])
 def test_whole_rendering_has_no_mandatory_violation(renderings, stack):
     found = offline.evaluate(renderings[stack])
     assert [v for v in found if v.mandatory] == []

@@ -266,6 +266,11 @@ class _Job:
     def replicas(self) -> int:
         return as_int(get(self.group, "replicas", 0)) or 0
 
+    @property
+    def max_replicas(self) -> int:
+        """What the group may grow to (an autoscaling group's maxReplicas), else replicas."""
+        return max(self.replicas, as_int(get(self.group, "maxReplicas", 0)) or 0)
+
     def slice_range(self) -> tuple[int | None, int | None]:
         if not self.call:
             return None, None
@@ -331,7 +336,7 @@ def rayjob_elastic_range(resources: Sequence[Res], ctx: Context) -> Violations:
         if lo > hi:
             out.append((j.res, f"RayJob {j.name}: --min-slices {lo} > --max-slices {hi}"))
         if j.shape is not None:
-            available = min(j.replicas, sum(1 for _, s in pools if s.key == j.shape.key))
+            available = min(j.max_replicas, sum(1 for _, s in pools if s.key == j.shape.key))
             if hi > available:
                 out.append((j.res, f"RayJob {j.name}: --max-slices is {hi} but only "
                                    f"{available} {j.shape.pod_type} slice(s) are available"))
