@@ -73,7 +73,11 @@ class GkeCluster(pulumi.ComponentResource):
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 ),
                 networking_mode="VPC_NATIVE",
-                ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
+                # Pinned where the spec says: GKE would pick without seeing the DCN VPCs.
+                ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                    cluster_ipv4_cidr_block=c.pod_cidr,
+                    services_ipv4_cidr_block=c.service_cidr,
+                ),
                 datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2
                 workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                     workload_pool=f"{args.project}.svc.id.goog",

@@ -84,10 +84,13 @@ RULES: tuple[Rule, ...] = (
     _r("subnets-no-overlap", "Subnet ranges overlap neither each other nor the cluster's "
        "(or reserved) ranges.",
        MANDATORY, STACK, stack.dcn_subnets_no_overlap,
-       "Pick disjoint private CIDRs for network.secondary[*].cidr, away from the cluster's pod "
-       "and service ranges.",
+       "Pick disjoint private CIDRs for network.secondary[*].cidr, and pin the cluster's pod and "
+       "service ranges (cluster.podCidr, cluster.serviceCidr) away from them.",
        {"reservedRanges": {**_STRINGS, "default": [],
-                           "description": "CIDRs already used elsewhere (e.g. the cluster VPC)."}}),
+                           "description": "CIDRs already used elsewhere (e.g. the cluster VPC)."},
+        "requirePinnedClusterRanges": {"type": "boolean", "default": True,
+                                       "description": "With DRANET, the cluster's pod and service "
+                                                      "ranges must be pinned, not left to GKE."}}),
     # ---------------------------------------------------------------- Ray worker groups
     _r("ray-worker-hosts-match-topology", "A Ray TPU worker group's numOfHosts equals the "
        "hosts of the topology in its node selector.",

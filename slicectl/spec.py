@@ -83,6 +83,10 @@ class Cluster:
     system_machine_type: str
     system_node_count: int
     deletion_protection: bool
+    # Pod and service ranges (VPC-native). GKE picks them when unset, seeing only the
+    # cluster's own VPC, not the secondary DCN VPCs whose subnets pods also reach.
+    pod_cidr: str | None = None
+    service_cidr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -573,12 +577,22 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
         system_machine_type=r.get(c_obj, c_key, "systemMachineType", str, "n1-standard-16"),
         system_node_count=r.get(c_obj, c_key, "systemNodeCount", int, 1, check=_positive),
         deletion_protection=r.get(c_obj, c_key, "deletionProtection", bool, prod),
+        pod_cidr=r.get(c_obj, c_key, "podCidr", str, None, check=_cidr),
+        service_cidr=r.get(c_obj, c_key, "serviceCidr", str, None, check=_cidr),
     )
     r.unknown_keys(c_obj, c_key)
     if prod and cluster.deletion_protection is False:
         r.fail(f"{c_key}.deletionProtection", False, "a production cluster keeps deletion protection on")
 
     mtu, networks = _networks(r, _object(r, config, f"{ns}:network", required=False), f"{ns}:network", cluster.name)
+    cluster_ranges = [(f"{c_key}.{k}", v) for k, v in (("podCidr", cluster.pod_cidr),
+                                                       ("serviceCidr", cluster.service_cidr)) if v]
+    for i, (key, cidr) in enumerate(cluster_ranges):
+        net = ipaddress.ip_network(cidr)
+        others = cluster_ranges[:i] + [(f"{ns}:network.secondary[{j}].cidr", n.cidr) for j, n in enumerate(networks)]
+        for other_key, other in others:
+            if net.overlaps(ipaddress.ip_network(other)):
+                r.fail(key, cidr, f"overlaps {other} at {other_key}")
     before = len(r.problems)
     slice_list = _slices(r, _object(r, config, f"{ns}:slices"), f"{ns}:slices")
     slices_ok = len(r.problems) == before

@@ -294,3 +294,9 @@ def test_dev_networks_and_bucket_access(dev):
     (member,) = dev.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert member.inputs["role"] == "roles/storage.objectUser"
     assert member.inputs["member"].endswith("/subject/ns/default/sa/maxtext-ksa")
+
+
+def test_cluster_pins_pod_and_service_ranges(prod):
+    policy = prod.one(CLUSTER, "maxtext-tpu").inputs["ipAllocationPolicy"]
+    assert policy == {"clusterIpv4CidrBlock": prod.spec.cluster.pod_cidr,
+                      "servicesIpv4CidrBlock": prod.spec.cluster.service_cidr}

@@ -156,6 +156,9 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("subnets-no-overlap", "prod",
      lambda rs: _cluster(rs).update(ipAllocationPolicy={"clusterIpv4CidrBlock": "10.48.0.0/14"}),
      None, "overlaps subnet tpu-subnet-1 10.50.0.0/16"),
+    ("subnets-no-overlap", "dev",
+     lambda rs: _cluster(rs).update(ipAllocationPolicy={}), None,
+     "leaves ipAllocationPolicy.clusterIpv4CidrBlock and servicesIpv4CidrBlock to GKE"),
     ("subnets-no-overlap", "prod", lambda rs: None,
      {"subnets-no-overlap": {"reservedRanges": ["10.60.0.0/20"]}},
      "reserved range 10.60.0.0/20 overlaps subnet tpu-subnet-2 10.60.0.0/16"),
@@ -508,3 +511,11 @@ def test_slicectl_preview_runs_the_pack_and_fails_on_a_mandatory_violation(tmp_p
     assert doc["passed"] is False and {v["rule"] for v in doc["violations"]} == {"allowed-locations"}
     assert cli.main(["preview", "--stack", "prod", "--out", str(out), "--format", "markdown"]) == 0
     assert f"All {len(registry.RULES)} rules pass." in capsys.readouterr().out
+
+
+def test_unpinned_cluster_ranges_can_be_allowed_by_pack_config(renderings):
+    resources = _resources(renderings, "prod")
+    _cluster(resources)["ipAllocationPolicy"] = {}
+    assert _messages(resources, "prod", "subnets-no-overlap")
+    allow = {"subnets-no-overlap": {"requirePinnedClusterRanges": False}}
+    assert _messages(resources, "prod", "subnets-no-overlap", allow) == []

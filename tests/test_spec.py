@@ -312,3 +312,10 @@ def test_job_names_are_unique_and_elastic_jobs_take_ranges():
 def test_names_are_dns_labels():
     msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(name="V6E_16")))
     assert f'{NS}:slices[0].name = "V6E_16": must be a lowercase DNS label' in msg
+
+
+def test_cluster_ranges_stay_off_the_dcn_subnets():
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(podCidr="10.48.0.0/14")))
+    assert f'{NS}:cluster.podCidr = "10.48.0.0/14": overlaps 10.50.0.0/16 at {NS}:network.secondary[0].cidr' in msg
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(serviceCidr="10.100.0.0/20")))
+    assert "overlaps 10.100.0.0/14" in msg

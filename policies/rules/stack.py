@@ -103,9 +103,20 @@ def dcn_subnets_no_overlap(resources: Sequence[Res], ctx: Context) -> Violations
         for sec in items(get(r.props, "secondaryIpRanges", [])):
             if cidr := get(sec, "ipCidrRange"):
                 ranges.append((r, f"{label} range {get(sec, 'rangeName', '?')}", str(cidr)))
-    ranges += _cluster_ranges(resources)
+    cluster_ranges = _cluster_ranges(resources)
+    ranges += cluster_ranges
     ranges += [(None, "reserved range", str(c)) for c in ctx.config.get("reservedRanges", [])]
     out: Violations = []
+    if ctx.config.get("requirePinnedClusterRanges", True) and _dranet_used(resources):
+        # Pods hold an address from the pod range and one per DCN subnet: GKE picks unpinned
+        # ranges seeing only the cluster's VPC, and may land on a DCN subnet.
+        for r in _of(resources, CLUSTER):
+            pinned = {label.rsplit(".", 1)[-1] for res, label, _ in cluster_ranges if res is r}
+            missing = [k for k in ("clusterIpv4CidrBlock", "servicesIpv4CidrBlock") if k not in pinned]
+            if missing:
+                out.append((r, f"cluster {get(r.props, 'name', r.name)} leaves "
+                               f"ipAllocationPolicy.{' and '.join(missing)} to GKE, which cannot see the "
+                               "secondary DCN networks' subnets; pin them (cluster.podCidr, cluster.serviceCidr)"))
     parsed = []
     for r, label, cidr in ranges:
         try:
