@@ -100,6 +100,17 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is still a process (a reaped child is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _kill_tree(proc: subprocess.Popen, sig: int) -> None:
     """Signal the process group we created for ``proc`` and any descendant that left it."""
     pids = _descendants(proc.pid) if proc.poll() is None else []

@@ -9,7 +9,6 @@ it judges with (checkpoint directories, job choice, option checks, log lines).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,6 +27,7 @@ from slicectl.drill_local import (
     corrupt_checkpoints,
     pick_job,
 )
+from slicectl.localray import pid_alive
 
 
 def _spec(stack: str) -> stack_spec.StackSpec:
@@ -81,14 +81,6 @@ def test_timeline_reads_ray_trains_failure_lines():
     assert t.last_step() == 6
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.slow
 def test_local_drill_kills_a_slice_node_and_training_resumes_from_the_checkpoint():
     dev = _spec("dev")
@@ -116,6 +108,6 @@ def test_local_drill_kills_a_slice_node_and_training_resumes_from_the_checkpoint
         assert written["ok"] is True and written["restored_step"] == report.restored_step
         # Every process the drill started is gone (killed node, survivors, head, drivers).
         pids = [n.pid for n in drill.cluster.nodes] + [d.proc.pid for d in drill.drivers]
-        assert pids and not any(_alive(p) for p in pids)
+        assert pids and not any(pid_alive(p) for p in pids)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

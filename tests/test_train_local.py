@@ -4,7 +4,6 @@ MaxText on CPU (tiny model). Nothing is mocked."""
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from slicectl.cmd_train import ROOT, load_job, train_local
 from slicectl.local_train import parse_line
+from slicectl.localray import pid_alive
 
 
 def test_parse_line_reads_progress_through_rays_prefixes():
@@ -21,14 +21,6 @@ def test_parse_line_reads_progress_through_rays_prefixes():
     assert parse_line(line) == ("progress", {"event": "step", "t": 1.0, "world": 2, "step": 4})
     assert parse_line('slicectl-result {"ok": true}') == ("result", {"ok": True})
     assert parse_line("completed step: 3, seconds: 0.1") is None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.slow
@@ -56,6 +48,6 @@ def test_train_local_dev_two_slices_trains_and_checkpoints():
         assert summary["world_size"] == 2
         assert summary["result"]["ok"] is True
         # Every process the cluster started is gone.
-        assert summary["node_pids"] and not any(_alive(p) for p in summary["node_pids"])
+        assert summary["node_pids"] and not any(pid_alive(p) for p in summary["node_pids"])
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
