@@ -162,12 +162,14 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, RESOURCE, safety.bucket_protected_in_prod,
        "Keep storage.protected true for prod: forceDestroy=false, deletionPolicy=PREVENT "
        "(and Pulumi protect/retainOnDelete)."),
-    _r("iam-bucket-scoped", "Storage roles are bound on the bucket, never project-wide, "
-       "never public.",
+    _r("iam-bucket-scoped", "Storage roles are bound on the bucket with object access only, "
+       "never project-wide, never public.",
        MANDATORY, RESOURCE, safety.iam_bucket_scoped,
        "Grant roles/storage.objectUser with gcp.storage.BucketIAMMember on the checkpoint "
        "bucket to the workload identity principal.",
-       {"projectWideForbiddenRoles": {**_STRINGS, "default": safety.DEFAULT_FORBIDDEN_ROLES,
+       {"bucketAllowedRoles": {**_STRINGS, "default": safety.DEFAULT_BUCKET_ROLES,
+                               "description": "Roles a bucket binding may grant (least privilege)."},
+        "projectWideForbiddenRoles": {**_STRINGS, "default": safety.DEFAULT_FORBIDDEN_ROLES,
                                       "description": "Project roles forbidden besides "
                                                      "roles/storage.*."}}),
     _r("no-service-account-keys", "No service-account or HMAC keys.",

@@ -256,6 +256,10 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
          member="allUsers"), None,
      "IAM grants roles/storage.objectUser to ['allUsers']: public"),
+    ("iam-bucket-scoped", "dev",
+     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
+         role="roles/storage.admin"), None,
+     "IAM grants roles/storage.admin: more than reading and writing checkpoints needs"),
     ("no-service-account-keys", "prod", _key_resource, None,
      "service-account key for maxtext-tpu-nodes"),
     ("ray-head-not-public", "prod",

@@ -94,10 +94,17 @@ def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> lis
         members = {str(get(props, "member", ""))} | {str(m) for m in items(get(props, "members"))}
         if public := sorted(members & _PUBLIC_MEMBERS):
             return [f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {public}: public"]
+        allowed = ctx.config.get("bucketAllowedRoles", DEFAULT_BUCKET_ROLES)
+        if role and role not in allowed:
+            return [f"bucket {get(props, 'bucket', '?')} IAM grants {role}: more than reading and "
+                    f"writing checkpoints needs; allowed: {', '.join(allowed)}"]
     return []
 
 
 DEFAULT_FORBIDDEN_ROLES = ["roles/owner", "roles/editor"]
+# Object access only: training reads and writes checkpoints, it never administers the bucket.
+DEFAULT_BUCKET_ROLES = ["roles/storage.objectUser", "roles/storage.objectViewer",
+                        "roles/storage.objectCreator"]
 
 _KEY_TYPES = {
     "gcp:serviceaccount/key:Key": "service-account key",
