@@ -5,9 +5,11 @@ Run: ``uv run python benchmarks/drill.py [--stack prod] [--scale-up]``. Each dri
 prints both reports side by side and writes them to ``build/bench-drill/``. Asserts
 nothing: these are the figures the elastic design has to beat.
 
-The multislice job cannot shrink: the kill fails it and the drill resubmits it at once
-on a replacement node, which is its best case (on GKE it waits for the whole slice's
-capacity to come back).
+The multislice job cannot shrink: the kill fails it and the drill resubmits it on a
+replacement node, at once by default, which is its best case (on GKE it waits for the
+whole slice's capacity to come back: ``--capacity-back-after SECONDS`` models that). The
+elastic job pays one worker-group start that waits for the dead node (Ray's resource view
+lags) and a MaxText cold start, but never waits for capacity.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def main() -> None:
     p.add_argument("--checkpoint-period", type=int, default=5)
     p.add_argument("--step-delay", type=float, default=0.5)
     p.add_argument("--scale-up", action="store_true", help="elastic: also time the scale-up")
+    p.add_argument("--capacity-back-after", type=float, default=0.0,
+                   help="multislice: seconds until the lost slice's capacity returns and the job "
+                        "is resubmitted (default 0: its best case)")
     args = p.parse_args()
     spec = stack_spec.load(args.stack, engine.stack_config(args.stack))
     reports = []
@@ -41,7 +46,8 @@ def main() -> None:
         # Both jobs run the same number of steps, so steps run and goodput compare.
         steps = args.steps or (SCALE_UP_STEPS if args.scale_up else DRILL_STEPS)
         opts = LocalDrillOptions(steps=steps, checkpoint_period=args.checkpoint_period,
-                                 step_delay=args.step_delay, scale_up=scale_up)
+                                 step_delay=args.step_delay, scale_up=scale_up,
+                                 resubmit_delay_s=args.capacity_back_after)
         run_dir = ROOT / "build" / "bench-drill" / ("e" if job.elastic else "m")
         drill = LocalDrill(spec, job, run_dir, opts)
         reports.append(drill.run())

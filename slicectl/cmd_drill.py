@@ -48,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="seconds for the whole local drill (default 1800)")
     local.add_argument("--run-dir", type=Path, default=None,
                        help="cluster, logs and checkpoints (default build/<stack>/drill-<time>)")
+    local.add_argument("--capacity-back-after", type=float, default=0.0,
+                       help="multislice job: seconds until the lost slice returns and the job is "
+                            "resubmitted (default 0)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")

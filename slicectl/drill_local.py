@@ -65,6 +65,9 @@ class LocalDrillOptions:
     # one of the job's max_failures (measured: 20 s here used all 3 of dev's).
     worker_group_start_timeout_s: float = 30.0
     timeout_s: float = 1800.0
+    # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
+    # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
+    resubmit_delay_s: float = 0.0
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -133,6 +136,10 @@ class _Timeline:
     def steps_after(self, t: float) -> list[tuple[float, int, int]]:
         with self.lock:
             return [s for s in self.steps if s[0] >= t]
+
+    def steps_before(self, t: float) -> list[tuple[float, int, int]]:
+        with self.lock:
+            return [s for s in self.steps if s[0] < t]
 
     def failure_after(self, t: float) -> float | None:
         with self.lock:
@@ -293,6 +300,9 @@ class LocalDrill:
             r.detect_s = round(failure - t_kill, 1)
             self.say(f"failure detected {r.detect_s} s after the kill")
         if not self.job.elastic:
+            if self.opts.resubmit_delay_s:
+                self.say(f"waiting {self.opts.resubmit_delay_s:.0f} s for the slice's capacity to come back")
+                time.sleep(self.opts.resubmit_delay_s)
             self.cluster.add_node()
             self._start_driver()
         t_start, start_step, world = self._wait(
@@ -305,8 +315,12 @@ class LocalDrill:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)
             r.notes.append("detection time taken from the restart (no failure line in the log)")
-        if r.restored_step is not None and r.kill_step is not None:
-            r.steps_lost = max(0, r.kill_step - r.restored_step)
+        # Survivors may finish a step or two after the kill before the group is torn down:
+        # every step past the restored checkpoint and before the restart is redone.
+        before_restart = [s[1] for s in self.timeline.steps_before(t_start)]
+        last_before = max(before_restart, default=r.kill_step)
+        if r.restored_step is not None and last_before is not None:
+            r.steps_lost = max(0, last_before - r.restored_step)
         self.say(f"resumed on {world} worker(s) from checkpoint {r.restored_step}: first step "
                  f"{first[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone)")
 
@@ -402,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
         kill_after_step=args.kill_after_step, kill_node=args.kill_node,
         kill_during_save=args.kill_during_save, scale_up=args.scale_up,
         timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+        resubmit_delay_s=args.capacity_back_after,
     )
     try:
         drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
