@@ -111,3 +111,26 @@ def test_local_drill_kills_a_slice_node_and_training_resumes_from_the_checkpoint
         assert pids and not any(pid_alive(p) for p in pids)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_local_drill_multislice_job_fails_and_resumes_when_resubmitted():
+    """The fixed-size job cannot shrink: the kill fails it; resubmitted on a replacement node it
+    restores the same checkpoint (the figure the elastic job is compared with)."""
+    prod = _spec("prod")
+    job = pick_job(prod, "llama3-8b-multislice")
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="tm-", dir=ROOT / "build"))
+    opts = LocalDrillOptions(steps=15, checkpoint_period=5, step_delay=0.3, timeout_s=1200)
+    try:
+        drill = LocalDrill(prod, job, run_dir, opts)
+        report = drill.run()
+        assert report.ok, report.notes
+        assert not report.elastic and len(drill.drivers) == 2  # failed, then resubmitted
+        assert drill.drivers[0].proc.returncode != 0 and drill.drivers[1].proc.returncode == 0
+        assert report.restored_step is not None and report.restored_step > 0
+        assert report.final_step == opts.steps - 1
+        assert report.steps_run == opts.steps + report.steps_lost
+        assert any("resubmitted" in n for n in report.notes)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
