@@ -127,10 +127,11 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, STACK, stack.rayjob_maxtext_mesh,
        "Make the product of jobs[*].ici equal chips per slice and of jobs[*].dcn the slice "
        "count (or leave one axis -1)."),
-    _r("rayjob-spot-elastic", "Jobs on Spot slices are elastic, retry (max failures >= 1) "
-       "and checkpoint to the bucket.",
+    _r("rayjob-spot-elastic", "Jobs on Spot slices are elastic, retry (max failures >= "
+       f"{stack_spec.MIN_ELASTIC_MAX_FAILURES}) and checkpoint to the bucket.",
        MANDATORY, STACK, stack.rayjob_spot_elastic,
-       "Use mode: elastic with maxFailures >= 1, base_output_directory on the GCS FUSE "
+       f"Use mode: elastic with maxFailures >= {stack_spec.MIN_ELASTIC_MAX_FAILURES}, "
+       "base_output_directory on the GCS FUSE "
        "bucket mount, and a checkpointPeriod shorter than steps."),
     _r("rayjob-bounded", "A RayJob has a deadline, and a job-owned cluster shuts down after "
        "the job.",

@@ -273,6 +273,18 @@ def _dns(value: str) -> str | None:
     return None
 
 
+# One preemption spends two of Ray Train's failures: the lost worker, and the restart that
+# still counts the lost slice (Ray's resource view lags) and times out. Measured by the drill.
+MIN_ELASTIC_MAX_FAILURES = 2
+
+
+def _elastic_failures(value: int) -> str | None:
+    if value >= MIN_ELASTIC_MAX_FAILURES:
+        return None
+    return (f"must be at least {MIN_ELASTIC_MAX_FAILURES}: one preemption spends two (the lost "
+            "worker, and a restart that times out waiting for the lost slice)")
+
+
 def _positive(value: int) -> str | None:
     return None if value >= 1 else "must be at least 1"
 
@@ -466,7 +478,7 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
         if mode == "elastic":
             max_s = r.get(obj, k, "maxSlices", int, available, check=_positive)
             min_s = r.get(obj, k, "minSlices", int, 1, check=_positive)
-            max_failures = r.get(obj, k, "maxFailures", int, 3, check=_positive)
+            max_failures = r.get(obj, k, "maxFailures", int, 3, check=_elastic_failures)
             if "slices" in obj:
                 r.fail(f"{k}.slices", obj["slices"], "elastic jobs take minSlices and maxSlices")
         else:

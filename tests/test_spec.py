@@ -319,3 +319,8 @@ def test_cluster_ranges_stay_off_the_dcn_subnets():
     assert f'{NS}:cluster.podCidr = "10.48.0.0/14": overlaps 10.50.0.0/16 at {NS}:network.secondary[0].cidr' in msg
     msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(serviceCidr="10.100.0.0/20")))
     assert "overlaps 10.100.0.0/14" in msg
+
+
+def test_elastic_jobs_budget_two_failures_per_preemption():
+    msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[2].update(maxFailures=1)))
+    assert f"{NS}:jobs[2].maxFailures = 1: must be at least 2: one preemption spends two" in msg

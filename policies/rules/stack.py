@@ -393,10 +393,11 @@ def rayjob_spot_elastic(resources: Sequence[Res], ctx: Context) -> Violations:
         if not j.elastic:
             out.append((j.res, f"RayJob {j.name} runs on Spot {j.shape.pod_type} slices but is "
                                f"{j.call.flags.get('--mode')}: a preemption fails it"))
-        if (j.call.int_flag("--max-failures") or 0) < 1:
+        if (j.call.int_flag("--max-failures") or 0) < stack_spec.MIN_ELASTIC_MAX_FAILURES:
             out.append((j.res, f"RayJob {j.name} runs on Spot slices with --max-failures "
-                               f"{j.call.flags.get('--max-failures', 0)}: no retry after a "
-                               "preemption"))
+                               f"{j.call.flags.get('--max-failures', 0)}: one preemption spends "
+                               f"{stack_spec.MIN_ELASTIC_MAX_FAILURES} (the lost worker and a "
+                               "restart that waits for the lost slice)"))
         outdir = j.call.maxtext.get("base_output_directory", "")
         mounts = _bucket_mounts(get(j.group, "template.spec", {}), buckets)
         on_bucket = outdir.startswith("gs://") or any(
