@@ -150,7 +150,7 @@ class LocalDrill:
     """One drill: ``LocalDrill(spec, job, run_dir, options).run()`` -> :class:`DrillReport`."""
 
     def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions):
-        if options.slices < 2 and not options.scale_up:
+        if options.slices < 2:
             raise ValueError("a local drill needs at least 2 slice nodes (one is killed)")
         self.spec, self.job, self.opts = spec, job, options
         self.run_dir = Path(run_dir).resolve()
@@ -180,14 +180,15 @@ class LocalDrill:
 
     # ------------------------------------------------------------------ waiting
 
-    def _wait(self, what: str, ready, deadline: float):
-        """Poll ``ready()`` until it returns something truthy; fail on timeout or a dead driver."""
+    def _wait(self, what: str, ready, deadline: float, driver_may_exit: bool = False):
+        """Poll ``ready()`` until it returns something truthy; fail on timeout, or when the
+        driver exits first (unless that is what is awaited)."""
         while True:
             value = ready()
             if value:
                 return value
             driver = self.drivers[-1] if self.drivers else None
-            if driver is not None and driver.proc.poll() is not None and what != "driver exit":
+            if driver is not None and driver.proc.poll() is not None and not driver_may_exit:
                 value = ready()  # the driver's last lines may have just arrived
                 if value:
                     return value
@@ -287,7 +288,7 @@ class LocalDrill:
         else:
             # A fixed-size job cannot shrink: it fails, and is resubmitted once its slices are back.
             driver = self.drivers[-1]
-            self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline)
+            self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline, driver_may_exit=True)
             driver.wait(timeout=10)
             self.say(f"job failed as a fixed-size job must (driver exit {driver.proc.returncode}); "
                      "replacing the node and resubmitting")
@@ -342,7 +343,7 @@ class LocalDrill:
     def _finish(self, deadline: float) -> None:
         r = self.report
         driver = self.drivers[-1]
-        self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline)
+        self._wait("driver exit", lambda: driver.proc.poll() is not None, deadline, driver_may_exit=True)
         driver.wait(timeout=10)
         done = self.timeline.done or {}
         r.final_step = done.get("final_step")
