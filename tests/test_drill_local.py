@@ -134,3 +134,34 @@ def test_local_drill_multislice_job_fails_and_resumes_when_resubmitted():
         assert any("resubmitted" in n for n in report.notes)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_cli_flags_reach_the_drill(monkeypatch, tmp_path, capsys):
+    """Flag to option mapping only: ``LocalDrill.run`` is replaced (the real drill is the slow
+    test above); the report it returns goes through the CLI's printing and JSON writing."""
+    from slicectl import drill_local
+    from slicectl.drill_report import DrillReport
+
+    seen = {}
+
+    def fake_run(self):
+        seen["opts"], seen["job"] = self.opts, self.job.name
+        return DrillReport(target="local:prod/x", job=self.job.name, elastic=False, ok=True)
+
+    monkeypatch.setattr(drill_local.LocalDrill, "run", fake_run)
+    report = tmp_path / "r.json"
+    code = cli.main(["drill", "--local", "--stack", "prod", "--job", "llama3-8b-multislice",
+                     "--slices", "3", "--steps", "12", "--checkpoint-period", "4", "--step-delay", "0",
+                     "--kill-after-step", "6", "--kill-node", "0", "--kill-during-save",
+                     "--capacity-back-after", "30", "--run-dir", str(tmp_path / "run"),
+                     "--report", str(report)])
+    assert code == 0
+    o = seen["opts"]
+    assert seen["job"] == "llama3-8b-multislice"
+    assert (o.slices, o.steps, o.checkpoint_period, o.step_delay) == (3, 12, 4, 0.0)
+    assert (o.kill_after_step, o.kill_node, o.kill_during_save, o.resubmit_delay_s) == (6, 0, True, 30.0)
+    assert json.loads(report.read_text())["ok"] is True
+    assert re.search(r"^result\s+recovered$", capsys.readouterr().out, re.M)
+    # Defaults: 40 steps, 150 with --scale-up.
+    cli.main(["drill", "--local", "--stack", "dev", "--scale-up", "--run-dir", str(tmp_path / "r2")])
+    assert seen["opts"].steps == drill_local.SCALE_UP_STEPS and seen["job"] == "llama3-8b-elastic"
