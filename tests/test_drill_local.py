@@ -9,6 +9,7 @@ it judges with (checkpoint directories, job choice, option checks, log lines).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
