@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slicectl import engine
 from slicectl import spec as stack_spec
-from slicectl.drill_local import DRILL_STEPS, SCALE_UP_STEPS, LocalDrill, LocalDrillOptions
+from slicectl.drill_local import LocalDrill, LocalDrillOptions, default_steps
 from slicectl.drill_report import side_by_side
 from workloads.trainer_args import find_job
 
@@ -44,7 +44,7 @@ def main() -> None:
     for name, scale_up in ((args.elastic_job, args.scale_up), (args.multislice_job, False)):
         job = find_job(spec, name)
         # Both jobs run the same number of steps, so steps run and goodput compare.
-        steps = args.steps or (SCALE_UP_STEPS if args.scale_up else DRILL_STEPS)
+        steps = args.steps or default_steps(args.scale_up)
         opts = LocalDrillOptions(steps=steps, checkpoint_period=args.checkpoint_period,
                                  step_delay=args.step_delay, scale_up=scale_up,
                                  resubmit_delay_s=args.capacity_back_after)

@@ -43,6 +43,10 @@ SCALE_UP_STEPS = 150
 RETRY = "[FailurePolicy] RETRY"
 
 
+def default_steps(scale_up: bool) -> int:
+    return SCALE_UP_STEPS if scale_up else DRILL_STEPS
+
+
 class DrillFailed(RuntimeError):
     """The drill could not go on (timeout, a run that ended early): the report says how far."""
 
@@ -72,7 +76,7 @@ class LocalDrillOptions:
 
     def __post_init__(self) -> None:
         if not self.steps:
-            object.__setattr__(self, "steps", SCALE_UP_STEPS if self.scale_up else DRILL_STEPS)
+            object.__setattr__(self, "steps", default_steps(self.scale_up))
 
     def kill_step(self) -> int:
         if self.kill_after_step is not None:
@@ -152,6 +156,11 @@ class LocalDrill:
     def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions):
         if options.slices < 2:
             raise ValueError("a local drill needs at least 2 slice nodes (one is killed)")
+        if options.checkpoint_period < 1 or options.step_delay < 0:
+            raise ValueError("--checkpoint-period must be at least 1 and --step-delay 0 or more")
+        if options.steps <= options.kill_step() + 1:
+            raise ValueError(f"--steps {options.steps} leaves nothing to resume: the kill comes after "
+                             f"step {options.kill_step()}; use more steps")
         self.spec, self.job, self.opts = spec, job, options
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
@@ -161,6 +170,7 @@ class LocalDrill:
         self.t0 = time.time()
         self.cluster = None
         self.drivers: list = []
+        self._committed_at_kill: list[int] = []
 
     # ------------------------------------------------------------------ output
 

@@ -237,7 +237,7 @@ def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
         outputs = _sync_await(pulumi.Output.from_input(dict(root.outputs)).future()) or {}
     from workloads import manifests
 
-    held = [manifests.ray_job(spec, j) for j in spec.jobs if j not in manifests.declared_jobs(spec)]
+    held = [manifests.ray_job(spec, j) for j in manifests.held_jobs(spec)]
     # Registration order follows the engine's async scheduling: sort, so builds diff cleanly.
     resources = sorted(monitor.recorded, key=lambda r: r.urn)
     return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held)

@@ -394,12 +394,24 @@ def _slices(r: _Reader, raw: Any, key: str) -> tuple[Slice, ...]:
     return tuple(out)
 
 
-def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, tuple[SecondaryNetwork, ...]]:
+def _disjoint(r: _Reader, ranges: list[tuple[str, str]]) -> None:
+    """Fail every range (by its key) that overlaps one listed before it."""
+    for i, (k, cidr) in enumerate(ranges):
+        net = ipaddress.ip_network(cidr)
+        for other_key, other in ranges[:i]:
+            if net.overlaps(ipaddress.ip_network(other)):
+                r.fail(k, cidr, f"overlaps {other} at {other_key}")
+
+
+def _networks(
+    r: _Reader, raw: Any, key: str, cluster_name: str
+) -> tuple[int, tuple[SecondaryNetwork, ...], list[tuple[str, str]]]:
+    """MTU, the secondary networks, and every valid subnet range by its key (for _disjoint)."""
     if raw is _MISSING:
-        return DCN_MTU, ()
+        return DCN_MTU, (), []
     if not isinstance(raw, Mapping):
         r.fail(key, raw, "must be an object with mtu and secondary")
-        return DCN_MTU, ()
+        return DCN_MTU, (), []
     mtu = r.get(
         raw,
         key,
@@ -411,7 +423,7 @@ def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, t
     nets = r.get(raw, key, "secondary", list, [])
     r.unknown_keys(raw, key)
     out: list[SecondaryNetwork] = []
-    ranges: list[tuple[str, ipaddress.IPv4Network]] = []
+    ranges: list[tuple[str, str]] = []
     for i, obj in enumerate(nets or []):
         k = f"{key}.secondary[{i}]"
         if not isinstance(obj, Mapping):
@@ -422,17 +434,13 @@ def _networks(r: _Reader, raw: Any, key: str, cluster_name: str) -> tuple[int, t
         cidr = r.get(obj, k, "cidr", str, check=_cidr)
         r.unknown_keys(obj, k)
         if cidr:
-            net = ipaddress.ip_network(cidr)
-            for other_key, other in ranges:
-                if net.overlaps(other):
-                    r.fail(f"{k}.cidr", cidr, f"overlaps {other} at {other_key}")
-            ranges.append((f"{k}.cidr", net))
+            ranges.append((f"{k}.cidr", cidr))
         if network and subnet and cidr:
             out.append(SecondaryNetwork(network, subnet, cidr))
     names = [n.network for n in out]
     if len(set(names)) != len(names):
         r.fail(f"{key}.secondary", names, "each secondary network needs its own VPC")
-    return mtu or DCN_MTU, tuple(out)
+    return mtu or DCN_MTU, tuple(out), ranges
 
 
 def _parallelism(r: _Reader, obj: Any, key: str) -> dict[str, int]:
@@ -596,15 +604,21 @@ def load(stack: str, config: Mapping[str, Any]) -> StackSpec:
     if prod and cluster.deletion_protection is False:
         r.fail(f"{c_key}.deletionProtection", False, "a production cluster keeps deletion protection on")
 
-    mtu, networks = _networks(r, _object(r, config, f"{ns}:network", required=False), f"{ns}:network", cluster.name)
+    mtu, networks, subnet_ranges = _networks(
+        r, _object(r, config, f"{ns}:network", required=False), f"{ns}:network", cluster.name
+    )
     cluster_ranges = [(f"{c_key}.{k}", v) for k, v in (("podCidr", cluster.pod_cidr),
                                                        ("serviceCidr", cluster.service_cidr)) if v]
-    for i, (key, cidr) in enumerate(cluster_ranges):
-        net = ipaddress.ip_network(cidr)
-        others = cluster_ranges[:i] + [(f"{ns}:network.secondary[{j}].cidr", n.cidr) for j, n in enumerate(networks)]
-        for other_key, other in others:
-            if net.overlaps(ipaddress.ip_network(other)):
-                r.fail(key, cidr, f"overlaps {other} at {other_key}")
+    _disjoint(r, subnet_ranges + cluster_ranges)
+    if networks and not cluster_ranges and "podCidr" not in c_obj and "serviceCidr" not in c_obj:
+        # Pods hold a pod-range address and one on each DCN subnet; GKE would pick the pod and
+        # service ranges seeing only the cluster's own VPC.
+        r.fail(f"{c_key}.podCidr", _MISSING, "required with secondary networks (with serviceCidr): "
+               "private ranges away from network.secondary, e.g. 10.100.0.0/14 and 10.104.0.0/20")
+    elif bool(cluster.pod_cidr) != bool(cluster.service_cidr) and not any(
+            p.key in (f"{c_key}.podCidr", f"{c_key}.serviceCidr") for p in r.problems):
+        missing = "serviceCidr" if cluster.pod_cidr else "podCidr"
+        r.fail(f"{c_key}.{missing}", _MISSING, "podCidr and serviceCidr are pinned together")
     before = len(r.problems)
     slice_list = _slices(r, _object(r, config, f"{ns}:slices"), f"{ns}:slices")
     slices_ok = len(r.problems) == before

@@ -62,6 +62,10 @@ def test_a_drill_needs_a_node_to_spare(tmp_path):
     dev = _spec("dev")
     with pytest.raises(ValueError, match="at least 2 slice nodes"):
         LocalDrill(dev, pick_job(dev, None), tmp_path, LocalDrillOptions(slices=1))
+    with pytest.raises(ValueError, match="--steps 8 leaves nothing to resume: the kill comes after step 7"):
+        LocalDrill(dev, pick_job(dev, None), tmp_path, LocalDrillOptions(steps=8))
+    with pytest.raises(ValueError, match="--checkpoint-period must be at least 1"):
+        LocalDrill(dev, pick_job(dev, None), tmp_path, LocalDrillOptions(checkpoint_period=-1))
 
 
 def test_cli_names_the_stack_file_and_jobs_on_a_bad_job(capsys):

@@ -324,3 +324,14 @@ def test_cluster_ranges_stay_off_the_dcn_subnets():
 def test_elastic_jobs_budget_two_failures_per_preemption():
     msg = problems(edit(prod_config(), f"{NS}:jobs", lambda v: v[2].update(maxFailures=1)))
     assert f"{NS}:jobs[2].maxFailures = 1: must be at least 2: one preemption spends two" in msg
+
+
+def test_cluster_ranges_are_pinned_together_and_with_dcn_networks():
+    def unpin(v):
+        v.pop("podCidr")
+        v.pop("serviceCidr")
+
+    msg = problems(edit(prod_config(), f"{NS}:cluster", unpin))
+    assert f"{NS}:cluster.podCidr = (missing): required with secondary networks" in msg
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.pop("serviceCidr") and None))
+    assert f"{NS}:cluster.serviceCidr = (missing): podCidr and serviceCidr are pinned together" in msg

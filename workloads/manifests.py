@@ -357,6 +357,12 @@ def declared_jobs(spec: StackSpec) -> list[Job]:
     return [j for j in spec.jobs if not (j.suspend and j.cluster == "shared")]
 
 
+def held_jobs(spec: StackSpec) -> list[Job]:
+    """The jobs :func:`declared_jobs` leaves out: rendered for review, never applied."""
+    declared = declared_jobs(spec)
+    return [j for j in spec.jobs if j not in declared]
+
+
 def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, Any]:
     """The RayJob for ``job``: on the shared cluster or on its own, deleted after the run."""
     body: dict[str, Any] = {

@@ -103,16 +103,18 @@ def dcn_subnets_no_overlap(resources: Sequence[Res], ctx: Context) -> Violations
         for sec in items(get(r.props, "secondaryIpRanges", [])):
             if cidr := get(sec, "ipCidrRange"):
                 ranges.append((r, f"{label} range {get(sec, 'rangeName', '?')}", str(cidr)))
-    cluster_ranges = _cluster_ranges(resources)
-    ranges += cluster_ranges
+    ranges += _cluster_ranges(resources)
     ranges += [(None, "reserved range", str(c)) for c in ctx.config.get("reservedRanges", [])]
     out: Violations = []
     if ctx.config.get("requirePinnedClusterRanges", True) and _dranet_used(resources):
         # Pods hold an address from the pod range and one per DCN subnet: GKE picks unpinned
         # ranges seeing only the cluster's VPC, and may land on a DCN subnet.
         for r in _of(resources, CLUSTER):
-            pinned = {label.rsplit(".", 1)[-1] for res, label, _ in cluster_ranges if res is r}
-            missing = [k for k in ("clusterIpv4CidrBlock", "servicesIpv4CidrBlock") if k not in pinned]
+            # (the legacy top-level clusterIpv4Cidr pins the pod range too)
+            pods = get(r.props, "ipAllocationPolicy.clusterIpv4CidrBlock") or get(r.props, "clusterIpv4Cidr")
+            services = get(r.props, "ipAllocationPolicy.servicesIpv4CidrBlock")
+            missing = [k for k, v in (("clusterIpv4CidrBlock", pods), ("servicesIpv4CidrBlock", services))
+                       if not v]
             if missing:
                 out.append((r, f"cluster {get(r.props, 'name', r.name)} leaves "
                                f"ipAllocationPolicy.{' and '.join(missing)} to GKE, which cannot see the "
