@@ -12,7 +12,7 @@ from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
 from infra.cluster import GkeCluster, GkeClusterArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
-from slicectl import spec as stack_spec
+from stackspec import spec as stack_spec
 from workloads.component import RayWorkloads, RayWorkloadsArgs
 
 # Validate everything before declaring anything: a bad spec deploys nothing.

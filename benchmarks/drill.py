@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from slicectl import engine
-from slicectl import spec as stack_spec
-from slicectl.drill_local import LocalDrill, LocalDrillOptions, default_steps
-from slicectl.drill_report import side_by_side
+from drills.local import LocalDrill, LocalDrillOptions, default_steps
+from drills.report import side_by_side
+from offline import engine
+from stackspec import spec as stack_spec
 from workloads.trainer_args import find_job
 
 ROOT = Path(__file__).resolve().parents[1]

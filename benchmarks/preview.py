@@ -12,7 +12,7 @@ import resource
 import statistics
 import time
 
-from slicectl import engine
+from offline import engine
 
 
 def main() -> None:

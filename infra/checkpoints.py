@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from slicectl.spec import Storage
+from stackspec.spec import Storage
 
 # Read, write, list and delete objects: what MaxText/Orbax checkpointing needs, no more.
 BUCKET_ROLE = "roles/storage.objectUser"

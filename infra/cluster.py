@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from slicectl.spec import Cluster
+from stackspec.spec import Cluster
 
 # The minimal role GKE documents for a node service account (logs, metrics,
 # image pulls): nodes never run as the default compute service account.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from slicectl.spec import SecondaryNetwork
+from stackspec.spec import SecondaryNetwork
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.cluster import CLOUD_PLATFORM_SCOPE
-from slicectl.slices import DRANET_LABEL
-from slicectl.spec import Capacity, Slice
+from stackspec.spec import Capacity, Slice
+from stackspec.tpu import DRANET_LABEL
 
 
 @dataclass(frozen=True)

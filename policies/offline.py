@@ -1,4 +1,4 @@
-"""The pack's rules over an offline rendering (``slicectl.engine.Rendering``), no Pulumi CLI.
+"""The pack's rules over an offline rendering (``offline.engine.Rendering``), no Pulumi CLI.
 
 ``config`` takes the same shape as a Pulumi policy-pack config file
 (``pulumi preview --policy-pack-config``): ``{"<rule>": "advisory" | {"enforcementLevel":

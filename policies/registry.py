@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slicectl import spec as stack_spec
+from stackspec import spec as stack_spec
 
 from .rules import cluster, safety, slice_shape, stack
 
@@ -55,7 +55,7 @@ RULES: tuple[Rule, ...] = (
     _r("tpu-topology-valid", "A TPU node pool's tpuTopology is offered by its TPU generation.",
        MANDATORY, RESOURCE, slice_shape.node_pool_topology,
        "Set the slice's topology in stacks/Pulumi.<stack>.yaml to one listed in the message; "
-       "the node pool takes it from slicectl.slices."),
+       "the node pool takes it from stackspec.tpu."),
     _r("tpu-machine-type-fits", "A TPU node pool's machine type matches its generation and "
        "the topology's chips per host.",
        MANDATORY, RESOURCE, slice_shape.node_pool_machine_type,

@@ -2,7 +2,7 @@
 
     slicectl drill --stack prod --job llama3-8b-elastic [--target pod|replica|node]
                    [--deadline SECONDS] [--report PATH]
-    slicectl drill --local --stack dev [...]   (slicectl.drill_local)
+    slicectl drill --local --stack dev [...]   (drills.local)
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slicectl.drill_cluster import TARGETS
+from drills.cluster import TARGETS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -80,16 +80,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.local:
-        from slicectl import drill_local
-
-        return drill_local.run(args)
+        return run_local(args)
     return run_cluster(args)
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    from slicectl import drill_cluster as dc
-    from slicectl import engine
-    from slicectl import spec as stack_spec
+    from drills import cluster as dc
+    from offline import engine
+    from stackspec import spec as stack_spec
 
     try:
         spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
@@ -131,3 +129,40 @@ def finish(report, path: Path | None) -> int:
         report.write(path)
         print(f"report written to {path}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def run_local(args: argparse.Namespace) -> int:
+    """``slicectl drill --local``: a local Ray cluster, a real SIGKILL."""
+    from drills.local import LocalDrill, LocalDrillOptions, pick_job
+    from drills.local_train import default_run_dir
+    from offline import engine
+    from stackspec import spec as stack_spec
+
+    try:
+        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
+        job = pick_job(spec, args.job)
+    except (stack_spec.SpecError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    defaults = LocalDrillOptions()
+    opts = LocalDrillOptions(
+        slices=args.slices or defaults.slices,
+        steps=args.steps or 0,
+        checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
+        step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
+        kill_after_step=args.kill_after_step, kill_node=args.kill_node,
+        kill_during_save=args.kill_during_save, scale_up=args.scale_up,
+        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+        resubmit_delay_s=args.capacity_back_after,
+    )
+    try:
+        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    report = drill.run()
+    print()
+    code = finish(report, args.report)
+    print(f"report: {drill.run_dir / 'drill.json'}", file=sys.stderr)
+    return code
+

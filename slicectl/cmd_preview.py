@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
+from offline import engine
 from policies import report as policies
-from slicectl import engine
-from slicectl.spec import SpecError, StackSpec
+from stackspec.spec import SpecError, StackSpec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

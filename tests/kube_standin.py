@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from slicectl.drill_cluster import (
+from drills.cluster import (
     CLUSTER_LABEL,
     GROUP_LABEL,
     HOST_INDEX_LABEL,

@@ -18,8 +18,7 @@ import yaml
 from kube_standin import Sim, StandIn
 from kubernetes import client
 
-from slicectl import cli, engine, spec
-from slicectl.drill_cluster import (
+from drills.cluster import (
     DrillError,
     DrillOptions,
     Kube,
@@ -27,7 +26,10 @@ from slicectl.drill_cluster import (
     run_drill,
     select_victims,
 )
-from slicectl.train_log import TrainLog
+from drills.train_log import TrainLog
+from offline import engine
+from slicectl import cli
+from stackspec import spec
 
 JOB = "llama3-8b-elastic"
 ROOT = engine.ROOT

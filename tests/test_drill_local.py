@@ -16,10 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slicectl import cli, engine
-from slicectl import spec as stack_spec
-from slicectl.cmd_train import ROOT
-from slicectl.drill_local import (
+from drills.local import (
     CHECKPOINT_METADATA,
     LocalDrill,
     LocalDrillOptions,
@@ -28,7 +25,11 @@ from slicectl.drill_local import (
     corrupt_checkpoints,
     pick_job,
 )
-from slicectl.localray import pid_alive
+from drills.localray import pid_alive
+from offline import engine
+from slicectl import cli
+from drills.local_train import ROOT
+from stackspec import spec as stack_spec
 
 
 def _spec(stack: str) -> stack_spec.StackSpec:
@@ -144,8 +145,8 @@ def test_local_drill_multislice_job_fails_and_resumes_when_resubmitted():
 def test_cli_flags_reach_the_drill(monkeypatch, tmp_path, capsys):
     """Flag to option mapping only: ``LocalDrill.run`` is replaced (the real drill is the slow
     test above); the report it returns goes through the CLI's printing and JSON writing."""
-    from slicectl import drill_local
-    from slicectl.drill_report import DrillReport
+    from drills import local as drill_local
+    from drills.report import DrillReport
 
     seen = {}
 

@@ -8,7 +8,8 @@ import pulumi
 import pytest
 
 from infra.checkpoints import BUCKET_ROLE, workload_identity_principal
-from slicectl import engine, slices
+from offline import engine
+from stackspec import tpu
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -86,7 +87,7 @@ def test_nodes_use_a_dedicated_least_privilege_account(prod):
 @pytest.mark.parametrize("name", ["v6e-16-0", "v6e-16-1"])
 def test_slice_node_pools_match_the_seed(prod, name):
     i = prod.one(POOL, name).inputs
-    shape = slices.resolve("v6e", "4x4", "ct6e-standard-4t")
+    shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
     assert i["name"] == name and i["nodeCount"] == shape.hosts == 4
     assert i["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
     assert i["networkConfig"]["additionalNodeNetworkConfigs"] == [
@@ -191,9 +192,9 @@ def mocks():
 )
 def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
     from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
-    from slicectl.spec import Capacity, Slice
+    from stackspec.spec import Capacity, Slice
 
-    shape = slices.resolve("v6e", topology, machine)
+    shape = tpu.resolve("v6e", topology, machine)
     cap = Capacity("spot")
 
     @pulumi.runtime.test
@@ -246,9 +247,9 @@ def test_slice_node_pool_capacity(mocks, capacity, expected):
     """Reservations and flex-start as GKE takes them; flex-start pools start empty and
     scale to one whole slice."""
     from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
-    from slicectl.spec import Capacity, Slice
+    from stackspec.spec import Capacity, Slice
 
-    shape = slices.resolve("v6e", "4x4", "ct6e-standard-4t")
+    shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
     cap = Capacity(*capacity)
 
     @pulumi.runtime.test

@@ -1,6 +1,6 @@
 """The policy pack: every rule passes the real dev/prod renderings and fails on one changed field.
 
-Renderings come from the real program under Pulumi mocks (``slicectl.engine``: GCP and the
+Renderings come from the real program under Pulumi mocks (``offline.engine``: GCP and the
 Pulumi engine are the only things replaced). Failing cases deep-copy those resources and
 change one field (or add one resource), then run the real rules through the offline
 evaluator, as ``slicectl preview`` does.
@@ -21,10 +21,11 @@ import pytest
 from pulumi.runtime import config as runtime_config
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from offline import engine
 from policies import offline, registry, report
 from policies.rules.common import RAY_CLUSTER, RAY_JOB, Res, parse_entrypoint
-from slicectl import engine, slices
-from slicectl import spec as stack_spec
+from stackspec import spec as stack_spec
+from stackspec import tpu
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -174,7 +175,7 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "google.com/tpu is 2, a host of tpu-v6e-slice 4x4 has 4 chips"),
     ("ray-worker-selects-node-pool", "prod",
      lambda rs: _worker_group(_raycluster(rs))["template"]["spec"]["nodeSelector"].update(
-         {slices.TOPOLOGY_LABEL: "4x8"}), None,
+         {tpu.TOPOLOGY_LABEL: "4x8"}), None,
      "selects tpu-v6e-slice 4x8 but no node pool provides it"),
     ("ray-worker-replicas-fit", "prod",
      lambda rs: _worker_group(_raycluster(rs)).update(replicas=3.0), None,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from slicectl import slices
-from slicectl.slices import SliceError
+from stackspec import tpu
+from stackspec.tpu import SliceError
 
 # GKE's v6e table (Plan TPUs in GKE): topology -> (chips, hosts, machine type).
 V6E = {
@@ -20,13 +20,13 @@ V6E = {
 
 
 def test_v6e_table_is_gkes():
-    got = {(s.topology, s.machine_type.name): (s.chips, s.hosts) for s in slices.table() if s.generation.name == "v6e"}
+    got = {(s.topology, s.machine_type.name): (s.chips, s.hosts) for s in tpu.table() if s.generation.name == "v6e"}
     assert got == V6E
 
 
 @pytest.mark.parametrize(("topo", "mt"), list(V6E))
 def test_v6e_shapes_are_consistent(topo, mt):
-    s = slices.resolve("v6e", topo, mt)
+    s = tpu.resolve("v6e", topo, mt)
     assert s.hosts * s.chips_per_host == s.chips
     assert s.gke_accelerator == "tpu-v6e-slice"
     assert s.ray_accelerator_type == "TPU-V6E"
@@ -39,38 +39,38 @@ def test_v6e_shapes_are_consistent(topo, mt):
 
 
 def test_seed_slice():
-    s = slices.resolve("v6e", "4x4", "ct6e-standard-4t")
+    s = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
     assert (s.chips, s.hosts, s.chips_per_host, s.pod_type) == (16, 4, 4, "v6e-16")
     assert s.workers(2) == 8  # the seed's num_workers=8 for two slices
 
 
 def test_machine_type_is_inferred_when_unique():
-    assert slices.resolve("v6e", "4x4").machine_type.name == "ct6e-standard-4t"
-    assert slices.resolve("v6e", "1x1").machine_type.name == "ct6e-standard-1t"
+    assert tpu.resolve("v6e", "4x4").machine_type.name == "ct6e-standard-4t"
+    assert tpu.resolve("v6e", "1x1").machine_type.name == "ct6e-standard-1t"
 
 
 def test_2x4_needs_a_machine_type():
     with pytest.raises(SliceError, match="needs an explicit machine type; allowed: ct6e-standard-4t, ct6e-standard-8t"):
-        slices.resolve("v6e", "2x4")
+        tpu.resolve("v6e", "2x4")
 
 
 def test_unknown_topology_lists_the_valid_ones():
     with pytest.raises(SliceError) as e:
-        slices.resolve("v6e", "4x5", "ct6e-standard-4t")
+        tpu.resolve("v6e", "4x5", "ct6e-standard-4t")
     assert "topology '4x5' is not offered for v6e" in str(e.value)
     assert "allowed: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16" in str(e.value)
 
 
 def test_machine_type_that_does_not_fit():
     with pytest.raises(SliceError, match="'ct6e-standard-8t' does not fit v6e topology 4x4; allowed: ct6e-standard-4t"):
-        slices.resolve("v6e", "4x4", "ct6e-standard-8t")
+        tpu.resolve("v6e", "4x4", "ct6e-standard-8t")
     with pytest.raises(SliceError, match="not a v6e machine type"):
-        slices.resolve("v6e", "4x4", "ct5lp-hightpu-4t")
+        tpu.resolve("v6e", "4x4", "ct5lp-hightpu-4t")
 
 
 def test_unknown_generation():
     with pytest.raises(SliceError, match="allowed: v6e, v5e, v5p, v4, tpu7x"):
-        slices.resolve("v9", "4x4")
+        tpu.resolve("v9", "4x4")
 
 
 @pytest.mark.parametrize(
@@ -83,18 +83,18 @@ def test_unknown_generation():
     ],
 )
 def test_other_generations(gen, topo, pod_type, hosts, label, ray):
-    s = slices.resolve(gen, topo)
+    s = tpu.resolve(gen, topo)
     assert (s.pod_type, s.hosts, s.gke_accelerator, s.ray_accelerator_type) == (pod_type, hosts, label, ray)
 
 
 def test_shape_from_node_labels_and_machine_type():
-    assert slices.from_node_labels("tpu-v6e-slice", "2x4", 4).hosts == 2
-    assert slices.from_node_labels("tpu-v6e-slice", "2x4", 8).hosts == 1
-    assert slices.from_machine_type("ct6e-standard-4t", "8x8").hosts == 16
+    assert tpu.from_node_labels("tpu-v6e-slice", "2x4", 4).hosts == 2
+    assert tpu.from_node_labels("tpu-v6e-slice", "2x4", 8).hosts == 1
+    assert tpu.from_machine_type("ct6e-standard-4t", "8x8").hosts == 16
     with pytest.raises(SliceError, match="no host with 3 chips"):
-        slices.from_node_labels("tpu-v6e-slice", "4x4", 3)
+        tpu.from_node_labels("tpu-v6e-slice", "4x4", 3)
     with pytest.raises(SliceError, match="not a TPU machine type"):
-        slices.from_machine_type("n1-standard-16", "4x4")
+        tpu.from_machine_type("n1-standard-16", "4x4")
 
 
 @pytest.mark.parametrize(
@@ -111,4 +111,4 @@ def test_shape_from_node_labels_and_machine_type():
     ],
 )
 def test_mesh(level, axes, target, ok):
-    assert (slices.mesh_error(level, axes, target) is None) == ok
+    assert (tpu.mesh_error(level, axes, target) is None) == ok

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from slicectl import engine, spec
-from slicectl.spec import SpecError
+from offline import engine
+from stackspec import spec
+from stackspec.spec import SpecError
 
 NS = spec.PROJECT
 

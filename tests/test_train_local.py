@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from slicectl.cmd_train import ROOT, load_job, train_local
-from slicectl.local_train import parse_line
-from slicectl.localray import pid_alive
+from drills.local_train import parse_line
+from drills.localray import pid_alive
+from drills.local_train import ROOT, load_job, train_local
 
 
 def test_parse_line_reads_progress_through_rays_prefixes():

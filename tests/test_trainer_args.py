@@ -10,8 +10,9 @@ import os
 
 import pytest
 
-from slicectl import engine, slices
-from slicectl import spec as stack_spec
+from offline import engine
+from stackspec import spec as stack_spec
+from stackspec import tpu
 from workloads.trainer_args import TRAINER_SCRIPT, find_job, maxtext_args, trainer_argv
 
 
@@ -83,7 +84,7 @@ def test_trainer_argv_shape_from_slice_model(specs, stack):
 def test_prod_multislice_is_the_seeds_eight_workers(specs):
     spec = specs["prod"]
     args, _ = trainer.parse_args(trainer_argv(spec, find_job(spec, "llama3-8b-multislice")))
-    assert trainer.num_workers(args) == slices.resolve("v6e", "4x4", "ct6e-standard-4t").workers(2)
+    assert trainer.num_workers(args) == tpu.resolve("v6e", "4x4", "ct6e-standard-4t").workers(2)
     args, _ = trainer.parse_args(trainer_argv(spec, find_job(spec, "llama3-8b-elastic")))
     assert trainer.num_workers(args) == (4, 8)  # whole slices, as in the seed
 

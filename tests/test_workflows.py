@@ -187,7 +187,8 @@ def test_drills_workflow():
 
 
 def test_the_drilled_job_exists_and_is_elastic():
-    from slicectl import engine, spec
+    from offline import engine
+    from stackspec import spec
 
     prod = spec.load("prod", engine.stack_config("prod"))
     job = next(j for j in prod.jobs if j.name == "llama3-8b-elastic")

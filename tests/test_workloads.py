@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from slicectl import engine, slices
-from slicectl import spec as stack_spec
+from offline import engine
+from stackspec import spec as stack_spec
+from stackspec import tpu
 from workloads import manifests
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
@@ -45,7 +46,7 @@ def _shapes_config() -> dict[str, str]:
             for i in range(n)
         ]
     )
-    group = {t: slices.resolve("v6e", t, "ct6e-standard-4t") for t, _ in pools}
+    group = {t: tpu.resolve("v6e", t, "ct6e-standard-4t") for t, _ in pools}
     cfg[f"{NS}:jobs"] = json.dumps(
         [
             {

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from slicectl.spec import StackSpec
+from stackspec.spec import StackSpec
 from workloads import manifests
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slicectl.spec import Job, StackSpec, WorkerGroup
+from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"

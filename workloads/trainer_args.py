@@ -2,14 +2,14 @@
 
 One builder for both places the trainer runs: the RayJob entrypoint on the
 cluster (rendered by the workloads component) and ``slicectl train --local``.
-Every number comes from the spec's job and the slice model (``slicectl.slices``).
+Every number comes from the spec's job and the slice model (``stackspec.tpu``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from slicectl.spec import Job, StackSpec
+from stackspec.spec import Job, StackSpec
 
 TRAINER_SCRIPT = Path(__file__).resolve().parent / "trainer" / "maxtext_trainer.py"
 # Where the GCS FUSE volume holding the checkpoint bucket is mounted on the head and workers.
@@ -24,7 +24,7 @@ LOCAL_CHIPS_PER_HOST = 1
 
 def find_job(spec: StackSpec, name: str | None = None) -> Job:
     """The named job, or the stack's first job; a clear error naming the stack file otherwise."""
-    from slicectl.spec import stack_file
+    from stackspec.spec import stack_file
 
     if not spec.jobs:
         raise ValueError(f"{stack_file(spec.stack)}: tpu-multislice:jobs is empty; add a job")

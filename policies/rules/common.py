@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slicectl import slices
+from stackspec import tpu
 
 # Resource type tokens the rules look at.
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -98,7 +98,7 @@ def items(value: Any) -> list[Any]:
 
 
 def is_tpu_pool(props: Mapping[str, Any]) -> bool:
-    return slices.is_tpu_machine_type(str(get(props, "nodeConfig.machineType", "")))
+    return tpu.is_tpu_machine_type(str(get(props, "nodeConfig.machineType", "")))
 
 
 def pool_topology(props: Mapping[str, Any]) -> str | None:
@@ -107,17 +107,17 @@ def pool_topology(props: Mapping[str, Any]) -> str | None:
     if topo:
         return str(topo)
     machine = str(get(props, "nodeConfig.machineType", ""))
-    for gen in slices.GENERATIONS.values():
+    for gen in tpu.GENERATIONS.values():
         for mt in gen.machine_types:
             if mt.name == machine:
                 single = [t for t in gen.topologies
-                          if slices.topology_chips(t) == mt.chips_per_host
-                          and machine in slices.machine_types_for(gen, t)]
+                          if tpu.topology_chips(t) == mt.chips_per_host
+                          and machine in tpu.machine_types_for(gen, t)]
                 return single[0] if single else None
     return None
 
 
-def pool_shape(props: Mapping[str, Any]) -> slices.SliceShape | None:
+def pool_shape(props: Mapping[str, Any]) -> tpu.SliceShape | None:
     """The slice a TPU node pool provisions, or None when it is not a valid TPU slice."""
     if not is_tpu_pool(props):
         return None
@@ -125,8 +125,8 @@ def pool_shape(props: Mapping[str, Any]) -> slices.SliceShape | None:
     if topo is None:
         return None
     try:
-        return slices.from_machine_type(str(get(props, "nodeConfig.machineType")), topo)
-    except slices.SliceError:
+        return tpu.from_machine_type(str(get(props, "nodeConfig.machineType")), topo)
+    except tpu.SliceError:
         return None
 
 
@@ -201,8 +201,8 @@ def tpu_request(container: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 def _quantity(container: Mapping[str, Any], kind: str) -> int | None:
     res = get(container, f"resources.{kind}", {})
-    if isinstance(res, Mapping) and slices.TPU_RESOURCE in res:
-        return as_int(res[slices.TPU_RESOURCE])
+    if isinstance(res, Mapping) and tpu.TPU_RESOURCE in res:
+        return as_int(res[tpu.TPU_RESOURCE])
     return None
 
 
@@ -219,18 +219,18 @@ def group_selector(group: Mapping[str, Any]) -> tuple[str | None, str | None]:
     sel = get(group, "template.spec.nodeSelector", {})
     if not isinstance(sel, Mapping):
         return None, None
-    return sel.get(slices.ACCELERATOR_LABEL), sel.get(slices.TOPOLOGY_LABEL)
+    return sel.get(tpu.ACCELERATOR_LABEL), sel.get(tpu.TOPOLOGY_LABEL)
 
 
-def group_shape(group: Mapping[str, Any]) -> slices.SliceShape | None:
+def group_shape(group: Mapping[str, Any]) -> tpu.SliceShape | None:
     """The slice shape a TPU worker group targets, or None when it is not a consistent one."""
     accel, topo = group_selector(group)
     chips = group_tpu_chips(group)
     if not accel or not topo or chips is None:
         return None
     try:
-        return slices.from_node_labels(str(accel), str(topo), chips)
-    except slices.SliceError:
+        return tpu.from_node_labels(str(accel), str(topo), chips)
+    except tpu.SliceError:
         return None
 
 

@@ -1,7 +1,7 @@
 """Slice-shape rules on single resources: TPU node pools and Ray TPU worker groups.
 
 Every fact (topologies, machine types, hosts, chips per host) comes from
-``slicectl.slices``; a rule only compares a resource against it.
+``stackspec.tpu``; a rule only compares a resource against it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slicectl import slices
+from stackspec import tpu
 
 from .common import (
     NODE_POOL,
@@ -28,8 +28,8 @@ from .common import (
 )
 
 
-def _generation_of(machine_type: str) -> slices.Generation | None:
-    for gen in slices.GENERATIONS.values():
+def _generation_of(machine_type: str) -> tpu.Generation | None:
+    for gen in tpu.GENERATIONS.values():
         if any(mt.name == machine_type for mt in gen.machine_types):
             return gen
     return None
@@ -60,7 +60,7 @@ def node_pool_machine_type(type_: str, props: Mapping[str, Any], ctx: Context) -
     topo = pool_topology(props)
     if gen is None or topo is None or topo not in gen.topologies:
         return []
-    fitting = slices.machine_types_for(gen, topo)
+    fitting = tpu.machine_types_for(gen, topo)
     if machine in fitting:
         return []
     return [f"node pool {get(props, 'name', '?')}: machine type {machine} "
@@ -74,8 +74,8 @@ def node_pool_node_count(type_: str, props: Mapping[str, Any], ctx: Context) -> 
         return []
     topo = pool_topology(props)
     try:
-        shape = slices.from_machine_type(str(get(props, "nodeConfig.machineType")), topo or "")
-    except slices.SliceError:
+        shape = tpu.from_machine_type(str(get(props, "nodeConfig.machineType")), topo or "")
+    except tpu.SliceError:
         return []  # the topology and machine-type rules say why
     name = get(props, "name", "?")
     autoscaling = get(props, "autoscaling")
@@ -105,8 +105,8 @@ def node_pool_compact_placement(type_: str, props: Mapping[str, Any], ctx: Conte
     shape = None
     if topo:
         try:
-            shape = slices.from_machine_type(str(get(props, "nodeConfig.machineType")), str(topo))
-        except slices.SliceError:
+            shape = tpu.from_machine_type(str(get(props, "nodeConfig.machineType")), str(topo))
+        except tpu.SliceError:
             shape = None
     multi_host = (shape.multi_host if shape else False) or max(count, top) > 1
     if not multi_host:
@@ -126,16 +126,16 @@ def node_pool_dranet(type_: str, props: Mapping[str, Any], ctx: Context) -> list
         return []
     name = get(props, "name", "?")
     labels = get(props, "nodeConfig.labels", {})
-    dranet = isinstance(labels, Mapping) and str(labels.get(slices.DRANET_LABEL, "")) == "true"
+    dranet = isinstance(labels, Mapping) and str(labels.get(tpu.DRANET_LABEL, "")) == "true"
     nets = pool_networks(props)
     gvnic = bool(get(props, "nodeConfig.gvnic.enabled", False))
     out = []
     if dranet and not nets:
-        out.append(f"node pool {name}: label {slices.DRANET_LABEL}=true without "
+        out.append(f"node pool {name}: label {tpu.DRANET_LABEL}=true without "
                    "networkConfig.additionalNodeNetworkConfigs: DRANET has no NIC to attach")
     if nets and not dranet:
         out.append(f"node pool {name}: {len(nets)} additional network(s) but no "
-                   f"{slices.DRANET_LABEL}=true label: pods cannot claim the extra NICs")
+                   f"{tpu.DRANET_LABEL}=true label: pods cannot claim the extra NICs")
     if (dranet or nets) and not gvnic:
         out.append(f"node pool {name}: additional networks need gVNIC "
                    "(nodeConfig.gvnic.enabled=true)")
@@ -160,11 +160,11 @@ def worker_hosts(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str
         label = _group_label(path, group)
         if not accel or not topo:
             out.append(f"{label}: requests TPUs but its nodeSelector lacks "
-                       f"{slices.ACCELERATOR_LABEL} and {slices.TOPOLOGY_LABEL}")
+                       f"{tpu.ACCELERATOR_LABEL} and {tpu.TOPOLOGY_LABEL}")
             continue
         try:
-            shape = slices.from_node_labels(str(accel), str(topo), chips or 0)
-        except slices.SliceError as e:
+            shape = tpu.from_node_labels(str(accel), str(topo), chips or 0)
+        except tpu.SliceError as e:
             if chips:
                 out.append(f"{label}: {e}")
             continue
@@ -184,10 +184,10 @@ def worker_tpu_request(type_: str, props: Mapping[str, Any], ctx: Context) -> li
         label = _group_label(path, group)
         accel, topo = group_selector(group)
         allowed: tuple[int, ...] = ()
-        for gen in slices.GENERATIONS.values():
+        for gen in tpu.GENERATIONS.values():
             if gen.gke_accelerator == accel and topo in gen.topologies:
                 allowed = tuple(sorted({gen.machine_type(m).chips_per_host
-                                        for m in slices.machine_types_for(gen, str(topo))}))
+                                        for m in tpu.machine_types_for(gen, str(topo))}))
         for c in containers(get(group, "template.spec", {})):
             req, lim = tpu_request(c)
             if req is None and lim is None:

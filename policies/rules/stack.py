@@ -10,8 +10,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slicectl import slices
-from slicectl import spec as stack_spec
+from stackspec import spec as stack_spec
+from stackspec import tpu
 
 from .common import (
     BUCKET,
@@ -51,7 +51,7 @@ def _of(resources: Sequence[Res], type_: str) -> list[Res]:
     return [r for r in resources if r.type == type_]
 
 
-def _tpu_pools(resources: Sequence[Res]) -> list[tuple[Res, slices.SliceShape]]:
+def _tpu_pools(resources: Sequence[Res]) -> list[tuple[Res, tpu.SliceShape]]:
     out = []
     for r in _of(resources, NODE_POOL):
         shape = pool_shape(r.props)
@@ -231,7 +231,7 @@ def netdev_claims(resources: Sequence[Res], ctx: Context) -> Violations:
 
 
 def is_tpu_container(c: Mapping[str, Any]) -> bool:
-    return any(slices.TPU_RESOURCE in (get(c, f"resources.{k}", {}) or {})
+    return any(tpu.TPU_RESOURCE in (get(c, f"resources.{k}", {}) or {})
                for k in ("requests", "limits"))
 
 
@@ -362,14 +362,14 @@ def rayjob_maxtext_mesh(resources: Sequence[Res], ctx: Context) -> Violations:
     for j in _jobs(resources):
         if j.call is None or j.shape is None:
             continue
-        if msg := slices.mesh_error("ici", j.call.mesh("ici"), j.shape.chips):
+        if msg := tpu.mesh_error("ici", j.call.mesh("ici"), j.shape.chips):
             out.append((j.res, f"RayJob {j.name}: ICI mesh must tile the {j.shape.chips} chips "
                                f"of a {j.shape.pod_type} slice: {msg}"))
         lo, hi = j.slice_range()
         if lo is None or hi is None:
             continue
         for n in range(max(lo, 1), hi + 1):
-            if msg := slices.mesh_error("dcn", j.call.mesh("dcn"), n):
+            if msg := tpu.mesh_error("dcn", j.call.mesh("dcn"), n):
                 out.append((j.res, f"RayJob {j.name}: DCN mesh must tile {n} slice(s): {msg}"))
     return out
 
@@ -424,7 +424,7 @@ def _dranet_used(resources: Sequence[Res]) -> bool:
     for r in _of(resources, NODE_POOL):
         labels = get(r.props, "nodeConfig.labels", {})
         if pool_networks(r.props) or (isinstance(labels, Mapping)
-                                      and str(labels.get(slices.DRANET_LABEL)) == "true"):
+                                      and str(labels.get(tpu.DRANET_LABEL)) == "true"):
             return True
     return any(_claim_counts(resources).values())
 

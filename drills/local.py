@@ -18,16 +18,14 @@ same host clock) and from the driver log (Ray Train's failure-policy lines).
 
 from __future__ import annotations
 
-import argparse
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slicectl.drill_report import DrillReport
-from slicectl.spec import Job, StackSpec
-from slicectl.train_log import FAILURE
+from drills.report import DrillReport
+from drills.train_log import FAILURE
+from stackspec.spec import Job, StackSpec
 
 # Orbax writes ``<step>.orbax-checkpoint-tmp-<n>`` and renames it to ``<step>`` when
 # every host has finished: a bare number is committed, anything else is in flight.
@@ -209,7 +207,7 @@ class LocalDrill:
             time.sleep(POLL_S)
 
     def _start_driver(self):
-        from slicectl.local_train import start_driver
+        from drills.local_train import start_driver
         from workloads.trainer_args import trainer_argv
 
         argv = trainer_argv(
@@ -228,7 +226,7 @@ class LocalDrill:
     # ------------------------------------------------------------------ the drill
 
     def run(self) -> DrillReport:
-        from slicectl.localray import LocalRayCluster
+        from drills.localray import LocalRayCluster
 
         o, r = self.opts, self.report
         deadline = self.t0 + o.timeout_s
@@ -403,40 +401,3 @@ def pick_job(spec: StackSpec, name: str | None) -> Job:
         if job.elastic and not job.suspend:
             return job
     return find_job(spec, None)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``slicectl drill --local``: the CLI flags of :mod:`slicectl.cmd_drill`."""
-    from slicectl import engine
-    from slicectl import spec as stack_spec
-    from slicectl.cmd_drill import finish
-    from slicectl.cmd_train import default_run_dir
-
-    try:
-        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
-        job = pick_job(spec, args.job)
-    except (stack_spec.SpecError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    defaults = LocalDrillOptions()
-    opts = LocalDrillOptions(
-        slices=args.slices or defaults.slices,
-        steps=args.steps or 0,
-        checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
-        step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
-        kill_after_step=args.kill_after_step, kill_node=args.kill_node,
-        kill_during_save=args.kill_during_save, scale_up=args.scale_up,
-        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
-        resubmit_delay_s=args.capacity_back_after,
-    )
-    try:
-        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    report = drill.run()
-    print()
-    code = finish(report, args.report)
-    print(f"report: {drill.run_dir / 'drill.json'}", file=sys.stderr)
-    return code
-

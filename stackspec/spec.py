@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slicectl import slices
-from slicectl.slices import SliceError, SliceShape
+from stackspec import tpu
+from stackspec.tpu import SliceError, SliceShape
 
 PROJECT = "tpu-multislice"  # the name in Pulumi.yaml; also the config namespace
 ENVIRONMENTS = ("dev", "prod")
@@ -367,7 +367,7 @@ def _slices(r: _Reader, raw: Any, key: str) -> tuple[Slice, ...]:
             r.fail(k, obj, "must be an object with name, generation, topology")
             continue
         name = r.get(obj, k, "name", str, check=_dns)
-        gen = r.get(obj, k, "generation", str, "v6e", allowed=tuple(slices.GENERATIONS))
+        gen = r.get(obj, k, "generation", str, "v6e", allowed=tuple(tpu.GENERATIONS))
         topology = r.get(obj, k, "topology", str)
         machine = r.get(obj, k, "machineType", str, None)
         capacity = _capacity(r, obj.get("capacity", _MISSING), f"{k}.capacity")
@@ -379,9 +379,9 @@ def _slices(r: _Reader, raw: Any, key: str) -> tuple[Slice, ...]:
         if gen is None or topology is None:
             continue
         try:
-            shape = slices.resolve(gen, topology, machine)
+            shape = tpu.resolve(gen, topology, machine)
         except SliceError as e:
-            bad = "machineType" if machine and topology in slices.generation(gen).topologies else "topology"
+            bad = "machineType" if machine and topology in tpu.generation(gen).topologies else "topology"
             r.fail(f"{k}.{bad}", machine if bad == "machineType" else topology, str(e))
             continue
         group = group or shape.group_name
@@ -447,12 +447,12 @@ def _parallelism(r: _Reader, obj: Any, key: str) -> dict[str, int]:
     if obj is _MISSING or obj is None:
         return {}
     if not isinstance(obj, Mapping):
-        r.fail(key, obj, f"must be an object of axis: degree; axes: {', '.join(slices.MESH_AXES)}")
+        r.fail(key, obj, f"must be an object of axis: degree; axes: {', '.join(tpu.MESH_AXES)}")
         return {}
     out = {}
     for axis, v in obj.items():
-        if axis not in slices.MESH_AXES:
-            r.fail(f"{key}.{axis}", v, f"unknown mesh axis; allowed: {', '.join(slices.MESH_AXES)}")
+        if axis not in tpu.MESH_AXES:
+            r.fail(f"{key}.{axis}", v, f"unknown mesh axis; allowed: {', '.join(tpu.MESH_AXES)}")
         elif isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1):
             r.fail(f"{key}.{axis}", v, "must be a positive integer or -1 (auto)")
         else:
@@ -509,12 +509,12 @@ def _jobs(r: _Reader, raw: Any, key: str, groups: Mapping[str, tuple[SliceShape,
         dcn = _parallelism(r, obj.get("dcn", _MISSING), f"{k}.dcn")
         if group in groups and len(r.problems) == problems_before:
             shape = groups[group][0]
-            if msg := slices.mesh_error("ici", ici, shape.chips):
+            if msg := tpu.mesh_error("ici", ici, shape.chips):
                 r.fail(
                     f"{k}.ici", ici, f"ICI mesh must tile the {shape.chips} chips of a {shape.pod_type} slice: {msg}"
                 )
             for n in sorted({min_s, max_s}):
-                if msg := slices.mesh_error("dcn", dcn, n):
+                if msg := tpu.mesh_error("dcn", dcn, n):
                     r.fail(f"{k}.dcn", dcn, f"DCN mesh must tile {n} slice(s): {msg}")
         maxtext = r.get(obj, k, "maxtext", dict, {})
         for mk, mv in (maxtext or {}).items():

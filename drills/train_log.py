@@ -20,6 +20,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from workloads.trainer.maxtext_trainer import PROGRESS
+
 STEP = re.compile(r"completed step: (\d+)")
 SAVED = re.compile(r"saved a checkpoint at step (\d+)", re.IGNORECASE)
 ASYNC_SAVE = re.compile(r"Started an asynchronous checkpoint save for step (\d+)")
@@ -28,7 +30,7 @@ FAILURE = re.compile(
     r"\[FailurePolicy\]|Training failed due to (worker|controller) error"
     r"|Replacing failing replica groups|Preemption detected on ranks"
 )
-PROGRESS_PREFIX = "slicectl-progress "
+PROGRESS_PREFIX = PROGRESS + " "  # the trainer owns its protocol
 
 
 @dataclass(frozen=True)

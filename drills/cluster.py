@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slicectl.drill_report import DrillReport
-from slicectl.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
-from slicectl.train_log import TrainLog
+from drills.report import DrillReport
+from drills.train_log import TrainLog
+from stackspec.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
 
 RAY_GROUP, RAY_VERSION, RAYJOBS = "ray.io", "v1", "rayjobs"
 # KubeRay pod labels (v1.5: multi-host groups get the replica labels).

@@ -21,7 +21,7 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from slicectl import spec as stack_spec
+from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "__main__.py"
@@ -205,7 +205,7 @@ def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
     """Run the real program for ``stack`` under mocks and return what it declared.
 
     ``config`` overrides the stack file (tests pass edited copies). A bad spec
-    raises :class:`slicectl.spec.SpecError` before any resource is registered.
+    raises :class:`stackspec.spec.SpecError` before any resource is registered.
     """
     config = stack_config(stack) if config is None else config
     spec = stack_spec.load(stack, config)  # fail fast, outside the engine
