@@ -1,7 +1,7 @@
-"""Shared test helpers: the read-only reference material next to the repository.
+"""Shared test helpers: CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
 
-``<repo>/../shared`` holds the seed tutorial and the KubeRay CRDs. Tests that need
-it skip, saying why, only where it is absent (a bare clone elsewhere).
+The CRDs are vendored (``tests/reference/README.md`` names their source commits), so a
+fresh clone runs every test; ``../shared`` is compared against them where present.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-SEED = SHARED / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
-KUBERAY_CRDS = SHARED / "kuberay-crds"
+REFERENCE = ROOT / "tests" / "reference"
+SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
+KUBERAY_CRDS = REFERENCE / "kuberay"
+KUEUE_CRDS = REFERENCE / "kueue"
 CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml"}
 
 
@@ -54,20 +56,51 @@ def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def seed_text() -> str:
-    if not SEED.exists():
-        pytest.skip(f"the seed tutorial is not here ({SEED}); it lives in <repo>/../shared")
     return SEED.read_text()
 
 
 @pytest.fixture(scope="session")
 def kuberay_validator() -> Callable[[dict[str, Any]], list[str]]:
     """``validate(doc)`` -> the schema errors of a RayCluster/RayJob document (empty: valid)."""
-    if not KUBERAY_CRDS.is_dir():
-        pytest.skip(f"the KubeRay CRDs are not here ({KUBERAY_CRDS}); they live in <repo>/../shared")
     validators = {kind: jsonschema.Draft7Validator(crd_schema(kind)) for kind in CRD_FILES}
 
     def validate(doc: dict[str, Any]) -> list[str]:
         v = validators[doc["kind"]]
         return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
+
+    return validate
+
+
+KUEUE_KINDS = {
+    "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
+    "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
+    "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "AdmissionCheck": "kueue.x-k8s.io_admissionchecks.yaml",
+    "ProvisioningRequestConfig": "kueue.x-k8s.io_provisioningrequestconfigs.yaml",
+    "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
+    "Cohort": "kueue.x-k8s.io_cohorts.yaml",
+}
+
+
+def kueue_schema(kind: str, version: str) -> dict[str, Any]:
+    doc = yaml.safe_load((KUEUE_CRDS / KUEUE_KINDS[kind]).read_text())
+    served = next(v for v in doc["spec"]["versions"] if v["name"] == version and v.get("served"))
+    return _strict(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
+
+
+@pytest.fixture(scope="session")
+def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
+    """``validate(doc)`` -> schema errors of a Kueue object (its apiVersion picks the served version)."""
+    cache: dict[tuple[str, str], jsonschema.Draft7Validator] = {}
+
+    def validate(doc: dict[str, Any]) -> list[str]:
+        group, _, version = doc["apiVersion"].partition("/")
+        assert group == "kueue.x-k8s.io", doc["apiVersion"]
+        key = (doc["kind"], version)
+        if key not in cache:
+            cache[key] = jsonschema.Draft7Validator(kueue_schema(*key))
+        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+                for e in cache[key].iter_errors(doc)]
 
     return validate
