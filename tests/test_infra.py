@@ -195,14 +195,14 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
     from stackspec.spec import Capacity, Slice
 
     shape = tpu.resolve("v6e", topology, machine)
-    cap = Capacity("spot")
+    cap = Capacity(type="spot")
 
     @pulumi.runtime.test
     def check():
         pool = SliceNodePool(
             "s0",
             SliceNodePoolArgs(
-                slice=Slice("s0", shape, cap, shape.group_name),
+                slice=Slice(name="s0", topology=topology, machine_type=machine, capacity=cap),
                 cluster_name="c",
                 location="us-east5-b",
                 project="p",
@@ -250,12 +250,12 @@ def test_slice_node_pool_capacity(mocks, capacity, expected):
     from stackspec.spec import Capacity, Slice
 
     shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
-    cap = Capacity(*capacity)
+    cap = Capacity(**dict(zip(("type", "reservation", "affinity"), capacity, strict=False)))
 
     @pulumi.runtime.test
     def check():
         pool = SliceNodePool("s1", SliceNodePoolArgs(
-            slice=Slice("s1", shape, cap, shape.group_name), cluster_name="c", location="us-east5-b",
+            slice=Slice(name="s1", topology="4x4", machine_type="ct6e-standard-4t", capacity=cap), cluster_name="c", location="us-east5-b",
             project="p", version="1.35.2-gke.1842000", node_service_account="n@p.iam.gserviceaccount.com"))
 
         def verify(_):

@@ -10,7 +10,6 @@ parsed: its manifest and its commands are the reference, not values retyped here
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -553,7 +552,7 @@ def test_suspended_jobs(prod, shapes):
     jobs = {d["metadata"]["name"]: d for d in prod.manifests if d["kind"] == "RayJob"}
     assert set(jobs) == {"llama3-8b-elastic"}  # the multislice 8B and 70B wait their turn
     s = stack_spec.load("prod", engine.stack_config("prod"))
-    dedicated = dataclasses.replace(s.jobs[1], cluster="dedicated")
+    dedicated = s.jobs[1].model_copy(update={"cluster": "dedicated"})
     assert manifests.ray_job(s, dedicated)["spec"]["suspend"] is True
 
 

@@ -1,0 +1,145 @@
+"""The limits of the systems the stack deploys to: names, address ranges, ports, quantities.
+
+Each check returns None when the value is fine, else a message saying what is allowed.
+Sources: GCP resource naming (GKE clusters and node pools, Compute Engine networks,
+IAM service accounts, Cloud Storage buckets), Kubernetes object names and label values
+(k8s.io/apimachinery validation), KubeRay's name limits
+(``ray-operator/controllers/ray/utils/constant.go``: RayCluster 53, RayJob 47 characters).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+
+@dataclass(frozen=True)
+class NameRule:
+    kind: str  # what the name names, for the message
+    min_len: int
+    max_len: int
+    pattern: re.Pattern[str]
+    chars: str  # the allowed characters, in words
+
+    def check(self, value: str) -> str | None:
+        if not self.min_len <= len(value) <= self.max_len:
+            return (f"a {self.kind} name has {self.min_len}-{self.max_len} characters, this has {len(value)}; "
+                    f"allowed: {self.chars}")
+        if not self.pattern.fullmatch(value):
+            return f"not a valid {self.kind} name; allowed: {self.chars}, {self.min_len}-{self.max_len} characters"
+        return None
+
+
+_RFC1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_RFC1035_WORDS = "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"
+
+GKE_CLUSTER = NameRule("GKE cluster", 1, 40, _RFC1035, _RFC1035_WORDS)
+GKE_NODE_POOL = NameRule("GKE node pool", 1, 40, _RFC1035, _RFC1035_WORDS)
+COMPUTE_NETWORK = NameRule("VPC network", 1, 63, _RFC1035, _RFC1035_WORDS)
+COMPUTE_SUBNETWORK = NameRule("subnetwork", 1, 63, _RFC1035, _RFC1035_WORDS)
+SERVICE_ACCOUNT_ID = NameRule("service account ID", 6, 30, _RFC1035, _RFC1035_WORDS)
+K8S_NAMESPACE = NameRule("Kubernetes namespace", 1, 63, _DNS1123_LABEL,
+                         "lowercase letters, digits and '-', starting and ending with a letter or digit")
+K8S_SERVICE_ACCOUNT = NameRule("Kubernetes service account", 1, 63, _DNS1123_LABEL,
+                               "lowercase letters, digits and '-', starting and ending with a letter or digit")
+RAY_CLUSTER = NameRule("RayCluster", 1, 53, _RFC1035, _RFC1035_WORDS)
+RAY_JOB = NameRule("RayJob", 1, 47, _RFC1035, _RFC1035_WORDS)
+RAY_WORKER_GROUP = NameRule("Ray worker group", 1, 63, _DNS1123_LABEL,
+                            "lowercase letters, digits and '-', starting and ending with a letter or digit")
+CONFIG_MAP = NameRule("ConfigMap", 1, 253, re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"),
+                      "lowercase letters, digits, '-' and '.'")
+LABEL_VALUE = NameRule("Kubernetes label value", 0, 63, re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"),
+                       "letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+# MaxText writes under <base_output_directory>/<run_name>/; the run name is also a label value.
+RUN_NAME = NameRule("run", 1, 63, _DNS1123_LABEL,
+                    "lowercase letters, digits and '-', starting and ending with a letter or digit")
+
+
+def bucket_name(value: str) -> str | None:
+    """Cloud Storage bucket naming: 3-63 characters (222 with dots, 63 per dot-separated part)."""
+    allowed = ("3-63 lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit, "
+               "no 'goog' prefix and no 'google'")
+    if not re.fullmatch(r"[a-z0-9][-a-z0-9_.]*[a-z0-9]", value):
+        return f"not a valid bucket name; allowed: {allowed}"
+    longest = max(len(p) for p in value.split("."))
+    if len(value) < 3 or (len(value) > 63 and "." not in value) or len(value) > 222 or longest > 63:
+        return f"a bucket name has 3-63 characters (222 with dots), this has {len(value)}; allowed: {allowed}"
+    if value.startswith("goog") or "google" in value or "g00gle" in value:
+        return f"Cloud Storage refuses names starting with 'goog' or containing 'google'; allowed: {allowed}"
+    try:
+        ipaddress.ip_address(value)
+        return "a bucket name cannot be an IP address"
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------ IPv4 ranges
+
+# What GCP accepts for subnet and GKE ranges without privately used public IPs:
+# RFC 1918 and RFC 6598 (shared address space).
+PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                         "100.64.0.0/10"))
+SUBNET_PREFIX = (8, 29)  # Compute Engine: IPv4 subnet ranges from /8 to /29
+RESERVED_PER_SUBNET = 4  # network, gateway, second-to-last and broadcast addresses
+POD_RANGE_PER_NODE = 256  # GKE's default 110 pods per node takes a /24 of the pod range per node
+
+
+def private_cidr(value: str, prefix: tuple[int, int] | None = None) -> str | None:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as e:
+        return f"not an IPv4 CIDR range ({e}); e.g. 10.50.0.0/16"
+    if net.version != 4:
+        return "must be an IPv4 range"
+    if not any(net.subnet_of(p) for p in PRIVATE_RANGES):
+        return f"must lie in a private range: {', '.join(map(str, PRIVATE_RANGES))}"
+    if prefix and not prefix[0] <= net.prefixlen <= prefix[1]:
+        return f"prefix /{net.prefixlen} is outside what GCP allows here: /{prefix[0]} to /{prefix[1]}"
+    return None
+
+
+def usable_addresses(cidr: str) -> int:
+    return ipaddress.ip_network(cidr).num_addresses - RESERVED_PER_SUBNET
+
+
+# ------------------------------------------------------------------ ports
+
+# Ports the Ray head listens on (KubeRay's defaults, named in workloads/manifests.py) and
+# Ray's own fixed ports on every node; a configured port must not land on one of them.
+RAY_HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+RAY_NODE_PORTS = {"dashboard-agent-grpc": 52365, "dashboard-agent-listen": 52366}
+
+
+# ------------------------------------------------------------------ quantities
+
+_QUANTITY = re.compile(r"(?P<num>[+]?(\d+(\.\d*)?|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_SUFFIX = {
+    "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9,
+    "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+def quantity(value: str) -> Decimal | None:
+    """A Kubernetes resource quantity (``"8"``, ``"7500m"``, ``"200G"``, ``"16Gi"``) as a number, or None."""
+    m = _QUANTITY.fullmatch(str(value).strip())
+    if not m:
+        return None
+    try:
+        num = Decimal(m["num"])
+    except InvalidOperation:
+        return None
+    suffix = m["suffix"] or ""
+    if suffix[:1] in ("e", "E"):
+        return num * Decimal(10) ** int(suffix[1:])
+    return num * Decimal(_SUFFIX[suffix])
+
+
+def quantity_error(value: str) -> str | None:
+    if quantity(value) is None:
+        return ("not a Kubernetes quantity; e.g. 8, 7500m (CPU), 16Gi, 200G (memory): a number with an optional "
+                "suffix m, k, M, G, T, Ki, Mi, Gi, Ti")
+    return None

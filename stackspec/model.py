@@ -1,0 +1,547 @@
+"""The stack spec as a declarative model (pydantic v2): types, limits and the rules that tie it together.
+
+Field types carry the limits of the systems the stack deploys to (``stackspec.limits``);
+each section's own rules are its validators; rules that span sections (slices and jobs,
+address ranges, requests against a node's allocatable, derived names) run once the
+sections are valid, in :meth:`StackSpec._rules`, and report every problem at once.
+
+Objects are frozen: what the program, the policies and the CLI read is what was checked.
+Build them through :mod:`stackspec.loader`, which names the stack file and YAML line of
+every problem.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from . import limits, machines, names, tpu
+from .errors import MISSING, Problem
+from .tpu import SliceError, SliceShape
+
+NS = names.PROJECT
+ENVIRONMENTS = ("dev", "prod")
+CAPACITY_TYPES = ("on-demand", "spot", "reservation", "flex-start")
+RELEASE_CHANNELS = ("UNSPECIFIED", "RAPID", "REGULAR", "STABLE", "EXTENDED")
+STORAGE_CLASSES = ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE")
+# GKE managed DRANET on Standard clusters needs at least this version.
+DRANET_MIN_VERSION = "1.34.1-gke.1829001"
+DCN_MTU = 8896
+# One preemption spends two of Ray Train's failures: the lost worker, and the restart that
+# still counts the lost slice (Ray's resource view lags) and times out. Measured by the drill.
+MIN_ELASTIC_MAX_FAILURES = 2
+# MaxText keys a job sets through its own keys, never through the maxtext passthrough.
+JOB_OWNED_MAXTEXT_KEYS = frozenset({
+    "steps", "per_device_batch_size", "max_target_length", "model_name", "run_name",
+    "base_output_directory", "checkpoint_period",
+})
+DEFAULT_RAY_IMAGE = "rayproject/ray:2.60.0-py312-tpu"
+
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
+
+
+def gke_version_key(version: str) -> tuple[int, ...] | None:
+    m = _GKE_VERSION.fullmatch(version)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+# --------------------------------------------------------------------------- field types
+
+
+def _check(fn):
+    """An AfterValidator from a ``value -> message | None`` check."""
+
+    def run(value):
+        if (msg := fn(value)) is not None:
+            raise ValueError(msg)
+        return value
+
+    return AfterValidator(run)
+
+
+def _name(rule: limits.NameRule):
+    return _check(rule.check)
+
+
+def _to_str(value: Any) -> Any:
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+ClusterName = Annotated[str, _name(limits.GKE_CLUSTER)]
+NodePoolName = Annotated[str, _name(limits.GKE_NODE_POOL)]
+NetworkName = Annotated[str, _name(limits.COMPUTE_NETWORK)]
+SubnetName = Annotated[str, _name(limits.COMPUTE_SUBNETWORK)]
+Namespace = Annotated[str, _name(limits.K8S_NAMESPACE)]
+KsaName = Annotated[str, _name(limits.K8S_SERVICE_ACCOUNT)]
+RayClusterName = Annotated[str, _name(limits.RAY_CLUSTER)]
+RayJobName = Annotated[str, _name(limits.RAY_JOB)]
+GroupName = Annotated[str, _name(limits.RAY_WORKER_GROUP)]
+RunName = Annotated[str, _name(limits.RUN_NAME)]
+BucketName = Annotated[str, _check(limits.bucket_name)]
+SubnetCidr = Annotated[str, _check(lambda v: limits.private_cidr(v, limits.SUBNET_PREFIX))]
+ClusterCidr = Annotated[str, _check(limits.private_cidr)]
+Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
+                                    "must be a GKE version like 1.35.2-gke.1842000")]
+ProjectId = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", v) else
+                                   "not a GCP project ID: 6-30 lowercase letters, digits and '-', starting "
+                                   "with a letter")]
+Region = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+", v) else
+                                "not a GCP region, e.g. us-east5")]
+Zone = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", v) else
+                              "not a GCP zone, e.g. us-east5-b")]
+MeshAxis = Literal[tpu.MESH_AXES]
+MeshDegree = Annotated[int, _check(lambda v: None if v >= 1 or v == -1 else "must be a positive integer or -1 "
+                                                                             "(auto)")]
+MaxTextValue = Annotated[str, BeforeValidator(lambda v: str(v).lower() if isinstance(v, bool) else _to_str(v))]
+
+
+class Section(BaseModel):
+    """A section of the stack spec: camelCase keys, unknown keys refused, frozen once checked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              coerce_numbers_to_str=True)
+
+
+def at(key: str, message: str) -> ValueError:
+    """A section rule's error on one of its keys (the loader appends ``key`` to the location)."""
+    return ValueError(f"@{key}: {message}")
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class Capacity(Section):
+    type: Literal[CAPACITY_TYPES] = "on-demand"
+    reservation: str | None = None
+    affinity: Literal["SPECIFIC", "ANY"] | None = None  # reservations only; SPECIFIC by default
+
+    @model_validator(mode="after")
+    def _reservation(self) -> Capacity:
+        if self.type == "reservation":
+            affinity = self.affinity or "SPECIFIC"
+            object.__setattr__(self, "affinity", affinity)
+            if affinity == "SPECIFIC" and not self.reservation:
+                raise at("reservation", "required when type is reservation with SPECIFIC affinity")
+            if affinity != "SPECIFIC" and self.reservation:
+                # GKE ignores a name with ANY affinity: say so rather than drop it.
+                raise at("reservation", f"a reservation name needs affinity SPECIFIC, not {affinity}")
+        elif self.reservation or self.affinity:
+            # GKE: Spot and flex-start VMs cannot consume reservations; on-demand needs none here.
+            raise at("reservation", f"only allowed when type is reservation, not {self.type}")
+        return self
+
+    @property
+    def spot(self) -> bool:
+        return self.type == "spot"
+
+
+class Slice(Section):
+    name: NodePoolName  # the node pool's name, e.g. v6e-16-0
+    generation: Literal[tuple(tpu.GENERATIONS)] = "v6e"
+    topology: str
+    machine_type: str | None = None  # needed where a topology allows several
+    group: GroupName | None = None  # the Ray worker group; by default one per shape
+    capacity: Capacity = Field(default_factory=Capacity)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Slice:
+        try:
+            shape = tpu.resolve(self.generation, self.topology, self.machine_type)
+        except SliceError as e:
+            gen = tpu.GENERATIONS[self.generation]
+            key = "machineType" if self.machine_type and self.topology in gen.topologies else "topology"
+            raise at(key, str(e)) from None
+        self.__dict__["shape"] = shape
+        if self.group is None:
+            object.__setattr__(self, "group", shape.group_name)
+        return self
+
+    @cached_property
+    def shape(self) -> SliceShape:
+        return tpu.resolve(self.generation, self.topology, self.machine_type)
+
+
+class SecondaryNetwork(Section):
+    network: NetworkName | None = None  # <cluster>-net-N by default
+    subnet: SubnetName
+    cidr: SubnetCidr
+
+
+class Network(Section):
+    mtu: int = Field(DCN_MTU, ge=1300, le=8896, description="8896 for the TPU DCN (jumbo frames)")
+    secondary: tuple[SecondaryNetwork, ...] = ()
+
+
+class Cluster(Section):
+    name: ClusterName
+    version: GkeVersion
+    release_channel: Literal[RELEASE_CHANNELS] = "REGULAR"
+    system_machine_type: Literal[machines.SYSTEM_MACHINES] = "n1-standard-16"
+    system_node_count: int = Field(1, ge=1, le=100)
+    deletion_protection: bool | None = None  # on in prod unless said otherwise (refused off)
+    # Pod and service ranges (VPC-native). GKE picks them when unset, seeing only the
+    # cluster's own VPC, not the secondary DCN VPCs whose subnets pods also reach.
+    pod_cidr: ClusterCidr | None = None
+    service_cidr: ClusterCidr | None = None
+
+    @property
+    def location(self) -> str:
+        """The zone (the seed's Standard cluster is zonal): ``gcp:zone``."""
+        return self.__dict__["location"]
+
+
+class Storage(Section):
+    bucket: BucketName
+    location: str | None = None  # the region by default
+    storage_class: Literal[STORAGE_CLASSES] = "STANDARD"
+    namespace: Namespace = "default"
+    service_account: KsaName  # the Kubernetes service account of the workloads
+    protected: bool | None = None  # refuse deletion, keep the bucket on destroy; on in prod
+
+
+class RaySettings(Section):
+    cluster_name: RayClusterName = "maxtext-tpu-cluster"
+    image: str = DEFAULT_RAY_IMAGE
+    head_cpu: Quantity = "8"
+    head_memory: Quantity = "16Gi"
+    worker_cpu: Quantity = "8"
+    worker_memory: Quantity = "200G"
+    megascale_port: Port = 9915
+    metrics_export_port: Port = 8082
+
+    @model_validator(mode="after")
+    def _ports(self) -> RaySettings:
+        taken = {**limits.RAY_HEAD_PORTS, **limits.RAY_NODE_PORTS}
+        for key, port in (("megascalePort", self.megascale_port), ("metricsExportPort", self.metrics_export_port)):
+            clash = [n for n, p in taken.items() if p == port]
+            if clash:
+                raise at(key, f"port {port} is Ray's {clash[0]} port; pick another")
+            taken[key] = port
+        return self
+
+
+class Job(Section):
+    name: RayJobName
+    mode: Literal["multislice", "elastic"] = "multislice"
+    group: str | None = None  # worker group (slice shape); the only one by default
+    cluster: Literal["shared", "dedicated"] = "shared"
+    slices: int | None = Field(None, ge=1)  # multislice: exact; resolved: the maximum
+    min_slices: int | None = Field(None, ge=1)  # elastic only
+    max_slices: int | None = Field(None, ge=1)  # elastic only
+    max_failures: int | None = Field(None, ge=0)  # elastic: 3 by default, at least 2
+    model: str = "llama3-8b"
+    steps: int = Field(100, ge=1)
+    per_device_batch_size: float = Field(4, gt=0)
+    max_target_length: int = Field(4096, ge=1)
+    run_name: RunName | None = None  # the job's name by default
+    ici: dict[MeshAxis, MeshDegree] = Field(default_factory=dict)
+    dcn: dict[MeshAxis, MeshDegree] = Field(default_factory=dict)
+    maxtext: dict[str, MaxTextValue] = Field(default_factory=dict)  # further MaxText key=value settings
+    checkpoint_period: int = Field(10, ge=1)
+    active_deadline_seconds: int = Field(4 * 3600, ge=1)
+    backoff_limit: int = Field(0, ge=0)
+    suspend: bool = False  # declared but not run
+
+    @model_validator(mode="after")
+    def _mode_keys(self) -> Job:
+        given = self.model_fields_set
+        if self.mode == "elastic":
+            if "slices" in given:
+                raise at("slices", "elastic jobs take minSlices and maxSlices")
+            failures = 3 if self.max_failures is None else self.max_failures
+            if failures < MIN_ELASTIC_MAX_FAILURES:
+                raise at("maxFailures", f"must be at least {MIN_ELASTIC_MAX_FAILURES}: one preemption spends two "
+                                        "(the lost worker, and a restart that times out waiting for the lost slice)")
+            object.__setattr__(self, "max_failures", failures)
+        else:
+            for key in ("min_slices", "max_slices"):
+                if key in given:
+                    raise at(to_camel(key), "multislice jobs take slices; minSlices/maxSlices are for mode elastic")
+            object.__setattr__(self, "max_failures", self.max_failures or 0)
+        for key in self.maxtext:
+            if key.startswith(("ici_", "dcn_")) or key in JOB_OWNED_MAXTEXT_KEYS:
+                raise at(f"maxtext.{key}", "set through the job's own key (ici, dcn, steps, ...), not maxtext")
+        if self.run_name is None:
+            object.__setattr__(self, "run_name", self.name)
+        return self
+
+    @property
+    def elastic(self) -> bool:
+        return self.mode == "elastic"
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """One Ray worker group: all slices of one shape."""
+
+    name: str
+    shape: SliceShape
+    slices: tuple[Slice, ...]
+
+    @property
+    def replicas(self) -> int:
+        return len(self.slices)
+
+    @property
+    def spot(self) -> bool:
+        return any(s.capacity.spot for s in self.slices)
+
+
+# --------------------------------------------------------------------------- the stack
+
+
+def _ns(key: str) -> str:
+    return f"{NS}:{key}"
+
+
+class StackSpec(BaseModel):
+    """One stack: its ``gcp:*`` keys, the project's sections and the stack file's secrets provider."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, coerce_numbers_to_str=True)
+
+    stack: str
+    environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
+    project: ProjectId = Field(alias="gcp:project")
+    region: Region = Field(alias="gcp:region")
+    zone: Zone = Field(alias="gcp:zone")
+    cluster: Cluster = Field(alias=_ns("cluster"))
+    network: Network = Field(default_factory=Network, alias=_ns("network"))
+    slices: tuple[Slice, ...] = Field(alias=_ns("slices"), min_length=1)
+    storage: Storage = Field(alias=_ns("storage"))
+    ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
+    jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
+    # The stack file's own top-level keys (beside config:), as Pulumi writes them.
+    secrets_provider: str | None = Field(None, alias="secretsprovider")
+    encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
+    encrypted_key: str | None = Field(None, alias="encryptedkey")
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def prod(self) -> bool:
+        return self.environment == "prod"
+
+    @property
+    def mtu(self) -> int:
+        return self.network.mtu
+
+    @property
+    def networks(self) -> tuple[SecondaryNetwork, ...]:
+        return self.network.secondary
+
+    @property
+    def dranet(self) -> bool:
+        return bool(self.networks)
+
+    @cached_property
+    def groups(self) -> tuple[WorkerGroup, ...]:
+        order: dict[str, list[Slice]] = {}
+        for s in self.slices:
+            order.setdefault(s.group, []).append(s)
+        return tuple(WorkerGroup(g, ss[0].shape, tuple(ss)) for g, ss in order.items())
+
+    def group(self, name: str) -> WorkerGroup:
+        return next(g for g in self.groups if g.name == name)
+
+    # ------------------------------------------------------------------ rules across sections
+
+    @model_validator(mode="before")
+    @classmethod
+    def _zone_in_region(cls, data: Any, info: ValidationInfo) -> Any:
+        # Checked on the raw keys too, so it is reported even when a section is invalid.
+        if isinstance(data, Mapping) and info.context is not None:
+            zone, region = data.get("gcp:zone"), data.get("gcp:region")
+            if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
+                info.context.setdefault("problems", []).append(
+                    Problem("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)"))
+        return data
+
+    @model_validator(mode="after")
+    def _rules(self, info: ValidationInfo) -> StackSpec:
+        problems: list[Problem] = []
+        fail = lambda key, value, msg: problems.append(Problem(key, value, msg))  # noqa: E731
+        self._defaults(fail)
+        self._network_rules(fail)
+        self._slice_rules(fail)
+        if not any(p.key.startswith(_ns("slices")) for p in problems):
+            # Jobs are checked against sound slices only: one bad slice gives one error.
+            self._job_rules(fail)
+        self._resource_rules(fail)
+        self._safety_rules(fail)
+        for d in names.derived(self):
+            if d.name and (msg := d.rule.check(d.name)):
+                fail(d.key, d.name if d.key.endswith(("name", "Name", "stack")) else d.name,
+                     f"{d.how}: {msg}")
+        sink = (info.context or {}).get("problems") if info.context is not None else None
+        if problems:
+            if sink is None:
+                raise ValueError("; ".join(p.render() for p in problems))
+            sink.extend(problems)
+        return self
+
+    def _defaults(self, fail) -> None:
+        prod = self.prod
+        self.cluster.__dict__["location"] = self.zone
+        if self.cluster.deletion_protection is None:
+            object.__setattr__(self.cluster, "deletion_protection", prod)
+        elif prod and not self.cluster.deletion_protection:
+            fail(_ns("cluster.deletionProtection"), False, "a production cluster keeps deletion protection on")
+        if self.storage.location is None:
+            object.__setattr__(self.storage, "location", self.region)
+        if self.storage.protected is None:
+            object.__setattr__(self.storage, "protected", prod)
+        elif prod and not self.storage.protected:
+            fail(_ns("storage.protected"), False, "production checkpoints must be protected from deletion")
+        for i, net in enumerate(self.networks, start=1):
+            if net.network is None:
+                object.__setattr__(net, "network", names.network_name(self.cluster.name, i))
+
+    def _network_rules(self, fail) -> None:
+        c, key = self.cluster, _ns("cluster")
+        ranges = [(f"{_ns('network.secondary')}[{i}].cidr", n.cidr) for i, n in enumerate(self.networks)]
+        ranges += [(f"{key}.{k}", v) for k, v in (("podCidr", c.pod_cidr), ("serviceCidr", c.service_cidr)) if v]
+        for i, (k, cidr) in enumerate(ranges):
+            for other_key, other in ranges[:i]:
+                if ipaddress.ip_network(cidr).overlaps(ipaddress.ip_network(other)):
+                    fail(k, cidr, f"overlaps {other} at {other_key}")
+        if self.networks and not (c.pod_cidr or c.service_cidr):
+            # Pods hold a pod-range address and one on each DCN subnet; GKE would pick the pod and
+            # service ranges seeing only the cluster's own VPC.
+            fail(f"{key}.podCidr", MISSING, "required with secondary networks (with serviceCidr): private ranges "
+                 "away from network.secondary, e.g. 10.100.0.0/14 and 10.104.0.0/20")
+        elif bool(c.pod_cidr) != bool(c.service_cidr):
+            fail(f"{key}.{'serviceCidr' if c.pod_cidr else 'podCidr'}", MISSING,
+                 "podCidr and serviceCidr are pinned together")
+        vpcs = [n.network for n in self.networks]
+        if len(set(vpcs)) != len(vpcs):
+            fail(_ns("network.secondary"), vpcs, "each secondary network needs its own VPC (a NIC per VPC)")
+        hosts = sum(s.shape.hosts for s in self.slices)
+        if c.pod_cidr:
+            nodes = hosts + c.system_node_count
+            room = ipaddress.ip_network(c.pod_cidr).num_addresses // limits.POD_RANGE_PER_NODE
+            if nodes > room:
+                fail(f"{key}.podCidr", c.pod_cidr, f"holds {room} node(s) at a /24 per node (110 pods), the "
+                     f"stack has {nodes}; use a larger range")
+        for i, n in enumerate(self.networks):
+            # Every host of every slice takes one address on each secondary subnet.
+            if hosts > limits.usable_addresses(n.cidr):
+                fail(f"{_ns('network.secondary')}[{i}].cidr", n.cidr,
+                     f"{limits.usable_addresses(n.cidr)} usable addresses, the slices have {hosts} hosts")
+        if self.networks:
+            v = gke_version_key(c.version)
+            if v and v < gke_version_key(DRANET_MIN_VERSION):
+                fail(f"{key}.version", c.version,
+                     f"GKE managed DRANET (secondary networks) needs at least {DRANET_MIN_VERSION} on Standard")
+            single = [s.name for s in self.slices if not s.shape.multi_host]
+            if single:
+                fail(_ns("network.secondary"), [n.subnet for n in self.networks],
+                     f"additional node networks are for multi-host slices; single-host slices: {single}")
+
+    def _slice_rules(self, fail) -> None:
+        seen: set[str] = set()
+        shapes: dict[str, SliceShape] = {}
+        for i, s in enumerate(self.slices):
+            if s.name in seen:
+                fail(f"{_ns('slices')}[{i}].name", s.name, "slice names must be unique")
+            seen.add(s.name)
+            if s.group in shapes and shapes[s.group].key != s.shape.key:
+                fail(f"{_ns('slices')}[{i}].group", s.group, "a worker group holds slices of one shape only")
+            shapes.setdefault(s.group, s.shape)
+
+    def _job_rules(self, fail) -> None:
+        available = {g.name: g.replicas for g in self.groups}
+        seen: set[str] = set()
+        for i, j in enumerate(self.jobs):
+            k = f"{_ns('jobs')}[{i}]"
+            if j.name in seen:
+                fail(f"{k}.name", j.name, "job names must be unique")
+            seen.add(j.name)
+            if j.group is None and len(available) == 1:
+                object.__setattr__(j, "group", next(iter(available)))
+            if j.group not in available:
+                fail(f"{k}.group", MISSING if j.group is None else j.group,
+                     f"{'required with several worker groups' if j.group is None else 'no such worker group'}; "
+                     f"allowed: {', '.join(available)}")
+                continue
+            n = available[j.group]
+            key = "maxSlices" if j.elastic else "slices"
+            high = (j.max_slices if j.elastic else j.slices) or n
+            low = (j.min_slices or 1) if j.elastic else high
+            object.__setattr__(j, "slices", high)
+            object.__setattr__(j, "min_slices", low)
+            if high > n:
+                fail(f"{k}.{key}", high, f"worker group {j.group} has only {n} slice(s); allowed: 1..{n}")
+                continue
+            if low > high:
+                fail(f"{k}.minSlices", low, f"must be at most maxSlices ({high})")
+                continue
+            shape = self.group(j.group).shape
+            if msg := tpu.mesh_error("ici", dict(j.ici), shape.chips):
+                fail(f"{k}.ici", dict(j.ici), f"ICI mesh must tile the {shape.chips} chips of a {shape.pod_type} "
+                     f"slice: {msg}")
+            for count in sorted({low, high}):
+                if msg := tpu.mesh_error("dcn", dict(j.dcn), count):
+                    fail(f"{k}.dcn", dict(j.dcn), f"DCN mesh must tile {count} slice(s): {msg}")
+            if not j.elastic and self.group(j.group).spot:
+                fail(f"{k}.mode", j.mode, f"worker group {j.group} runs on Spot capacity: jobs there must be "
+                     "elastic; allowed: elastic")
+        # Running jobs on the shared cluster would queue for the same slices while their
+        # activeDeadlineSeconds ticks: the slices they ask for together must exist.
+        for group, n in available.items():
+            running = [(i, j) for i, j in enumerate(self.jobs)
+                       if j.group == group and j.cluster == "shared" and not j.suspend]
+            if running and sum(j.slices or 0 for _, j in running) > n:
+                i, _ = running[-1]
+                fail(f"{_ns('jobs')}[{i}].suspend", False,
+                     f"jobs {[j.name for _, j in running]} together ask for "
+                     f"{sum(j.slices or 0 for _, j in running)} slice(s) of worker group {group}, which has {n}; "
+                     "suspend all but what fits (suspend: true)")
+
+    def _resource_rules(self, fail) -> None:
+        """Requests against what the node's machine type leaves for pods."""
+        ray, key = self.ray, _ns("ray")
+        head = machines.MACHINES[self.cluster.system_machine_type]
+        if msg := machines.fits(head, float(limits.quantity(ray.head_cpu)), int(limits.quantity(ray.head_memory))):
+            fail(f"{key}.headCpu", {"headCpu": ray.head_cpu, "headMemory": ray.head_memory},
+                 f"the Ray head runs on the system pool: {msg}; lower it or raise cluster.systemMachineType")
+        for g in self.groups:
+            host = machines.MACHINES.get(g.shape.machine_type.name)
+            if host and (msg := machines.fits(host, float(limits.quantity(ray.worker_cpu)),
+                                               int(limits.quantity(ray.worker_memory)))):
+                fail(f"{key}.workerCpu", {"workerCpu": ray.worker_cpu, "workerMemory": ray.worker_memory},
+                     f"a worker of group {g.name} runs alone on its TPU host: {msg}")
+
+    def _safety_rules(self, fail) -> None:
+        if not self.prod:
+            return
+        image = self.ray.image
+        if image.endswith((":latest", ":nightly")) or ":nightly-" in image or (":" not in image and "@" not in image):
+            fail(_ns("ray.image"), image, f"prod pins a released image (e.g. {DEFAULT_RAY_IMAGE}) or a digest, "
+                 "not latest or nightly")
+        if self.encryption_salt is not None:
+            fail("encryptionsalt", "(passphrase)", "prod stacks keep secrets with Cloud KMS, not a passphrase: "
+                 "pulumi stack change-secrets-provider gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K")
+        elif self.secrets_provider is not None and not self.secrets_provider.startswith("gcpkms://"):
+            fail("secretsprovider", self.secrets_provider, "prod stacks keep secrets with Cloud KMS: gcpkms://...")
+
+
+def config_keys() -> Mapping[str, str]:
+    """The stack file's config keys and what each section is, for messages and docs."""
+    return {f.alias or n: n for n, f in StackSpec.model_fields.items() if f.alias}
