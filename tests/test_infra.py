@@ -194,7 +194,6 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
     from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
     from stackspec.spec import Capacity, Slice
 
-    shape = tpu.resolve("v6e", topology, machine)
     cap = Capacity(type="spot")
 
     @pulumi.runtime.test
@@ -255,7 +254,8 @@ def test_slice_node_pool_capacity(mocks, capacity, expected):
     @pulumi.runtime.test
     def check():
         pool = SliceNodePool("s1", SliceNodePoolArgs(
-            slice=Slice(name="s1", topology="4x4", machine_type="ct6e-standard-4t", capacity=cap), cluster_name="c", location="us-east5-b",
+            slice=Slice(name="s1", topology="4x4", machine_type="ct6e-standard-4t", capacity=cap),
+            cluster_name="c", location="us-east5-b",
             project="p", version="1.35.2-gke.1842000", node_service_account="n@p.iam.gserviceaccount.com"))
 
         def verify(_):
