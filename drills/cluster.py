@@ -72,14 +72,9 @@ class DrillPlan:
 
 
 def plan(spec: StackSpec, job_name: str) -> DrillPlan:
-    jobs = {j.name: j for j in spec.jobs}
-    if job_name not in jobs:
-        raise SpecError(stack_file(spec.stack), [Problem(
-            f"{PROJECT}:jobs[].name", job_name,
-            f"no such job; allowed: {', '.join(jobs) or '(none declared)'}")])
-    job = jobs[job_name]
+    job = spec.job(job_name)
     if job.suspend:
-        i = list(jobs).index(job_name)
+        i = spec.jobs.index(job)
         raise SpecError(stack_file(spec.stack), [Problem(
             f"{PROJECT}:jobs[{i}].suspend", True,
             f"job {job_name} is suspended (no RayJob runs): drill a running job "

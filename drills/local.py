@@ -392,12 +392,5 @@ class LocalDrill:
 
 
 def pick_job(spec: StackSpec, name: str | None) -> Job:
-    """The named job, else the stack's first running elastic job (what a drill is for)."""
-    from workloads.trainer_args import find_job
-
-    if name:
-        return find_job(spec, name)
-    for job in spec.jobs:
-        if job.elastic and not job.suspend:
-            return job
-    return find_job(spec, None)
+    """The named job, else the stack's first running elastic job (:meth:`StackSpec.drill_job`)."""
+    return spec.drill_job(name)

@@ -23,7 +23,7 @@ from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
 from workloads.trainer.maxtext_trainer import RESULT as _RESULT
-from workloads.trainer_args import TRAINER_SCRIPT, find_job, trainer_argv
+from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,10 +136,8 @@ def start_driver(
 
 
 def load_job(stack: str, job_name: str | None, stacks_dir: Path | None = None) -> tuple[StackSpec, Job]:
-    from offline import engine
-
-    spec = stack_spec.load(stack, engine.stack_config(stack, stacks_dir))
-    return spec, find_job(spec, job_name)
+    spec = stack_spec.load_stack(stack, stacks_dir)
+    return spec, spec.job(job_name)
 
 
 def default_run_dir(stack: str, prefix: str) -> Path:

@@ -187,28 +187,39 @@ def _plain(value: Any) -> Any:
 
 
 def stack_config(stack: str, stacks_dir: Path | None = None) -> dict[str, str]:
-    """The flat config map Pulumi would hand the program for ``stack``."""
-    import yaml
+    """The flat config map Pulumi would hand the program for ``stack``.
 
-    path = (stacks_dir or ROOT / "stacks") / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        avail = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
-        raise stack_spec.SpecError(
-            str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-            [stack_spec.Problem("stack", stack, f"no such stack file; allowed: {', '.join(avail)}")],
-        )
-    doc = yaml.safe_load(path.read_text()) or {}
-    return stack_spec.flat_config(doc.get("config") or {})
+    Raises :class:`stackspec.spec.StackFileError` when there is no such file and
+    :class:`stackspec.spec.SpecError` when it is not a readable stack file (YAML, duplicate keys).
+    """
+    config, doc = stack_spec.stack_config(stack, stacks_dir)
+    if doc.problems:
+        raise stack_spec.SpecError(stack_spec.stack_file(stack), doc.problems)
+    return config
 
 
-def render(stack: str, config: dict[str, str] | None = None) -> Rendering:
+def _document(stack: str, stacks_dir: Path | None):
+    """The stack file behind ``stack``, when there is one (for lines in messages)."""
+    try:
+        return stack_spec.stack_config(stack, stacks_dir)[1]
+    except stack_spec.StackFileError:
+        return None
+
+
+def render(stack: str, config: dict[str, str] | None = None, stacks_dir: Path | None = None) -> Rendering:
     """Run the real program for ``stack`` under mocks and return what it declared.
 
     ``config`` overrides the stack file (tests pass edited copies). A bad spec
     raises :class:`stackspec.spec.SpecError` before any resource is registered.
     """
-    config = stack_config(stack) if config is None else config
-    spec = stack_spec.load(stack, config)  # fail fast, outside the engine
+    # Fail fast, outside the engine: a bad spec never reaches a resource.
+    if config is None:
+        config = stack_config(stack, stacks_dir)
+        spec = stack_spec.load_stack(stack, stacks_dir, config)
+    elif _document(stack, stacks_dir) is not None:
+        spec = stack_spec.load_stack(stack, stacks_dir, config)  # an edited copy: lines from the file
+    else:
+        spec = stack_spec.load(stack, config)
 
     monitor = _RecordingMonitor(_Mocks())
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every render

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -48,6 +49,31 @@ def _level(rule: Rule, config: Mapping[str, Any]) -> str:
                          f"allowed: {', '.join(LEVELS)}")
     # Remediation is not offered by these rules: a remediate level blocks like mandatory.
     return MANDATORY if level == "remediate" else level
+
+
+def config_problems(config: Any) -> list[str]:
+    """What is wrong with a policy pack config (unknown rules or keys, bad levels); empty when fine."""
+    if not isinstance(config, Mapping):
+        return ["must be a JSON object of rule name -> level or settings"]
+    problems = []
+    rules = {r.name: r for r in RULES}
+    for name, value in config.items():
+        if name != "all" and name not in rules:
+            close = difflib.get_close_matches(name, rules, n=1)
+            problems.append(f"unknown rule {name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+            continue
+        level = value if isinstance(value, str) else (value.get("enforcementLevel") if isinstance(value, Mapping)
+                                                      else None)
+        if not isinstance(value, str | Mapping):
+            problems.append(f"{name}: must be a level ({', '.join(LEVELS)}) or an object of settings")
+        elif level is not None and level not in LEVELS:
+            problems.append(f"{name}: enforcementLevel {level!r}; allowed: {', '.join(LEVELS)}")
+        if isinstance(value, Mapping) and name in rules:
+            unknown = sorted(set(value) - set(rules[name].config) - {"enforcementLevel"})
+            if unknown:
+                allowed = ", ".join(["enforcementLevel", *rules[name].config])
+                problems.append(f"{name}: unknown setting(s) {unknown}; allowed: {allowed}")
+    return problems
 
 
 def _overrides(rule: Rule, config: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -67,12 +67,12 @@ def markdown(violations: Sequence[Violation]) -> str:
 
 
 def check(rendering: Any, out_dir: Path | str, stream: TextIO,
-          config: Mapping[str, Any] | None = None, as_markdown: bool = False) -> int:
-    """Evaluate, print, write ``<out_dir>/policy.json``; 1 on a mandatory violation, else 0."""
+          config: Mapping[str, Any] | None = None, as_markdown: bool = False) -> bool:
+    """Evaluate, print, write ``<out_dir>/policy.json``; True on a mandatory violation."""
     violations = evaluate(rendering, config)
     if as_markdown:
         print(markdown(violations), file=stream)
     else:
         print_violations(violations, stream)
     write_policy_json(violations, Path(out_dir) / POLICY_FILE)
-    return 1 if any(v.mandatory for v in violations) else 0
+    return any(v.mandatory for v in violations)

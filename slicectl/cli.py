@@ -1,4 +1,8 @@
-"""``slicectl``: the project's command line. Each subcommand lives in its own module."""
+"""``slicectl``: the project's command line. Each subcommand lives in its own module.
+
+Exit codes: see :mod:`slicectl.exits` (0 clean, 1 policy violation, 2 usage or file
+error, 3 invalid stack spec, 4 a run or drill that did not pass, 130 interrupted).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,16 @@ import argparse
 import importlib
 import sys
 
+from slicectl.exits import Exit, UsageError
+from stackspec.spec import SpecError, StackFileError, UnknownName
+
 # slicectl/cmd_<name>.py defines add_parser(subparsers) and run(args) -> exit code.
 COMMANDS = ("preview", "drill", "train")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="slicectl", description=__doc__)
+    p = argparse.ArgumentParser(prog="slicectl", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"slicectl.cmd_{name}")
@@ -21,12 +29,28 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
-        return args._run(args)
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2), already printed
+        return int(e.code or 0)
+    try:
+        return int(args._run(args))
+    except SpecError as e:
+        # One line per problem, file and line first, as a linter prints them.
+        for problem in e.problems:
+            print(f"error: {problem.render(e.source)}", file=sys.stderr)
+        print(f"{len(e.problems)} problem(s) in the stack spec; nothing was rendered", file=sys.stderr)
+        return Exit.INVALID_SPEC
+    except (UsageError, StackFileError, UnknownName) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return Exit.USAGE
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return Exit.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from drills.cluster import TARGETS
+from slicectl.exits import Exit, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -86,17 +87,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_cluster(args: argparse.Namespace) -> int:
     from drills import cluster as dc
-    from offline import engine
     from stackspec import spec as stack_spec
 
-    try:
-        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
-        running = [j.name for j in spec.jobs if j.elastic and not j.suspend]
-        job = args.job or next(iter(running), next((j.name for j in spec.jobs if j.elastic), ""))
-        plan = dc.plan(spec, job)
-    except stack_spec.SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    spec = stack_spec.load_stack(args.stack, args.stacks_dir)
+    plan = dc.plan(spec, spec.drill_job(args.job).name)
     opts = dc.DrillOptions(
         target=args.target, replica=args.replica,
         deadline_s=args.deadline if args.deadline is not None else dc.DrillOptions.deadline_s,
@@ -106,8 +100,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         argv = dc.get_credentials_argv(spec)
         print("+ " + " ".join(argv), file=sys.stderr)
         if subprocess.run(argv).returncode != 0:
-            print("error: get-credentials failed", file=sys.stderr)
-            return 2
+            raise UsageError("get-credentials failed (is gcloud installed and logged in?)")
     try:
         kube = dc.load_kube(args.context or plan.kube_context, args.kubeconfig)
         logs = None
@@ -115,8 +108,7 @@ def run_cluster(args: argparse.Namespace) -> int:
             logs = lambda status: dc.RayJobClientLogs(args.ray_address, status["jobId"])  # noqa: E731
         report = dc.run_drill(kube, plan, opts, logs=logs)
     except dc.DrillError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     return finish(report, args.report)
 
 
@@ -128,22 +120,17 @@ def finish(report, path: Path | None) -> int:
     if path:
         report.write(path)
         print(f"report written to {path}", file=sys.stderr)
-    return 0 if report.ok else 1
+    return Exit.OK if report.ok else Exit.FAILED
 
 
 def run_local(args: argparse.Namespace) -> int:
     """``slicectl drill --local``: a local Ray cluster, a real SIGKILL."""
     from drills.local import LocalDrill, LocalDrillOptions, pick_job
     from drills.local_train import default_run_dir
-    from offline import engine
     from stackspec import spec as stack_spec
 
-    try:
-        spec = stack_spec.load(args.stack, engine.stack_config(args.stack, args.stacks_dir))
-        job = pick_job(spec, args.job)
-    except (stack_spec.SpecError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    spec = stack_spec.load_stack(args.stack, args.stacks_dir)
+    job = pick_job(spec, args.job)
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
         slices=args.slices or defaults.slices,
@@ -158,8 +145,7 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     report = drill.run()
     print()
     code = finish(report, args.report)

@@ -11,8 +11,10 @@ from pathlib import Path
 import yaml
 
 from offline import engine
+from policies import offline as policy_rules
 from policies import report as policies
-from stackspec.spec import SpecError, StackSpec
+from slicectl.exits import Exit, UsageError
+from stackspec.spec import StackSpec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,29 +33,44 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def read_policy_config(path: Path | None) -> dict | None:
+    """The policy pack config file (as for ``pulumi --policy-pack-config``), checked against the pack."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"--policy-config {path}: {e.strerror or e}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--policy-config {path}:{e.lineno}: not JSON ({e.msg})") from None
+    problems = policy_rules.config_problems(config)
+    if problems:
+        raise UsageError(f"--policy-config {path}: " + "; ".join(problems))
+    return config
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"build/{args.stack}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a directory")
+    policy_config = read_policy_config(args.policy_config)  # before the render: fail fast
     started = time.perf_counter()
-    try:
-        rendering = engine.render(args.stack, engine.stack_config(args.stack, args.stacks_dir))
-    except SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    rendering = engine.render(args.stack, stacks_dir=args.stacks_dir)
     elapsed = time.perf_counter() - started
     write(rendering, out)
     text = markdown(rendering) if args.format == "markdown" else plain(rendering)
     print(text)
     # The policy pack's rules on the same rendering; a mandatory violation fails the preview.
-    policy_config = json.loads(args.policy_config.read_text()) if args.policy_config else None
     print()
-    code = policies.check(rendering, out, sys.stdout, policy_config,
-                          as_markdown=args.format == "markdown")
+    failed = policies.check(rendering, out, sys.stdout, policy_config, as_markdown=args.format == "markdown")
     print(
         f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/{policies.POLICY_FILE} and "
         f"{len(rendering.manifests)} manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
         file=sys.stderr,
     )
-    return code
+    return Exit.POLICY_VIOLATION if failed else Exit.OK
 
 
 # --------------------------------------------------------------------------- files

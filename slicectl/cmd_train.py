@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from drills.local_train import default_run_dir, load_job, train_local
-from stackspec import spec as stack_spec
+from slicectl.exits import Exit, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -44,20 +44,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.local:
         print("slicectl train runs --local only: on GKE a job runs as its RayJob "
               "(slicectl preview shows it; pulumi up applies it)")
-        return 2
-    try:
-        spec, job = load_job(args.stack, args.job)
-    except (stack_spec.SpecError, ValueError) as e:
-        print(e)
-        return 2
+        return Exit.USAGE
+    spec, job = load_job(args.stack, args.job)
     # One local node per slice and one worker per node: a one-slice job (dev's, two hosts
     # on TPU) still trains on two processes here, as its hosts do on the slice.
     slices = args.slices or max(job.slices, 2)
     if slices < 1:
-        print("--slices must be at least 1")
-        return 2
+        raise UsageError("--slices must be at least 1")
     result = train_local(spec, job, slices=slices, steps=args.steps,
                          checkpoint_period=args.checkpoint_period, step_delay=args.step_delay,
                          run_dir=args.run_dir or default_run_dir(args.stack, "train"),
                          verbose=args.verbose)
-    return 0 if result["ok"] else 1
+    return Exit.OK if result["ok"] else Exit.FAILED

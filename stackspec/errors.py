@@ -41,3 +41,7 @@ class SpecError(ValueError):
 
 class StackFileError(OSError):
     """The stack file cannot be read at all (missing, a directory, not readable)."""
+
+
+class UnknownName(LookupError):
+    """A name asked for (a job, a stack) that the stack spec does not have; says what it has."""

@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from . import limits, machines, names, tpu
-from .errors import MISSING, Problem
+from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
 
 NS = names.PROJECT
@@ -359,6 +359,27 @@ class StackSpec(BaseModel):
 
     def group(self, name: str) -> WorkerGroup:
         return next(g for g in self.groups if g.name == name)
+
+    def job(self, name: str | None = None) -> Job:
+        """The named job, or the stack's first; :class:`UnknownName` naming the stack file otherwise."""
+        where = names.stack_file(self.stack)
+        if not self.jobs:
+            raise UnknownName(f"{where}: {NS}:jobs is empty; add a job")
+        if name is None:
+            return self.jobs[0]
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise UnknownName(f"{where}: no job named {name!r} in {NS}:jobs; allowed: "
+                          f"{', '.join(j.name for j in self.jobs)}")
+
+    def drill_job(self, name: str | None = None) -> Job:
+        """The named job, else the first running elastic job (what a preemption drill is for)."""
+        if name:
+            return self.job(name)
+        running = [j for j in self.jobs if j.elastic and not j.suspend]
+        elastic = [j for j in self.jobs if j.elastic]
+        return (running or elastic or [self.job()])[0]
 
     # ------------------------------------------------------------------ rules across sections
 

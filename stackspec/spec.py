@@ -12,7 +12,7 @@ type), and a rule in the section's validator or, when it spans sections, in
 
 from __future__ import annotations
 
-from .errors import MISSING, Problem, SpecError, StackFileError
+from .errors import MISSING, Problem, SpecError, StackFileError, UnknownName
 from .loader import (
     environment_of,
     flat_config,
@@ -48,6 +48,6 @@ __all__ = [
     "CAPACITY_TYPES", "DCN_MTU", "DRANET_MIN_VERSION", "ENVIRONMENTS", "MIN_ELASTIC_MAX_FAILURES", "MISSING",
     "PROJECT", "RELEASE_CHANNELS", "STORAGE_CLASSES", "Capacity", "Cluster", "Job", "Network", "Problem",
     "RaySettings", "SecondaryNetwork", "Slice", "SpecError", "StackFileError", "StackSpec", "Storage",
-    "WorkerGroup", "environment_of", "flat_config", "from_pulumi", "gke_version_key", "load", "load_file",
-    "load_stack", "stack_config", "stack_file",
+    "UnknownName", "WorkerGroup", "environment_of", "flat_config", "from_pulumi", "gke_version_key", "load",
+    "load_file", "load_stack", "stack_config", "stack_file",
 ]

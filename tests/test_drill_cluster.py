@@ -86,7 +86,7 @@ def test_plan_names_come_from_the_stack_spec(prod, prod_plan):
 
 
 def test_unknown_job_names_the_stack_file_and_the_allowed_jobs(prod):
-    with pytest.raises(spec.SpecError) as e:
+    with pytest.raises(spec.UnknownName) as e:
         plan(prod, "llama3-9b")
     msg = str(e.value)
     assert "stacks/Pulumi.prod.yaml" in msg and "llama3-9b" in msg
@@ -115,7 +115,7 @@ def test_a_missing_rayjob_says_to_deploy(prod_plan):
 
 def test_cli_exits_2_on_an_unknown_job(capsys):
     assert cli.main(["drill", "--stack", "prod", "--job", "nope"]) == 2
-    assert "no such job" in capsys.readouterr().err
+    assert "no job named" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- victims
@@ -245,7 +245,7 @@ def test_cli_drill_exit_codes_and_json_report(prod_plan, tmp_path, monkeypatch, 
     for j in doc["config"][f"{spec.PROJECT}:jobs"]:
         j["suspend"] = j["name"] != JOB
     (stacks / "Pulumi.prod.yaml").write_text(yaml.safe_dump(doc))
-    for recover, code in ((True, 0), (False, 1)):
+    for recover, code in ((True, 0), (False, 4)):
         sim = Sim(prod_plan, prod_plan.ray_cluster, recover=recover)
         with StandIn(sim) as host:
             kubeconfig = tmp_path / "kubeconfig"

@@ -25,10 +25,10 @@ from drills.local import (
     corrupt_checkpoints,
     pick_job,
 )
+from drills.local_train import ROOT
 from drills.localray import pid_alive
 from offline import engine
 from slicectl import cli
-from drills.local_train import ROOT
 from stackspec import spec as stack_spec
 
 
@@ -55,7 +55,7 @@ def test_the_drilled_job_is_the_running_elastic_one():
     prod = _spec("prod")
     assert pick_job(prod, None).name == "llama3-8b-elastic"  # the multislice jobs are suspended
     assert pick_job(prod, "llama3-8b-multislice").mode == "multislice"
-    with pytest.raises(ValueError, match="allowed: llama3-8b-multislice"):
+    with pytest.raises(LookupError, match="allowed: llama3-8b-multislice"):
         pick_job(prod, "nope")
 
 

@@ -220,7 +220,7 @@ def test_several_problems_are_reported_together():
 
 
 def test_preview_refuses_a_bad_stack_file(tmp_path, capsys):
-    """The CLI path: exit 2, the error on stderr, nothing written."""
+    """The CLI path: exit 3 (invalid spec), the error on stderr, nothing written."""
     from slicectl import cli
 
     src = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
@@ -228,8 +228,8 @@ def test_preview_refuses_a_bad_stack_file(tmp_path, capsys):
     out = tmp_path / "out"
     code = cli.main(["preview", "--stack", "broken", "--stacks-dir", str(tmp_path), "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2
-    assert "stacks/Pulumi.broken.yaml" in err and "topology" in err and "allowed: 1x1" in err
+    assert code == 3
+    assert f"{tmp_path}/Pulumi.broken.yaml:" in err and "topology" in err and "allowed: 1x1" in err
     assert not out.exists()
 
 
@@ -237,7 +237,7 @@ def test_unknown_stack_lists_the_stacks(capsys):
     from slicectl import cli
 
     assert cli.main(["preview", "--stack", "staging", "--out", "/nonexistent/x"]) == 2
-    assert "allowed: dev, prod" in capsys.readouterr().err
+    assert "stacks here: dev, prod" in capsys.readouterr().err
 
 
 def test_running_jobs_must_fit_the_shared_slices():

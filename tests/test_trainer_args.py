@@ -145,7 +145,7 @@ def test_split_maxtext_takes_an_optional_base_yml():
 
 
 def test_find_job_names_the_stack_file(specs):
-    with pytest.raises(ValueError, match=r"stacks/Pulumi.prod.yaml.*allowed: llama3-8b-multislice"):
+    with pytest.raises(LookupError, match=r"stacks/Pulumi.prod.yaml.*allowed: llama3-8b-multislice"):
         find_job(specs["prod"], "nope")
 
 

@@ -23,20 +23,8 @@ LOCAL_CHIPS_PER_HOST = 1
 
 
 def find_job(spec: StackSpec, name: str | None = None) -> Job:
-    """The named job, or the stack's first job; a clear error naming the stack file otherwise."""
-    from stackspec.spec import stack_file
-
-    if not spec.jobs:
-        raise ValueError(f"{stack_file(spec.stack)}: tpu-multislice:jobs is empty; add a job")
-    if name is None:
-        return spec.jobs[0]
-    for job in spec.jobs:
-        if job.name == name:
-            return job
-    raise ValueError(
-        f"{stack_file(spec.stack)}: no job named {name!r} in tpu-multislice:jobs; "
-        f"allowed: {', '.join(j.name for j in spec.jobs)}"
-    )
+    """The named job, or the stack's first (:meth:`StackSpec.job`)."""
+    return spec.job(name)
 
 
 def _num(v: float | int) -> str:
