@@ -15,8 +15,14 @@ from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from stackspec import spec as stack_spec
 from workloads.component import RayWorkloads, RayWorkloadsArgs
 
-# Validate everything before declaring anything: a bad spec deploys nothing.
-spec = stack_spec.from_pulumi()
+# Validate everything before declaring anything: a bad spec deploys nothing. Each problem
+# is logged as one line (file, line, key, value, what is allowed), with no traceback.
+try:
+    spec = stack_spec.from_pulumi()
+except stack_spec.SpecError as e:
+    for problem in e.problems:
+        pulumi.log.error(problem.render(e.source))
+    raise pulumi.RunError(f"{len(e.problems)} problem(s) in {e.source}; nothing was declared") from None
 name = spec.cluster.name
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))

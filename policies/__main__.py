@@ -9,7 +9,7 @@ import sys
 
 # Pulumi runs this file from policies/ in the pack's own virtualenv (requirements.txt),
 # where this repository is not installed. The rules import the shared slice model
-# (slicectl/slices.py, stdlib only) and the policies package from the working tree, so
+# (stackspec/: the TPU facts and the spec model) and the policies package from the working tree, so
 # the repository root goes on sys.path before those imports.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:

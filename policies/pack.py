@@ -21,6 +21,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from stackspec import spec as stack_spec
+
 from .registry import ENVIRONMENT_KEY, RESOURCE, RULES, Rule
 from .rules.common import Context, Res
 
@@ -28,13 +30,13 @@ PACK_NAME = "tpu-multislice-policies"
 
 
 def environment() -> str:
-    """The stack's ``tpu-multislice:environment``.
+    """The stack's environment, read through the stack spec model as the program reads it.
 
     Pulumi hands the stack's config to the analyzer (``PULUMI_CONFIG``) and pulumi_policy
-    loads it into the runtime config before each analysis, so the pack reads the very key
-    the program reads. Missing means ``prod``: production rules are the safe default.
+    loads it into the runtime config before each analysis. The model requires it; a stack
+    without a valid one never deploys, and the pack holds it to production rules meanwhile.
     """
-    return pulumi.runtime.get_config(ENVIRONMENT_KEY) or "prod"
+    return stack_spec.environment_of({ENVIRONMENT_KEY: pulumi.runtime.get_config(ENVIRONMENT_KEY)}) or "prod"
 
 
 def known(value: Any) -> Any:

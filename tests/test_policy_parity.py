@@ -1,0 +1,187 @@
+"""The pack as ``pulumi preview --policy-pack policies`` runs it, and ``slicectl preview``'s offline
+evaluation, give the same verdict on the same stack.
+
+Pulumi starts the pack program (``policies/__main__.py``) in its own process with the stack's
+config as JSON in ``PULUMI_CONFIG``, reads the analyzer's port from its stdout, sends the pack
+config with ``Configure``, then calls ``Analyze`` for every resource and ``AnalyzeStack`` for
+the stack over gRPC. This test does exactly that on loopback: the real pack process, the real
+pulumi_policy analyzer server, the real rules. Only the Pulumi engine that would send the
+requests is replaced (by this test, from the offline engine's rendering of the real program).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2 as proto
+from pulumi.runtime.proto import analyzer_pb2_grpc
+
+from offline import engine
+from policies import offline
+from policies.registry import RULES
+from stackspec import spec as stack_spec
+
+ROOT = engine.ROOT
+LEVELS = {proto.ADVISORY: "advisory", proto.MANDATORY: "mandatory", proto.REMEDIATE: "mandatory"}
+Verdict = set[tuple[str, str, str, str]]  # (rule, urn, message, level)
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    json_format.ParseDict(value, s)
+    return s
+
+
+class PackProcess:
+    """policies/__main__.py as Pulumi runs it: its own process, config in PULUMI_CONFIG."""
+
+    def __init__(self, stack_config: dict[str, str]):
+        env = {**os.environ, "PULUMI_CONFIG": json.dumps(stack_config)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", str(ROOT / "policies" / "__main__.py")], cwd=ROOT / "policies", env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        line = self.proc.stdout.readline().decode().strip()
+        if not line.isdigit():
+            self.close()
+            raise AssertionError(f"the pack did not start: {line!r} {self.proc.stderr.read().decode()[-2000:]}")
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{line}")
+        self.stub = analyzer_pb2_grpc.AnalyzerStub(self.channel)
+
+    def configure(self, policy_config: dict[str, Any]) -> None:
+        """As the CLI does with --policy-pack-config: a level and properties per configured rule."""
+        request = proto.ConfigureAnalyzerRequest()
+        for rule in RULES:
+            value = policy_config.get(rule.name, policy_config.get("all"))
+            if value is None:
+                continue
+            level = value if isinstance(value, str) else value.get("enforcementLevel", rule.enforcement)
+            props = {k: v for k, v in value.items() if k != "enforcementLevel"} if isinstance(value, dict) else {}
+            request.policyConfig[rule.name].CopyFrom(proto.PolicyConfig(
+                enforcementLevel=getattr(proto, level.upper()), properties=_struct(rule.settings(props))))
+        self.stub.Configure(request)
+
+    def verdict(self, rendering: engine.Rendering) -> Verdict:
+        out: Verdict = set()
+        custom = [r for r in rendering.resources if r.custom]
+        descriptions = {r.name: r.description for r in RULES}
+
+        def take(diagnostics, default_urn: str) -> None:
+            for d in diagnostics:
+                message = d.message.removeprefix(descriptions[d.policyName]).removeprefix("\n")
+                out.add((d.policyName, d.urn or default_urn, message, LEVELS[d.enforcementLevel]))
+
+        for r in custom:
+            resp = self.stub.Analyze(proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn,
+                                                          name=r.name))
+            take(resp.diagnostics, r.urn)
+        resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+                     for r in custom]
+        take(self.stub.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources)).diagnostics, "")
+        return out
+
+    def close(self) -> None:
+        if getattr(self, "channel", None):
+            self.channel.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the process group this test started
+            self.proc.wait(timeout=10)
+
+
+def offline_verdict(rendering: engine.Rendering, policy_config: dict[str, Any] | None = None) -> Verdict:
+    return {(v.rule, v.urn or "", v.message, v.enforcement) for v in offline.evaluate(rendering, policy_config)
+            if v.enforcement != "disabled"}
+
+
+@pytest.fixture(scope="module")
+def packs() -> Iterator[dict[str, PackProcess]]:
+    """One pack process per stack config (Pulumi starts one per preview)."""
+    started: dict[str, PackProcess] = {}
+    yield started
+    for p in started.values():
+        p.close()
+
+
+def pack_for(packs: dict[str, PackProcess], stack: str, config: dict[str, str]) -> PackProcess:
+    key = json.dumps(config, sort_keys=True)
+    if key not in packs:
+        packs[key] = PackProcess(config)
+    return packs[key]
+
+
+def _mutate(rendering: engine.Rendering, type_: str, fn, name: str | None = None) -> engine.Rendering:
+    """A rendering with one resource's inputs changed: a program bug the rules must catch."""
+    out = copy.copy(rendering)
+    out.resources = [copy.deepcopy(r) for r in rendering.resources]
+    target = next(r for r in out.resources if r.type == type_ and (name is None or r.name == name))
+    fn(target.inputs)
+    return out
+
+
+def _broken_worker(inputs: dict) -> None:
+    group = inputs["spec"]["workerGroupSpecs"][0]
+    group["numOfHosts"] = 3
+    group["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"] = "8"
+
+
+CASES = {
+    "prod": ("prod", None, None),
+    "dev": ("dev", None, None),
+    "prod, public bucket": ("prod", lambda r: _mutate(r, "gcp:storage/bucket:Bucket",
+                                                       lambda i: i.update(publicAccessPrevention="inherited")), None),
+    "prod, node pool of the wrong size": ("prod", lambda r: _mutate(
+        r, "gcp:container/nodePool:NodePool", lambda i: i.update(nodeCount=3), name="v6e-16-0"), None),
+    "prod, worker group that does not match its slice": (
+        "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayCluster", _broken_worker), None),
+    "dev, mutable image (allowed in dev)": ("dev", None, {"no-mutable-images-in-prod": "mandatory"}),
+    "prod, region not allowed": ("prod", None, {"allowed-locations": {"allowedRegions": ["europe-west4"]}}),
+    "prod, reserved range overlapping a subnet": (
+        "prod", None, {"subnets-no-overlap": {"reservedRanges": ["10.50.0.0/20"]}}),
+    "dev, required GCP labels as mandatory": (
+        "dev", None, {"required-labels": {"enforcementLevel": "mandatory", "gcpLabels": ["team"]}}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_pack_and_offline_evaluation_agree(case, packs):
+    stack, mutate, policy_config = CASES[case]
+    config = engine.stack_config(stack)
+    rendering = engine.render(stack, config)
+    if mutate:
+        rendering = mutate(rendering)
+    pack = pack_for(packs, stack, config)
+    pack.configure(policy_config or {})
+    online = pack.verdict(rendering)
+    assert online == offline_verdict(rendering, policy_config)
+    if mutate or (policy_config and case.startswith("prod")):
+        assert any(level == "mandatory" for *_, level in online), f"{case}: the broken stack passed"
+    if case in ("prod", "dev"):
+        assert not any(level == "mandatory" for *_, level in online)
+
+
+def test_environment_comes_from_the_stack_config_on_both_paths(packs):
+    """dev's rendering judged with prod's environment fails (its nightly image): the pack reads the
+    environment from the config Pulumi passes, through the same model the program uses."""
+    dev = engine.render("dev")
+    prod_env = {**engine.stack_config("dev"), f"{stack_spec.PROJECT}:environment": "prod"}
+    pack = pack_for(packs, "dev", prod_env)
+    pack.configure({})
+    online = pack.verdict(dev)
+    assert any(rule == "no-mutable-images-in-prod" for rule, *_ in online)
+    as_prod = copy.copy(dev)
+    as_prod.spec = dev.spec.model_copy(update={"environment": "prod"})  # the spec itself refuses dev as prod
+    assert online == offline_verdict(as_prod)
+
+
+def test_the_pack_reads_the_environment_through_the_model():
+    for value, expected in (("dev", "dev"), ("prod", "prod"), ("staging", None), (None, None)):
+        assert stack_spec.environment_of({f"{stack_spec.PROJECT}:environment": value}) == expected
