@@ -194,7 +194,7 @@ def stack_config(stack: str, stacks_dir: Path | None = None) -> dict[str, str]:
     """
     config, doc = stack_spec.stack_config(stack, stacks_dir)
     if doc.problems:
-        raise stack_spec.SpecError(stack_spec.stack_file(stack), doc.problems)
+        raise stack_spec.SpecError(doc.source, doc.problems)
     return config
 
 

@@ -69,7 +69,7 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     ``document`` (the parsed stack file) gives each problem its line and the file's
     top-level keys (the secrets provider).
     """
-    src = stack_file or names.stack_file(stack)
+    src = stack_file or (document.source if document and document.source else names.stack_file(stack))
     problems = list(document.problems) if document else []
     data = _decode(config)
     if document:
@@ -105,7 +105,7 @@ def _unique(problems: list[Problem]) -> list[Problem]:
 def read_stack(path: Path) -> source.StackDocument:
     """Parse a stack file; a missing or unreadable file is a :class:`StackFileError`."""
     try:
-        return source.read(path)
+        return source.read(path, _shown(path))
     except (OSError, UnicodeDecodeError) as e:
         raise StackFileError(f"{path}: cannot read the stack file ({getattr(e, 'strerror', None) or e})") from None
 

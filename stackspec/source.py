@@ -25,6 +25,7 @@ class StackDocument:
     """A stack file as data, plus the line of every key path (``("config", key, ...)``)."""
 
     data: dict[str, Any]
+    source: str = ""  # the file's path as messages show it
     lines: dict[Path_, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
@@ -85,7 +86,7 @@ def _render_path(path: Path_) -> str:
 
 def parse(text: str, source: str) -> StackDocument:
     """The stack file's data and lines; YAML errors and duplicate keys land in ``problems``."""
-    doc = StackDocument({})
+    doc = StackDocument({}, source)
     try:
         node = yaml.compose(text, Loader=_Loader)  # noqa: S506 (compose builds nodes only)
     except yaml.MarkedYAMLError as e:
@@ -108,6 +109,6 @@ def parse(text: str, source: str) -> StackDocument:
     return doc
 
 
-def read(path: Path) -> StackDocument:
+def read(path: Path, shown: str | None = None) -> StackDocument:
     """Parse the stack file at ``path``; OSError (missing, unreadable) propagates to the caller."""
-    return parse(path.read_text(), str(path))
+    return parse(path.read_text(), shown or str(path))
