@@ -27,17 +27,18 @@ from typing import Any, Protocol
 
 from drills.report import DrillReport
 from drills.train_log import TrainLog
+from stackspec import kube
 from stackspec.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
 
 RAY_GROUP, RAY_VERSION, RAYJOBS = "ray.io", "v1", "rayjobs"
 # KubeRay pod labels (v1.5: multi-host groups get the replica labels).
-CLUSTER_LABEL = "ray.io/cluster"
-GROUP_LABEL = "ray.io/group"
-NODE_TYPE_LABEL = "ray.io/node-type"
-REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
+CLUSTER_LABEL = kube.RAY_CLUSTER_LABEL
+GROUP_LABEL = kube.RAY_GROUP_LABEL
+NODE_TYPE_LABEL = kube.RAY_NODE_TYPE_LABEL
+REPLICA_INDEX_LABEL = kube.RAY_REPLICA_INDEX_LABEL
 HOST_INDEX_LABEL = "ray.io/replica-host-index"
 # GKE puts the node pool's name on every node.
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+NODEPOOL_LABEL = kube.NODEPOOL_LABEL
 # KubeRay names the head service <raycluster>-head-svc; its dashboard port is "dashboard".
 HEAD_SERVICE_SUFFIX = "-head-svc"
 DASHBOARD_PORT_NAME = "dashboard"

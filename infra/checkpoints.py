@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from stackspec import kube
 from stackspec.spec import Storage
 
 # Read, write, list and delete objects: what MaxText/Orbax checkpointing needs, no more.
@@ -61,7 +62,7 @@ class CheckpointStore(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=st.service_account,
                 namespace=st.namespace,
-                labels={"app.kubernetes.io/part-of": "tpu-multislice"},
+                labels={kube.PART_OF_LABEL: kube.PART_OF_VALUE},
             ),
             automount_service_account_token=True,
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from stackspec import names
 from stackspec.spec import Cluster
 
 # The minimal role GKE documents for a node service account (logs, metrics,
@@ -40,7 +41,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.node_service_account = gcp.serviceaccount.Account(
             f"{name}-nodes",
             gcp.serviceaccount.AccountArgs(
-                account_id=f"{c.name}-nodes"[:30],
+                account_id=names.node_service_account_id(c.name),  # length checked by the spec
                 display_name=f"GKE nodes of {c.name}",
                 project=args.project,
             ),

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.cluster import CLOUD_PLATFORM_SCOPE
+from stackspec import kube
 from stackspec.spec import Capacity, Slice
 from stackspec.tpu import DRANET_LABEL
 
@@ -50,7 +51,7 @@ class SliceNodePool(pulumi.ComponentResource):
         super().__init__("tpu-multislice:infra:SliceNodePool", name, None, opts)
         s = args.slice
         shape = s.shape
-        labels = {"tpu-multislice/slice": s.name, "tpu-multislice/group": s.group}
+        labels = {kube.SLICE_LABEL: s.name, kube.GROUP_LABEL: s.group}
         network_config = None
         if args.additional_networks:
             labels[DRANET_LABEL] = "true"  # GKE managed DRANET attaches the extra NICs to pods

@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackspec import kube, names
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
 DRA_API = "resource.k8s.io/v1"
-PART_OF = "tpu-multislice"
+PART_OF = kube.PART_OF_VALUE
 # Annotation carrying the trainer script's sha256 on the ConfigMap and every RayJob.
-TRAINER_HASH_ANNOTATION = "tpu-multislice/trainer-sha256"
+TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
 # Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
 TRAINER_DIR = "/home/ray/trainer"
 
 # GKE DRANET: one netdev device per secondary network, attached to every TPU worker pod.
-NETDEV_DEVICE_CLASS = "netdev.google.com"
+NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
 NETDEV_CLAIM = "netdev"
 NETDEV_REQUEST = "req-netdev"
 
@@ -37,7 +38,7 @@ NETDEV_REQUEST = "req-netdev"
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
 
 # GCS FUSE CSI ephemeral volume for the checkpoint bucket; the sidecar gets no limits.
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER
 GCSFUSE_VOLUME = "gcs-fuse-csi-ephemeral"
 GCSFUSE_ANNOTATIONS = {
     "gke-gcsfuse/volumes": "true",
@@ -49,7 +50,7 @@ GCSFUSE_MOUNT_OPTIONS = "implicit-dirs,uid=1000,gid=1000,dir-mode=775,file-mode=
 SHM_VOLUME = "dshm"
 TRAINER_VOLUME = "trainer"
 # Pods reach GCS through workload identity: schedule them where the metadata server runs.
-METADATA_SERVER_SELECTOR = {"iam.gke.io/gke-metadata-server-enabled": "true"}
+METADATA_SERVER_SELECTOR = kube.METADATA_SERVER_SELECTOR
 
 # The seed's tuned libtpu flags for Llama 3 on v6e; the megascale interface list is
 # appended from the stack's secondary networks.
@@ -68,18 +69,16 @@ IMAGE_PULL_POLICY = "Always"
 # A dedicated cluster stays this long after its job ends (logs), then KubeRay deletes it.
 DEDICATED_CLUSTER_TTL_SECONDS = 300
 
-_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight")
-
 
 # --------------------------------------------------------------------------- helpers
 
 
 def _labels(spec: StackSpec, component: str, **extra: str) -> dict[str, str]:
     return {
-        "app.kubernetes.io/part-of": PART_OF,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "pulumi",
-        "tpu-multislice/stack": spec.stack,
+        kube.PART_OF_LABEL: PART_OF,
+        kube.COMPONENT_LABEL: component,
+        kube.MANAGED_BY_LABEL: "pulumi",
+        kube.STACK_LABEL: spec.stack,
         **extra,
     }
 
@@ -114,12 +113,11 @@ def ray_version(image: str) -> str | None:
 
 def claim_template_name(spec: StackSpec) -> str:
     """``two-netdev`` for two secondary networks, as the seed names it."""
-    n = len(spec.networks)
-    return f"{_NUMBER_WORDS[n]}-netdev" if n < len(_NUMBER_WORDS) else f"netdev-{n}"
+    return names.claim_template(len(spec.networks))
 
 
 def trainer_configmap_name(spec: StackSpec) -> str:
-    return f"{spec.ray.cluster_name}-trainer"
+    return names.trainer_configmap(spec.ray.cluster_name)
 
 
 def trainer_source(path: Path = TRAINER_SCRIPT) -> str:
@@ -275,8 +273,8 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
     ray, shape = spec.ray, group.shape
     tpu = str(shape.chips_per_host)
     resources: dict[str, Any] = {
-        "limits": {"memory": ray.worker_memory, "google.com/tpu": tpu},
-        "requests": {"cpu": ray.worker_cpu, "memory": ray.worker_memory, "google.com/tpu": tpu},
+        "limits": {"memory": ray.worker_memory, kube.TPU_RESOURCE: tpu},
+        "requests": {"cpu": ray.worker_cpu, "memory": ray.worker_memory, kube.TPU_RESOURCE: tpu},
     }
     pod: dict[str, Any] = {"serviceAccountName": spec.storage.service_account}
     if spec.dranet:
@@ -376,7 +374,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
     # gate, which GKE's Ray operator add-on does not open. What it would say is the default:
     # a shared cluster outlives its jobs, a dedicated one goes with shutdownAfterJobFinishes.
     if job.cluster == "shared":
-        body["clusterSelector"] = {"ray.io/cluster": spec.ray.cluster_name}
+        body["clusterSelector"] = {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
         body["shutdownAfterJobFinishes"] = False
     else:
         size = GroupSize(job.slices, job.min_slices, job.slices)
@@ -391,7 +389,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         "ray-job",
         annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
     )
-    meta["labels"]["tpu-multislice/job"] = job.name
+    meta["labels"][kube.JOB_LABEL] = job.name
     return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": meta, "spec": body}
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackspec import tpu
+from stackspec import kube, tpu
 
 # Resource type tokens the rules look at.
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -25,8 +25,8 @@ RAY_JOB = "kubernetes:ray.io/v1:RayJob"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 SERVICE = "kubernetes:core/v1:Service"
 
-NETDEV_DEVICE_CLASS = "netdev.google.com"  # GKE DRANET's network device class
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
+GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from stackspec import kube
+
 from .common import (
     BUCKET,
     CLUSTER,
@@ -257,7 +259,7 @@ def required_labels(type_: str, props: Mapping[str, Any], ctx: Context) -> list[
     return [f"{what} lacks {missing}"] if missing else []
 
 
-DEFAULT_K8S_LABELS = ["app.kubernetes.io/part-of"]
+DEFAULT_K8S_LABELS = [kube.PART_OF_LABEL]
 
 # RayJob bounds live here too: they are about not burning TPU hours unattended.
 

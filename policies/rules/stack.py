@@ -10,8 +10,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stackspec import kube, tpu
 from stackspec import spec as stack_spec
-from stackspec import tpu
 
 from .common import (
     BUCKET,
@@ -244,7 +244,7 @@ def _job_cluster(job: Res, resources: Sequence[Res]) -> tuple[Mapping[str, Any] 
     if isinstance(own, Mapping):
         return own, "its own cluster"
     sel = get(job.props, "spec.clusterSelector", {})
-    name = sel.get("ray.io/cluster") if isinstance(sel, Mapping) else None
+    name = sel.get(kube.RAY_CLUSTER_LABEL) if isinstance(sel, Mapping) else None
     for r in _of(resources, RAY_CLUSTER):
         if k8s_name(r.props) == name:
             for _, spec in cluster_specs(r.type, r.props):

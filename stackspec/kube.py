@@ -1,0 +1,35 @@
+"""Kubernetes, GKE and KubeRay facts the project's layers share: labels, drivers, device classes.
+
+Written once here; workloads render them, policies and drills look for them.
+"""
+
+from __future__ import annotations
+
+from .names import PART_OF, PROJECT
+from .tpu import ACCELERATOR_LABEL, DRANET_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
+
+__all__ = ["ACCELERATOR_LABEL", "DRANET_LABEL", "TOPOLOGY_LABEL", "TPU_RESOURCE"]
+
+# The project's labels and annotations.
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+STACK_LABEL = f"{PROJECT}/stack"
+JOB_LABEL = f"{PROJECT}/job"
+SLICE_LABEL = f"{PROJECT}/slice"  # on each slice's nodes
+GROUP_LABEL = f"{PROJECT}/group"  # on each slice's nodes: its Ray worker group
+TRAINER_HASH_ANNOTATION = f"{PROJECT}/trainer-sha256"
+PART_OF_VALUE = PART_OF
+
+# KubeRay's labels on the pods it creates.
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_GROUP_LABEL = "ray.io/group"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
+
+# GKE.
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+# Pods reach GCS through workload identity: schedule them where the metadata server runs.
+METADATA_SERVER_SELECTOR = {"iam.gke.io/gke-metadata-server-enabled": "true"}
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+NETDEV_DEVICE_CLASS = "netdev.google.com"  # GKE managed DRANET's network device class
