@@ -381,6 +381,37 @@ class StackSpec(BaseModel):
         elastic = [j for j in self.jobs if j.elastic]
         return (running or elastic or [self.job()])[0]
 
+    def derived_names(self) -> list[names.Derived]:
+        """Every name the stack deploys, with the spec key it comes from and its limit."""
+        d, c, ray = names.Derived, self.cluster.name, self.ray.cluster_name
+        sa = names.node_service_account_id(c)
+        out = [
+            d(_ns("cluster.name"), c, limits.GKE_CLUSTER, "the GKE cluster"),
+            d(_ns("cluster.name"), sa, limits.SERVICE_ACCOUNT_ID, f"the node service account <cluster>-nodes ({sa})"),
+            d(_ns("ray.clusterName"), ray, limits.RAY_CLUSTER, "the shared RayCluster"),
+            d(_ns("ray.clusterName"), names.trainer_configmap(ray), limits.CONFIG_MAP,
+              "the trainer ConfigMap <clusterName>-trainer"),
+            d(_ns("storage.namespace"), self.storage.namespace, limits.K8S_NAMESPACE, "the workload namespace"),
+            d(_ns("storage.serviceAccount"), self.storage.service_account, limits.K8S_SERVICE_ACCOUNT,
+              "the workloads' Kubernetes service account"),
+            d("stack", self.stack, limits.LABEL_VALUE, "the tpu-multislice/stack label on every object"),
+        ]
+        for i, net in enumerate(self.networks):
+            k = _ns(f"network.secondary[{i}]")
+            out += [d(f"{k}.network", net.network, limits.COMPUTE_NETWORK, "a secondary VPC"),
+                    d(f"{k}.subnet", net.subnet, limits.COMPUTE_SUBNETWORK, "a secondary subnet")]
+        for i, s in enumerate(self.slices):
+            k = _ns(f"slices[{i}]")
+            out += [d(f"{k}.name", s.name, limits.GKE_NODE_POOL, "the slice's node pool"),
+                    d(f"{k}.group", s.group, limits.RAY_WORKER_GROUP, "the Ray worker group")]
+        for i, j in enumerate(self.jobs):
+            k = _ns(f"jobs[{i}]")
+            out += [d(f"{k}.name", j.name, limits.RAY_JOB, "the RayJob (KubeRay appends 6 characters for its cluster)"),
+                    d(f"{k}.name", names.submitter_job(j.name), limits.LABEL_VALUE,
+                      "the submitter Job and the tpu-multislice/job label"),
+                    d(f"{k}.runName", j.run_name, limits.RUN_NAME, "the MaxText run name")]
+        return out
+
     # ------------------------------------------------------------------ rules across sections
 
     @model_validator(mode="before")
@@ -406,10 +437,9 @@ class StackSpec(BaseModel):
             self._job_rules(fail)
         self._resource_rules(fail)
         self._safety_rules(fail)
-        for d in names.derived(self):
+        for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
-                fail(d.key, d.name if d.key.endswith(("name", "Name", "stack")) else d.name,
-                     f"{d.how}: {msg}")
+                fail(d.key, d.name, f"{d.how}: {msg}")
         sink = (info.context or {}).get("problems") if info.context is not None else None
         if problems:
             if sink is None:
