@@ -323,7 +323,7 @@ class StackSpec(BaseModel):
     zone: Zone = Field(alias="gcp:zone")
     cluster: Cluster = Field(alias=_ns("cluster"))
     network: Network = Field(default_factory=Network, alias=_ns("network"))
-    slices: tuple[Slice, ...] = Field(alias=_ns("slices"), min_length=1)
+    slices: tuple[Slice, ...] = Field(alias=_ns("slices"))
     storage: Storage = Field(alias=_ns("storage"))
     ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
     jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
@@ -506,6 +506,8 @@ class StackSpec(BaseModel):
                      f"additional node networks are for multi-host slices; single-host slices: {single}")
 
     def _slice_rules(self, fail) -> None:
+        if not self.slices:
+            fail(_ns("slices"), [], "at least one slice: a list of {name, generation, topology, ...}")
         seen: set[str] = set()
         shapes: dict[str, SliceShape] = {}
         for i, s in enumerate(self.slices):

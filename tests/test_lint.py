@@ -1,0 +1,46 @@
+"""``slicectl lint``: the shipped stacks pass, a broken one is annotated line by line, and the
+published JSON Schema accepts the shipped stack files and refuses what the model refuses by type."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from slicectl import cli
+from slicectl.cmd_lint import schema
+from slicectl.exits import Exit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_stacks_lint_clean(capsys):
+    assert cli.main(["lint"]) == Exit.OK
+    assert capsys.readouterr().out.splitlines() == ["dev: ok", "prod: ok"]
+
+
+def test_a_broken_stack_is_annotated_on_its_lines(tmp_path, capsys):
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("topology: 2x4", "topology: 2x5")
+    (tmp_path / "Pulumi.pr.yaml").write_text(text)
+    code = cli.main(["lint", "--stacks-dir", str(tmp_path), "--format", "github"])
+    out = capsys.readouterr().out
+    line = text.splitlines().index("      topology: 2x5") + 1
+    assert code == Exit.INVALID_SPEC
+    assert f"::error file={tmp_path}/Pulumi.pr.yaml,line={line},title=stack spec::" in out
+    assert "tpu-multislice:slices[0].topology" in out
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path), "--format", "json"]) == Exit.INVALID_SPEC
+    report = json.loads(capsys.readouterr().out)
+    assert report[0]["problems"][0]["line"] == line
+
+
+def test_the_schema_accepts_the_shipped_stack_files_and_refuses_bad_types():
+    validator = jsonschema.Draft202012Validator(schema())
+    for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path
+    bad = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    bad["config"]["tpu-multislice:slices"][0]["capacity"]["type"] = "preemptible"
+    bad["config"]["tpu-multislice:cluster"]["systemNodeCount"] = 0
+    errors = {e.message for e in validator.iter_errors(bad)}
+    assert any("preemptible" in m for m in errors) and any("0 is less than the minimum" in m for m in errors)
