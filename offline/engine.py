@@ -206,11 +206,18 @@ def _document(stack: str, stacks_dir: Path | None):
         return None
 
 
-def render(stack: str, config: dict[str, str] | None = None, stacks_dir: Path | None = None) -> Rendering:
+def render(
+    stack: str,
+    config: dict[str, str] | None = None,
+    stacks_dir: Path | None = None,
+    program: Path = PROGRAM,
+) -> Rendering:
     """Run the real program for ``stack`` under mocks and return what it declared.
 
     ``config`` overrides the stack file (tests pass edited copies). A bad spec
     raises :class:`stackspec.spec.SpecError` before any resource is registered.
+    ``program`` is the Pulumi program to run (default: the project's ``__main__.py``);
+    it runs with its own directory as the working directory and first on ``sys.path``.
     """
     # Fail fast, outside the engine: a bad spec never reaches a resource.
     if config is None:
@@ -229,19 +236,24 @@ def render(stack: str, config: dict[str, str] | None = None, stacks_dir: Path | 
     settings.rpc_manager.clear()
     settings.outputs.clear()
 
-    def program() -> None:
-        sys.path.insert(0, str(ROOT))
+    program = Path(program).resolve()
+    # The project root stays importable (stackspec, infra, ...) for a program kept elsewhere.
+    paths = list(dict.fromkeys([str(program.parent), str(ROOT)]))
+
+    def run_program() -> None:
+        sys.path[:0] = paths
         try:
-            runpy.run_path(str(PROGRAM), run_name="__main__")
+            runpy.run_path(str(program), run_name="__main__")
         finally:
-            sys.path.remove(str(ROOT))
+            for path in paths:
+                sys.path.remove(path)
 
     cwd = os.getcwd()
     # pulumi logs to stdout/stderr under mocks; keep the CLI's output ours.
     with contextlib.redirect_stderr(io.StringIO()):
         try:
-            os.chdir(ROOT)
-            _sync_await(pulumi.runtime.stack.run_pulumi_func(program))
+            os.chdir(program.parent)
+            _sync_await(pulumi.runtime.stack.run_pulumi_func(run_program))
         finally:
             os.chdir(cwd)
         root = pulumi.runtime.settings.get_root_resource()
