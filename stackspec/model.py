@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from . import limits, machines, names, tpu
+from . import maxtext as maxtext_facts
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
 
@@ -246,7 +247,7 @@ class Job(Section):
     min_slices: int | None = Field(None, ge=1)  # elastic only
     max_slices: int | None = Field(None, ge=1)  # elastic only
     max_failures: int | None = Field(None, ge=0)  # elastic: 3 by default, at least 2
-    model: str = "llama3-8b"
+    model: Annotated[str, _check(maxtext_facts.model_error)] = "llama3-8b"
     steps: int = Field(100, ge=1)
     per_device_batch_size: float = Field(4, gt=0)
     max_target_length: int = Field(4096, ge=1)
@@ -278,6 +279,8 @@ class Job(Section):
         for key in self.maxtext:
             if key.startswith(("ici_", "dcn_")) or key in JOB_OWNED_MAXTEXT_KEYS:
                 raise at(f"maxtext.{key}", "set through the job's own key (ici, dcn, steps, ...), not maxtext")
+            if msg := maxtext_facts.key_error(key):
+                raise at(f"maxtext.{key}", msg)
         if self.run_name is None:
             object.__setattr__(self, "run_name", self.name)
         return self
