@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime.sync_await import _sync_await
 
+from offline import pulumi_runtime
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,45 +142,37 @@ class _Mocks(pulumi.runtime.Mocks):
         return {}
 
 
-class _RecordingMonitor(pulumi_mocks.MockMonitor):
+def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
     """Keeps what the stock mock monitor drops: each registration's parent and provider."""
-
-    def __init__(self, mocks: pulumi.runtime.Mocks):
-        super().__init__(mocks)
-        self.recorded: list[Resource] = []
-
-    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            inputs = pulumi_mocks.rpc.deserialize_properties(request.object)
-            parent = request.parent or None
-            if parent and parent.split("::")[2] == "pulumi:pulumi:Stack":
-                parent = None
-            self.recorded.append(
-                Resource(
-                    urn=response.urn,
-                    type=request.type,
-                    name=request.name,
-                    parent=parent,
-                    custom=bool(request.custom),
-                    inputs=_plain(inputs),
-                    provider=request.provider.split("::")[-1] or None if request.provider else None,
-                    protect=bool(getattr(request, "protect", False)),
-                    retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
-                )
-            )
-        return response
+    if reg.type == "pulumi:pulumi:Stack":
+        return
+    parent = reg.parent
+    if parent and parent.split("::")[2] == "pulumi:pulumi:Stack":
+        parent = None
+    recorded.append(
+        Resource(
+            urn=reg.urn,
+            type=reg.type,
+            name=reg.name,
+            parent=parent,
+            custom=reg.custom,
+            inputs=_plain(reg.inputs),
+            provider=reg.provider.split("::")[-1] or None if reg.provider else None,
+            protect=reg.protect,
+            retain_on_delete=reg.retain_on_delete,
+        )
+    )
 
 
 def _plain(value: Any) -> Any:
     """Unknowns and secrets as the JSON a reader expects."""
+    if pulumi_runtime.is_secret(value):
+        return _plain(pulumi_runtime.unwrap_secret(value))
     if isinstance(value, dict):
-        if value.get(pulumi_mocks.rpc._special_sig_key) == pulumi_mocks.rpc._special_secret_sig:
-            return _plain(value.get("value"))
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    if value is pulumi_mocks.rpc.UNKNOWN or value == pulumi_mocks.rpc.UNKNOWN:
+    if pulumi_runtime.is_unknown(value):
         return "<computed>"
     return value
 
@@ -228,13 +219,10 @@ def render(
     else:
         spec = stack_spec.load(stack, config)
 
-    monitor = _RecordingMonitor(_Mocks())
-    pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every render
-    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=True, monitor=monitor)
-    pulumi.runtime.set_all_config(dict(config))
-    settings = pulumi.runtime.settings.SETTINGS
-    settings.rpc_manager.clear()
-    settings.outputs.clear()
+    recorded: list[Resource] = []
+    mocks = _Mocks()
+    monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg))
+    pulumi_runtime.start(mocks, monitor, project=PROJECT, stack=stack, config=config)  # a fresh root stack
 
     program = Path(program).resolve()
     # The project root stays importable (stackspec, infra, ...) for a program kept elsewhere.
@@ -253,14 +241,12 @@ def render(
     with contextlib.redirect_stderr(io.StringIO()):
         try:
             os.chdir(program.parent)
-            _sync_await(pulumi.runtime.stack.run_pulumi_func(run_program))
+            outputs = pulumi_runtime.run(run_program)
         finally:
             os.chdir(cwd)
-        root = pulumi.runtime.settings.get_root_resource()
-        outputs = _sync_await(pulumi.Output.from_input(dict(root.outputs)).future()) or {}
     from workloads import manifests
 
     held = [manifests.ray_job(spec, j) for j in manifests.held_jobs(spec)]
     # Registration order follows the engine's async scheduling: sort, so builds diff cleanly.
-    resources = sorted(monitor.recorded, key=lambda r: r.urn)
+    resources = sorted(recorded, key=lambda r: r.urn)
     return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held)

@@ -1,0 +1,158 @@
+"""Import only the pulumi_gcp and pulumi_kubernetes modules the program uses.
+
+``pulumi_gcp.compute``'s ``__init__`` imports all ~290 compute modules, and each builds
+dozens of typed classes: importing the packages whole is most of a ``slicectl preview``.
+:func:`install` puts a light stand-in for each subpackage in :data:`MODULES` into
+``sys.modules`` before the provider is imported. The provider's own top level stays real
+(its ``lazy_import`` of the subpackage returns the stand-in), so ``import pulumi_gcp as gcp;
+gcp.compute.NetworkArgs`` works unchanged in infra/ and workloads/, under the offline engine
+and under ``pulumi up``. On first attribute access a stand-in imports the modules its entry
+lists and exports their ``__all__``, as the real ``__init__`` would. A name the table lacks
+never breaks the program: the stand-in runs the real package ``__init__`` into itself and
+the miss is kept in :data:`MISSES` (tests assert there are none for the shipped stacks).
+
+Import this module before ``pulumi_gcp``/``pulumi_kubernetes``; a provider already imported
+is left alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+import types
+
+# The one table: subpackage -> the modules of it the program uses (``_inputs`` holds the nested
+# ``...Args`` types; resource modules import it and ``outputs`` anyway). Intermediate packages
+# (``pulumi_kubernetes.core``) have no modules of their own: their ``v1`` is a stand-in too.
+# Entries beyond today's program (Artifact Registry, monitoring, KMS, IAM, Helm, NetworkPolicy,
+# Namespace) are here up front so new resources rarely fall back to the whole package.
+MODULES: dict[str, tuple[str, ...]] = {
+    "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
+    "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "firewall", "router", "router_nat"),
+    "pulumi_gcp.container": ("_inputs", "cluster", "node_pool"),
+    "pulumi_gcp.iam": ("_inputs", "workload_identity_pool", "workload_identity_pool_provider"),
+    "pulumi_gcp.kms": ("_inputs", "key_ring", "crypto_key", "crypto_key_iam_member", "key_ring_iam_member"),
+    "pulumi_gcp.monitoring": ("_inputs", "alert_policy", "dashboard", "notification_channel"),
+    "pulumi_gcp.organizations": ("get_project", "get_client_config"),
+    "pulumi_gcp.projects": ("_inputs", "iam_member", "service", "service_identity"),
+    "pulumi_gcp.serviceaccount": ("_inputs", "account", "iam_member"),
+    "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_member", "get_project_service_account"),
+    "pulumi_kubernetes.apiextensions": ("CustomResource",),
+    "pulumi_kubernetes.core": (),
+    "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "Secret", "Service", "ServiceAccount"),
+    "pulumi_kubernetes.helm": (),
+    "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
+    "pulumi_kubernetes.meta": (),
+    "pulumi_kubernetes.meta.v1": ("_inputs",),
+    "pulumi_kubernetes.networking": (),
+    "pulumi_kubernetes.networking.v1": ("_inputs", "NetworkPolicy"),
+    "pulumi_kubernetes.resource": (),
+    "pulumi_kubernetes.resource.v1": ("_inputs", "ResourceClaimTemplate"),
+}
+
+# (subpackage, name) for every name that was not in the table and loaded the whole subpackage.
+MISSES: list[tuple[str, str]] = []
+
+_lock = threading.RLock()
+
+
+class LightPackage(types.ModuleType):
+    """A provider subpackage holding only the modules :data:`MODULES` lists for it."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name != "__all__":
+            raise AttributeError(name)  # dunder probes (copy, inspect, pickle) are not names
+        package = self.__name__
+        with _lock:
+            state = self.__dict__
+            if not state.get("_light_loaded") and not state.get("_light_loading"):
+                self._light_load()
+                if name in state:
+                    return state[name]
+            # A submodule (``outputs``, ``v1``) imports as it would anyway, unless it exports its own
+            # name (k8s ``Pod.py`` holds ``Pod``, gcp ``get_project.py`` ``get_project``): the real
+            # package hands out the export there, so that is a name the table lacks.
+            if name != "__all__":
+                qualified = f"{package}.{name}"
+                if qualified in sys.modules or importlib.util.find_spec(qualified) is not None:
+                    module = importlib.import_module(qualified)
+                    if name not in getattr(module, "__all__", ()):
+                        setattr(self, name, module)
+                        return module
+            if state.get("_light_loading"):
+                raise AttributeError(name)  # asked mid-load (``from . import x``): not there yet
+            if not state.get("_light_full"):
+                # Not in the table: the whole subpackage, as its real __init__ builds it.
+                MISSES.append((package, name))
+                state["_light_full"] = True
+                exec(self.__spec__.loader.get_code(package), state)  # noqa: S102 (the package's own code)
+                if name in state:
+                    return state[name]
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def _light_load(self) -> None:
+        """The table's modules and their exports, in order, as the real ``from .x import *`` lines."""
+        state = self.__dict__
+        state["_light_loading"] = True
+        try:
+            for module_name in MODULES.get(self.__name__, ()):
+                qualified = f"{self.__name__}.{module_name}"
+                try:
+                    module = importlib.import_module(qualified)
+                except ModuleNotFoundError as e:
+                    if e.name != qualified:
+                        raise
+                    MISSES.append((self.__name__, module_name))  # gone in this provider version
+                    continue
+                # Exports replace a same-named submodule (k8s: ``ServiceAccount`` the class, not the file).
+                state.update({exported: getattr(module, exported) for exported in getattr(module, "__all__", ())})
+        finally:
+            state["_light_loading"] = False
+        state["_light_loaded"] = True
+
+
+def install(providers: tuple[str, ...] = ("pulumi_gcp", "pulumi_kubernetes")) -> list[str]:
+    """Put the stand-ins in ``sys.modules`` for each provider not imported yet; returns those done."""
+    done = []
+    with _lock:
+        for provider in providers:
+            packages = sorted(p for p in MODULES if p.split(".", 1)[0] == provider)
+            if provider in sys.modules or any(p in sys.modules for p in packages):
+                continue  # imported already, or stand-ins in place: leave it as it is
+            # Stand-ins go in parents first: find_spec of ``a.b.c`` needs ``a.b``'s ``__path__``,
+            # and find_spec of ``a.b`` would import the real top level ``a``, so look it up by path.
+            top = importlib.util.find_spec(provider)
+            if top is None:
+                continue
+            for package in packages:
+                module = _stand_in_at(package, top)
+                if module is not None:
+                    sys.modules[package] = module
+            done.append(provider)
+    return done
+
+
+def _stand_in_at(package: str, top: importlib.machinery.ModuleSpec) -> LightPackage | None:
+    """The stand-in for ``package``, found by path: the provider's top level is not imported."""
+    parent, _, child = package.rpartition(".")
+    search = top.submodule_search_locations if "." not in parent else getattr(sys.modules.get(parent), "__path__", None)
+    if search is None:
+        return None
+    spec = importlib.machinery.PathFinder.find_spec(package, search)
+    if spec is None or spec.submodule_search_locations is None:
+        return None
+    module = LightPackage(package)
+    module.__spec__ = spec
+    module.__loader__ = spec.loader
+    module.__file__ = spec.origin
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__package__ = package
+    if "." in parent and parent in sys.modules:
+        setattr(sys.modules[parent], child, module)
+    return module
+
+
+install()

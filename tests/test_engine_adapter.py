@@ -1,0 +1,125 @@
+"""The offline engine's hold on the Pulumi runtime (offline/pulumi_runtime.py), against the installed Pulumi.
+
+Each test names what a Pulumi upgrade would have broken. Only the Pulumi engine is mocked
+(``set_mocks`` with a recording monitor), as in the offline engine itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pulumi
+import pulumi.runtime
+import pytest
+from google.protobuf import struct_pb2
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2
+
+from offline import pulumi_runtime
+
+UPGRADE = "a Pulumi upgrade changed what offline/pulumi_runtime.py relies on: "
+
+
+def test_public_runtime_api_is_there():
+    exported = set(pulumi.runtime.__all__)
+    for name in ("reset_options", "set_mocks", "set_all_config", "test", "get_root_resource", "Mocks", "rpc"):
+        assert name in exported, UPGRADE + f"pulumi.runtime.{name} is no longer exported"
+    params = inspect.signature(pulumi.runtime.set_mocks).parameters
+    for name in ("mocks", "project", "stack", "preview", "monitor"):
+        assert name in params, UPGRADE + f"set_mocks() lost its {name!r} parameter"
+    params = inspect.signature(pulumi.runtime.reset_options).parameters
+    for name in ("project", "stack", "preview"):
+        assert name in params, UPGRADE + f"reset_options() lost its {name!r} parameter"
+    for name in ("deserialize_properties", "is_rpc_secret", "unwrap_rpc_secret", "wrap_rpc_secret", "UNKNOWN"):
+        assert hasattr(rpc, name), UPGRADE + f"pulumi.runtime.rpc.{name} is gone"
+
+
+def test_register_resource_request_has_the_fields_read():
+    fields = resource_pb2.RegisterResourceRequest.DESCRIPTOR.fields_by_name
+    for name in pulumi_runtime.REQUEST_FIELDS:
+        assert name in fields, UPGRADE + f"RegisterResourceRequest has no field {name!r}"
+    for name in ("protect", "retainOnDelete"):
+        assert fields[name].has_presence, UPGRADE + f"RegisterResourceRequest.{name} is no longer optional"
+    assert callable(getattr(MockMonitor, "RegisterResource", None)), UPGRADE + "MockMonitor.RegisterResource is gone"
+
+
+def test_secrets_and_unknowns_survive_deserialization():
+    struct = struct_pb2.Struct()
+    struct.update({"token": rpc.wrap_rpc_secret("s3cret"), "later": rpc.UNKNOWN, "plain": 1})
+    props = rpc.deserialize_properties(struct)  # as the recording monitor calls it
+    assert pulumi_runtime.is_secret(props["token"]), UPGRADE + "secrets no longer deserialize as wrapped secrets"
+    assert pulumi_runtime.unwrap_secret(props["token"]) == "s3cret"
+    # An unknown input is left out (the rendering then shows no value), or marked unknown: never a raw sentinel.
+    assert "later" not in props or pulumi_runtime.is_unknown(props["later"]), UPGRADE + "unknowns changed shape"
+    assert not pulumi_runtime.is_secret(props["plain"]) and not pulumi_runtime.is_unknown(props["plain"])
+    kept = rpc.deserialize_properties(struct, keep_unknowns=True)["later"]
+    assert pulumi_runtime.is_unknown(kept), UPGRADE + "kept unknowns are no longer pulumi.output.Unknown"
+
+
+class _Echo(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args):
+        return {}
+
+
+class _Thing(pulumi.CustomResource):
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("test:index:Thing", name, props, opts)
+
+
+def _deploy(program, stack: str = "adapter"):
+    seen: list[pulumi_runtime.Registration] = []
+    mocks = _Echo()
+    monitor = pulumi_runtime.RecordingMonitor(mocks, seen.append)
+    pulumi_runtime.start(mocks, monitor, project="adapter-test", stack=stack, config={"adapter-test:x": "1"})
+    exports = pulumi_runtime.run(program)
+    return seen, exports
+
+
+def test_a_program_runs_and_every_registration_is_seen():
+    def program():
+        assert pulumi.Config("adapter-test").require("x") == "1", "set_all_config did not reach the program"
+        parent = pulumi.ComponentResource("test:index:Group", "group")
+        thing = _Thing(
+            "thing",
+            {"size": 2, "token": pulumi.Output.secret("s3cret")},
+            pulumi.ResourceOptions(parent=parent, protect=True, retain_on_delete=True),
+        )
+        pulumi.export("thingId", thing.id)
+        pulumi.export("size", 2)
+
+    seen, exports = _deploy(program)
+    by_name = {r.name: r for r in seen}
+    assert set(by_name) >= {"group", "thing"}, UPGRADE + f"registrations seen: {sorted(by_name)}"
+    thing = by_name["thing"]
+    assert thing.type == "test:index:Thing" and thing.custom
+    assert thing.urn.endswith("::thing") and thing.parent == by_name["group"].urn
+    assert thing.protect and thing.retain_on_delete, UPGRADE + "protect/retainOnDelete no longer reach the monitor"
+    assert thing.inputs["size"] == 2
+    assert pulumi_runtime.is_secret(thing.inputs["token"]), UPGRADE + "secret inputs arrive unwrapped"
+    assert not by_name["group"].custom
+    assert exports == {"thingId": "thing-id", "size": 2}, UPGRADE + f"stack exports read back as {exports}"
+
+
+def test_each_start_is_a_fresh_deployment():
+    _deploy(lambda: pulumi.export("first", 1), stack="one")
+    seen, exports = _deploy(lambda: pulumi.export("second", 2), stack="two")
+    assert exports == {"second": 2}, UPGRADE + "exports of an earlier run leak into the next"
+    stacks = [r for r in seen if r.type == "pulumi:pulumi:Stack"]
+    assert [s.name for s in stacks] == ["adapter-test-two"], UPGRADE + "no fresh root stack per run"
+
+
+def test_a_failing_program_raises_after_the_rpcs_drain():
+    def program():
+        _Thing("before", {"n": 1})
+        raise pulumi.RunError("bad spec")
+
+    seen: list[pulumi_runtime.Registration] = []
+    mocks = _Echo()
+    pulumi_runtime.start(mocks, pulumi_runtime.RecordingMonitor(mocks, seen.append), "adapter-test", "fail", {})
+    with pytest.raises(pulumi.RunError, match="bad spec"):
+        pulumi_runtime.run(program)
+    assert "before" in {r.name for r in seen}, UPGRADE + "registrations before the error were not drained"
