@@ -17,6 +17,7 @@ is left alone.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.machinery
 import importlib.util
@@ -97,6 +98,8 @@ class LightPackage(types.ModuleType):
         """The table's modules and their exports, in order, as the real ``from .x import *`` lines."""
         state = self.__dict__
         state["_light_loading"] = True
+        collecting = gc.isenabled()
+        gc.disable()  # tens of thousands of long-lived typing objects: no point collecting mid-load
         try:
             for module_name in MODULES.get(self.__name__, ()):
                 qualified = f"{self.__name__}.{module_name}"
@@ -111,6 +114,11 @@ class LightPackage(types.ModuleType):
                 state.update({exported: getattr(module, exported) for exported in getattr(module, "__all__", ())})
         finally:
             state["_light_loading"] = False
+            if collecting:
+                gc.enable()
+        # The provider classes live as long as the process: keep the collector's later passes (and the
+        # interpreter's final ones at exit, most of a second here) off them.
+        gc.freeze()
         state["_light_loaded"] = True
 
 
