@@ -10,6 +10,8 @@ upgrade that moves one fails there, by name, rather than as a wrong rendering.
 
 from __future__ import annotations
 
+import asyncio
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,9 +69,20 @@ def start(
     mocks: pulumi.runtime.Mocks, monitor: MockMonitor, project: str, stack: str, config: dict[str, str]
 ) -> None:
     """A fresh deployment under mocks: new settings, a new root stack, ``config`` as the stack's config."""
+    _ensure_event_loop()
     pulumi.runtime.reset_options(project=project, stack=stack, preview=True)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
     pulumi.runtime.set_all_config(dict(config))
+
+
+def _ensure_event_loop() -> None:
+    """A current event loop for the futures the runtime makes outside one (the root stack's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12 warns when it has to make one
+        try:
+            asyncio.get_event_loop()
+        except RuntimeError:  # no loop and no implicit one (later Pythons)
+            asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def run(program: Callable[[], None]) -> dict[str, Any]:
