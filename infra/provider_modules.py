@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import gc
 import importlib
-import importlib.machinery
 import importlib.util
+import os
 import sys
 import threading
 import types
 
 # The one table: subpackage -> the modules of it the program uses (``_inputs`` holds the nested
-# ``...Args`` types; resource modules import it and ``outputs`` anyway). Intermediate packages
-# (``pulumi_kubernetes.core``) have no modules of their own: their ``v1`` is a stand-in too.
+# ``...Args`` types; resource modules import it and ``outputs`` anyway). Packages in between
+# (``pulumi_kubernetes.core``) become stand-ins with no modules of their own.
 # Entries beyond today's program (Artifact Registry, monitoring, KMS, IAM, Helm, NetworkPolicy,
 # Namespace) are here up front so new resources rarely fall back to the whole package.
 MODULES: dict[str, tuple[str, ...]] = {
@@ -42,15 +42,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.serviceaccount": ("_inputs", "account", "iam_member"),
     "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_member", "get_project_service_account"),
     "pulumi_kubernetes.apiextensions": ("CustomResource",),
-    "pulumi_kubernetes.core": (),
     "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "Secret", "Service", "ServiceAccount"),
-    "pulumi_kubernetes.helm": (),
     "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
-    "pulumi_kubernetes.meta": (),
     "pulumi_kubernetes.meta.v1": ("_inputs",),
-    "pulumi_kubernetes.networking": (),
     "pulumi_kubernetes.networking.v1": ("_inputs", "NetworkPolicy"),
-    "pulumi_kubernetes.resource": (),
     "pulumi_kubernetes.resource.v1": ("_inputs", "ResourceClaimTemplate"),
 }
 
@@ -78,9 +73,11 @@ class LightPackage(types.ModuleType):
             # package hands out the export there, so that is a name the table lacks.
             if name != "__all__":
                 qualified = f"{package}.{name}"
+                if qualified not in sys.modules:
+                    _stand_in(qualified, os.path.join(self.__path__[0], name))  # a subpackage: ours too
                 if qualified in sys.modules or importlib.util.find_spec(qualified) is not None:
                     module = importlib.import_module(qualified)
-                    if name not in getattr(module, "__all__", ()):
+                    if isinstance(module, LightPackage) or name not in getattr(module, "__all__", ()):
                         setattr(self, name, module)
                         return module
             if state.get("_light_loading"):
@@ -123,43 +120,52 @@ class LightPackage(types.ModuleType):
 
 
 def install(providers: tuple[str, ...] = ("pulumi_gcp", "pulumi_kubernetes")) -> list[str]:
-    """Put the stand-ins in ``sys.modules`` for each provider not imported yet; returns those done."""
+    """Put the stand-ins in ``sys.modules`` for each provider not imported yet; returns those done.
+
+    Every subpackage gets one, listed or not, so a package the table lacks is a recorded miss too.
+    """
     done = []
     with _lock:
         for provider in providers:
-            packages = sorted(p for p in MODULES if p.split(".", 1)[0] == provider)
-            if provider in sys.modules or any(p in sys.modules for p in packages):
+            listed = [p for p in MODULES if p.split(".", 1)[0] == provider]
+            # The packages between the top level and a listed one too, or the real ``core`` would
+            # import its whole ``v1`` instead of ours.
+            nested = {".".join(p.split(".")[:i]) for p in listed for i in range(3, p.count(".") + 2)}
+            if provider in sys.modules or any(p in sys.modules for p in listed):
                 continue  # imported already, or stand-ins in place: leave it as it is
-            # Stand-ins go in parents first: find_spec of ``a.b.c`` needs ``a.b``'s ``__path__``,
-            # and find_spec of ``a.b`` would import the real top level ``a``, so look it up by path.
-            top = importlib.util.find_spec(provider)
-            if top is None:
+            top = importlib.util.find_spec(provider)  # a top-level find_spec imports nothing
+            if top is None or not top.submodule_search_locations:
                 continue
-            for package in packages:
-                module = _stand_in_at(package, top)
-                if module is not None:
-                    sys.modules[package] = module
+            (root,) = top.submodule_search_locations
+            # Found by path: find_spec of a subpackage would import the real top level first.
+            with os.scandir(root) as entries:
+                subpackages = [e.name for e in entries if e.is_dir() and e.name.isidentifier()]
+            for name in subpackages:
+                _stand_in(f"{provider}.{name}", os.path.join(root, name))  # none where no __init__.py
+            for package in sorted(nested):
+                parent, _, name = package.rpartition(".")
+                if parent in sys.modules:
+                    _stand_in(package, os.path.join(sys.modules[parent].__path__[0], name))
             done.append(provider)
     return done
 
 
-def _stand_in_at(package: str, top: importlib.machinery.ModuleSpec) -> LightPackage | None:
-    """The stand-in for ``package``, found by path: the provider's top level is not imported."""
-    parent, _, child = package.rpartition(".")
-    search = top.submodule_search_locations if "." not in parent else getattr(sys.modules.get(parent), "__path__", None)
-    if search is None:
+def _stand_in(package: str, directory: str) -> LightPackage | None:
+    """A stand-in for the package in ``directory`` (none if it is not one), in ``sys.modules`` and on its parent."""
+    init = os.path.join(directory, "__init__.py")
+    if not os.path.isfile(init):
         return None
-    spec = importlib.machinery.PathFinder.find_spec(package, search)
-    if spec is None or spec.submodule_search_locations is None:
-        return None
+    spec = importlib.util.spec_from_file_location(package, init, submodule_search_locations=[directory])
     module = LightPackage(package)
     module.__spec__ = spec
     module.__loader__ = spec.loader
     module.__file__ = spec.origin
-    module.__path__ = list(spec.submodule_search_locations)
+    module.__path__ = [directory]
     module.__package__ = package
-    if "." in parent and parent in sys.modules:
-        setattr(sys.modules[parent], child, module)
+    sys.modules[package] = module
+    parent, _, name = package.rpartition(".")
+    if isinstance(sys.modules.get(parent), LightPackage):
+        setattr(sys.modules[parent], name, module)
     return module
 
 

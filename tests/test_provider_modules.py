@@ -73,6 +73,10 @@ def test_a_name_outside_the_table_falls_back_to_the_whole_subpackage():
         instance = gcp.compute.Instance  # not in the table: the whole compute package
         from pulumi_gcp.compute.instance import Instance
         pod = k8s.core.v1.Pod  # a module named like its class: the class, as the real package gives
+        topic = gcp.pubsub.Topic  # a package the table does not list at all
+        from pulumi_gcp.pubsub.topic import Topic
+        deployment = k8s.apps.v1.Deployment  # ... nor its version package
+        from pulumi_kubernetes.apps.v1.Deployment import Deployment
         try:
             gcp.container.NoSuchThing  # not in the real package either: AttributeError, as there
             missing = "no error"
@@ -83,16 +87,20 @@ def test_a_name_outside_the_table_falls_back_to_the_whole_subpackage():
             "instance_is_real": instance is Instance,
             "network_kept": gcp.compute.Network is network,
             "pod_is_class": inspect.isclass(pod) and pod.__name__ == "Pod",
+            "unlisted_are_real": topic is Topic and deployment is Deployment,
             "firewall_policy": gcp.compute.FirewallPolicy.__module__,
             "missing": missing,
         }))
         """
     )
     assert result["instance_is_real"] and result["network_kept"] and result["pod_is_class"]
+    assert result["unlisted_are_real"]
     assert result["firewall_policy"] == "pulumi_gcp.compute.firewall_policy"  # the whole package is there now
     assert result["misses"] == [
         ["pulumi_gcp.compute", "Instance"],
         ["pulumi_kubernetes.core.v1", "Pod"],
+        ["pulumi_gcp.pubsub", "Topic"],
+        ["pulumi_kubernetes.apps.v1", "Deployment"],
         ["pulumi_gcp.container", "NoSuchThing"],
     ]
     assert "has no attribute 'NoSuchThing'" in result["missing"]
