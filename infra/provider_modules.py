@@ -2,12 +2,13 @@
 
 ``pulumi_gcp.compute``'s ``__init__`` imports all ~290 compute modules, and each builds
 dozens of typed classes: importing the packages whole is most of a ``slicectl preview``.
-:func:`install` puts a light stand-in for each subpackage in :data:`MODULES` into
-``sys.modules`` before the provider is imported. The provider's own top level stays real
+:func:`install` puts a light stand-in for each provider subpackage into ``sys.modules``
+before the provider is imported. The provider's own top level stays real
 (its ``lazy_import`` of the subpackage returns the stand-in), so ``import pulumi_gcp as gcp;
 gcp.compute.NetworkArgs`` works unchanged in infra/ and workloads/, under the offline engine
 and under ``pulumi up``. On first attribute access a stand-in imports the modules its entry
-lists and exports their ``__all__``, as the real ``__init__`` would. A name the table lacks
+(:data:`MODULES`) lists and exports their ``__all__``, as the real ``__init__`` would. A name
+(or a whole subpackage) the table lacks
 never breaks the program: the stand-in runs the real package ``__init__`` into itself and
 the miss is kept in :data:`MISSES` (tests assert there are none for the shipped stacks).
 
@@ -17,6 +18,7 @@ is left alone.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.util
@@ -86,7 +88,8 @@ class LightPackage(types.ModuleType):
                 # Not in the table: the whole subpackage, as its real __init__ builds it.
                 MISSES.append((package, name))
                 state["_light_full"] = True
-                exec(self.__spec__.loader.get_code(package), state)  # noqa: S102 (the package's own code)
+                with _long_lived():
+                    exec(self.__spec__.loader.get_code(package), state)  # noqa: S102 (the package's own code)
                 if name in state:
                     return state[name]
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -95,28 +98,40 @@ class LightPackage(types.ModuleType):
         """The table's modules and their exports, in order, as the real ``from .x import *`` lines."""
         state = self.__dict__
         state["_light_loading"] = True
-        collecting = gc.isenabled()
-        gc.disable()  # tens of thousands of long-lived typing objects: no point collecting mid-load
         try:
-            for module_name in MODULES.get(self.__name__, ()):
-                qualified = f"{self.__name__}.{module_name}"
-                try:
-                    module = importlib.import_module(qualified)
-                except ModuleNotFoundError as e:
-                    if e.name != qualified:
-                        raise
-                    MISSES.append((self.__name__, module_name))  # gone in this provider version
-                    continue
-                # Exports replace a same-named submodule (k8s: ``ServiceAccount`` the class, not the file).
-                state.update({exported: getattr(module, exported) for exported in getattr(module, "__all__", ())})
+            with _long_lived():
+                for module_name in MODULES.get(self.__name__, ()):
+                    qualified = f"{self.__name__}.{module_name}"
+                    try:
+                        module = importlib.import_module(qualified)
+                    except ModuleNotFoundError as e:
+                        if e.name != qualified:
+                            raise
+                        MISSES.append((self.__name__, module_name))  # gone in this provider version
+                        continue
+                    # Exports replace a same-named submodule (k8s: ``ServiceAccount`` the class, not the file).
+                    state.update({n: getattr(module, n) for n in getattr(module, "__all__", ())})
         finally:
             state["_light_loading"] = False
-            if collecting:
-                gc.enable()
-        # The provider classes live as long as the process: keep the collector's later passes (and the
-        # interpreter's final ones at exit, most of a second here) off them.
-        gc.freeze()
         state["_light_loaded"] = True
+
+
+@contextlib.contextmanager
+def _long_lived():
+    """No collection while provider classes are built; then none over them again.
+
+    They are tens of thousands of typing objects that live as long as the process: the
+    collector's passes over them (and the interpreter's final ones at exit, most of a second
+    here) find nothing to free.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+        gc.freeze()
 
 
 def install(providers: tuple[str, ...] = ("pulumi_gcp", "pulumi_kubernetes")) -> list[str]:
