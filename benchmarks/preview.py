@@ -4,7 +4,7 @@ Run: ``uv run python benchmarks/preview.py [--stack prod] [--runs 5] [--repeat 3
 asserts nothing.
 
 - Whole process: ``slicectl preview --stack <stack>`` as a subprocess, wall time from start to
-  exit. The first run is reported on its own (a fresh process, nothing of this benchmark imported
+  exit and CPU time. The first run is reported on its own (a fresh process, nothing of this benchmark imported
   yet; the OS file cache may be warm, and a truly fresh install cannot be recreated here), then
   ``--runs`` more with median, min and max. Peak RSS is the largest of those processes.
 - In process: the first render (paying the provider imports), then each stack's render again.
@@ -26,15 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SLICECTL = Path(sys.executable).parent / "slicectl"
 
 
-def whole_process(stack: str, out: Path) -> float:
-    """Wall seconds of one ``slicectl preview`` process (exit 0 or 1 both count: 1 is a policy verdict)."""
+def whole_process(stack: str, out: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one ``slicectl preview`` process.
+
+    Exit 0 and 1 both count (1 is a policy verdict). The CPU figure moves less than the wall
+    one when other work shares the machine.
+    """
     command = [str(SLICECTL), "preview", "--stack", stack, "--out", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         sys.exit(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def in_process(repeat: int) -> None:
@@ -68,14 +74,15 @@ def main() -> None:
     print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}; "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
     with tempfile.TemporaryDirectory() as tmp:
-        first = whole_process(args.stack, Path(tmp) / "first")
-        print(f"whole process, first run: slicectl preview --stack {args.stack}: {first:.2f} s")
+        wall, cpu = whole_process(args.stack, Path(tmp) / "first")
+        print(f"whole process, first run: slicectl preview --stack {args.stack}: {wall:.2f} s wall, {cpu:.2f} s CPU")
         runs = [whole_process(args.stack, Path(tmp) / f"run{i}") for i in range(args.runs)]
     if runs:
-        print(
-            f"whole process, {len(runs)} more runs: median {statistics.median(runs):.2f} s, "
-            f"min {min(runs):.2f} s, max {max(runs):.2f} s"
-        )
+        for label, values in (("wall", [w for w, _ in runs]), ("CPU", [c for _, c in runs])):
+            print(
+                f"whole process, {len(runs)} more runs, {label}: median {statistics.median(values):.2f} s, "
+                f"min {min(values):.2f} s, max {max(values):.2f} s"
+            )
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"whole process, peak RSS: {rss:.0f} MiB")
     in_process(args.repeat)
