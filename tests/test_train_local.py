@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.local_train import parse_line
+from drills.local_train import ROOT, load_job, parse_line, train_local
 from drills.localray import pid_alive
-from drills.local_train import ROOT, load_job, train_local
 
 
 def test_parse_line_reads_progress_through_rays_prefixes():
