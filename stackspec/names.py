@@ -49,6 +49,28 @@ def k8s_provider(cluster: str) -> str:
     return f"{cluster}-k8s"
 
 
+# Capacity and admission (GKE ComputeClass, Kueue): one name per worker group, shared by the
+# ComputeClass, the node pools that serve it, Kueue's ResourceFlavor and the pods' selectors.
+def compute_class(group: str) -> str:
+    """The ``cloud.google.com/v1`` ComputeClass of a worker group (cluster-scoped)."""
+    return f"{group}-class"
+
+
+def resource_flavor(group: str) -> str:
+    """Kueue's ResourceFlavor for a worker group's slice shape (cluster-scoped)."""
+    return f"{group}-flavor"
+
+
+def cluster_queue(ray_cluster: str) -> str:
+    """The one Kueue ClusterQueue holding the stack's TPU quota."""
+    return f"{ray_cluster}-tpu"
+
+
+def local_queue(ray_cluster: str) -> str:
+    """The Kueue LocalQueue jobs name (``kueue.x-k8s.io/queue-name``) in the workload namespace."""
+    return f"{ray_cluster}-queue"
+
+
 @dataclass(frozen=True)
 class Derived:
     key: str  # the spec key the name comes from (where an error points)
