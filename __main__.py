@@ -12,7 +12,9 @@ import pulumi_kubernetes as k8s
 
 from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
 from infra.cluster import GkeCluster, GkeClusterArgs
+from infra.monitoring import StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
+from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from stackspec import spec as stack_spec
 from workloads.component import RayWorkloads, RayWorkloadsArgs
@@ -26,9 +28,26 @@ except stack_spec.SpecError as e:
         pulumi.log.error(problem.render(e.source))
     raise pulumi.RunError(f"{len(e.problems)} problem(s) in {e.source}; nothing was declared") from None
 name = spec.cluster.name
+# No registry holds the placeholder digest: previews (offline and real) warn, an update refuses it.
+if spec.image is not None and spec.image.placeholder:
+    message = (f"tpu-multislice:image.digest is unset, so the workers' image is the placeholder {spec.worker_image}: "
+               "set it to the digest .github/workflows/image.yml printed")
+    if not pulumi.runtime.is_dry_run():
+        raise pulumi.RunError(message + "; nothing was deployed")
+    pulumi.log.warn(message)
+streaming = spec.image is not None and spec.image.streaming
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
-gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project))
+gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project, image_streaming=streaming))
+registry = (
+    ImageRegistry(
+        f"{name}-images",
+        ImageRegistryArgs(image=spec.image, project=spec.project, node_service_account=gke.node_service_account.email,
+                          protected=spec.prod),
+    )
+    if spec.image is not None
+    else None
+)
 
 pools = [
     SliceNodePool(
@@ -41,6 +60,7 @@ pools = [
             version=spec.cluster.version,
             node_service_account=gke.node_service_account.email,
             additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)),
+            image_streaming=streaming,
         ),
         opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
     )
@@ -70,7 +90,10 @@ workloads = RayWorkloads(
     RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account, checkpoints.binding]),
 )
 
+monitoring = StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=spec)) if spec.monitoring.enabled else None
+
 pulumi.export("cluster", gke.cluster.name)
+pulumi.export("workerImage", spec.worker_image)
 pulumi.export("location", spec.cluster.location)
 pulumi.export("bucket", checkpoints.bucket.name)
 pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")

@@ -37,8 +37,16 @@ DRILL_STEPS = 40
 # Growing back takes a node start, a resize check and a worker-group restart (a MaxText
 # cold start, about a minute here): enough steps must be left to see it.
 SCALE_UP_STEPS = 150
-# The controller's line for a failure it retries (Ray Train 2.60, FailurePolicy).
+# The controller's lines for a failure it retries, and for one it gives up on (Ray Train 2.60).
 RETRY = "[FailurePolicy] RETRY"
+RAISE = "[FailurePolicy] RAISE"
+# Scenarios: one preemption (elastic restart or multislice resubmit); a kill while a
+# checkpoint is being written; kills up to max_failures and one more, which must fail the job.
+SCENARIOS = ("preemption", "mid-save", "repeated")
+# mid-save: how long Orbax holds each checkpoint before committing it (slow storage).
+MID_SAVE_COMMIT_DELAY_S = 4.0
+# repeated: the job must have ended this long after the kill that exhausts max_failures.
+FAIL_DEADLINE_S = 180.0
 
 
 def default_steps(scale_up: bool) -> int:
@@ -59,6 +67,10 @@ class LocalDrillOptions:
     kill_node: int | None = None  # slice-<i>; default: the last live one
     kill_during_save: bool = False
     scale_up: bool = False
+    scenario: str = "preemption"
+    max_failures: int | None = None  # repeated: overrides the job's (each kill costs a cold start)
+    save_commit_delay_s: float = 0.0  # mid-save: MID_SAVE_COMMIT_DELAY_S unless given
+    jax_cache_dir: Path | None = None  # default: drills.local_train.JAX_CACHE_DIR
     # Elastic: how often Ray Train looks for room to grow (Ray's default is 60 s).
     resize_interval_s: float = 10.0
     # Bounds a worker-group start that waits for a node the controller still counts. Ray's
@@ -73,6 +85,12 @@ class LocalDrillOptions:
     verbose: bool = False
 
     def __post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario {self.scenario!r}: allowed {', '.join(SCENARIOS)}")
+        if self.scenario == "mid-save":
+            object.__setattr__(self, "kill_during_save", True)
+        if self.kill_during_save and not self.save_commit_delay_s:
+            object.__setattr__(self, "save_commit_delay_s", MID_SAVE_COMMIT_DELAY_S)
         if not self.steps:
             object.__setattr__(self, "steps", default_steps(self.scale_up))
 
@@ -110,12 +128,22 @@ class _Timeline:
     starts: list[tuple[float, int, int]] = field(default_factory=list)  # (t, start_step, world)
     failures: list[float] = field(default_factory=list)  # seen_at of failure-policy lines
     retries: int = 0  # failures Ray Train retried: each one spends one of max_failures
+    raised: int = 0  # failures Ray Train gave up on
     done: dict | None = None
+    ups: list[float] = field(default_factory=list)  # a worker group's train function entered
+    imported: list[float] = field(default_factory=list)  # ... and MaxText imported
+    losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
 
     def on_event(self, e: dict) -> None:
         with self.lock:
             if e["event"] == "step":
                 self.steps.append((e["t"], e["step"], e["world"]))
+            elif e["event"] == "worker_up":
+                self.ups.append(e["t_up"])
+            elif e["event"] == "imported":
+                self.imported.append(e["t"])
+            elif e["event"] == "loss":
+                self.losses[e["step"]] = e["loss"]
             elif e["event"] == "start":
                 self.starts.append((e["t"], e["start_step"], e["world"]))
             elif e["event"] == "done":
@@ -126,6 +154,7 @@ class _Timeline:
             with self.lock:
                 self.failures.append(time.time())
                 self.retries += RETRY in line
+                self.raised += RAISE in line
 
     def last_step(self) -> int | None:
         with self.lock:
@@ -147,6 +176,10 @@ class _Timeline:
         with self.lock:
             return next((f for f in self.failures if f >= t), None)
 
+    def first_after(self, name: str, t: float) -> float | None:
+        with self.lock:
+            return next((x for x in getattr(self, name) if x >= t), None)
+
 
 class LocalDrill:
     """One drill: ``LocalDrill(spec, job, run_dir, options).run()`` -> :class:`DrillReport`."""
@@ -163,12 +196,18 @@ class LocalDrill:
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
         self.timeline = _Timeline()
+        if options.scenario == "repeated" and not job.elastic:
+            raise ValueError("the repeated-preemption drill needs an elastic job (a multislice job "
+                             "fails on the first kill)")
         self.report = DrillReport(target=f"local:{spec.stack}/{job.name}", job=job.name,
-                                  elastic=job.elastic, target_step=options.steps - 1)
+                                  elastic=job.elastic, target_step=options.steps - 1,
+                                  scenario=options.scenario)
         self.t0 = time.time()
         self.cluster = None
         self.drivers: list = []
         self._committed_at_kill: list[int] = []
+        self.t_job: float | None = None  # the first driver's start: goodput's wall clock
+        self._in_flight_at_kill: list[int] = []
 
     # ------------------------------------------------------------------ output
 
@@ -207,15 +246,20 @@ class LocalDrill:
             time.sleep(POLL_S)
 
     def _start_driver(self):
-        from drills.local_train import start_driver
+        from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
+        o = self.opts
         argv = trainer_argv(
             self.spec, self.job, local=True, data_dir=str(self.run_dir / "out"),
-            local_slices=self.opts.slices, steps=self.opts.steps,
-            step_delay=self.opts.step_delay, checkpoint_period=self.opts.checkpoint_period,
-            resize_interval=self.opts.resize_interval_s if self.job.elastic else None,
+            local_slices=o.slices, steps=o.steps,
+            step_delay=o.step_delay, checkpoint_period=o.checkpoint_period,
+            resize_interval=o.resize_interval_s if self.job.elastic else None,
+            jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
+            save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
         )
+        if self.t_job is None:
+            self.t_job = time.time()
         env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
         log = self.run_dir / f"driver-{len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
@@ -239,23 +283,43 @@ class LocalDrill:
             with self.cluster:
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
                 self._start_driver()
-                t_kill = self._kill_when_ready(deadline)
-                self._recover(t_kill, deadline)
-                if o.scale_up and self.job.elastic:
-                    self._scale_up(deadline)
-                self._finish(deadline)
+                if o.scenario == "repeated":
+                    self._repeated(deadline)
+                else:
+                    t_kill = self._kill_when_ready(deadline)
+                    self._recover(t_kill, deadline)
+                    if o.scale_up and self.job.elastic:
+                        self._scale_up(deadline)
+                    self._finish(deadline)
                 r.notes.append(f"peak RSS of one process: {self.cluster.peak_rss_mb()} MB")
         except DrillFailed as e:
+            r.ok = False
             r.notes.append(f"drill failed: {e}")
             self.say(f"FAILED: {e}")
         finally:
             for d in self.drivers:
                 d.stop()
             r.wall_s = round(time.time() - self.t0, 1)
-            with self.timeline.lock:
-                r.steps_run = len(self.timeline.steps)
-            r.write(self.run_dir / "drill.json")
+            self._timeline_figures()
+            self.files = r.publish(self.run_dir)
         return r
+
+    def _timeline_figures(self) -> None:
+        """Steps over time, goodput by time (from the first driver's start to the last step)."""
+        from drills.report import productive_seconds
+
+        r, tl = self.report, self.timeline
+        with tl.lock:
+            steps, starts = list(tl.steps), list(tl.starts)
+        r.steps_run = len(steps)
+        if self.t_job is None or not steps:
+            return
+        t0 = self.t_job
+        r.step_times = [(round(t - t0, 2), s, w) for t, s, w in steps]
+        r.marks = sorted(((label, round(t - t0, 2)) for label, t in r.marks), key=lambda m: m[1])
+        if r.final_step is not None:
+            r.job_wall_s = round(max(t for t, _, _ in steps) - t0, 1)
+            r.productive_s = round(productive_seconds(steps, starts), 1)
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
@@ -268,7 +332,8 @@ class LocalDrill:
                 return [s for s in steps if s >= period]
 
             flying = self._wait("a checkpoint save in flight", in_flight, deadline)
-            r.notes.append(f"killed while checkpoint {flying[0]} was being written")
+            self._in_flight_at_kill = flying
+            r.figures["save in flight at the kill"] = flying[0]
         else:
             kill_at = o.kill_step()
 
@@ -279,16 +344,28 @@ class LocalDrill:
 
             self._wait(f"a committed checkpoint and step {kill_at}", ready, deadline)
         r.kill_step = self.timeline.last_step()
-        node = self.cluster.kill_node(None if o.kill_node is None else f"slice-{o.kill_node}")
+        node = self.cluster.kill_node(self._victim())
         t_kill = time.time()
+        r.marks.append(("kill", t_kill))
         committed, _ = checkpoint_dirs(self.ckpt_dir)
         self._committed_at_kill = committed
         r.killed = f"local node {node.name} (pid {node.pid}, SIGKILL)"
         self.say(f"KILLED {node.name} after step {r.kill_step}; committed checkpoints {committed}")
         return t_kill
 
-    def _recover(self, t_kill: float, deadline: float) -> None:
+    def _victim(self) -> str | None:
+        """The node to kill: the one asked for, else one running a Ray Train worker (after an
+        elastic restart some nodes may hold none), else the last live one."""
+        if self.opts.kill_node is not None:
+            return f"slice-{self.opts.kill_node}"
+        busy = self.cluster.nodes_running("RayTrainWorker")
+        return busy[-1].name if busy else None
+
+    def _recover(self, t_kill: float, deadline: float, n: int = 1) -> None:
+        """Follow the job from the ``n``-th kill to its first step after the restart (phases and
+        steps lost are the first recovery's)."""
         r = self.report
+        first, suffix = n == 1, ("" if n == 1 else f" #{n}")
         if self.job.elastic:
             self._wait("the failure to be detected",
                        lambda: self.timeline.failure_after(t_kill) or self.timeline.starts_after(t_kill),
@@ -306,8 +383,9 @@ class LocalDrill:
         if failure is None and not self.job.elastic:
             failure = time.time()
         if failure is not None:
-            r.detect_s = round(failure - t_kill, 1)
-            self.say(f"failure detected {r.detect_s} s after the kill")
+            self.say(f"failure detected {failure - t_kill:.1f} s after the kill{suffix}")
+            if first:
+                r.detect_s = round(failure - t_kill, 1)
         if not self.job.elastic:
             if self.opts.resubmit_delay_s:
                 self.say(f"waiting {self.opts.resubmit_delay_s:.0f} s for the slice's capacity to come back")
@@ -316,9 +394,22 @@ class LocalDrill:
             self._start_driver()
         t_start, start_step, world = self._wait(
             "training to restart", lambda: self.timeline.starts_after(t_kill), deadline)[0]
-        first = self._wait("the first step after the restart",
-                           lambda: self.timeline.steps_after(t_start), deadline)[0]
-        r.resume_s = round(first[0] - t_kill, 1)
+        first_step = self._wait("the first step after the restart",
+                                lambda: self.timeline.steps_after(t_start), deadline)[0]
+        tl = self.timeline
+        up = tl.first_after("ups", t_kill)
+        imported = tl.first_after("imported", t_kill)
+        marks = [("detected", failure), ("workers up", up), ("restored", t_start), ("resumed", first_step[0])]
+        r.marks += [(m + suffix, t) for m, t in marks if t is not None]
+        if not first:
+            self.say(f"resumed on {world} worker(s) at step {start_step}, {first_step[0] - t_kill:.1f} s "
+                     f"after the kill{suffix}")
+            return
+        r.resume_s = round(first_step[0] - t_kill, 1)
+        if None not in (failure, up, imported):
+            r.phases = {"detect": failure - t_kill, "reschedule": up - failure, "process_start": imported - up,
+                        "restore": t_start - imported, "first_step": first_step[0] - t_start}
+            r.phases = {k: round(max(0.0, v), 1) for k, v in r.phases.items()}
         r.restored_step = start_step - 1 if start_step > 0 else None
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
@@ -331,7 +422,61 @@ class LocalDrill:
         if r.restored_step is not None and last_before is not None:
             r.steps_lost = max(0, last_before - r.restored_step)
         self.say(f"resumed on {world} worker(s) from checkpoint {r.restored_step}: first step "
-                 f"{first[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone)")
+                 f"{first_step[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone); "
+                 f"phases {r.phases}")
+
+    def _repeated(self, deadline: float) -> None:
+        """Kill a worker's node ``max_failures`` times (a replacement joins after each: capacity
+        comes back), each kill must be retried and recovered from; then once more, which must
+        end the job as failed, within FAIL_DEADLINE_S, with every process gone."""
+        o, r = self.opts, self.report
+        budget = self.job.max_failures if o.max_failures is None else o.max_failures
+        r.figures["max_failures"] = budget
+        for n in range(1, budget + 1):
+            t_kill = self._kill_when_ready(deadline) if n == 1 else self._kill_again(n, deadline)
+            self.cluster.add_node()  # the slice's capacity comes back
+            self._recover(t_kill, deadline, n)
+        t_kill = self._kill_again(budget + 1, deadline)
+        driver = self.drivers[-1]
+        fail_by = min(deadline, t_kill + FAIL_DEADLINE_S)
+        self._wait(f"the job to fail after kill #{budget + 1}", lambda: driver.proc.poll() is not None,
+                   fail_by, driver_may_exit=True)
+        driver.wait(timeout=10)
+        t_end = time.time()
+        r.marks.append(("job failed", t_end))
+        r.figures["kill -> job failed (s)"] = round(t_end - t_kill, 1)
+        with self.timeline.lock:
+            retries, raised = self.timeline.retries, self.timeline.raised
+        r.figures["failures retried"] = retries
+        r.figures["failures raised"] = raised
+        r.final_step = None
+        problems = []
+        if driver.proc.returncode == 0 or (driver.result or {}).get("ok"):
+            problems.append(f"the job succeeded after {budget + 1} kills; max_failures {budget} should have "
+                            "ended it")
+        if retries != budget:
+            problems.append(f"Ray Train retried {retries} failure(s) for {budget} kill(s): a restart that was "
+                            "bound to fail spent the budget" if retries > budget else
+                            f"Ray Train retried {retries} failure(s), expected {budget}")
+        if raised < 1:
+            problems.append(f"no '{RAISE}' line: the job did not end through its failure policy")
+        if driver.result is None:
+            problems.append("the trainer printed no result line (no report of the failure)")
+        r.notes += problems
+        r.ok = not problems
+        self.say(f"job failed {t_end - t_kill:.1f} s after kill #{budget + 1} (driver exit "
+                 f"{driver.proc.returncode}); {retries} retried, {raised} raised")
+
+    def _kill_again(self, n: int, deadline: float) -> float:
+        """Kill #n: once the job has run a step past its last restart, kill a worker's node."""
+        last_start = self.timeline.starts[-1][0]
+        self._wait(f"a step before kill #{n}", lambda: self.timeline.steps_after(last_start), deadline)
+        node = self.cluster.kill_node(self._victim())
+        t_kill = time.time()
+        self.report.marks.append((f"kill #{n}", t_kill))
+        self.report.killed += f"; {node.name}"
+        self.say(f"KILLED {node.name} (kill #{n}) after step {self.timeline.last_step()}")
+        return t_kill
 
     def _scale_up(self, deadline: float) -> None:
         r = self.report
@@ -375,9 +520,25 @@ class LocalDrill:
         if r.restored_step is None or latest is None or r.restored_step < latest:
             problems.append(f"restored step {r.restored_step}, but checkpoint {latest} was "
                             "committed at the kill")
-        if r.steps_lost is not None and r.steps_lost > self.opts.checkpoint_period:
-            problems.append(f"{r.steps_lost} steps lost, more than the checkpoint period "
-                            f"{self.opts.checkpoint_period}")
+        period = self.opts.checkpoint_period
+        if self._in_flight_at_kill:
+            # Killed mid-save: the half-written checkpoint is never restored, the one before is;
+            # nothing is lost beyond one period plus the steps run while the save was in flight.
+            flying = self._in_flight_at_kill[0]
+            r.figures["checkpoint restored instead"] = r.restored_step
+            if r.restored_step is not None and r.restored_step >= flying:
+                problems.append(f"restored step {r.restored_step}: the save of {flying} was in flight at the kill")
+            if flying in self._committed_at_kill:
+                problems.append(f"checkpoint {flying} was committed at the kill: no save was in flight")
+            allowed = period + max(0, (r.kill_step or flying) - flying) + 1  # +1: a survivor's last step
+            r.figures["steps lost allowed"] = allowed
+            if r.steps_lost is not None and r.steps_lost > allowed:
+                problems.append(f"{r.steps_lost} steps lost, more than one period plus the save in flight ({allowed})")
+        elif r.steps_lost is not None and r.steps_lost > period:
+            problems.append(f"{r.steps_lost} steps lost, more than the checkpoint period {period}")
+        if self.job.elastic and self.timeline.retries > 1:
+            problems.append(f"one kill, {self.timeline.retries} failures retried: a restart that could not "
+                            "succeed spent the job's max_failures")
         if self.job.elastic:
             # A restart that waits for the dead node (the controller's resource view lags)
             # times out and is retried too: both spend the job's failure budget.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drills.localray import LocalRayCluster
+from drills.localray import LocalRayCluster, deferred_interrupts
 from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
@@ -26,6 +26,9 @@ from workloads.trainer.maxtext_trainer import RESULT as _RESULT
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 ROOT = Path(__file__).resolve().parents[1]
+# One persistent JAX compilation cache for every local run on this machine (MaxText's
+# jax_cache_dir): a restarted or repeated run loads its compiled steps instead of compiling.
+JAX_CACHE_DIR = ROOT / "build" / "jax-cache"
 
 # The trainer owns its protocol: its line markers, followed by one space and JSON.
 PROGRESS = _PROGRESS + " "
@@ -72,6 +75,10 @@ class DriverRun:
 
     def stop(self) -> None:
         """End the driver's process group (the driver and anything it forked)."""
+        with deferred_interrupts():
+            self._stop()
+
+    def _stop(self) -> None:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -148,13 +155,15 @@ def default_run_dir(stack: str, prefix: str) -> Path:
 def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
                 steps: int | None = None, checkpoint_period: int | None = None,
                 step_delay: float | None = None, verbose: bool = False,
-                timeout: float = 1800.0) -> dict:
-    """Run ``job`` on ``slices`` local slice nodes; a summary dict (also run_dir/summary.json)."""
+                timeout: float = 1800.0, jax_cache_dir: Path | None = JAX_CACHE_DIR) -> dict:
+    """Run ``job`` on ``slices`` local slice nodes; a summary dict (also run_dir/summary.json).
+    ``jax_cache_dir=None`` compiles from scratch (a cache inside the run directory)."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     data_dir = run_dir / "out"
     argv = trainer_argv(spec, job, local=True, data_dir=str(data_dir), local_slices=slices,
-                        steps=steps, step_delay=step_delay, checkpoint_period=checkpoint_period)
+                        steps=steps, step_delay=step_delay, checkpoint_period=checkpoint_period,
+                        jax_cache_dir=str(jax_cache_dir) if jax_cache_dir else None)
     t0 = time.time()
 
     def say(msg: str) -> None:

@@ -9,6 +9,7 @@ which ends every Ray process on the host, other people's included.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -31,6 +32,11 @@ READY_MARK = "Ray runtime started"
 # to the workers as a working_dir and refuse a run directory outside the project.
 LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
 START_TIMEOUT_S = 90.0
+# The GCS declares a node dead after this many missed health checks of its raylet, one per
+# period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL, so a quick verdict is
+# safe here; the trainer's elastic policy waits for it before sizing a restart.
+HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
+            "RAY_health_check_failure_threshold": "4"}
 
 
 class LocalRayError(RuntimeError):
@@ -168,6 +174,7 @@ class LocalRayCluster:
     def start(self) -> None:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         self._start_node("head", head=True)
+        # One at a time: nodes sharing the head's session directory race when started together.
         for _ in range(self.slices):
             self.add_node()
         self._sampling = True
@@ -210,11 +217,31 @@ class LocalRayCluster:
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
 
-    def add_node(self) -> Node:
-        """Start one more slice node (also a replacement after a kill)."""
+    def _next_name(self) -> str:
         name = f"slice-{self._next_slice}"
         self._next_slice += 1
-        return self._start_node(name, head=False)
+        return name
+
+    def add_node(self) -> Node:
+        """Start one more slice node (also a replacement after a kill)."""
+        return self._start_node(self._next_name(), head=False)
+
+    def nodes_running(self, marker: str) -> list[Node]:
+        """Live slice nodes with a process whose command line holds ``marker`` (Ray names an
+        actor's worker process ``ray::<ActorClass>...``)."""
+        out = []
+        for node in self.workers():
+            if not node.alive or node.killed:
+                continue
+            for pid in _descendants(node.pid):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if marker.encode() in cmd:
+                    out.append(node)
+                    break
+        return out
 
     def kill_node(self, name: str | None = None) -> Node:
         """SIGKILL one slice node's raylet, workers and all (a Spot preemption: no grace)."""
@@ -230,7 +257,12 @@ class LocalRayCluster:
         return node
 
     def shutdown(self) -> None:
-        """End every node this object started: workers first, then the head."""
+        """End every node this object started: workers first, then the head. A Ctrl-C while
+        this runs (the impatient second one) is noted, not obeyed: it would leave nodes behind."""
+        with deferred_interrupts():
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         self._sampling = False
         for node in reversed(self.nodes):
             if node.alive:
@@ -252,6 +284,11 @@ class LocalRayCluster:
     # ------------------------------------------------------------------ nodes
 
     def _start_node(self, name: str, head: bool) -> Node:
+        node = self._spawn_node(name, head)
+        self._wait_ready(node)
+        return node
+
+    def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
         ports = {
             "node_manager": base, "object_manager": base + 1, "agent_listen": base + 2,
@@ -290,7 +327,7 @@ class LocalRayCluster:
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | LOCAL_ENV
+        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {})
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -299,7 +336,6 @@ class LocalRayCluster:
             )
         node = Node(name, proc, ports, log, time.time())
         self.nodes.append(node)
-        self._wait_ready(node)
         return node
 
     def _wait_ready(self, node: Node) -> None:
@@ -317,3 +353,25 @@ class LocalRayCluster:
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold SIGINT and SIGTERM off while cleanup runs (a no-op off the main thread, where
+    signals never land). The program is ending anyway: what it was asked to do, it does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def note(signum, frame):  # noqa: ARG001
+        if not got:
+            print("\ncleaning up the local Ray cluster; please wait", file=sys.stderr, flush=True)
+        got.append(signum)
+
+    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

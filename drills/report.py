@@ -1,10 +1,52 @@
-"""The figures a preemption drill reports, locally or on the cluster."""
+"""The figures a preemption drill reports, locally or on the cluster, and their pictures.
+
+Besides the JSON (``DrillReport.write``), a local drill draws its timeline (``timeline_png``:
+steps over time with the kill, detection, restore and resume marked) and a Markdown summary
+for a CI job summary (``markdown``: the table, the recovery phases and a Mermaid Gantt chart of
+the same timeline, which GitHub renders without the PNG).
+"""
 
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+# Recovery phases, in order: kill -> failure seen -> new workers running the train function ->
+# MaxText imported -> checkpoint restored (the loop's first step chosen) -> first step done.
+PHASES = (
+    ("detect", "kill -> failure detected"),
+    ("reschedule", "failure -> new workers up"),
+    ("process_start", "workers up -> MaxText imported"),
+    ("restore", "imported -> checkpoint restored"),
+    ("first_step", "restored -> first step done"),
+)
+
+
+def productive_seconds(steps: list[tuple[float, int, int]], starts: list[tuple[float, int, int]]) -> float:
+    """Seconds spent on the steps that count: each step's last execution (earlier ones were
+    redone after a restore), timed from the step before it in the same attempt. An attempt's
+    first step also carries compilation: it is timed as that attempt's median step."""
+    attempt_starts = sorted(t for t, _, _ in starts)
+
+    def attempt(t: float) -> int:
+        return sum(1 for s in attempt_starts if s <= t)
+
+    by_attempt: dict[int, list[tuple[float, int]]] = {}
+    for t, step, _ in sorted(steps):
+        by_attempt.setdefault(attempt(t), []).append((t, step))
+    durations: dict[tuple[int, int], float] = {}  # (attempt, step) -> seconds
+    for a, run in by_attempt.items():
+        gaps = [t2 - t1 for (t1, _), (t2, _) in zip(run, run[1:], strict=False)]
+        typical = statistics.median(gaps) if gaps else 0.0
+        durations[(a, run[0][1])] = typical
+        for (t1, _), (t2, step) in zip(run, run[1:], strict=False):
+            durations[(a, step)] = t2 - t1
+    last_run = {}
+    for (a, step) in sorted(durations):
+        last_run[step] = a
+    return sum(durations[(a, step)] for step, a in last_run.items())
 
 
 @dataclass
@@ -12,6 +54,7 @@ class DrillReport:
     target: str  # "local:<stack>/<job>" or "cluster:<stack>/<job>"
     job: str
     elastic: bool
+    scenario: str = "preemption"
     killed: str = ""  # what was killed: node / pod / replica names
     kill_step: int | None = None  # last step seen before the kill
     detect_s: float | None = None  # kill -> failure detected
@@ -25,6 +68,16 @@ class DrillReport:
     wall_s: float = 0.0
     ok: bool = False
     notes: list[str] = field(default_factory=list)
+    # Recovery phases (seconds, PHASES' keys) of the first recovery.
+    phases: dict[str, float] = field(default_factory=dict)
+    # Seconds from the job's start (its driver) to its last step, and of those the training
+    # that counts (productive_seconds): time-based goodput.
+    job_wall_s: float | None = None
+    productive_s: float | None = None
+    # The timeline, seconds from the job's start: (t, step, world) and (label, t).
+    step_times: list[tuple[float, int, int]] = field(default_factory=list)
+    marks: list[tuple[str, float]] = field(default_factory=list)
+    figures: dict = field(default_factory=dict)  # scenario-specific figures
 
     @property
     def goodput(self) -> float | None:
@@ -33,8 +86,15 @@ class DrillReport:
             return None
         return min(1.0, (self.final_step + 1) / self.steps_run)
 
+    @property
+    def time_goodput(self) -> float | None:
+        """Productive training time / wall time from the job's start."""
+        if not self.job_wall_s or self.productive_s is None:
+            return None
+        return min(1.0, self.productive_s / self.job_wall_s)
+
     def to_json(self) -> dict:
-        return asdict(self) | {"goodput": self.goodput}
+        return asdict(self) | {"goodput": self.goodput, "time_goodput": self.time_goodput}
 
     def write(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -44,28 +104,126 @@ class DrillReport:
         def f(v, unit=""):
             return "-" if v is None else (f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}")
 
-        return [
+        def pct(v):
+            return "-" if v is None else f"{v:.1%}"
+
+        rows = [
+            ("scenario", self.scenario),
             ("job", self.job),
             ("elastic", str(self.elastic)),
             ("killed", self.killed or "-"),
             ("kill -> detected", f(self.detect_s, " s")),
             ("kill -> first step after resume", f(self.resume_s, " s")),
+        ]
+        rows += [(f"  {label}", f(self.phases.get(key), " s")) for key, label in PHASES if key in self.phases]
+        rows += [
             ("step restored", f(self.restored_step)),
             ("steps lost", f(self.steps_lost)),
             ("scale back up", f(self.scale_up_s, " s")),
             ("final step", f(self.final_step)),
             ("steps run", f(self.steps_run)),
-            ("goodput", "-" if self.goodput is None else f"{self.goodput:.1%}"),
+            ("goodput (steps)", pct(self.goodput)),
+            ("goodput (time)", pct(self.time_goodput)),
             ("wall time", f(self.wall_s, " s")),
-            ("result", "recovered" if self.ok else "FAILED"),
         ]
+        rows += [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in self.figures.items()]
+        rows.append(("result", ("passed" if self.scenario != "preemption" else "recovered") if self.ok
+                     else "FAILED"))
+        return rows
+
+    # ------------------------------------------------------------------ pictures
+
+    def timeline_png(self, path: str | Path) -> Path | None:
+        """Steps over time, by worker count, with the drill's marks. None without steps."""
+        if not self.step_times:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: CI and drills write files
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
+        worlds = sorted({w for _, _, w in self.step_times})
+        for w in worlds:
+            pts = [(t, s) for t, s, ww in self.step_times if ww == w]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=10, label=f"step on {w} worker(s)")
+        colours = {"kill": "red", "detected": "orange", "workers up": "purple", "restored": "blue",
+                   "resumed": "green", "save in flight": "brown", "job failed": "black"}
+        top = max(s for _, s, _ in self.step_times)
+        for i, (label, t) in enumerate(self.marks):
+            base = label.split(" #")[0]
+            ax.axvline(t, color=colours.get(base, "grey"), linestyle="--", linewidth=1)
+            ax.text(t, top * (0.95 - 0.08 * (i % 6)), f" {label}", fontsize=7, color=colours.get(base, "grey"))
+        ax.set_xlabel("seconds from job start")
+        ax.set_ylabel("training step")
+        gp = self.time_goodput
+        title = f"{self.scenario}: {self.job}"
+        if self.resume_s is not None:
+            title += f" - kill to first resumed step {self.resume_s:.1f} s"
+        if gp is not None:
+            title += f", goodput {gp:.0%} (time) / {self.goodput:.0%} (steps)"
+        ax.set_title(title, fontsize=9)
+        ax.legend(loc="lower right", fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out)
+        plt.close(fig)
+        return out
+
+    def mermaid(self) -> str:
+        """A Mermaid Gantt chart of the timeline (training attempts, recovery phases)."""
+        lines = ["gantt", f"    title {self.scenario}: {self.job}", "    dateFormat X", "    axisFormat %M:%S"]
+        # Training attempts: runs of steps with no gap longer than a recovery.
+        spans: list[tuple[float, float, int, int]] = []  # (start, end, first step, last step)
+        for t, step, _ in sorted(self.step_times):
+            if spans and t - spans[-1][1] < 5.0 and step >= spans[-1][3]:
+                spans[-1] = (spans[-1][0], t, spans[-1][2], step)
+            else:
+                spans.append((t, t, step, step))
+        lines.append("    section training")
+        for i, (a, b, s0, s1) in enumerate(spans):
+            lines.append(f"    steps {s0}-{s1} :t{i}, {int(a)}, {max(int(b), int(a) + 1)}")
+        marks = dict(self.marks)
+        kill = marks.get("kill")
+        if kill is not None and self.phases:
+            lines.append("    section recovery")
+            t = kill
+            for key, _label in PHASES:
+                if key in self.phases:
+                    end = t + self.phases[key]
+                    lines.append(f"    {key} {self.phases[key]:.1f}s :{key}, {int(t)}, {max(int(end), int(t) + 1)}")
+                    t = end
+        return "\n".join(lines)
+
+    def markdown(self, png: str | None = None) -> str:
+        """A job summary: verdict, table, the PNG if given, the Mermaid timeline."""
+        out = [f"### Drill `{self.scenario}` on `{self.target}`: {'PASSED' if self.ok else 'FAILED'}", "",
+               "| figure | value |", "|---|---|"]
+        out += [f"| {k.strip()} | {v} |" for k, v in self.table()]
+        if png:
+            out += ["", f"![timeline]({png})"]
+        if self.step_times:
+            out += ["", "```mermaid", self.mermaid(), "```"]
+        if self.notes:
+            out += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+    def publish(self, run_dir: str | Path) -> dict[str, Path]:
+        """drill.json, timeline.png and summary.md in ``run_dir``."""
+        run_dir = Path(run_dir)
+        self.write(run_dir / "drill.json")
+        png = self.timeline_png(run_dir / "timeline.png")
+        md = run_dir / "summary.md"
+        md.write_text(self.markdown("timeline.png" if png else None))
+        return {"json": run_dir / "drill.json", "markdown": md} | ({"png": png} if png else {})
 
 
 def side_by_side(reports: list[DrillReport]) -> str:
-    rows = [r.table() for r in reports]
-    width = max(len(k) for k, _ in rows[0]) + 2
-    cols = [max(len(v) for _, v in t) + 2 for t in rows]
-    out = []
-    for i, (key, _) in enumerate(rows[0]):
-        out.append(key.ljust(width) + "".join(t[i][1].ljust(c) for t, c in zip(rows, cols, strict=True)))
-    return "\n".join(out)
+    rows = [dict(r.table()) for r in reports]
+    keys = list(dict.fromkeys(k for r in reports for k, _ in r.table()))
+    width = max(len(k) for k in keys) + 2
+    cols = [max(len(v) for v in t.values()) + 2 for t in rows]
+    return "\n".join(key.ljust(width) + "".join(t.get(key, "-").ljust(c) for t, c in zip(rows, cols, strict=True))
+                     for key in keys)

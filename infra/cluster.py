@@ -20,6 +20,7 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 class GkeClusterArgs:
     cluster: Cluster
     project: str
+    image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -115,6 +116,9 @@ class GkeCluster(pulumi.ComponentResource):
                 version=c.version,
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=c.system_machine_type,
+                    gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
+                    if args.image_streaming
+                    else None,
                     service_account=self.node_service_account.email,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(

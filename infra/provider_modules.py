@@ -47,6 +47,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_kubernetes.apiextensions": ("CustomResource",),
     "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "ServiceAccount"),
     "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
+    "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_kubernetes.meta.v1": ("_inputs",),
     "pulumi_kubernetes.networking.v1": ("_inputs", "NetworkPolicy"),
     "pulumi_kubernetes.resource.v1": ("_inputs", "ResourceClaimTemplate"),

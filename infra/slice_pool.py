@@ -23,6 +23,8 @@ class SliceNodePoolArgs:
     node_service_account: pulumi.Input[str]
     # (network, subnetwork) names of the secondary DCN networks, in NIC order.
     additional_networks: tuple[tuple[pulumi.Input[str], pulumi.Input[str]], ...] = ()
+    # GKE image streaming (Artifact Registry images only): a worker starts before its image is fully pulled.
+    image_streaming: bool = False
 
 
 def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs | None:
@@ -90,6 +92,9 @@ class SliceNodePool(pulumi.ComponentResource):
                         threads_per_core=1,
                     ),
                     gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+                    gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
+                    if args.image_streaming
+                    else None,
                     labels=labels,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                     service_account=args.node_service_account,

@@ -53,6 +53,12 @@ CONFIG_MAP = NameRule("ConfigMap", 1, 253, re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z
                       "lowercase letters, digits, '-' and '.'")
 LABEL_VALUE = NameRule("Kubernetes label value", 0, 63, re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"),
                        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+# Artifact Registry repository IDs: lowercase letters, digits and '-', a letter first (its API's rule).
+ARTIFACT_REPOSITORY = NameRule("Artifact Registry repository", 1, 63, _RFC1035, _RFC1035_WORDS)
+# A Docker image path inside a repository: lowercase path components separated by '/'.
+_IMAGE_PART = r"[a-z0-9]+(?:[._-][a-z0-9]+)*"
+IMAGE_NAME = NameRule("container image", 1, 128, re.compile(rf"{_IMAGE_PART}(?:/{_IMAGE_PART})*"),
+                      "lowercase letters, digits, '.', '_', '-' inside path components separated by '/'")
 # MaxText writes under <base_output_directory>/<run_name>/; the run name is also a label value.
 RUN_NAME = NameRule("run", 1, 63, _DNS1123_LABEL,
                     "lowercase letters, digits and '-', starting and ending with a letter or digit")

@@ -45,8 +45,27 @@ def submitter_job(ray_job: str) -> str:
     return ray_job
 
 
+def registry_host(location: str) -> str:
+    """Artifact Registry's Docker host for a location (GKE image streaming serves these only)."""
+    return f"{location}-docker.pkg.dev"
+
+
+def image_reference(location: str, project: str, repository: str, image: str, digest: str) -> str:
+    """An Artifact Registry image by digest: ``<loc>-docker.pkg.dev/<project>/<repo>/<image>@sha256:...``."""
+    return f"{registry_host(location)}/{project}/{repository}/{image}@{digest}"
+
+
 def k8s_provider(cluster: str) -> str:
     return f"{cluster}-k8s"
+
+
+# A slice with capacity fallbacks has one node pool per option: ``<slice>-<suffix>``.
+POOL_SUFFIXES = {"reservation": "rsv", "flex-start": "flex", "spot": "spot", "on-demand": "std"}
+
+
+def slice_pool(slice_name: str, capacity_type: str) -> str:
+    """The node pool serving one capacity option of a slice (``v6e-16-0-flex``)."""
+    return f"{slice_name}-{POOL_SUFFIXES[capacity_type]}"
 
 
 # Capacity and admission (GKE ComputeClass, Kueue): one name per worker group, shared by the

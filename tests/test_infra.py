@@ -34,6 +34,8 @@ def test_components_and_parents(prod):
         ("tpu-multislice:infra:SliceNodePool", "v6e-16-0"),
         ("tpu-multislice:infra:SliceNodePool", "v6e-16-1"),
         ("tpu-multislice:infra:CheckpointStore", "maxtext-tpu-checkpoints"),
+        ("tpu-multislice:infra:ImageRegistry", "maxtext-tpu-images"),
+        ("tpu-multislice:infra:StackMonitoring", "maxtext-tpu-monitoring"),
     } | {(r.type, r.name) for r in prod.resources if not r.custom and r.type.startswith("tpu-multislice:workloads")}
     # Every cloud resource sits under a component; child names derive from the component's.
     for r in prod.resources:

@@ -11,9 +11,17 @@ import os
 import pytest
 
 from offline import engine
+from stackspec import maxtext as maxtext_facts
 from stackspec import spec as stack_spec
 from stackspec import tpu
-from workloads.trainer_args import TRAINER_SCRIPT, find_job, maxtext_args, trainer_argv
+from workloads.trainer_args import (
+    CLUSTER_GOODPUT_SETTINGS,
+    CLUSTER_JAX_CACHE_DIR,
+    TRAINER_SCRIPT,
+    find_job,
+    maxtext_args,
+    trainer_argv,
+)
 
 
 def _load_script():
@@ -78,7 +86,102 @@ def test_trainer_argv_shape_from_slice_model(specs, stack):
             assert workers == shape.workers(job.slices)
         base, settings = trainer.split_maxtext(rest)
         assert base is None  # the workers find base.yml inside the maxtext package
-        assert settings == _kv(maxtext_args(spec, job))
+        assert settings == _kv(maxtext_args(spec, job, defaults=CLUSTER_DEFAULTS))
+        # On the bucket: a restarted worker group loads its compiled step (MaxText's key).
+        assert settings["jax_cache_dir"] == CLUSTER_JAX_CACHE_DIR
+        assert settings["enable_goodput_recording"] == settings["monitor_goodput"] == "true"
+
+
+CLUSTER_DEFAULTS = {"jax_cache_dir": CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
+
+
+def test_cluster_defaults_are_maxtext_keys_and_yield_to_the_job(specs):
+    """Every key the cluster argv adds is in MaxText 0.2.1's base.yml; a job's own passthrough wins."""
+    for key in CLUSTER_DEFAULTS:
+        assert maxtext_facts.key_error(key) is None, key
+    spec = specs["prod"]
+    job = find_job(spec, "llama3-8b-elastic")
+    mine = job.model_copy(update={"maxtext": {**job.maxtext, "monitor_goodput": "false"}})
+    settings = trainer.split_maxtext(trainer_argv(spec, mine)[trainer_argv(spec, mine).index("--") + 1:])[1]
+    assert settings["monitor_goodput"] == "false"
+    args = trainer_argv(spec, mine)
+    assert sum(a.startswith("monitor_goodput=") for a in args) == 1
+
+
+def test_local_runs_share_a_compilation_cache_when_given_one(specs, tmp_path):
+    spec = specs["dev"]
+    argv = trainer_argv(spec, spec.jobs[0], local=True, data_dir=str(tmp_path / "run"),
+                        jax_cache_dir=str(tmp_path / "cache"), save_commit_delay=2, max_failures=1)
+    args, rest = trainer.parse_args(argv)
+    local = trainer.local_settings(trainer.split_maxtext(rest)[1])
+    assert local["jax_cache_dir"] == str(tmp_path / "cache")
+    assert args.save_commit_delay == 2 and args.max_failures == 1
+    assert "enable_goodput_recording" not in local  # needs GCP: off locally
+
+
+def test_rays_scaling_policy_hooks_are_where_the_trainer_expects_them():
+    """The trainer's elastic policy subclasses Ray 2.60's and replaces ``fit``'s factory: an
+    upgrade that moves either fails here, not in a drill."""
+    import inspect
+
+    from ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator import (
+        _AutoscalingCoordinatorActor,
+    )
+    from ray.train.v2.api import data_parallel_trainer as dpt
+    from ray.train.v2.api.config import ScalingConfig
+
+    assert "create_scaling_policy(self.scaling_config)" in inspect.getsource(dpt.DataParallelTrainer.fit)
+    assert "recompute" in inspect.signature(_AutoscalingCoordinatorActor.get_reserved_resources).parameters
+    original = dpt.create_scaling_policy
+    try:
+        trainer.install_verdict_policy(12.0)
+        elastic = dpt.create_scaling_policy(ScalingConfig(num_workers=(1, 2), use_gpu=False))
+        assert type(elastic).__name__ == "VerdictElasticScalingPolicy" and elastic.verdict_wait_s == 12.0
+        for name in ("_get_reserved_resources", "_count_possible_workers", "_maybe_send_resource_request",
+                     "make_decision_for_non_running_worker_group"):
+            assert callable(getattr(elastic, name))
+        fixed = dpt.create_scaling_policy(ScalingConfig(num_workers=2, use_gpu=False))
+        assert type(fixed).__name__ == "FixedScalingPolicy"
+    finally:
+        dpt.create_scaling_policy = original
+
+
+def test_raylet_probe_tells_a_listening_port_from_a_dead_one():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert trainer.raylet_reachable("127.0.0.1", port)
+    assert not trainer.raylet_reachable("127.0.0.1", port, timeout=0.5)
+
+
+def test_commit_delay_holds_orbax_renames(tmp_path):
+    """The kill-during-save drill's window: Orbax's atomic rename waits, the tmp dir stays."""
+    import asyncio
+
+    from etils import epath
+    from orbax.checkpoint._src.path import atomicity
+
+    cls = atomicity.AtomicRenameTemporaryPath
+    saved = cls.finalize
+    try:
+        trainer.delay_checkpoint_commits(0.3)
+        trainer.delay_checkpoint_commits(0.3)  # twice: still one pause, not two
+        final = epath.Path(tmp_path / "5")
+        tmp = cls.from_final(final)
+        asyncio.run(tmp.create())
+        import time
+
+        t = time.time()
+        asyncio.run(tmp.finalize())
+        assert 0.3 <= time.time() - t < 0.6
+        assert final.exists() and not tmp.get().exists()
+    finally:
+        cls.finalize = saved
+        if hasattr(cls, "_slicectl_finalize"):
+            del cls._slicectl_finalize
 
 
 def test_prod_multislice_is_the_seeds_eight_workers(specs):
@@ -127,6 +230,7 @@ def test_resize_interval_reaches_elastic_jobs_only(specs, tmp_path):
     (["--mode", "elastic", "--slices", "2"], "takes --min-slices"),
     (["--mode", "elastic", "--min-slices", "3", "--max-slices", "2"], "more than"),
     (["--mode", "multislice", "--slices", "1", "--step-delay", "1"], "--local"),
+    (["--mode", "multislice", "--slices", "1", "--save-commit-delay", "1"], "--local"),
     (["--mode", "multislice", "--slices", "1", "--resize-interval", "5"], "for --mode elastic"),
 ])
 def test_script_rejects_bad_command_lines(argv, message, capsys):

@@ -25,6 +25,7 @@ from offline import engine
 from stackspec import spec as stack_spec
 from stackspec import tpu
 from workloads import manifests
+from workloads import monitoring as gmp
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 NS = stack_spec.PROJECT
@@ -253,6 +254,9 @@ def test_component_children_parent_and_provider(prod):
             ("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster"),
         ]
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
+        # GMP scraping of the Ray metrics port (tests/test_monitoring.py checks them).
+        + [("kubernetes:monitoring.googleapis.com/v1:PodMonitoring", f"{comp.name}-{d['metadata']['name']}")
+           for d in gmp.pod_monitorings(spec)]
     )
     # Every object goes through the provider built from the cluster (the mock's id for it).
     (provider,) = prod.by_type("pulumi:providers:kubernetes")
@@ -312,7 +316,8 @@ def test_prod_carries_every_field_of_the_seed_manifest(prod, seed_text):
     # The one deliberate change: prod pins a released image instead of the seed's nightly.
     seed_image = seed["RayCluster"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
     assert "nightly" in seed_image and "nightly" not in spec.ray.image
-    text = yaml.safe_dump(seed["RayCluster"]).replace(seed_image, spec.ray.image)
+    # And its containers run the prebuilt worker image by digest (tests/test_image.py).
+    text = yaml.safe_dump(seed["RayCluster"]).replace(seed_image, spec.worker_image)
     seed_cluster = yaml.safe_load(text)
 
     assert missing_from(seed["ResourceClaimTemplate"], doc(prod, "ResourceClaimTemplate")) == []
@@ -412,8 +417,9 @@ def test_entrypoint_runs_the_mounted_trainer(prod):
     assert TRAINER_SCRIPT.name in cm["data"]
     for job in spec.jobs:
         argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
+        prebuilt = ["--prebuilt-image"] if spec.image is not None else []  # MaxText in the image
         assert argv == ["python", script, "--script-sha256", cm["metadata"]["annotations"][
-            manifests.TRAINER_HASH_ANNOTATION], *trainer_argv(spec, job, local=False)]
+            manifests.TRAINER_HASH_ANNOTATION], *prebuilt, *trainer_argv(spec, job, local=False)]
 
 
 def test_shared_and_dedicated_jobs(shapes):
@@ -542,7 +548,7 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
     assert after[manifests.TRAINER_HASH_ANNOTATION] == hashlib.sha256(changed.encode()).hexdigest()
     assert (
         manifests.ray_job(spec, job, changed)["metadata"]["annotations"]
-        == after
+        == after | manifests.image_annotations(spec)
         != manifests.ray_job(spec, job, source)["metadata"]["annotations"]
     )
 

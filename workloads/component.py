@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from stackspec.spec import StackSpec
 from workloads import manifests
+from workloads import monitoring as gmp
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,13 @@ class RayWorkloads(pulumi.ComponentResource):
             for job in manifests.declared_jobs(spec)
         }
 
+        # Google Managed Prometheus scrapes the Ray metrics port of each RayCluster's head and workers.
+        monitors = gmp.pod_monitorings(spec)
+        self.pod_monitorings = [_custom(f"{name}-{doc['metadata']['name']}", doc, base) for doc in monitors]
+
         self.register_outputs(
             {
+                "podMonitorings": [doc["metadata"]["name"] for doc in monitors],
                 "claimTemplate": manifests.claim_template_name(spec) if spec.dranet else None,
                 "trainerConfigMap": manifests.trainer_configmap_name(spec),
                 "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],

@@ -66,6 +66,12 @@ LIBTPU_TUNING = (
 )
 # The seed's image pull policy (a pinned tag still re-checks only the digest).
 IMAGE_PULL_POLICY = "Always"
+# Set to "placeholder" on the RayCluster and RayJobs while the worker image's digest is the offline
+# stand-in (stackspec PLACEHOLDER_IMAGE_DIGEST): no registry holds it; `pulumi up` refuses it in prod.
+IMAGE_DIGEST_ANNOTATION = f"{PART_OF}/worker-image-digest"
+# KubeRay's default submitter container, made explicit so the submitter runs the same image by digest.
+SUBMITTER_CONTAINER = "ray-job-submitter"
+SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
 # A dedicated cluster stays this long after its job ends (logs), then KubeRay deletes it.
 DEDICATED_CLUSTER_TTL_SECONDS = 300
 
@@ -228,7 +234,8 @@ def shared_sizes(spec: StackSpec) -> dict[str, GroupSize]:
 def _head_group(spec: StackSpec) -> dict[str, Any]:
     ray = spec.ray
     return {
-        "rayStartParams": {},
+        # The same metrics port as the workers: one PodMonitoring endpoint scrapes both.
+        "rayStartParams": {"metrics-export-port": str(ray.metrics_export_port)},
         # The dashboard and job API stay inside the cluster (kubectl port-forward to reach them).
         "serviceType": "ClusterIP",
         "enableIngress": False,
@@ -239,7 +246,7 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
                 "containers": [
                     {
                         "name": "ray-head",
-                        "image": ray.image,
+                        "image": spec.worker_image,
                         "imagePullPolicy": IMAGE_PULL_POLICY,
                         "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
                         "resources": {
@@ -283,7 +290,7 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
     pod["containers"] = [
         {
             "name": "ray-worker",
-            "image": ray.image,
+            "image": spec.worker_image,
             "imagePullPolicy": IMAGE_PULL_POLICY,
             "resources": resources,
             "env": _worker_env(spec, size.replicas),
@@ -324,12 +331,31 @@ def ray_cluster_spec(spec: StackSpec, sizes: Mapping[str, GroupSize] | None = No
     return body
 
 
+def image_annotations(spec: StackSpec) -> dict[str, str]:
+    """Marks objects whose worker image digest is the offline placeholder."""
+    return {IMAGE_DIGEST_ANNOTATION: "placeholder"} if spec.image is not None and spec.image.placeholder else {}
+
+
+def submitter_pod_template(spec: StackSpec) -> dict[str, Any]:
+    """The `ray job submit` pod: KubeRay's defaults, on the worker image by digest."""
+    return {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": SUBMITTER_CONTAINER, "image": spec.worker_image,
+                            "imagePullPolicy": IMAGE_PULL_POLICY, "resources": SUBMITTER_RESOURCES}],
+        }
+    }
+
+
 def ray_cluster(spec: StackSpec) -> dict[str, Any]:
     """The shared RayCluster (the seed's ``maxtext-tpu-cluster``)."""
+    meta = _metadata(spec, spec.ray.cluster_name, "ray-cluster")
+    if annotations := image_annotations(spec):
+        meta["annotations"] = annotations
     return {
         "apiVersion": RAY_API,
         "kind": "RayCluster",
-        "metadata": _metadata(spec, spec.ray.cluster_name, "ray-cluster"),
+        "metadata": meta,
         "spec": ray_cluster_spec(spec),
     }
 
@@ -339,6 +365,8 @@ def entrypoint(spec: StackSpec, job: Job, source: str | None = None) -> str:
     # checks it is the version this RayJob was rendered with before it trains.
     argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}",
             "--script-sha256", trainer_sha256(source), *trainer_argv(spec, job, local=False)]
+    if spec.image is not None:
+        argv.insert(4, "--prebuilt-image")  # MaxText is in the image: workers install nothing at start
     return shlex.join(argv)
 
 
@@ -370,6 +398,8 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         "activeDeadlineSeconds": job.active_deadline_seconds,
         "backoffLimit": job.backoff_limit,
     }
+    if spec.image is not None:
+        body["submitterPodTemplate"] = submitter_pod_template(spec)
     # No deletionStrategy: KubeRay accepts it only behind its RayJobDeletionPolicy feature
     # gate, which GKE's Ray operator add-on does not open. What it would say is the default:
     # a shared cluster outlives its jobs, a dedicated one goes with shutdownAfterJobFinishes.
@@ -379,6 +409,9 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
     else:
         size = GroupSize(job.slices, job.min_slices, job.slices)
         body["rayClusterSpec"] = ray_cluster_spec(spec, {job.group: size})
+        # KubeRay names this cluster itself: the job label on its pods is what metrics select on.
+        for group in (body["rayClusterSpec"]["headGroupSpec"], *body["rayClusterSpec"]["workerGroupSpecs"]):
+            group["template"]["metadata"].setdefault("labels", {})[kube.JOB_LABEL] = job.name
         # The job's own cluster (and its TPU slices) goes when the job ends, either way.
         body["shutdownAfterJobFinishes"] = True
         body["ttlSecondsAfterFinished"] = DEDICATED_CLUSTER_TTL_SECONDS
@@ -390,6 +423,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
     )
     meta["labels"][kube.JOB_LABEL] = job.name
+    meta["annotations"].update(image_annotations(spec))
     return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": meta, "spec": body}
 
 

@@ -18,6 +18,13 @@ CLUSTER_DATA_DIR = "/data"
 RAY_RESULTS_SUBDIR = "ray-results"
 # On CPU every local "slice" is one Ray node running one Train worker (one JAX process,
 # one CPU device): the multi-host path (one worker per host) at its smallest.
+# MaxText's persistent JAX compilation cache (its ``jax_cache_dir`` key) on the bucket mount:
+# a restarted worker group loads its compiled train step instead of compiling it again.
+CLUSTER_JAX_CACHE_DIR = CLUSTER_DATA_DIR + "/jax-cache"
+# MaxText's goodput recording (ml-goodput-measurement, which maxtext[tpu] installs): rank 0
+# records step and badput events to Cloud Logging (logger ``goodput_<run_name>``) and uploads
+# goodput and badput to TensorBoard and Cloud Monitoring as it trains. Needs GCP: cluster only.
+CLUSTER_GOODPUT_SETTINGS = {"enable_goodput_recording": "true", "monitor_goodput": "true"}
 LOCAL_HOSTS_PER_SLICE = 1
 LOCAL_CHIPS_PER_HOST = 1
 
@@ -38,11 +45,13 @@ def maxtext_args(
     base_output_directory: str = CLUSTER_DATA_DIR + "/",
     steps: int | None = None,
     checkpoint_period: int | None = None,
+    defaults: dict[str, str] | None = None,
 ) -> list[str]:
     """MaxText ``key=value`` settings for ``job`` (no base.yml: the trainer finds it).
 
-    The job's own keys first, then its ``maxtext`` passthrough keys (the spec forbids
-    those from repeating a job-owned key or a mesh axis).
+    The job's own keys first, then ``defaults`` the job's ``maxtext`` passthrough does not
+    set, then the passthrough keys (the spec forbids those from repeating a job-owned key or
+    a mesh axis).
     """
     args = [
         f"base_output_directory={base_output_directory}",
@@ -55,6 +64,7 @@ def maxtext_args(
     ]
     args += [f"ici_{axis}_parallelism={n}" for axis, n in job.ici.items()]
     args += [f"dcn_{axis}_parallelism={n}" for axis, n in job.dcn.items()]
+    args += [f"{k}={v}" for k, v in (defaults or {}).items() if k not in job.maxtext]
     args += [f"{k}={v}" for k, v in job.maxtext.items()]
     return args
 
@@ -70,12 +80,17 @@ def trainer_argv(
     step_delay: float | None = None,
     checkpoint_period: int | None = None,
     resize_interval: float | None = None,
+    jax_cache_dir: str | None = None,
+    save_commit_delay: float | None = None,
+    max_failures: int | None = None,
 ) -> list[str]:
     """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
 
     On the cluster: shape from the slice model, storage on the bucket mount.
     ``local=True``: one worker per local slice node, output under ``data_dir`` (required),
-    ``local_slices`` local slice nodes (default: the job's maximum slices).
+    ``local_slices`` local slice nodes (default: the job's maximum slices), the compilation
+    cache in ``jax_cache_dir`` (default: inside the run), ``max_failures`` overriding the job's
+    (a drill that runs out of retries on purpose).
     """
     shape = spec.group(job.group).shape
     hosts = LOCAL_HOSTS_PER_SLICE if local else shape.hosts
@@ -101,7 +116,7 @@ def trainer_argv(
         "--accelerator-type", shape.ray_accelerator_type,
     ]
     if job.elastic:
-        argv += ["--max-failures", str(job.max_failures)]
+        argv += ["--max-failures", str(job.max_failures if max_failures is None else max_failures)]
         if resize_interval is not None:
             argv += ["--resize-interval", _num(resize_interval)]
     argv += ["--name", job.run_name, "--storage-path", f"{root}/{RAY_RESULTS_SUBDIR}"]
@@ -109,9 +124,14 @@ def trainer_argv(
         argv.append("--local")
         if step_delay:
             argv += ["--step-delay", str(step_delay)]
+        if save_commit_delay:
+            argv += ["--save-commit-delay", _num(save_commit_delay)]
+        defaults = {"jax_cache_dir": jax_cache_dir} if jax_cache_dir else {}
+    else:
+        defaults = {"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
     argv.append("--")
     argv += maxtext_args(
         spec, job, base_output_directory=root + "/", steps=steps,
-        checkpoint_period=checkpoint_period,
+        checkpoint_period=checkpoint_period, defaults=defaults,
     )
     return argv

@@ -35,7 +35,8 @@ RESULT = "slicectl-result"
 # Each local "slice" node carries one unit of this custom resource (the head none), so
 # every worker lands on its own slice node, as one worker per TPU host does on GKE.
 LOCAL_SLICE_RESOURCE = "local_slice"
-WORKER_PACKAGES = ["maxtext[tpu]==0.2.1"]
+WORKER_PACKAGES = ["maxtext[tpu]==0.2.1"]  # also what the repository's Dockerfile installs
+UV_PIP_INSTALL_OPTIONS = ["--resolution=lowest"]
 
 # --local: a model that trains in seconds on one CPU core. These keys win over the
 # job's own (a Llama 3 8B on CPU is not a drill); steps, checkpointing, run name and
@@ -58,6 +59,10 @@ LOCAL_MODEL = {
     # Ray Train does not start jax.distributed on CPU; the train function does.
     "skip_jax_distributed_system": "true",
 }
+# --local: the global batch stays this size whatever the worker count (per-device batch =
+# this / workers), so a run resized or resharded from N to M workers sees the same batches
+# (MaxText's synthetic data is one fixed batch) and the same loss curve.
+LOCAL_GLOBAL_BATCH = 12
 # Mesh axes are for TPU slices: on CPU every process holds one device and there is
 # no slice boundary, so MaxText's defaults (all devices on ICI fsdp) apply.
 LOCAL_DROPPED_PREFIXES = ("ici_", "dcn_")
@@ -85,11 +90,20 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--name", required=True, help="Ray Train run name")
     p.add_argument("--storage-path", required=True, help="Ray Train run storage")
     p.add_argument("--local", action="store_true", help="CPU: tiny model, one worker per node")
+    p.add_argument("--prebuilt-image", action="store_true",
+                   help="the workers' image has MaxText installed (the repository's Dockerfile): "
+                        "no package install at worker start")
     p.add_argument("--script-sha256", default=None,
                    help="the sha256 this script must have: on a ConfigMap mount, wait for the "
                         "kubelet to refresh a stale copy and re-run the new one")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
+    p.add_argument("--save-commit-delay", type=float, default=0.0,
+                   help="--local only: hold every checkpoint this long before Orbax commits it "
+                        "(slow storage: a window for the kill-during-save drill)")
+    p.add_argument("--verdict-wait", type=float, default=VERDICT_WAIT_S,
+                   help="elastic: longest wait, after a failure, for the cluster to declare an "
+                        "unreachable node dead before restarting without it")
     args = p.parse_args(own)
     if args.mode == "multislice":
         if not args.slices or args.min_slices or args.max_slices:
@@ -100,8 +114,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
-    if args.step_delay and not args.local:
-        p.error("--step-delay paces local drills only; pass it with --local")
+    if (args.step_delay or args.save_commit_delay) and not args.local:
+        p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
         p.error("--hosts-per-slice and --chips-per-host must be at least 1")
     return args, maxtext
@@ -173,6 +187,124 @@ def ensure_script_version(expected: str, path: str, argv: list[str],
                      f"{wait_s:.0f} s, not {expected[:12]}: is the trainer ConfigMap applied?")
 
 
+# --------------------------------------------------------------------------- elastic restarts
+
+# After a failure, how long to wait for the cluster (Ray's GCS) to declare a node dead whose
+# raylet no longer answers, before restarting without it. A restart sized while the GCS still
+# counts the lost node waits for it, times out and spends one of max_failures.
+VERDICT_WAIT_S = 60.0
+PROBE_TIMEOUT_S = 1.0
+# While no restart can be decided, the controller's loop asks again at once (it never awaits):
+# pause between questions instead of taking a whole core from the workers.
+UNDECIDED_PAUSE_S = 0.5
+
+
+def raylet_reachable(address: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a node's raylet accepts a connection: a preempted node's does not, well before
+    the GCS's health checks (a few missed periods) declare it dead."""
+    import socket
+
+    try:
+        with socket.create_connection((address, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def verdict_scaling_policy(scaling_config, verdict_wait_s: float = VERDICT_WAIT_S):
+    """Ray Train V2's elastic policy, made to restart only at a size the cluster can hold.
+
+    Ray 2.60's ``ElasticScalingPolicy`` sizes a restart from the autoscaling coordinator's
+    reservation, which refreshes its node list every 20 s (``TICK_INTERVAL_S``): right after a
+    preemption it still counts the lost node, the worker group waits for it until
+    ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S`` and that failed start spends one of
+    ``max_failures``. This policy (1) waits, while any node the GCS calls alive has a raylet
+    that does not answer, for the GCS's verdict (at most ``verdict_wait_s``, then leaves the
+    node out), and (2) asks the coordinator for a reservation recomputed from the current node
+    list (``recompute=True``) instead of the last tick's.
+    """
+    import logging
+
+    import ray
+    from ray.train.v2._internal.execution.scaling_policy import ElasticScalingPolicy, NoopDecision
+    from ray.train.v2._internal.execution.scaling_policy.autoscaling_coordinator_client import (
+        AUTOSCALING_REQUESTS_GET_TIMEOUT_S,
+    )
+
+    log = logging.getLogger("ray.train")
+
+    class VerdictElasticScalingPolicy(ElasticScalingPolicy):
+        def __init__(self, config, wait_s: float):
+            super().__init__(config)
+            self.verdict_wait_s = wait_s
+            self._suspect_since: dict[str, float] = {}
+            self._excluded: set[str] = set()
+
+        def _unreachable_alive_nodes(self) -> list[str]:
+            return [n["NodeID"] for n in ray.nodes()
+                    if n.get("Alive") and n.get("NodeManagerPort")
+                    and not raylet_reachable(n["NodeManagerAddress"], n["NodeManagerPort"])]
+
+        def make_decision_for_non_running_worker_group(self):
+            now = time.monotonic()
+            suspects = self._unreachable_alive_nodes()
+            self._suspect_since = {n: self._suspect_since.get(n, now) for n in suspects}
+            waiting = [n for n, since in self._suspect_since.items() if now - since < self.verdict_wait_s]
+            if waiting:
+                if len(waiting) != getattr(self, "_logged_waiting", 0):
+                    log.info("[VerdictScaling] node(s) %s do not answer but the GCS still counts them: "
+                             "waiting for its verdict before sizing the restart", [n[:8] for n in waiting])
+                    self._logged_waiting = len(waiting)
+                self._maybe_send_resource_request()
+                time.sleep(UNDECIDED_PAUSE_S)
+                return NoopDecision()
+            self._logged_waiting = 0
+            if suspects:
+                log.warning("[VerdictScaling] no verdict on node(s) %s after %.0f s: restarting without them",
+                            [n[:8] for n in suspects], self.verdict_wait_s)
+            self._excluded = set(suspects)
+            decision = super().make_decision_for_non_running_worker_group()
+            if isinstance(decision, NoopDecision):
+                time.sleep(UNDECIDED_PAUSE_S)
+            return decision
+
+        def _get_reserved_resources(self):
+            now = time.monotonic()
+            if now - self._latest_reserved_resources_query_time < self.GET_RESERVED_RESOURCES_INTERVAL_S:
+                return self._latest_reserved_resources
+            reserved = None
+            try:
+                reserved = ray.get(
+                    self._autoscaling_coordinator.get_reserved_resources.remote(
+                        self._requester_id, recompute=True),
+                    timeout=AUTOSCALING_REQUESTS_GET_TIMEOUT_S)
+                reserved = {nid: r for nid, r in reserved.items() if nid not in self._excluded}
+            except Exception:  # noqa: BLE001 - as Ray's own policy: no decision this round
+                log.warning("[VerdictScaling] could not get reserved resources; no resize this round",
+                            exc_info=True)
+            self._latest_reserved_resources_query_time = time.monotonic()
+            self._latest_reserved_resources = reserved
+            return reserved
+
+    return VerdictElasticScalingPolicy(scaling_config, verdict_wait_s)
+
+
+def install_verdict_policy(verdict_wait_s: float) -> None:
+    """Make ``JaxTrainer.fit`` build :func:`verdict_scaling_policy` for elastic runs. Ray 2.60
+    has no public hook for a scaling policy; ``fit`` takes it from this module-level factory
+    (tests/test_trainer_args.py fails loudly when an upgrade moves it)."""
+    from ray.train.v2.api import data_parallel_trainer as dpt
+
+    ray_factory = dpt.create_scaling_policy
+
+    def create_scaling_policy(scaling_config):
+        if scaling_config.elasticity_enabled:
+            return verdict_scaling_policy(scaling_config, verdict_wait_s)
+        return ray_factory(scaling_config)
+
+    dpt.create_scaling_policy = create_scaling_policy
+
+
 # --------------------------------------------------------------------------- workers
 
 # Multislice coordination that the pods carry statically (as the seed's manifest does).
@@ -227,9 +359,28 @@ def _init_local_jax_distributed() -> None:
     jax.distributed.initialize(coordinator_address=address, num_processes=world, process_id=rank)
 
 
+def delay_checkpoint_commits(seconds: float) -> None:
+    """--save-commit-delay: Orbax renames ``<step>.orbax-checkpoint-tmp-*`` to ``<step>`` only
+    after this pause (a slow bucket), so a drill can kill a worker with a save in flight."""
+    import asyncio
+
+    from orbax.checkpoint._src.path import atomicity
+
+    cls = atomicity.AtomicRenameTemporaryPath
+    orig = getattr(cls, "_slicectl_finalize", cls.finalize)
+
+    async def finalize(self):
+        await asyncio.sleep(seconds)
+        await orig(self)
+
+    cls._slicectl_finalize = orig
+    cls.finalize = finalize
+
+
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
+    t_up = time.time()
     local = config["local"]
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -247,10 +398,15 @@ def train_loop_per_worker(config: dict) -> None:
         pkg = importlib.util.find_spec("maxtext").submodule_search_locations[0]
         base = os.path.join(pkg, "configs", "base.yml")
     settings = dict(config["settings"])
-    if local:
-        _init_local_jax_distributed()
     rank = ray.train.get_context().get_world_rank()
     world = ray.train.get_context().get_world_size()
+    if local:
+        # Cache every compilation (JAX skips those under a second by default: all of a tiny
+        # model's) in the persistent cache MaxText's jax_cache_dir names.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        settings["per_device_batch_size"] = str(max(1, LOCAL_GLOBAL_BATCH // world))
+        if config.get("save_commit_delay"):
+            delay_checkpoint_commits(config["save_commit_delay"])
     if not local and (dropped := clear_stale_megascale(world, config["hosts_per_slice"])):
         print(f"rank {rank}: one slice in this worker group, dropped {dropped}", flush=True)
     delay = config["step_delay"]
@@ -261,7 +417,10 @@ def train_loop_per_worker(config: dict) -> None:
             line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
+    emit("worker_up", t_up=round(t_up, 3))
     emit("imported", import_s=round(time.time() - t_import, 1))
+    if local:
+        _init_local_jax_distributed()
 
     # Hooks on functions MaxText 0.2.1's train_loop calls (no copy of the loop):
     # get_first_step once (the restored step), maybe_save_checkpoint after every step,
@@ -273,7 +432,8 @@ def train_loop_per_worker(config: dict) -> None:
     def first_step(state):
         step = orig_first_step(state)
         seen["start_step"] = step
-        emit("start", start_step=step)
+        emit("start", start_step=step, global_batch=int(settings.get("per_device_batch_size", 1)) * world
+             if local else None)
         return step
 
     def save(checkpoint_manager, state, cfg, data_iterator, step=None):
@@ -360,21 +520,24 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
             resources_per_worker={"TPU": args.chips_per_host},
             **common,
         )
-        worker_env = {
+        # MaxText needs extra dependencies on the TPU workers (as in GKE's tutorial), unless
+        # the image already holds them: then a restarted worker starts without any install.
+        worker_env = {} if args.prebuilt_image else {
             "uv": {
-                # MaxText needs extra dependencies on the TPU workers (as in GKE's tutorial).
                 "packages": WORKER_PACKAGES,
-                "uv_pip_install_options": ["--resolution=lowest"],
+                "uv_pip_install_options": UV_PIP_INSTALL_OPTIONS,
             },
         }
     run_kw = {}
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
+        install_verdict_policy(args.verdict_wait)
     return JaxTrainer(
         train_loop_per_worker=train_loop_per_worker,
         train_loop_config={
             "base_yml": base_yml, "settings": settings, "local": args.local,
             "step_delay": args.step_delay, "hosts_per_slice": args.hosts_per_slice,
+            "save_commit_delay": args.save_commit_delay,
         },
         scaling_config=scaling,
         run_config=RunConfig(

@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# The Ray TPU workers' image: the pinned Ray TPU image (the prod stack's ray.image) with MaxText
+# and the trainer installed at build time, so a worker (and every restart of one) starts without
+# downloading or installing anything. Built and pushed by .github/workflows/image.yml to the
+# Artifact Registry repository the stack creates (infra/registry.py); the stack's image.digest
+# names the result. tests/test_image.py checks the facts below against the ones the workers use.
+
+# The base: the prod stack's tpu-multislice:ray.image (jax[tpu] and libtpu preinstalled).
+ARG RAY_IMAGE=rayproject/ray:2.60.0-py312-tpu
+# Its digest pins the base byte for byte. PLACEHOLDER: unknown where this file was written (no
+# registry access); fill it with `docker buildx imagetools inspect rayproject/ray:2.60.0-py312-tpu
+# --format '{{json .Manifest.Digest}}'` or pass --build-arg RAY_IMAGE_DIGEST=sha256:...
+ARG RAY_IMAGE_DIGEST=
+FROM ${RAY_IMAGE}${RAY_IMAGE_DIGEST:+@${RAY_IMAGE_DIGEST}}
+
+# The installer and the resolution the runtime env used (workloads/trainer/maxtext_trainer.py:
+# WORKER_PACKAGES, UV_PIP_INSTALL_OPTIONS), so the image holds what the workers installed before.
+ARG UV_VERSION=0.13.8
+ARG MAXTEXT_PACKAGE="maxtext[tpu]==0.2.1"
+
+# Into the image's own Python (the one Ray runs), not a venv: Ray's workers import from it.
+RUN pip install --no-cache-dir "uv==${UV_VERSION}" \
+    && uv pip install --no-cache --python "$(command -v python)" --resolution=lowest "${MAXTEXT_PACKAGE}" \
+    && python -c "import MaxText, jax, ray; print('maxtext ok, jax', jax.__version__, 'ray', ray.__version__)"
+
+# The trainer script, as the RayJob's ConfigMap carries it (the driver runs the mounted copy, whose
+# sha256 rides on the RayJob; this one makes the image self-contained for smoke tests).
+COPY --chown=ray:users workloads/trainer/maxtext_trainer.py /home/ray/image-trainer/maxtext_trainer.py
+RUN python /home/ray/image-trainer/maxtext_trainer.py --help > /dev/null
+
+LABEL org.opencontainers.image.source="https://github.com/my-org/tpu-multislice" \
+      org.opencontainers.image.description="Ray TPU worker with MaxText 0.2.1 and the tpu-multislice trainer"

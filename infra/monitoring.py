@@ -1,0 +1,288 @@
+"""Cloud Monitoring for the stack: log-based metrics, notification channels, alert policies, one dashboard.
+
+What an on-call engineer needs at 3 a.m., from signals that exist:
+
+- Ray's own metrics, scraped by Google Managed Prometheus from every Ray node's metrics port
+  (``workloads/monitoring.py``): ``ray_tpu_duty_cycle`` (per TPU chip, Ray's reporter agent,
+  ``ray/dashboard/modules/reporter/reporter_agent.py``) and ``ray_train_controller_state`` (Ray Train
+  V2's controller, 1 for its current state: ``ray/train/v2/_internal/metrics/controller.py``).
+  Target labels ``ray_cluster``, ``ray_group``, ``ray_replica`` (one replica is one slice) come from
+  KubeRay's pod labels.
+- GKE's system metric ``kubernetes.io/container/accelerator/duty_cycle`` (GA; PromQL
+  ``kubernetes_io:container_accelerator_duty_cycle``), beside Ray's on the dashboard.
+- Log-based counters: MaxText's checkpoint lines (``maxtext.common.checkpointing.print_save_message``:
+  "Started an asynchronous checkpoint save for step N" / "Saved a checkpoint at step N."), the
+  trainer's per-step progress lines (steps/s), and Compute Engine's ``compute.instances.preempted``
+  and ``compute.instances.hostError`` system events for the cluster's nodes.
+
+Alert conditions are PromQL (``condition_prometheus_query_language``), which reads all three sources.
+Thresholds come from the spec's ``monitoring`` section. The query text is built by pure functions
+(:func:`alert_queries`, :func:`dashboard`) so tests read exactly what is deployed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from stackspec.spec import NotificationChannel, StackSpec
+
+SERVICES = ("monitoring.googleapis.com", "logging.googleapis.com")
+
+# Ray's metric names (the ``ray_`` prefix is Ray's exporter's) and the controller's states.
+RAY_TPU_DUTY_CYCLE = "ray_tpu_duty_cycle"
+RAY_TRAIN_STATE = "ray_train_controller_state"
+RUNNING = "RUNNING"
+FAILING_STATES = ("ERRORED", "RESTARTING", "RESCHEDULING")
+GKE_DUTY_CYCLE = "kubernetes_io:container_accelerator_duty_cycle"  # kubernetes.io/container/accelerator/duty_cycle
+# MaxText 0.2.1's checkpoint lines (async saves log the first, synchronous ones the second).
+CHECKPOINT_LINES = ("Started an asynchronous checkpoint save for step", "Saved a checkpoint at step")
+# The trainer's progress protocol (workloads/trainer/maxtext_trainer.py: PROGRESS, one "step" event per step).
+PROGRESS_MARKER = "slicectl-progress"
+STEP_EVENT = '"event": "step"'
+PREEMPTION_METHODS = ("compute.instances.preempted", "compute.instances.hostError")
+CHANNEL_TYPES = {"email": ("email", "email_address"), "pubsub": ("pubsub", "topic"),
+                 "webhook": ("webhook_tokenauth", "url")}
+
+
+def log_metric_name(spec: StackSpec, what: str) -> str:
+    """A log-based metric's name; underscores only, so its PromQL name is the same text."""
+    return f"{spec.cluster.name}_{what}".replace("-", "_")
+
+
+def promql_log_metric(spec: StackSpec, what: str) -> str:
+    return f"logging_googleapis_com:user_{log_metric_name(spec, what)}"
+
+
+def _sel(spec: StackSpec, **extra: str) -> str:
+    """A PromQL selector body for the stack's cluster and workload namespace."""
+    pairs = {"cluster": spec.cluster.name, "namespace": spec.storage.namespace, **extra}
+    return ", ".join(f'{k}{"=~" if "|" in v else "="}"{v}"' for k, v in pairs.items())
+
+
+def _running(spec: StackSpec, by: str) -> str:
+    return f"max by ({by}) ({RAY_TRAIN_STATE}{{{_sel(spec, ray_train_controller_state=RUNNING)}}}) == 1"
+
+
+def _quoted(text: str) -> str:
+    """Text inside a Logging query string literal: double quotes escaped."""
+    return text.replace('"', '\\"')
+
+
+def log_filters(spec: StackSpec) -> dict[str, str]:
+    """The Cloud Logging filters of the stack's log-based metrics."""
+    pods = (f'resource.type="k8s_container" AND resource.labels.cluster_name="{spec.cluster.name}" '
+            f'AND resource.labels.namespace_name="{spec.storage.namespace}"')
+    saves = " OR ".join(f'textPayload:"{line}"' for line in CHECKPOINT_LINES)
+    methods = " OR ".join(f'protoPayload.methodName="{m}"' for m in PREEMPTION_METHODS)
+    return {
+        "checkpoint_saves": f"{pods} AND ({saves})",
+        "train_steps": f'{pods} AND textPayload:"{PROGRESS_MARKER}" AND textPayload:"{_quoted(STEP_EVENT)}"',
+        "preemptions": (f'resource.type="gce_instance" AND logName="projects/{spec.project}/logs/'
+                        f'cloudaudit.googleapis.com%2Fsystem_event" AND ({methods}) '
+                        f'AND protoPayload.resourceName:"/instances/gke-"'),
+    }
+
+
+@dataclass(frozen=True)
+class Alert:
+    key: str
+    display_name: str
+    query: str
+    duration: str
+    severity: str
+    documentation: str
+
+
+def alert_queries(spec: StackSpec) -> list[Alert]:
+    m = spec.monitoring
+    low, minutes, age = m.duty_cycle_low_percent, m.duty_cycle_low_minutes, m.checkpoint_max_age_minutes
+    c = spec.cluster.name
+    failing = "|".join(FAILING_STATES)
+    return [
+        Alert(
+            "duty-cycle-low",
+            f"{c}: TPU duty cycle below {low:g}% for {minutes} min while training",
+            f"avg by (ray_cluster) ({RAY_TPU_DUTY_CYCLE}{{{_sel(spec)}}}) < {low:g}\n"
+            f"and on (ray_cluster)\n{_running(spec, 'ray_cluster')}",
+            f"{minutes * 60}s",
+            "WARNING",
+            "A Ray Train run is RUNNING but its TPUs have been mostly idle: input-bound, stuck in a "
+            "collective (a lost slice peer), or compiling in a loop. Check the RayJob's logs and the "
+            "per-slice duty cycle on the dashboard; a hung multislice job holds every slice it has.",
+        ),
+        Alert(
+            "run-failed-or-restarted",
+            f"{c}: Ray Train run failed or restarted",
+            f"max by (ray_cluster, ray_train_run_name, ray_train_controller_state) (max_over_time("
+            f"{RAY_TRAIN_STATE}{{{_sel(spec, ray_train_controller_state=failing)}}}[5m])) > 0",
+            "0s",
+            "ERROR",
+            "The Ray Train controller entered ERRORED (the run is over: the RayJob fails) or is restarting "
+            "or rescheduling its worker group after a worker failure (a preemption spends maxFailures). "
+            "Check the RayJob status, `slicectl drill` figures, and the preemption chart.",
+        ),
+        Alert(
+            "node-preempted",
+            f"{c}: a node of the cluster was preempted or lost to a host error",
+            f"sum(increase({promql_log_metric(spec, 'preemptions')}[10m])) > 0",
+            "0s",
+            "WARNING",
+            "Compute Engine preempted (Spot) or lost a GKE node VM. A slice is all-or-nothing: its node pool "
+            "recreates the slice; elastic jobs continue on the remaining slices, multislice jobs fail.",
+        ),
+        Alert(
+            "checkpoint-stale",
+            f"{c}: no checkpoint saved for {age} min while training",
+            f"(sum(increase({promql_log_metric(spec, 'checkpoint_saves')}[{age}m])) or on() vector(0)) == 0\n"
+            f"and on ()\n{_running(spec, '')}",
+            "300s",
+            "ERROR",
+            f"A run is RUNNING but MaxText has not started a checkpoint save for {age} minutes: a preemption "
+            "now loses everything since the last one. Check checkpoint_period against the step time and the "
+            "bucket (GCS FUSE errors in the worker logs).",
+        ),
+    ]
+
+
+def _chart(title: str, query: str, x: int, y: int, unit: str = "") -> dict[str, Any]:
+    ds: dict[str, Any] = {"timeSeriesQuery": {"prometheusQuery": query}, "plotType": "LINE"}
+    if unit:
+        ds["timeSeriesQuery"]["unitOverride"] = unit
+    return {"xPos": x, "yPos": y, "width": 24, "height": 16,
+            "widget": {"title": title, "xyChart": {"dataSets": [ds]}}}
+
+
+def dashboard(spec: StackSpec, policy_names: list[str] | None = None) -> dict[str, Any]:
+    """The stack's dashboard (Cloud Monitoring's mosaicLayout JSON)."""
+    ck, steps, pre = (promql_log_metric(spec, k) for k in ("checkpoint_saves", "train_steps", "preemptions"))
+    gke = f'monitored_resource="k8s_container", cluster_name="{spec.cluster.name}", ' \
+          f'namespace_name="{spec.storage.namespace}"'
+    tiles = [
+        _chart("TPU duty cycle per slice (Ray, %)",
+               f"avg by (ray_cluster, ray_group, ray_replica) ({RAY_TPU_DUTY_CYCLE}{{{_sel(spec)}}})", 0, 0, "%"),
+        _chart("TPU duty cycle per pod (GKE system metric, %)",
+               f"avg by (pod_name) ({GKE_DUTY_CYCLE}{{{gke}}})", 24, 0, "%"),
+        _chart("Training steps per second", f"sum(rate({steps}[5m]))", 0, 16),
+        _chart("Ray Train controller state (1 = current)",
+               f"max by (ray_train_run_name, ray_train_controller_state) ({RAY_TRAIN_STATE}{{{_sel(spec)}}})",
+               24, 16),
+        _chart("Node preemptions and host errors (per hour)", f"sum by (event) (increase({pre}[1h]))", 0, 32),
+        _chart("Checkpoint saves started (per hour)", f"sum(increase({ck}[1h]))", 24, 32),
+    ]
+    for i, name in enumerate(policy_names or []):
+        tiles.append({"xPos": (i % 2) * 24, "yPos": 48 + (i // 2) * 12, "width": 24, "height": 12,
+                      "widget": {"title": "Alert", "alertChart": {"name": name}}})
+    return {"displayName": f"{spec.cluster.name}: TPU training ({spec.stack})",
+            "mosaicLayout": {"columns": 48, "tiles": tiles}}
+
+
+@dataclass(frozen=True)
+class StackMonitoringArgs:
+    spec: StackSpec
+
+
+class StackMonitoring(pulumi.ComponentResource):
+    """Log-based metrics, the spec's notification channels, four alert policies and the dashboard."""
+
+    def __init__(self, name: str, args: StackMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:infra:StackMonitoring", name, None, opts)
+        spec = args.spec
+        project = spec.project
+        child = pulumi.ResourceOptions(parent=self)
+        self.services = [
+            gcp.projects.Service(f"{name}-{svc.split('.')[0]}-api",
+                                 gcp.projects.ServiceArgs(project=project, service=svc, disable_on_destroy=False),
+                                 opts=child)
+            for svc in SERVICES
+        ]
+        after_apis = pulumi.ResourceOptions(parent=self, depends_on=self.services)
+
+        labels = {"preemptions": [("event", "protoPayload.methodName", "compute.instances.preempted or hostError"),
+                                  ("instance", 'REGEXP_EXTRACT(protoPayload.resourceName, "instances/([^/]+)$")',
+                                   "the node VM")]}
+        self.log_metrics = {}
+        for what, flt in log_filters(spec).items():
+            extractors = {k: expr if expr.startswith("REGEXP") else f"EXTRACT({expr})" for k, expr, _ in
+                          labels.get(what, [])}
+            self.log_metrics[what] = gcp.logging.Metric(
+                f"{name}-{what.replace('_', '-')}",
+                gcp.logging.MetricArgs(
+                    name=log_metric_name(spec, what),
+                    project=project,
+                    filter=flt,
+                    description=f"{what.replace('_', ' ')} of stack {spec.stack} (tpu-multislice)",
+                    metric_descriptor=gcp.logging.MetricMetricDescriptorArgs(
+                        metric_kind="DELTA", value_type="INT64", unit="1",
+                        labels=[gcp.logging.MetricMetricDescriptorLabelArgs(key=k, value_type="STRING", description=d)
+                                for k, _, d in labels.get(what, [])] or None,
+                    ),
+                    label_extractors=extractors or None,
+                ),
+                opts=after_apis,
+            )
+
+        self.channels = [self._channel(name, c, project, after_apis) for c in spec.monitoring.notification_channels]
+        if not self.channels:
+            pulumi.log.warn(f"{spec.stack}: no tpu-multislice:monitoring.notificationChannels: alert policies are "
+                            "created but notify no one (they show in Cloud Monitoring's incidents only)", self)
+        channel_ids = [c.id for c in self.channels]
+
+        self.policies = {}
+        for alert in alert_queries(spec):
+            self.policies[alert.key] = gcp.monitoring.AlertPolicy(
+                f"{name}-{alert.key}",
+                gcp.monitoring.AlertPolicyArgs(
+                    project=project,
+                    display_name=alert.display_name,
+                    combiner="OR",
+                    severity=alert.severity,
+                    conditions=[gcp.monitoring.AlertPolicyConditionArgs(
+                        display_name=alert.display_name,
+                        condition_prometheus_query_language=(
+                            gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
+                                query=alert.query, duration=alert.duration, evaluation_interval="60s",
+                            )),
+                    )],
+                    notification_channels=channel_ids,
+                    documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
+                        content=alert.documentation, mime_type="text/markdown", subject=alert.display_name),
+                    alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close="86400s"),
+                    user_labels={"stack": spec.stack, "alert": alert.key},
+                ),
+                # The log-based metrics must exist before a query naming them is accepted.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.services, *self.log_metrics.values()]),
+            )
+
+        policy_names = [p.name for p in self.policies.values()]
+        self.dashboard = gcp.monitoring.Dashboard(
+            f"{name}-dashboard",
+            gcp.monitoring.DashboardArgs(
+                project=project,
+                dashboard_json=pulumi.Output.all(*policy_names).apply(
+                    lambda names: json.dumps(dashboard(spec, list(names)), sort_keys=True)),
+            ),
+            opts=after_apis,
+        )
+        self.register_outputs({
+            "alertPolicies": policy_names,
+            "notificationChannels": channel_ids,
+            "logMetrics": [m.name for m in self.log_metrics.values()],
+        })
+
+    @staticmethod
+    def _channel(name: str, c: NotificationChannel, project: str,
+                 opts: pulumi.ResourceOptions) -> gcp.monitoring.NotificationChannel:
+        kind, label = CHANNEL_TYPES[c.type]
+        return gcp.monitoring.NotificationChannel(
+            f"{name}-channel-{c.name}",
+            gcp.monitoring.NotificationChannelArgs(
+                project=project, type=kind, display_name=c.name, labels={label: c.address},
+                description=f"tpu-multislice alerts ({c.type})",
+            ),
+            opts=opts,
+        )

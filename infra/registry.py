@@ -1,0 +1,97 @@
+"""The worker image's Artifact Registry repository: created by the stack, pulled by the nodes, pushed by CI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from stackspec.spec import WorkerImage
+
+ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
+# GKE image streaming reads images through the Container File System API.
+CONTAINER_FILESYSTEM_API = "containerfilesystem.googleapis.com"
+# Repository-scoped grants: the nodes pull (image streaming reads through the same permission),
+# the image workflow's identity (bootstrap/'s ci-image) pushes; neither reaches another repository.
+READER_ROLE = "roles/artifactregistry.reader"
+WRITER_ROLE = "roles/artifactregistry.writer"
+# Digests are what the stacks deploy; untagged versions older than this go (tagged ones stay).
+UNTAGGED_MAX_AGE = f"{30 * 86400}s"
+
+
+@dataclass(frozen=True)
+class ImageRegistryArgs:
+    image: WorkerImage
+    project: str
+    node_service_account: pulumi.Input[str]
+    protected: bool = False  # prod: the repository survives `pulumi destroy` and refuses deletion
+
+
+class ImageRegistry(pulumi.ComponentResource):
+    """A Docker repository with immutable tags, readable by the node service account only."""
+
+    services: list[gcp.projects.Service]
+    repository: gcp.artifactregistry.Repository
+    node_reader: gcp.artifactregistry.RepositoryIamMember
+    pusher: gcp.artifactregistry.RepositoryIamMember
+
+    def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:infra:ImageRegistry", name, None, opts)
+        img = args.image
+        child = pulumi.ResourceOptions(parent=self)
+        apis = [ARTIFACT_REGISTRY_API, *([CONTAINER_FILESYSTEM_API] if img.streaming else [])]
+        self.services = [
+            gcp.projects.Service(
+                f"{name}-{api.split('.')[0]}-api",
+                gcp.projects.ServiceArgs(project=args.project, service=api, disable_on_destroy=False),
+                opts=child,
+            )
+            for api in apis
+        ]
+        self.repository = gcp.artifactregistry.Repository(
+            name,
+            gcp.artifactregistry.RepositoryArgs(
+                repository_id=img.repository,
+                format="DOCKER",
+                location=img.location,
+                project=args.project,
+                description="Ray TPU worker images (Dockerfile at the repository root), deployed by digest",
+                docker_config=gcp.artifactregistry.RepositoryDockerConfigArgs(immutable_tags=True),
+                cleanup_policies=[
+                    gcp.artifactregistry.RepositoryCleanupPolicyArgs(
+                        id="delete-old-untagged",
+                        action="DELETE",
+                        condition=gcp.artifactregistry.RepositoryCleanupPolicyConditionArgs(
+                            tag_state="UNTAGGED", older_than=UNTAGGED_MAX_AGE
+                        ),
+                    )
+                ],
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=self.services, protect=args.protected, retain_on_delete=args.protected
+            ),
+        )
+        self.node_reader = gcp.artifactregistry.RepositoryIamMember(
+            f"{name}-node-reader",
+            gcp.artifactregistry.RepositoryIamMemberArgs(
+                project=args.project,
+                location=img.location,
+                repository=self.repository.name,
+                role=READER_ROLE,
+                member=pulumi.Output.from_input(args.node_service_account).apply(lambda e: f"serviceAccount:{e}"),
+            ),
+            opts=child,
+        )
+        self.pusher = gcp.artifactregistry.RepositoryIamMember(
+            f"{name}-pusher",
+            gcp.artifactregistry.RepositoryIamMemberArgs(
+                project=args.project,
+                location=img.location,
+                repository=self.repository.name,
+                role=WRITER_ROLE,
+                member=f"serviceAccount:{img.pusher}",
+            ),
+            opts=child,
+        )
+        self.register_outputs({"repository": self.repository.name, "pusher": img.pusher})
