@@ -52,6 +52,14 @@ JOB_OWNED_MAXTEXT_KEYS = frozenset({
     "base_output_directory", "checkpoint_period",
 })
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.60.0-py312-tpu"
+# A worker image digest; the offline preview stands in this one where the stack names none yet
+# (all zeros: no registry holds it, and the rendered objects say "placeholder" beside it).
+IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+PLACEHOLDER_IMAGE_DIGEST = "sha256:" + "0" * 64
+# Who pushes the worker image: bootstrap/'s ci-image account in the stack's project by default.
+IMAGE_PUSHER_ACCOUNT = "ci-image"
+_SERVICE_ACCOUNT_EMAIL = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9.]+\.gserviceaccount\.com")
+NOTIFICATION_CHANNEL_TYPES = ("email", "pubsub", "webhook")
 
 _GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
 
@@ -238,6 +246,73 @@ class RaySettings(Section):
         return self
 
 
+class WorkerImage(Section):
+    """The prebuilt worker image (the repository's Dockerfile) in the Artifact Registry repository the stack creates."""
+
+    repository: Annotated[str, _name(limits.ARTIFACT_REPOSITORY)] = "tpu-multislice"
+    name: Annotated[str, _name(limits.IMAGE_NAME)] = "ray-maxtext"
+    digest: str | None = None  # image.yml's output; unset: a labelled placeholder offline, refused by pulumi up in prod
+    location: Region | None = None  # the region by default
+    streaming: bool = True  # GKE image streaming on the node pools (Artifact Registry images only)
+    pusher: str | None = None  # ci-image@<project>.iam.gserviceaccount.com by default (bootstrap/)
+
+    @model_validator(mode="after")
+    def _digest(self) -> WorkerImage:
+        if self.digest is not None:
+            if not IMAGE_DIGEST.fullmatch(self.digest):
+                raise at("digest", "an image digest sha256:<64 hex digits>, as the image workflow prints it")
+            if self.digest == PLACEHOLDER_IMAGE_DIGEST:
+                raise at("digest", "the offline placeholder is not an image; leave digest unset until the image "
+                                   "workflow has pushed one")
+        if self.pusher is not None and not _SERVICE_ACCOUNT_EMAIL.fullmatch(self.pusher):
+            raise at("pusher", "a service account email, e.g. ci-image@my-project.iam.gserviceaccount.com")
+        return self
+
+    @property
+    def placeholder(self) -> bool:
+        return self.digest is None
+
+
+class NotificationChannel(Section):
+    name: Annotated[str, Field(min_length=1, max_length=100)]  # the channel's display name, unique
+    type: Literal[NOTIFICATION_CHANNEL_TYPES]
+    address: str  # email: an address; pubsub: projects/P/topics/T; webhook: an https URL
+
+    @model_validator(mode="after")
+    def _address(self) -> NotificationChannel:
+        rules = {
+            "email": (r"[^@\s]+@[^@\s]+\.[^@\s]+", "an email address"),
+            "pubsub": (r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/topics/[A-Za-z][-A-Za-z0-9_.~+%]{2,254}",
+                       "a Pub/Sub topic, projects/<project>/topics/<topic>"),
+            "webhook": (r"https://\S+", "an https:// URL"),
+        }
+        pattern, what = rules[self.type]
+        if not re.fullmatch(pattern, self.address):
+            raise at("address", f"a {self.type} channel takes {what}")
+        return self
+
+
+class Monitoring(Section):
+    """Alert thresholds and where alerts go. Defaults suit a fleet where a step takes seconds."""
+
+    enabled: bool = True
+    notification_channels: tuple[NotificationChannel, ...] = ()
+    # TPU duty cycle below this (percent, averaged over a RayCluster's TPUs) for this long while a
+    # Ray Train run is RUNNING: the job holds slices and is not training (input-bound, stuck, hung).
+    duty_cycle_low_percent: float = Field(10, gt=0, le=100)
+    duty_cycle_low_minutes: int = Field(30, ge=5, le=1440)
+    # No checkpoint save started for this long while a run is RUNNING: a preemption now loses it all.
+    checkpoint_max_age_minutes: int = Field(60, ge=5, le=10080)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Monitoring:
+        names_ = [c.name for c in self.notification_channels]
+        for n in names_:
+            if names_.count(n) > 1:
+                raise at("notificationChannels", f"channel names must be unique: {n} repeats")
+        return self
+
+
 class Job(Section):
     name: RayJobName
     mode: Literal["multislice", "elastic"] = "multislice"
@@ -330,6 +405,8 @@ class StackSpec(BaseModel):
     storage: Storage = Field(alias=_ns("storage"))
     ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
     jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
+    image: WorkerImage | None = Field(None, alias=_ns("image"))  # absent: ray.image, MaxText installed at start
+    monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -352,6 +429,15 @@ class StackSpec(BaseModel):
     @property
     def dranet(self) -> bool:
         return bool(self.networks)
+
+    @property
+    def worker_image(self) -> str:
+        """What every Ray container runs: the prebuilt image by digest (a placeholder digest where the
+        stack names none yet), or ``ray.image`` (MaxText then installs at worker start)."""
+        if self.image is None:
+            return self.ray.image
+        return names.image_reference(self.image.location, self.project, self.image.repository, self.image.name,
+                                     self.image.digest or PLACEHOLDER_IMAGE_DIGEST)
 
     @cached_property
     def groups(self) -> tuple[WorkerGroup, ...]:
@@ -399,6 +485,9 @@ class StackSpec(BaseModel):
               "the workloads' Kubernetes service account"),
             d("stack", self.stack, limits.LABEL_VALUE, "the tpu-multislice/stack label on every object"),
         ]
+        if self.image is not None:
+            out.append(d(_ns("image.repository"), self.image.repository, limits.ARTIFACT_REPOSITORY,
+                         "the Artifact Registry repository"))
         for i, net in enumerate(self.networks):
             k = _ns(f"network.secondary[{i}]")
             out += [d(f"{k}.network", net.network, limits.COMPUTE_NETWORK, "a secondary VPC"),
@@ -463,6 +552,12 @@ class StackSpec(BaseModel):
             object.__setattr__(self.storage, "protected", prod)
         elif prod and not self.storage.protected:
             fail(_ns("storage.protected"), False, "production checkpoints must be protected from deletion")
+        if self.image is not None:
+            if self.image.location is None:
+                object.__setattr__(self.image, "location", self.region)
+            if self.image.pusher is None:
+                object.__setattr__(self.image, "pusher",
+                                   f"{IMAGE_PUSHER_ACCOUNT}@{self.project}.iam.gserviceaccount.com")
         for i, net in enumerate(self.networks, start=1):
             if net.network is None:
                 object.__setattr__(net, "network", names.network_name(self.cluster.name, i))
