@@ -13,7 +13,9 @@ import yaml
 from offline import engine
 from policies import offline as policy_rules
 from policies import report as policies
+from slicectl import cmd_cost
 from slicectl.exits import Exit, UsageError
+from stackspec import cost
 from stackspec.spec import StackSpec
 
 
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     failed = policies.check(rendering, out, sys.stdout, policy_config, as_markdown=args.format == "markdown")
     print(
-        f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/{policies.POLICY_FILE} and "
+        f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/cost.json, {out}/{policies.POLICY_FILE} and "
         f"{len(rendering.manifests)} manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
         file=sys.stderr,
     )
@@ -87,6 +89,7 @@ def write(rendering: engine.Rendering, out: Path) -> None:
         json.dumps([r.to_json() for r in rendering.resources], indent=2, sort_keys=True) + "\n"
     )
     (out / "outputs.json").write_text(json.dumps(rendering.outputs, indent=2) + "\n")
+    (out / "cost.json").write_text(json.dumps(cost.compute(rendering.spec), indent=2) + "\n")
     mdir = out / "manifests"
     mdir.mkdir(exist_ok=True)
     for old in mdir.glob("*.yaml"):
@@ -201,6 +204,7 @@ def plain(rendering: engine.Rendering) -> str:
         lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata']['name']}"
                   for d in rendering.held]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
+    lines += ["", "Cost:", _indent(cmd_cost.text(cost.compute(spec)))]
     return "\n".join(lines)
 
 
@@ -240,6 +244,8 @@ def markdown(rendering: engine.Rendering) -> str:
         md_table(SLICE_HEADER, slice_rows(spec)),
         "### Topology",
         "```mermaid\n" + mermaid(spec) + "\n```",
+        "### Cost",
+        cmd_cost.markdown(cost.compute(spec)),
         "### Plan",
         md_table(["resource", "type"], plan_rows),
         "### Manifests",

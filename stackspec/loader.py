@@ -29,7 +29,7 @@ STACKS_DIR = ROOT / "stacks"
 GCP_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
 # Keys a stack file may carry beside config: (Pulumi writes them).
 STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
-_OBJECT_SECTIONS = ("cluster", "network", "slices", "storage", "ray", "jobs", "image", "monitoring")
+_OBJECT_SECTIONS = ("cluster", "network", "slices", "storage", "ray", "jobs", "image", "monitoring", "prices")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:

@@ -331,6 +331,8 @@ class Job(Section):
     dcn: dict[MeshAxis, MeshDegree] = Field(default_factory=dict)
     maxtext: dict[str, MaxTextValue] = Field(default_factory=dict)  # further MaxText key=value settings
     checkpoint_period: int = Field(10, ge=1)
+    # Seconds per training step on this job's slices, for the cost of a run; unset: shown as unknown.
+    expected_step_seconds: float | None = Field(None, gt=0)
     active_deadline_seconds: int = Field(4 * 3600, ge=1)
     backoff_limit: int = Field(0, ge=0)
     suspend: bool = False  # declared but not run
@@ -382,6 +384,45 @@ class WorkerGroup:
         return any(s.capacity.spot for s in self.slices)
 
 
+class TpuPrices(Section):
+    """USD per chip-hour by capacity type; unset: the dated table, stackspec/data/prices.json."""
+
+    on_demand: float | None = Field(None, gt=0)
+    spot: float | None = Field(None, gt=0)
+    flex_start: float | None = Field(None, gt=0)
+    reservation: float | None = Field(None, gt=0)
+
+
+class Prices(Section):
+    """Prices the stack gives itself (a negotiated rate, a current Spot price, what the table lacks)."""
+
+    v6e: TpuPrices | None = None
+    v5e: TpuPrices | None = None
+    v5p: TpuPrices | None = None
+    v4: TpuPrices | None = None
+    tpu7x: TpuPrices | None = None
+    machines: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # USD per machine-hour
+    storage_gb_month: float | None = Field(None, gt=0)  # USD per GB-month of the bucket's storage class
+    bucket_gb: float | None = Field(None, ge=0)  # the checkpoint bucket's expected size, for the monthly line
+
+    @model_validator(mode="after")
+    def _machines(self) -> Prices:
+        for name in self.machines:
+            if name not in machines.MACHINES:
+                raise at(f"machines.{name}", f"not a machine type of the machine table; allowed: "
+                                             f"{', '.join(machines.MACHINES)}")
+        return self
+
+    def tpu_overrides(self) -> dict[str, dict[str, float]]:
+        """``{generation: {onDemand|spot|flexStart|reservation: usd}}`` for what the stack sets."""
+        out = {}
+        for gen in tpu.GENERATIONS:
+            p = getattr(self, gen, None)
+            if p is not None:
+                out[gen] = {to_camel(k): v for k, v in p.model_dump().items() if v is not None}
+        return out
+
+
 # --------------------------------------------------------------------------- the stack
 
 
@@ -405,6 +446,7 @@ class StackSpec(BaseModel):
     storage: Storage = Field(alias=_ns("storage"))
     ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
     jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
+    prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
     image: WorkerImage | None = Field(None, alias=_ns("image"))  # absent: ray.image, MaxText installed at start
     monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.

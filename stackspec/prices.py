@@ -1,0 +1,87 @@
+"""The dated list-price table (``data/prices.json``) and how a stack's own prices override it.
+
+Each figure in the table names its page, the date it was published (transcribed) and the
+date it was read. What the table lacks (flex-start TPU prices, system machine types in most
+regions) is an input: ``tpu-multislice:prices`` in the stack file gives it, and until then
+the cost table says "unknown" for it and names the key to set. Nothing here guesses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("data") / "prices.json"
+TABLE_FILE = "stackspec/data/prices.json"
+# Capacity types (stackspec.model.CAPACITY_TYPES) and their camelCase override keys.
+OVERRIDE_KEYS = {"on-demand": "onDemand", "spot": "spot", "flex-start": "flexStart", "reservation": "reservation"}
+
+
+@dataclass(frozen=True)
+class Price:
+    """One unit price and where it came from: ``table`` (with its source), ``spec`` or ``missing``."""
+
+    usd: float | None
+    origin: str  # "table", "spec" or "missing"
+    source: str  # a URL and dates, the spec key that set it, or the spec key to set
+    key: str  # the override key, e.g. prices.v6e.spot
+
+    @property
+    def known(self) -> bool:
+        return self.usd is not None
+
+
+@cache
+def table() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def hours_per_month() -> float:
+    return float(table()["hoursPerMonth"]["value"])
+
+
+def table_date() -> str:
+    """The newest date a figure of the table was read."""
+    t = table()
+    return max(e["read"] for section in ("tpu", "storage", "machines") for e in t[section])
+
+
+def _cite(entry: dict) -> str:
+    return f"{entry['source']} (published {entry['published']}, read {entry['read']})"
+
+
+def tpu(generation: str, capacity: str, region: str, overrides: dict | None = None) -> Price:
+    """USD per chip-hour of a TPU generation on one capacity type in a region."""
+    key = f"prices.{generation}.{OVERRIDE_KEYS[capacity]}"
+    given = ((overrides or {}).get(generation) or {}).get(OVERRIDE_KEYS[capacity])
+    if given is not None:
+        return Price(float(given), "spec", key, key)
+    for e in table()["tpu"]:
+        if (e["generation"], e["capacity"], e["region"]) == (generation, capacity, region):
+            return Price(float(e["usdPerChipHour"]), "table", _cite(e), key)
+    return Price(None, "missing", f"no {generation} {capacity} price for {region} in {TABLE_FILE}: set {key}", key)
+
+
+def machine(name: str, region: str, overrides: dict | None = None) -> Price:
+    """USD per hour of one general-purpose machine (the system node pool)."""
+    key = f"prices.machines.{name}"
+    given = (overrides or {}).get(name)
+    if given is not None:
+        return Price(float(given), "spec", key, key)
+    for e in table()["machines"]:
+        if (e["machineType"], e["region"]) == (name, region):
+            return Price(float(e["usdPerHour"]), "table", _cite(e), key)
+    return Price(None, "missing", f"no {name} price for {region} in {TABLE_FILE}: set {key}", key)
+
+
+def storage(storage_class: str, region: str, override: float | None = None) -> Price:
+    """USD per GB-month of Cloud Storage of one class in a region."""
+    key = "prices.storageGbMonth"
+    if override is not None:
+        return Price(float(override), "spec", key, key)
+    for e in table()["storage"]:
+        if (e["storageClass"], e["region"]) == (storage_class, region):
+            return Price(float(e["usdPerGbMonth"]), "table", _cite(e), key)
+    return Price(None, "missing", f"no {storage_class} storage price for {region} in {TABLE_FILE}: set {key}", key)

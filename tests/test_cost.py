@@ -1,0 +1,240 @@
+"""The cost table: figures from the dated price table and the spec's overrides, the diff, the CLI.
+
+Nothing is mocked: the real stack files, the real price table (stackspec/data/prices.json) and
+the real command. The figures are checked by their relations to the table (chips x price x
+hours, spot below on-demand, totals the sum of their rows), never against typed-in results.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from offline import engine
+from slicectl import cli
+from stackspec import cost, model, prices, spec
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = spec.PROJECT
+SCHEMA_REFERENCE = ROOT / "tests" / "reference" / "cost.schema.json"
+
+
+def config(stack: str = "prod", **sections) -> dict[str, str]:
+    """The stack's flat config with whole sections (``slices``, ``prices``, ``jobs``) replaced or edited."""
+    out = dict(engine.stack_config(stack))
+    if "run_name" not in model.Job.model_fields:
+        # The run name is being derived from the job (issue 11); a stack file that still names one is not
+        # what these tests are about.
+        out[f"{NS}:jobs"] = json.dumps([{k: v for k, v in j.items() if k != "runName"}
+                                        for j in json.loads(out[f"{NS}:jobs"])])
+    for key, value in sections.items():
+        if callable(value):
+            value = value(copy.deepcopy(json.loads(out[f"{NS}:{key}"])))
+        out[f"{NS}:{key}"] = json.dumps(value)
+    return out
+
+
+def doc_of(stack: str = "prod", **sections) -> dict:
+    return cost.compute(spec.load(stack, config(stack, **sections)))
+
+
+def with_capacity(*types: str):
+    """Every slice lists these capacity options in this order."""
+    def edit(slices):
+        for s in slices:
+            s["capacity"] = [{"type": t} for t in types]
+        return slices
+    return edit
+
+
+def elastic_only(jobs):
+    """Spot slices take elastic jobs only (the spec's rule): drop the multislice ones."""
+    return [j for j in jobs if j.get("mode") == "elastic"]
+
+
+def table_price(capacity: str, region: str = "us-east5", generation: str = "v6e") -> float:
+    (entry,) = [e for e in prices.table()["tpu"]
+                if (e["generation"], e["capacity"], e["region"]) == (generation, capacity, region)]
+    return entry["usdPerChipHour"]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_every_price_names_its_page_and_dates():
+    t = prices.table()
+    entries = [*t["tpu"], *t["storage"], *t["machines"]]
+    assert entries
+    for e in entries:
+        assert e["source"].startswith("https://cloud.google.com/"), e
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", e["read"]), e
+        assert e["published"], e
+    for gap in t["notFound"]:
+        assert gap["spec"].startswith("tpu-multislice:prices:") and gap["looked"]
+
+
+def test_table_relations_spot_and_commitment_below_on_demand():
+    t = prices.table()["tpu"]
+    regions = {e["region"] for e in t if e["generation"] == "v6e"}
+    assert "us-east5" in regions  # prod's region
+    for region in regions:
+        on_demand = table_price("on-demand", region)
+        assert table_price("spot", region) < on_demand
+        assert table_price("reservation", region) < on_demand
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_capacity_rows_are_chips_times_price_times_hours():
+    doc = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only)
+    hours = doc["hoursPerMonth"]
+    assert hours == prices.hours_per_month()
+    rows = doc["capacity"]
+    assert [(r["slice"], r["rank"], r["capacity"]) for r in rows] == [
+        (s, rank, t) for s in ("v6e-16-0", "v6e-16-1") for rank, t in ((1, "spot"), (2, "on-demand"))]
+    for r in rows:
+        assert r["usdPerChipHour"] == table_price(r["capacity"]) and r["priceFrom"] == "table"
+        assert math.isclose(r["usdPerHour"], r["chips"] * r["usdPerChipHour"], abs_tol=0.01)
+        assert math.isclose(r["usdPerMonth"], r["chips"] * r["usdPerChipHour"] * hours, abs_tol=0.01)
+    spot, on_demand = rows[0], rows[1]
+    assert spot["usdPerMonth"] < on_demand["usdPerMonth"]
+
+
+def test_standing_total_is_the_sum_of_its_rows():
+    doc = doc_of(prices={"machines": {"n1-standard-16": 0.9}, "bucketGb": 2000})
+    rows, totals = doc["standing"], doc["totals"]
+    assert totals["standingComplete"] and all(r["usdPerMonth"] is not None for r in rows)
+    assert math.isclose(totals["standingUsdPerMonth"], sum(r["usdPerMonth"] for r in rows), abs_tol=0.01)
+    system = next(r for r in rows if r["item"] == "system node pool")
+    s = spec.load("prod", config())
+    assert math.isclose(system["usdPerMonth"], s.cluster.system_node_count * 0.9 * doc["hoursPerMonth"], abs_tol=0.01)
+    bucket = next(r for r in rows if r["item"].startswith("bucket "))
+    standard = next(e for e in prices.table()["storage"]
+                    if (e["storageClass"], e["region"]) == ("STANDARD", "us-east5"))
+    assert math.isclose(bucket["usdPerMonth"], 2000 * standard["usdPerGbMonth"], abs_tol=0.01)
+
+
+def test_missing_prices_are_unknown_and_name_the_key():
+    doc = doc_of()  # prod gives no system machine price; the table has none for n1 in us-east5
+    system = next(r for r in doc["standing"] if r["item"] == "system node pool")
+    assert system["usdPerMonth"] is None and system["priceFrom"] == "missing"
+    assert "prices.machines.n1-standard-16" in doc["missing"]
+    assert not doc["totals"]["standingComplete"]
+    # The known rows still add up.
+    known = [r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None]
+    assert math.isclose(doc["totals"]["standingUsdPerMonth"], sum(known), abs_tol=0.01)
+    assert any("prices.bucketGb" in n for n in doc["notes"])
+
+
+def test_override_changes_the_figure():
+    base = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only)
+    cheaper = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only, prices={"v6e": {"spot": 1.2}})
+    for b, c in zip(base["capacity"], cheaper["capacity"], strict=True):
+        if b["capacity"] == "spot":
+            assert (c["usdPerChipHour"], c["priceFrom"], c["source"]) == (1.2, "spec", "prices.v6e.spot")
+            assert math.isclose(c["usdPerMonth"] / b["usdPerMonth"], 1.2 / table_price("spot"), rel_tol=1e-3)
+        else:
+            assert c == b  # on-demand untouched
+
+
+def test_flex_start_scales_to_zero_and_needs_a_price():
+    doc = doc_of(slices=with_capacity("flex-start", "on-demand"))
+    flex = [r for r in doc["capacity"] if r["capacity"] == "flex-start"]
+    assert flex and all(r["usdPerChipHour"] is None and r["usdPerMonth"] is None for r in flex)
+    assert "prices.v6e.flexStart" in doc["missing"]
+    # Flex-start pools are created empty: nothing of the slices stays up.
+    assert [r["item"] for r in doc["standing"]] == ["system node pool"]
+    priced = doc_of(slices=with_capacity("flex-start", "on-demand"), prices={"v6e": {"flexStart": 1.6}})
+    assert all(r["usdPerChipHour"] == 1.6 for r in priced["capacity"] if r["capacity"] == "flex-start")
+    assert "prices.v6e.flexStart" not in priced["missing"]
+
+
+def test_job_run_is_steps_times_step_time_times_chips_times_price():
+    def step_times(jobs):
+        jobs[0]["expectedStepSeconds"] = 6.5
+        return jobs
+
+    doc = doc_of(jobs=step_times, slices=with_capacity("on-demand"))
+    timed, *untimed = doc["jobs"]
+    s = spec.load("prod", config(jobs=step_times, slices=with_capacity("on-demand")))
+    job, group = s.jobs[0], s.group(s.jobs[0].group)
+    hours = job.steps * 6.5 / 3600
+    assert timed["chips"] == job.slices * group.shape.chips
+    assert math.isclose(timed["usd"], timed["chips"] * table_price("on-demand") * hours, abs_tol=0.01)
+    assert timed["inStanding"]  # one on-demand option: the slices stay up and the run spends that capacity
+    fallback = doc_of(jobs=step_times)["jobs"][0]  # prod as shipped: pools scale from zero
+    assert not fallback["inStanding"]
+    for r in untimed:
+        assert r["usd"] is None and r["source"].endswith(".expectedStepSeconds")
+    assert not doc["totals"]["jobsComplete"]
+    assert math.isclose(doc["totals"]["jobsUsd"], timed["usd"], abs_tol=0.01)
+
+
+def test_spec_refuses_bad_prices():
+    for bad, where in (({"v6e": {"spot": -1}}, "spot"), ({"machines": {"n9-huge": 1}}, "n9-huge"),
+                       ({"v6e": {"spott": 1}}, "spott")):
+        with pytest.raises(spec.SpecError) as e:
+            spec.load("prod", config(prices=bad))
+        assert where in str(e.value) and "prices" in str(e.value)
+    with pytest.raises(spec.SpecError) as e:
+        spec.load("prod", config(jobs=lambda jobs: [{**jobs[0], "expectedStepSeconds": 0}, *jobs[1:]]))
+    assert "expectedStepSeconds" in str(e.value)
+
+
+# --------------------------------------------------------------------------- cost.json and the diff
+
+
+def test_cost_json_schema_is_stable():
+    """The document validates against the schema, and the schema is the reviewed one (tests/reference/)."""
+    for stack in ("prod", "dev"):
+        jsonschema.validate(doc_of(stack), cost.SCHEMA)
+    assert json.loads(SCHEMA_REFERENCE.read_text()) == cost.SCHEMA, (
+        "cost.json's schema changed: review it, then update tests/reference/cost.schema.json and the schema id")
+
+
+def test_diff_markdown_shows_what_changed():
+    base = doc_of(slices=with_capacity("on-demand"), jobs=elastic_only)
+    head = doc_of(slices=with_capacity("spot"), jobs=elastic_only)
+    md = cost.diff_markdown("prod", base, head)
+    # Each slice now stays up on Spot instead of on-demand: the change is the table's difference.
+    per_slice = 16 * (table_price("spot") - table_price("on-demand")) * base["hoursPerMonth"]
+    row = next(line for line in md.splitlines() if "| slice v6e-16-0 |" in line)
+    assert f"-${abs(per_slice):,.2f}" in row
+    total = next(line for line in md.splitlines() if line.startswith("| stays up, per month | total |"))
+    assert f"-${abs(2 * per_slice):,.2f}" in total
+    assert "| v6e-16-0 #1 spot |" in md and "| v6e-16-0 #1 on-demand |" in md  # the option replaced
+    assert "added" in md and "removed" in md
+    assert "| system node pool |" not in md  # unchanged rows are left out (totals stay)
+    assert "| job run | total |" in md
+    same = cost.diff_markdown("prod", base, base)
+    assert "-$" not in same and "+$" not in same and "unchanged" in same
+
+
+def test_cli_cost_diff_and_json(tmp_path, capsys):
+    out = tmp_path / "head.json"
+    assert cli.main(["cost", "--stack", "prod", "--json", str(out), "--format", "json"]) == 0
+    jsonschema.validate(json.loads(out.read_text()), cost.SCHEMA)
+    capsys.readouterr()
+    assert cli.main(["cost", "--stack", "prod", "--base", str(tmp_path / "absent.json")]) == 0
+    assert "every row is new" in capsys.readouterr().out
+    assert cli.main(["cost", "--stack", "prod", "--base", str(out)]) == 0
+    md = capsys.readouterr().out
+    assert "| stays up, per month | total |" in md and "-$" not in md and "+$" not in md
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli.main(["cost", "--stack", "prod", "--base", str(tmp_path / "bad.json")]) == 2
+    assert "not a cost.json" in capsys.readouterr().err
+
+
+def test_cli_cost_text_table(capsys):
+    assert cli.main(["cost", "--stack", "prod"]) == 0
+    text = capsys.readouterr().out
+    assert "Capacity options (per slice, in the order GKE tries them):" in text
+    assert "Stays up (per month):" in text and "One run of each job:" in text
+    assert "unknown until set: prices.machines.n1-standard-16" in text
