@@ -12,6 +12,13 @@ and under ``pulumi up``. On first attribute access a stand-in imports the module
 never breaks the program: the stand-in runs the real package ``__init__`` into itself and
 the miss is kept in :data:`MISSES` (tests assert there are none for the shipped stacks).
 
+A listed package's ``_inputs`` and ``outputs`` modules (one class per nested type: 4.7 MB of
+source each for ``compute``, most of a preview's time to build) are loaded sliced: only the
+classes the listed resource modules name, and the classes those name, in turn (:func:`slice_source`;
+about 1 in 70 for ``compute``). Anything that would need the rest (a name outside the slice, a
+module of the package outside the table) first completes the slice from the real source, and
+is recorded in :data:`MISSES` as well.
+
 Import this module before ``pulumi_gcp``/``pulumi_kubernetes``; a provider already imported
 is left alone.
 """
@@ -23,6 +30,7 @@ import gc
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import threading
 import types
@@ -35,10 +43,11 @@ import types
 # module costs nothing until its package is used, then a few ms.
 MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
-    "pulumi_gcp.compute": ("_inputs", "network", "subnetwork"),
+    "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "router", "router_nat"),
     "pulumi_gcp.container": ("_inputs", "cluster", "node_pool"),
     "pulumi_gcp.iam": ("_inputs", "workload_identity_pool", "workload_identity_pool_provider"),
     "pulumi_gcp.kms": ("_inputs", "key_ring", "crypto_key", "crypto_key_iam_member", "key_ring_iam_member"),
+    "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_gcp.monitoring": ("_inputs", "alert_policy", "dashboard", "notification_channel"),
     "pulumi_gcp.organizations": ("get_project", "get_client_config"),
     "pulumi_gcp.projects": ("_inputs", "iam_member", "service", "service_identity"),
@@ -47,9 +56,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_kubernetes.apiextensions": ("CustomResource",),
     "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "ServiceAccount"),
     "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
-    "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_kubernetes.meta.v1": ("_inputs",),
     "pulumi_kubernetes.networking.v1": ("_inputs", "NetworkPolicy"),
+    "pulumi_kubernetes.rbac.v1": ("_inputs", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"),
     "pulumi_kubernetes.resource.v1": ("_inputs", "ResourceClaimTemplate"),
 }
 
@@ -57,6 +66,11 @@ MODULES: dict[str, tuple[str, ...]] = {
 MISSES: list[tuple[str, str]] = []
 
 _lock = threading.RLock()
+
+
+def _miss(package: str, name: str) -> None:
+    if (package, name) not in MISSES:  # one name can be missed on two paths (its module, its class)
+        MISSES.append((package, name))
 
 
 class LightPackage(types.ModuleType):
@@ -88,9 +102,10 @@ class LightPackage(types.ModuleType):
                 raise AttributeError(name)  # asked mid-load (``from . import x``): not there yet
             if not state.get("_light_full"):
                 # Not in the table: the whole subpackage, as its real __init__ builds it.
-                MISSES.append((package, name))
+                _miss(package, name)
                 state["_light_full"] = True
                 with _long_lived():
+                    _complete_slices(package)
                     exec(self.__spec__.loader.get_code(package), state)  # noqa: S102 (the package's own code)
                 if name in state:
                     return state[name]
@@ -102,6 +117,7 @@ class LightPackage(types.ModuleType):
         state["_light_loading"] = True
         try:
             with _long_lived():
+                _slice_type_modules(self)
                 for module_name in MODULES.get(self.__name__, ()):
                     qualified = f"{self.__name__}.{module_name}"
                     try:
@@ -134,6 +150,139 @@ def _long_lived():
         if collecting:
             gc.enable()
         gc.freeze()
+
+
+# ---------------------------------------------------------------------------- sliced type modules
+
+# The generated type modules: a header (imports, ``__all__``), then one top-level block per class
+# (``@pulumi.input_type``/``@pulumi.output_type`` and the class, or a ``TypedDict`` class).
+TYPE_MODULES = ("outputs", "_inputs")  # outputs first: ``from . import outputs`` finds the slice
+_CLASS_START = re.compile(r"\n(?=@|class )")
+_CLASS_NAME = re.compile(r"class (\w+)")
+_WORDS = re.compile(r"[A-Za-z_]\w*")
+_ALL = re.compile(r"^__all__ = \[.*?^\]\n", re.M | re.S)
+
+# module -> (classes kept, classes in the real module), for the benchmark and the README.
+SLICED: dict[str, tuple[int, int]] = {}
+
+
+def _class_blocks(source: str) -> tuple[str, dict[str, str]]:
+    """The header and ``{class name: its block}`` of a generated type module, in file order."""
+    parts = _CLASS_START.split(source)
+    header, blocks, decorators = parts[0] + "\n", {}, ""
+    for part in parts[1:]:
+        if part.startswith("@") and "\nclass " not in part:
+            decorators += part + "\n"  # the split falls between a decorator and its class
+            continue
+        match = _CLASS_NAME.search(part)
+        if match is None:  # a top-level statement this format does not have: keep the module whole
+            raise ValueError(f"unexpected top-level block: {part[:60]!r}")
+        blocks[match.group(1)] = decorators + part + "\n"
+        decorators = ""
+    return header, blocks
+
+
+def slice_source(source: str, roots: set[str]) -> tuple[str, list[str]]:
+    """``source`` (a generated type module) with only the classes in ``roots`` and every class
+    they name, transitively (names in annotations are strings: a word match finds them)."""
+    header, blocks = _class_blocks(source)
+    keep: set[str] = set()
+    todo = [r for r in roots if r in blocks]
+    while todo:
+        name = todo.pop()
+        if name not in keep:
+            keep.add(name)
+            todo += [w for w in set(_WORDS.findall(blocks[name])) if w in blocks and w not in keep]
+    kept = [n for n in blocks if n in keep]
+    header, found = _ALL.subn(lambda _: f"__all__ = {kept!r}\n", header, count=1)
+    if not found:
+        raise ValueError("no __all__ list in the header")
+    return header + "".join(blocks[n] for n in kept), kept
+
+
+def _slice_type_modules(package: LightPackage) -> None:
+    """Load the package's type modules sliced to what its listed resource modules name."""
+    listed = [m for m in MODULES.get(package.__name__, ()) if not m.startswith("_") and m not in TYPE_MODULES]
+    if not listed or os.environ.get("SLICECTL_WHOLE_TYPE_MODULES"):
+        return  # a package of types only (meta/v1), or asked for the real modules: as they are
+    directory = package.__path__[0]
+    roots: set[str] = set()
+    for module_name in listed:
+        path = os.path.join(directory, module_name + ".py")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                roots.update(_WORDS.findall(f.read()))
+    modules = []
+    for module_name in TYPE_MODULES:
+        qualified = f"{package.__name__}.{module_name}"
+        path = os.path.join(directory, module_name + ".py")
+        if qualified in sys.modules or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        try:
+            sliced, kept = slice_source(source, roots)
+        except ValueError:
+            continue  # not the generated layout: the real module, whole
+        module = types.ModuleType(qualified)
+        module.__file__ = path
+        module.__package__ = package.__name__
+        module.__spec__ = importlib.util.spec_from_file_location(qualified, path)
+        module.__dict__["_light_slice"] = (source, len(kept))
+        module.__dict__["__getattr__"] = _slice_getattr(module)
+        modules.append((module, sliced, len(_class_blocks(source)[1])))
+        sys.modules[qualified] = module
+        setattr(package, module_name, module)
+    for module, sliced, total in modules:
+        exec(compile(sliced, module.__file__, "exec"), module.__dict__)  # noqa: S102 (the provider's own code)
+        SLICED[module.__name__] = (module.__dict__["_light_slice"][1], total)
+
+
+def _slice_getattr(module: types.ModuleType):
+    def __getattr__(name: str):  # noqa: N807 (a module's own __getattr__)
+        source, _ = module.__dict__.get("_light_slice") or (None, 0)
+        if source is not None and not name.startswith("__") and re.search(rf"\nclass {re.escape(name)}\b", source):
+            MISSES.append((module.__name__, name))
+            _complete(module)
+            return module.__dict__[name]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+def _complete(module: types.ModuleType) -> None:
+    """The real module in place of the slice (same module object: importers keep working)."""
+    with _lock:
+        source, _ = module.__dict__.pop("_light_slice", (None, 0))
+        if source is not None:
+            with _long_lived():
+                exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102
+            SLICED.pop(module.__name__, None)
+
+
+def _complete_slices(package: str) -> None:
+    for module_name in TYPE_MODULES:
+        module = sys.modules.get(f"{package}.{module_name}")
+        if module is not None and "_light_slice" in module.__dict__:
+            _complete(module)
+
+
+class _OutsideTheTable:
+    """Before a module of a sliced package that the table lacks is imported (``from
+    pulumi_gcp.compute.instance import Instance``), its package's type modules become whole."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):  # noqa: ARG004
+        package, _, name = fullname.rpartition(".")
+        parent = sys.modules.get(package)
+        # ``_enums``, ``_utilities``: helpers the type modules import themselves, not resources.
+        if (isinstance(parent, LightPackage) and not name.startswith("_") and name not in TYPE_MODULES
+                and name not in MODULES.get(package, ())
+                and any(f"{package}.{m}" in SLICED for m in TYPE_MODULES)
+                and os.path.isfile(os.path.join(parent.__path__[0], name + ".py"))):
+            _miss(package, name)
+            _complete_slices(package)
+        return None  # the normal finders import it
 
 
 def install(providers: tuple[str, ...] = ("pulumi_gcp", "pulumi_kubernetes")) -> list[str]:
@@ -186,4 +335,6 @@ def _stand_in(package: str, directory: str) -> LightPackage | None:
     return module
 
 
+if not any(isinstance(f, type) and f.__name__ == "_OutsideTheTable" for f in sys.meta_path):
+    sys.meta_path.insert(0, _OutsideTheTable)
 install()

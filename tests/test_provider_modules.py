@@ -121,3 +121,59 @@ def test_a_provider_already_imported_is_left_whole():
         """
     )
     assert result == {"again": [], "gcp_light": False, "k8s_light": True, "network": "pulumi_gcp.compute.network"}
+
+
+_RENDER_ALL = """
+    import json, sys
+    from offline import engine
+    from infra import provider_modules as pm
+    out = {}
+    for stack in ("prod", "dev"):
+        r = engine.render(stack)
+        out[stack] = {"resources": [x.to_json() for x in r.resources], "outputs": r.outputs}
+    print(json.dumps({"render": out, "misses": pm.MISSES, "sliced": pm.SLICED}, sort_keys=True, default=str))
+"""
+
+
+def test_sliced_type_modules_render_exactly_what_the_whole_modules_render(monkeypatch):
+    """The slices (only the classes the listed resources name) change nothing in the plan:
+    every resource's inputs and the outputs are the same as with the real modules loaded whole."""
+    sliced = _run(_RENDER_ALL)
+    monkeypatch.setenv("SLICECTL_WHOLE_TYPE_MODULES", "1")
+    whole = _run(_RENDER_ALL)
+    assert sliced["misses"] == [] and whole["misses"] == []
+    assert whole["sliced"] == {}
+    # compute (4.7 MB of types each) is cut to a small part; container's Cluster names most of its own.
+    for module in ("pulumi_gcp.compute._inputs", "pulumi_gcp.compute.outputs"):
+        kept, total = sliced["sliced"][module]
+        assert 0 < kept < total / 10, (module, kept, total)
+    assert all(kept <= total for kept, total in sliced["sliced"].values())
+    assert sliced["render"] == whole["render"]
+
+
+def test_a_slice_completes_itself_for_a_name_or_a_module_outside_it():
+    result = _run(
+        """
+        import json, sys
+        from infra import provider_modules as pm
+        import pulumi_gcp as gcp
+        network = gcp.compute.Network  # the table's: compute's type modules are sliced now
+        inputs = sys.modules["pulumi_gcp.compute._inputs"]
+        before = len(inputs.__all__)
+        cls = inputs.InstanceBootDiskArgs  # a class outside the slice: the whole module
+        after = len(inputs.__all__)
+        gcp.container.Cluster  # sliced too
+        from pulumi_gcp.container.node_pool import NodePool  # listed: stays sliced
+        still = "pulumi_gcp.container._inputs" in pm.SLICED
+        from pulumi_gcp.container.attached_cluster import AttachedCluster  # not listed: whole first
+        print(json.dumps({
+            "before": before, "after": after, "cls": cls.__name__, "misses": pm.MISSES, "still": still,
+            "container_whole": "pulumi_gcp.container._inputs" not in pm.SLICED,
+            "attached_args": hasattr(sys.modules["pulumi_gcp.container._inputs"], "AttachedClusterFleetArgs"),
+        }))
+        """
+    )
+    assert result["before"] < result["after"] and result["cls"] == "InstanceBootDiskArgs"
+    assert result["still"] and result["container_whole"] and result["attached_args"]
+    assert result["misses"] == [["pulumi_gcp.compute._inputs", "InstanceBootDiskArgs"],
+                                ["pulumi_gcp.container", "attached_cluster"]]
