@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import limits, machines, names, tpu
+from . import checkpoints, kuberay, limits, machines, names, runs, tpu
 from . import maxtext as maxtext_facts
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
@@ -223,6 +223,8 @@ class Storage(Section):
     namespace: Namespace = "default"
     service_account: KsaName  # the Kubernetes service account of the workloads
     protected: bool | None = None  # refuse deletion, keep the bucket on destroy; on in prod
+    # Most one run's checkpoints may hold (GB): more is a preview warning and a policy warning.
+    checkpoint_budget_gb: float | None = Field(None, gt=0)
 
 
 class RaySettings(Section):
@@ -234,6 +236,9 @@ class RaySettings(Section):
     worker_memory: Quantity = "200G"
     megascale_port: Port = 9915
     metrics_export_port: Port = 8082
+    # The KubeRay release the cluster runs (GKE's Ray operator add-on picks it): RayJob fields it
+    # does not know are refused (stackspec.kuberay).
+    kuberay_version: Annotated[str, _check(kuberay.version_error)] = kuberay.DEFAULT_VERSION
 
     @model_validator(mode="after")
     def _ports(self) -> RaySettings:
@@ -326,15 +331,25 @@ class Job(Section):
     steps: int = Field(100, ge=1)
     per_device_batch_size: float = Field(4, gt=0)
     max_target_length: int = Field(4096, ge=1)
-    run_name: RunName | None = None  # the job's name by default
+    # The run name is derived (stackspec.runs): a new value here starts a fresh run of the same settings.
+    rerun: int | str | None = None
     ici: dict[MeshAxis, MeshDegree] = Field(default_factory=dict)
     dcn: dict[MeshAxis, MeshDegree] = Field(default_factory=dict)
     maxtext: dict[str, MaxTextValue] = Field(default_factory=dict)  # further MaxText key=value settings
-    checkpoint_period: int = Field(10, ge=1)
+    # Steps between checkpoints; unset: the seed's for multislice jobs, Young/Daly's for elastic ones
+    # (from checkpointSaveSeconds, expectedPreemptionIntervalMinutes and the step time).
+    checkpoint_period: int | None = Field(None, ge=1)
+    checkpoint_save_seconds: float | None = Field(None, gt=0)  # measured blocking time of one save
+    expected_preemption_interval_minutes: float | None = Field(None, gt=0)  # mean time between preemptions
     # Seconds per training step on this job's slices, for the cost of a run; unset: shown as unknown.
     expected_step_seconds: float | None = Field(None, gt=0)
     active_deadline_seconds: int = Field(4 * 3600, ge=1)
     backoff_limit: int = Field(0, ge=0)
+    # A dedicated cluster (and its slices) is deleted this long after the job ends (logs until then).
+    cluster_ttl_seconds: int = Field(300, ge=0)
+    # Shared-cluster jobs: KubeRay deletes the finished RayJob and its submitter Job after this long
+    # (deletionRules, KubeRay >= 1.6). Unset: kept, so Pulumi's state and the cluster agree.
+    job_ttl_seconds: int | None = Field(None, ge=0)
     suspend: bool = False  # declared but not run
 
     @model_validator(mode="after")
@@ -358,13 +373,49 @@ class Job(Section):
                 raise at(f"maxtext.{key}", "set through the job's own key (ici, dcn, steps, ...), not maxtext")
             if msg := maxtext_facts.key_error(key):
                 raise at(f"maxtext.{key}", msg)
-        if self.run_name is None:
-            object.__setattr__(self, "run_name", self.name)
+        if self.backoff_limit and self.cluster == "shared":
+            raise at("backoffLimit", "KubeRay retries a job by creating a new RayCluster: a job on the shared cluster "
+                                     "takes backoffLimit 0 (or cluster: dedicated)")
+        if self.job_ttl_seconds is not None and self.cluster == "dedicated":
+            raise at("jobTtlSeconds", "a dedicated job's cluster goes with shutdownAfterJobFinishes (Kueue requires "
+                                      "it), which KubeRay's deletionRules exclude: use clusterTtlSeconds")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_run_name(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "runName" in data:
+            raise at("runName", "the run name is derived from the model, mesh, batch, sequence length and dataset "
+                                "(so a changed job never restores a checkpoint that does not fit it): remove runName; "
+                                "set rerun: 1 (or any new value) to start a fresh run of unchanged settings")
+        return data
 
     @property
     def elastic(self) -> bool:
         return self.mode == "elastic"
+
+    @cached_property
+    def run_identity(self) -> dict[str, Any]:
+        """What a checkpoint of this job must agree with (hashed into :attr:`run_name`)."""
+        return runs.identity(model=self.model, ici=self.ici, dcn=self.dcn,
+                             per_device_batch_size=self.per_device_batch_size,
+                             max_target_length=self.max_target_length, maxtext=self.maxtext, rerun=self.rerun)
+
+    @cached_property
+    def run_name(self) -> str:
+        """MaxText's run_name and Ray Train's run: ``<name>-<8 hex>`` (:mod:`stackspec.runs`)."""
+        return runs.run_name(self.name, self.run_identity)
+
+    @property
+    def checkpoint_plan(self) -> checkpoints.Plan:
+        """The resolved checkpoint period and how it was chosen (set by ``StackSpec._checkpoint_rules``)."""
+        return self.__dict__.get("checkpoint_plan") or checkpoints.Plan(
+            self.checkpoint_period or checkpoints.SEED_CHECKPOINT_PERIOD, "unresolved")
+
+    @property
+    def checkpoint_storage(self) -> checkpoints.Storage | None:
+        """One run's checkpoints at its end (None: the model's size is not in the table)."""
+        return checkpoints.storage(self.model, self.steps, self.checkpoint_plan.period, self.maxtext)
 
 
 @dataclass(frozen=True)
@@ -543,7 +594,7 @@ class StackSpec(BaseModel):
             out += [d(f"{k}.name", j.name, limits.RAY_JOB, "the RayJob (KubeRay appends 6 characters for its cluster)"),
                     d(f"{k}.name", names.submitter_job(j.name), limits.LABEL_VALUE,
                       "the submitter Job and the tpu-multislice/job label"),
-                    d(f"{k}.runName", j.run_name, limits.RUN_NAME, "the MaxText run name")]
+                    d(f"{k}.name", j.run_name, limits.RUN_NAME, "the MaxText run name <name>-<8 hex>")]
         return out
 
     # ------------------------------------------------------------------ rules across sections
@@ -569,6 +620,8 @@ class StackSpec(BaseModel):
         if not any(p.key.startswith(_ns("slices")) for p in problems):
             # Jobs are checked against sound slices only: one bad slice gives one error.
             self._job_rules(fail)
+            self._checkpoint_rules(fail)
+            self._kuberay_rules(fail)
         self._resource_rules(fail)
         self._safety_rules(fail)
         for d in self.derived_names():
@@ -706,6 +759,49 @@ class StackSpec(BaseModel):
                      f"jobs {[j.name for _, j in running]} together ask for "
                      f"{sum(j.slices or 0 for _, j in running)} slice(s) of worker group {group}, which has {n}; "
                      "suspend all but what fits (suspend: true)")
+
+    def _checkpoint_rules(self, fail) -> None:
+        """Each job's checkpoint period: as set, the seed's (multislice) or Young/Daly's (elastic)."""
+        for i, j in enumerate(self.jobs):
+            k = f"{_ns('jobs')}[{i}]"
+            if j.group not in {g.name for g in self.groups}:
+                continue
+            if j.checkpoint_period is not None:
+                plan = checkpoints.Plan(j.checkpoint_period, "checkpointPeriod in the stack file")
+            elif not j.elastic:
+                plan = checkpoints.Plan(checkpoints.SEED_CHECKPOINT_PERIOD,
+                                        "the seed's (it sets none: MaxText's default), so a run saves at step 0 "
+                                        "and its last step")
+            else:
+                shape = self.group(j.group).shape
+                fact = checkpoints.step_seconds(j.model, shape.pod_type, j.slices, j.per_device_batch_size,
+                                                j.max_target_length)
+                step = (j.expected_step_seconds, "expectedStepSeconds") if j.expected_step_seconds else fact
+                missing = [key for key, v in (("checkpointSaveSeconds", j.checkpoint_save_seconds),
+                                              ("expectedPreemptionIntervalMinutes",
+                                               j.expected_preemption_interval_minutes),
+                                              ("expectedStepSeconds", step)) if v is None]
+                if missing:
+                    fail(f"{k}.{missing[0]}", MISSING,
+                         f"an elastic job's checkpoint period comes from Young/Daly's rule: set "
+                         f"{', '.join(missing)} (MaxText logs each save's and step's seconds), or checkpointPeriod")
+                    continue
+                plan = checkpoints.elastic_period(j.checkpoint_save_seconds, j.expected_preemption_interval_minutes,
+                                                  step[0], step[1], j.steps)
+            object.__setattr__(j, "checkpoint_period", plan.period)
+            j.__dict__["checkpoint_plan"] = plan
+
+    def _kuberay_rules(self, fail) -> None:
+        """The RayJob fields each job needs must exist in the KubeRay release the cluster runs."""
+        version = self.ray.kuberay_version
+        for i, j in enumerate(self.jobs):
+            spec = {"entrypoint": "", "submissionMode": "K8sJobMode", **kuberay.lifecycle(j)}
+            for path, since in kuberay.unknown_fields(spec, version):
+                key = "jobTtlSeconds" if path.startswith("deletionStrategy") else "name"
+                fail(f"{_ns('jobs')}[{i}].{key}", getattr(j, "job_ttl_seconds" if key != "name" else "name"),
+                     f"its RayJob needs spec.{path}, which KubeRay {version} (ray.kuberayVersion) does not know "
+                     f"(KubeRay {since} or later has it): drop the key, or set ray.kuberayVersion to what the "
+                     "cluster runs (a KubeRay installed by its pinned Helm chart where GKE's add-on is older)")
 
     def _resource_rules(self, fail) -> None:
         """Requests against what the node's machine type leaves for pods."""

@@ -366,7 +366,8 @@ def test_seed_job_commands(prod, seed_text):
     """Each of the seed's three ``ray job submit`` commands is a RayJob with its MaxText
     settings, and its JaxTrainer ScalingConfig is what our trainer builds from the entrypoint."""
     trainer = load_trainer()
-    by_run = {j.run_name: job_doc(prod, j.name) for j in prod.spec.jobs}
+    # Run names are derived (stackspec.runs), not the seed's: match a command by model and script.
+    by_kind = {(j.model, j.elastic): (j, job_doc(prod, j.name)) for j in prod.spec.jobs}
     commands = seed_commands(seed_text)
     assert len(commands) == 3
     # The seed's two scripts: fixed num_workers=8, elastic (4, 8) with max_failures=3.
@@ -378,10 +379,12 @@ def test_seed_job_commands(prod, seed_text):
     per_worker = int(re.search(r'resources_per_worker=\{"TPU": (\d+)\}', seed_text).group(1))
 
     for script, settings in commands:
-        job = by_run[settings["run_name"]]
+        spec_job, job = by_kind[(settings["model_name"], "elastic" in script)]
         argv = shlex.split(job["spec"]["entrypoint"])
         own, ours = argv[2 : argv.index("--")], dict(a.split("=", 1) for a in argv[argv.index("--") + 1 :])
+        settings = {k: v for k, v in settings.items() if k != "run_name"}
         assert {k: ours.get(k) for k in settings} == settings, script
+        assert ours["run_name"] == spec_job.run_name
         args, _ = trainer.parse_args(argv[2:])
         expected = (lo, hi) if "elastic" in script else fixed
         assert trainer.num_workers(args) == expected

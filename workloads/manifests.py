@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackspec import kube, names
+from stackspec import kube, kuberay, names
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
@@ -72,8 +72,6 @@ IMAGE_DIGEST_ANNOTATION = f"{PART_OF}/worker-image-digest"
 # KubeRay's default submitter container, made explicit so the submitter runs the same image by digest.
 SUBMITTER_CONTAINER = "ray-job-submitter"
 SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
-# A dedicated cluster stays this long after its job ends (logs), then KubeRay deletes it.
-DEDICATED_CLUSTER_TTL_SECONDS = 300
 
 
 # --------------------------------------------------------------------------- helpers
@@ -395,27 +393,23 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         "entrypoint": entrypoint(spec, job, source),
         # A Kubernetes Job runs `ray job submit`; its retries are KubeRay's to manage.
         "submissionMode": "K8sJobMode",
-        "activeDeadlineSeconds": job.active_deadline_seconds,
-        "backoffLimit": job.backoff_limit,
     }
     if spec.image is not None:
         body["submitterPodTemplate"] = submitter_pod_template(spec)
-    # No deletionStrategy: KubeRay accepts it only behind its RayJobDeletionPolicy feature
-    # gate, which GKE's Ray operator add-on does not open. What it would say is the default:
-    # a shared cluster outlives its jobs, a dedicated one goes with shutdownAfterJobFinishes.
     if job.cluster == "shared":
         body["clusterSelector"] = {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
-        body["shutdownAfterJobFinishes"] = False
     else:
         size = GroupSize(job.slices, job.min_slices, job.slices)
         body["rayClusterSpec"] = ray_cluster_spec(spec, {job.group: size})
         # KubeRay names this cluster itself: the job label on its pods is what metrics select on.
         for group in (body["rayClusterSpec"]["headGroupSpec"], *body["rayClusterSpec"]["workerGroupSpecs"]):
             group["template"]["metadata"].setdefault("labels", {})[kube.JOB_LABEL] = job.name
-        # The job's own cluster (and its TPU slices) goes when the job ends, either way.
-        body["shutdownAfterJobFinishes"] = True
-        body["ttlSecondsAfterFinished"] = DEDICATED_CLUSTER_TTL_SECONDS
         body["suspend"] = job.suspend
+    # Deadline, retries and cleanup in the fields of the target KubeRay (stackspec.kuberay.lifecycle;
+    # the spec refused any it does not know).
+    body.update(kuberay.lifecycle(job))
+    if unknown := kuberay.unknown_fields(body, spec.ray.kuberay_version):
+        raise ValueError(f"RayJob {job.name}: KubeRay {spec.ray.kuberay_version} does not know {unknown}")
     meta = _metadata(
         spec,
         job.name,
