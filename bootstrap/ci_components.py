@@ -19,6 +19,7 @@ GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 DEFAULT_BRANCH = "refs/heads/main"
 DEPLOY_ENVIRONMENT = "production"
 DRILL_WORKFLOW = ".github/workflows/drills.yml"
+IMAGE_WORKFLOW = ".github/workflows/image.yml"
 KEY_ROTATION = "7776000s"  # 90 days
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -227,7 +228,16 @@ DRILL = Identity(
     grants=(Grant("roles/container.clusterViewer", PROJECT, why="get-credentials; no Kubernetes object access"),),
     principals=(("workflow_ref", f"{{repository}}/{DRILL_WORKFLOW}@{DEFAULT_BRANCH}"),),
 )
-IDENTITIES = (PREVIEW, DEPLOY, DRILL)
+# Pushes the worker image: its only grant is roles/artifactregistry.writer on the stack's own
+# repository, which the stack gives it (infra/registry.py); nothing here.
+IMAGE = Identity(
+    key="image",
+    account_id="ci-image",
+    description="CI image: pushes the worker image to the stacks' Artifact Registry repositories",
+    grants=(),
+    principals=(("workflow_ref", f"{{repository}}/{IMAGE_WORKFLOW}@{DEFAULT_BRANCH}"),),
+)
+IDENTITIES = (PREVIEW, DEPLOY, DRILL, IMAGE)
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 
 

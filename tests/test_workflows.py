@@ -37,13 +37,15 @@ PINNED = {
     "pulumi/actions": ("8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
 }
 # The identity each cloud job acts as (Actions variables the bootstrap's outputs fill).
-PREVIEW, DEPLOY, DRILL = (f"${{{{ vars.GCP_{k}_SERVICE_ACCOUNT }}}}" for k in ("PREVIEW", "DEPLOY", "DRILL"))
+PREVIEW, DEPLOY, DRILL, IMAGE = (f"${{{{ vars.GCP_{k}_SERVICE_ACCOUNT }}}}"
+                                  for k in ("PREVIEW", "DEPLOY", "DRILL", "IMAGE"))
 IDENTITY = {
     ("pr.yml", "preview"): PREVIEW,
     ("deploy.yml", "preview"): PREVIEW,
     ("deploy.yml", "up"): DEPLOY,
     ("drills.yml", "cluster-drill"): DRILL,
     ("drills.yml", "drift"): PREVIEW,
+    ("image.yml", "build"): IMAGE,
 }
 
 

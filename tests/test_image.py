@@ -1,0 +1,151 @@
+"""The prebuilt worker image: Dockerfile facts, the Artifact Registry repository, the image by digest.
+
+The real program runs under Pulumi's mocks (offline.engine.render); only GCP and the engine are
+stand-ins. Nothing here builds the image (no Docker daemon): the workflow does, on main.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from offline import engine
+from stackspec import names
+from stackspec import spec as stack_spec
+from workloads import manifests
+from workloads.trainer import maxtext_trainer as trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+NS = stack_spec.PROJECT
+
+
+@pytest.fixture(scope="module")
+def prod() -> engine.Rendering:
+    return engine.render("prod")
+
+
+def arg(name: str) -> str:
+    return re.search(rf"^ARG {name}=(.*)$", DOCKERFILE, re.M).group(1).strip().strip('"')
+
+
+def containers(doc: dict) -> list[tuple[str, dict]]:
+    """Every container of a RayCluster/RayJob, with where it is."""
+    body = doc["spec"]
+    out = []
+    if doc["kind"] == "RayJob":
+        out += [("submitter", c) for c in body.get("submitterPodTemplate", {}).get("spec", {}).get("containers", [])]
+        body = body.get("rayClusterSpec", {})
+    if body:
+        out += [("head", c) for c in body["headGroupSpec"]["template"]["spec"]["containers"]]
+        for g in body["workerGroupSpecs"]:
+            out += [(g["groupName"], c) for c in g["template"]["spec"]["containers"]]
+    return out
+
+
+def test_dockerfile_builds_from_the_prod_ray_image_and_installs_what_workers_installed():
+    prod = stack_spec.load_stack("prod")
+    assert arg("RAY_IMAGE") == prod.ray.image
+    assert "FROM ${RAY_IMAGE}${RAY_IMAGE_DIGEST:+@${RAY_IMAGE_DIGEST}}" in DOCKERFILE
+    assert [arg("MAXTEXT_PACKAGE")] == trainer.WORKER_PACKAGES
+    assert all(o in DOCKERFILE for o in trainer.UV_PIP_INSTALL_OPTIONS)
+    uv = re.search(r'UV_VERSION: "([^"]+)"', (ROOT / ".github/workflows/deploy.yml").read_text()).group(1)
+    assert arg("UV_VERSION") == uv
+    # The trainer is copied in, and the build context holds nothing else.
+    assert "COPY --chown=ray:users workloads/trainer/maxtext_trainer.py" in DOCKERFILE
+    assert (ROOT / ".dockerignore").read_text().split("\n")[-2:] == ["!workloads/trainer/maxtext_trainer.py", ""]
+
+
+def test_prod_creates_the_repository_with_reader_and_pusher(prod):
+    (repo,) = prod.by_type("gcp:artifactregistry/repository:Repository")
+    spec = prod.spec
+    assert (repo.inputs["repositoryId"], repo.inputs["format"], repo.inputs["location"]) == (
+        spec.image.repository, "DOCKER", spec.region)
+    assert repo.inputs["dockerConfig"] == {"immutableTags": True}
+    assert repo.protect  # prod keeps it
+    members = {(m.inputs["role"], m.inputs["member"]) for m in
+               prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")}
+    assert members == {
+        ("roles/artifactregistry.reader", f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"),
+        ("roles/artifactregistry.writer", f"serviceAccount:ci-image@{spec.project}.iam.gserviceaccount.com"),
+    }
+    apis = {s.inputs["service"] for s in prod.by_type("gcp:projects/service:Service")}
+    assert {"artifactregistry.googleapis.com", "containerfilesystem.googleapis.com"} <= apis
+
+
+def test_every_ray_container_runs_the_image_by_digest(prod):
+    spec = prod.spec
+    image = spec.worker_image
+    assert image == (f"{names.registry_host(spec.region)}/{spec.project}/{spec.image.repository}/"
+                     f"{spec.image.name}@{stack_spec.PLACEHOLDER_IMAGE_DIGEST}")
+    docs = [*prod.manifests, *prod.held]
+    seen = set()
+    for d in docs:
+        if d["kind"] in ("RayCluster", "RayJob"):
+            for where, c in containers(d):
+                assert c["image"] == image, (d["metadata"]["name"], where)
+                seen.add(where if where in ("head", "submitter") else "worker")
+            # Labelled: this digest is the offline placeholder.
+            assert d["metadata"]["annotations"][manifests.IMAGE_DIGEST_ANNOTATION] == "placeholder"
+    assert seen == {"head", "worker", "submitter"}
+    # Workers install nothing at start: the trainer is told the image holds MaxText.
+    for d in docs:
+        if d["kind"] == "RayJob":
+            assert "--prebuilt-image" in d["spec"]["entrypoint"].split()
+
+
+def test_a_known_digest_is_used_and_unlabelled():
+    cfg = engine.stack_config("prod")
+    digest = "sha256:" + "ab" * 32
+    image = json.loads(cfg[f"{NS}:image"]) | {"digest": digest}
+    cfg[f"{NS}:image"] = json.dumps(image)
+    r = engine.render("prod", cfg)
+    cluster = next(d for d in r.manifests if d["kind"] == "RayCluster")
+    assert all(c["image"].endswith("@" + digest) for _, c in containers(cluster))
+    assert manifests.IMAGE_DIGEST_ANNOTATION not in cluster["metadata"].get("annotations", {})
+
+
+@pytest.mark.parametrize(("digest", "message"), [
+    ("latest", "an image digest sha256:<64 hex digits>"),
+    (stack_spec.PLACEHOLDER_IMAGE_DIGEST, "the offline placeholder is not an image"),
+])
+def test_bad_digests_are_refused(digest, message):
+    cfg = engine.stack_config("prod")
+    cfg[f"{NS}:image"] = json.dumps(json.loads(cfg[f"{NS}:image"]) | {"digest": digest})
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load("prod", cfg)
+    assert message in str(e.value) and "image.digest" in str(e.value)
+
+
+def test_an_update_refuses_the_placeholder(monkeypatch):
+    """`pulumi up` (not a dry run) stops before declaring anything; previews only warn."""
+    import pulumi
+
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
+    with pytest.raises(Exception, match="image.digest is unset"):
+        engine.render("prod")
+
+
+def test_image_streaming_on_every_pool_with_the_image(prod):
+    pools = prod.by_type("gcp:container/nodePool:NodePool")
+    assert pools and all(p.inputs["nodeConfig"]["gcfsConfig"] == {"enabled": True} for p in pools)
+    dev = engine.render("dev")  # no image section: ray.image from Docker Hub, which GKE cannot stream
+    assert all("gcfsConfig" not in p.inputs["nodeConfig"] for p in dev.by_type("gcp:container/nodePool:NodePool"))
+    assert not dev.by_type("gcp:artifactregistry/repository:Repository")
+    cluster = next(d for d in dev.manifests if d["kind"] == "RayCluster")
+    assert all(c["image"] == dev.spec.ray.image for _, c in containers(cluster))
+
+
+def test_image_workflow_pushes_by_digest_as_its_own_identity():
+    wf = yaml.safe_load((ROOT / ".github/workflows/image.yml").read_text())
+    wf["on"] = wf.pop(True)
+    assert wf["on"]["push"]["branches"] == ["main"] and "Dockerfile" in wf["on"]["push"]["paths"]
+    build = wf["jobs"]["build"]
+    assert build["permissions"] == {"contents": "read", "id-token": "write"}
+    run = " ".join(s.get("run", "") for s in build["steps"])
+    assert 'docker push "$IMAGE:$GITHUB_SHA"' in run and 'echo "digest=$digest" >> "$GITHUB_OUTPUT"' in run
+    assert build["outputs"]["digest"] == "${{ steps.push.outputs.digest }}"

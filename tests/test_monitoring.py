@@ -1,0 +1,183 @@
+"""Observability rendered from the spec: GMP PodMonitoring (against the vendored CRD), Cloud Monitoring
+log metrics, notification channels, alert policies and the dashboard.
+
+The real program runs under Pulumi's mocks (offline.engine.render); only GCP and the engine are stand-ins.
+The PodMonitoring schema is GMP's own CRD (tests/reference/gmp/, GoogleCloudPlatform/prometheus-engine).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from infra import monitoring
+from offline import engine
+from stackspec import kube
+from stackspec import spec as stack_spec
+from tests.conftest import _strict
+from workloads import monitoring as gmp
+from workloads.trainer import maxtext_trainer as trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+GMP_CRD = ROOT / "tests" / "reference" / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
+NS = stack_spec.PROJECT
+ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
+
+
+@pytest.fixture(scope="module")
+def prod() -> engine.Rendering:
+    return engine.render("prod")
+
+
+@pytest.fixture(scope="module")
+def pod_monitoring_validator():
+    doc = yaml.safe_load(GMP_CRD.read_text())
+    (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
+    schema = _strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"]))
+    validator = jsonschema.Draft7Validator(schema)
+    return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+
+
+def test_pod_monitoring_scrapes_head_and_workers_of_each_ray_cluster(prod, pod_monitoring_validator):
+    spec = prod.spec
+    (pm,) = [d for d in prod.manifests if d["kind"] == "PodMonitoring"]
+    assert pm["apiVersion"] == "monitoring.googleapis.com/v1"
+    assert pod_monitoring_validator(pm) == []
+    sel = pm["spec"]["selector"]
+    assert sel["matchLabels"] == {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
+    assert sel["matchExpressions"] == [
+        {"key": kube.RAY_NODE_TYPE_LABEL, "operator": "In", "values": ["head", "worker"]}]
+    assert pm["spec"]["endpoints"][0]["port"] == spec.ray.metrics_export_port
+    # The port the selected pods export on: the head and every worker group start Ray with it.
+    cluster = next(d for d in prod.manifests if d["kind"] == "RayCluster")
+    groups = [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
+    assert {g["rayStartParams"]["metrics-export-port"] for g in groups} == {str(spec.ray.metrics_export_port)}
+    mapped = {m["to"] for m in pm["spec"]["targetLabels"]["fromPod"]}
+    assert {"ray_cluster", "ray_group", "ray_replica"} <= mapped
+
+
+def test_schema_check_is_live(prod, pod_monitoring_validator):
+    (pm,) = [copy.deepcopy(d) for d in prod.manifests if d["kind"] == "PodMonitoring"]
+    pm["spec"]["endpoints"][0]["intervall"] = "30s"
+    pm["spec"]["targetLabels"]["fromPod"][0]["to"] = "cluster"  # GMP's protected label: CEL rule, not schema
+    assert any("intervall" in e for e in pod_monitoring_validator(pm))
+
+
+def test_a_dedicated_job_gets_its_own_pod_monitoring_on_its_pods_label():
+    cfg = engine.stack_config("dev")
+    jobs = json.loads(cfg[f"{NS}:jobs"])
+    jobs[0]["cluster"] = "dedicated"
+    cfg[f"{NS}:jobs"] = json.dumps(jobs)
+    spec = stack_spec.load("dev", cfg)
+    (pm,) = gmp.pod_monitorings(spec)
+    assert pm["spec"]["selector"]["matchLabels"] == {kube.JOB_LABEL: jobs[0]["name"]}
+    from workloads import manifests
+
+    job = manifests.ray_job(spec, spec.jobs[0])
+    groups = [job["spec"]["rayClusterSpec"]["headGroupSpec"], *job["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
+    assert all(g["template"]["metadata"]["labels"][kube.JOB_LABEL] == jobs[0]["name"] for g in groups)
+
+
+def test_each_alert_policy_has_its_promql_condition_and_the_channels(prod):
+    spec = prod.spec
+    channels = prod.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert [(c.inputs["type"], c.inputs["labels"]) for c in channels] == [
+        ("email", {"email_address": "tpu-oncall@example.com"})]
+    policies = {p.inputs["userLabels"]["alert"]: p for p in prod.by_type(ALERT)}
+    assert set(policies) == {"duty-cycle-low", "run-failed-or-restarted", "node-preempted", "checkpoint-stale"}
+    for key, p in policies.items():
+        (cond,) = p.inputs["conditions"]
+        q = cond["conditionPrometheusQueryLanguage"]
+        assert q["query"] == next(a.query for a in monitoring.alert_queries(spec) if a.key == key)
+        assert p.inputs["notificationChannels"] == [f"{channels[0].name}-offline-id"]
+    m = spec.monitoring
+    duty = policies["duty-cycle-low"].inputs["conditions"][0]["conditionPrometheusQueryLanguage"]
+    assert duty["duration"] == f"{m.duty_cycle_low_minutes * 60}s"
+    assert "ray_tpu_duty_cycle{" in duty["query"] and f"< {m.duty_cycle_low_percent:g}" in duty["query"]
+    assert 'ray_train_controller_state="RUNNING"' in duty["query"]
+    stale = policies["checkpoint-stale"].inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    assert f"[{m.checkpoint_max_age_minutes}m]" in stale
+    assert monitoring.promql_log_metric(spec, "checkpoint_saves") in stale
+    failed = policies["run-failed-or-restarted"].inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    assert 'ray_train_controller_state=~"ERRORED|RESTARTING|RESCHEDULING"' in failed
+
+
+def test_the_signals_alerts_read_are_what_ray_maxtext_and_the_trainer_emit():
+    """Metric names and log lines, checked against the installed Ray and MaxText and the trainer."""
+    from maxtext.common import checkpointing
+    from ray.dashboard.modules.reporter import reporter_agent
+    from ray.train.v2._internal.execution.controller.state import TrainControllerStateType
+    from ray.train.v2._internal.metrics.controller import ControllerMetrics
+
+    assert "tpu_duty_cycle" in reporter_agent.METRICS_GAUGES  # exported as ray_tpu_duty_cycle
+    assert monitoring.RAY_TRAIN_STATE == "ray_" + ControllerMetrics.CONTROLLER_STATE
+    assert ControllerMetrics.CONTROLLER_STATE_TAG_KEY == "ray_train_controller_state"
+    states = {s.name for s in TrainControllerStateType}
+    assert {monitoring.RUNNING, *monitoring.FAILING_STATES} <= states
+    save = inspect.getsource(checkpointing.print_save_message)
+    assert all(line in save for line in monitoring.CHECKPOINT_LINES)
+    assert monitoring.PROGRESS_MARKER == trainer.PROGRESS
+    assert monitoring.STEP_EVENT in json.dumps({"event": "step"})
+
+
+def test_log_metrics_filters(prod):
+    metrics = {m.inputs["name"]: m for m in prod.by_type("gcp:logging/metric:Metric")}
+    spec = prod.spec
+    kinds = ("checkpoint_saves", "train_steps", "preemptions")
+    assert set(metrics) == {monitoring.log_metric_name(spec, k) for k in kinds}
+    pre = metrics[monitoring.log_metric_name(spec, "preemptions")]
+    assert 'protoPayload.methodName="compute.instances.preempted"' in pre.inputs["filter"]
+    assert set(pre.inputs["labelExtractors"]) == {"event", "instance"}
+    ck = metrics[monitoring.log_metric_name(spec, "checkpoint_saves")].inputs["filter"]
+    assert f'resource.labels.cluster_name="{spec.cluster.name}"' in ck
+    apis = {s.inputs["service"] for s in prod.by_type("gcp:projects/service:Service")}
+    assert {"monitoring.googleapis.com", "logging.googleapis.com"} <= apis
+
+
+def test_dashboard_json_is_valid_and_charts_the_signals(prod):
+    (dash,) = prod.by_type("gcp:monitoring/dashboard:Dashboard")
+    layout = json.loads(dash.inputs["dashboardJson"])
+    tiles = layout["mosaicLayout"]["tiles"]
+    queries = " ".join(t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+                       for t in tiles if "xyChart" in t["widget"])
+    spec = prod.spec
+    logs = [monitoring.promql_log_metric(spec, k) for k in ("train_steps", "preemptions", "checkpoint_saves")]
+    for needle in ("ray_tpu_duty_cycle", "ray_replica", monitoring.GKE_DUTY_CYCLE, *logs):
+        assert needle in queries, needle
+    alerts = [t["widget"]["alertChart"]["name"] for t in tiles if "alertChart" in t["widget"]]
+    assert len(alerts) == 4
+    # Tiles stay inside the 48-column grid and do not overlap.
+    cells = set()
+    for t in tiles:
+        assert t["xPos"] + t["width"] <= 48
+        xs, ys = range(t["xPos"], t["xPos"] + t["width"]), range(t["yPos"], t["yPos"] + t["height"])
+        box = {(x, y) for x in xs for y in ys}
+        assert not cells & box
+        cells |= box
+
+
+def test_a_stack_without_channels_still_alerts_and_says_so(caplog):
+    r = engine.render("dev")
+    assert not r.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert all(p.inputs.get("notificationChannels", []) == [] for p in r.by_type(ALERT)) and r.by_type(ALERT)
+    assert any("notify no one" in rec.getMessage() for rec in caplog.records)
+
+
+def test_bad_channels_and_thresholds_are_refused():
+    cfg = engine.stack_config("prod")
+    mon = json.loads(cfg[f"{NS}:monitoring"])
+    mon["notificationChannels"].append({"name": "ops", "type": "pubsub", "address": "ops-topic"})
+    mon["dutyCycleLowPercent"] = 0
+    cfg[f"{NS}:monitoring"] = json.dumps(mon)
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load("prod", cfg)
+    text = str(e.value)
+    assert "projects/<project>/topics/<topic>" in text and "dutyCycleLowPercent" in text
+    assert re.search(r"monitoring", text)
