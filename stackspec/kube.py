@@ -29,7 +29,19 @@ RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
 
 # GKE.
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+# GKE ComputeClass: pods select a class with this node label; node pools the stack creates for a
+# class carry it as a label and as a NoSchedule taint (GKE adds the toleration to pods selecting it).
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 # Pods reach GCS through workload identity: schedule them where the metadata server runs.
 METADATA_SERVER_SELECTOR = {"iam.gke.io/gke-metadata-server-enabled": "true"}
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 NETDEV_DEVICE_CLASS = "netdev.google.com"  # GKE managed DRANET's network device class
+
+# Kueue (kubernetes-sigs/kueue v0.19.2, pkg/controller/constants): the LocalQueue a job is queued in and
+# its WorkloadPriorityClass, as labels on the RayJob (or RayCluster) Kueue manages.
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Kueue counts DRA devices only through a device-class mapping in its configuration (KueueDRAIntegration,
+# on by default since 0.18): the DRANET NICs as this quota resource, or the TPU pods stay inadmissible.
+KUEUE_NETDEV_RESOURCE = f"{PROJECT}/netdev"

@@ -318,11 +318,23 @@ class Monitoring(Section):
         return self
 
 
+# Kueue WorkloadPriorityClasses every stack declares (name -> value): Kueue admits higher values
+# first and, within the ClusterQueue, may preempt a lower one to admit a higher one.
+WORKLOAD_PRIORITIES = {
+    "production": 1000,  # runs the stack exists for: admitted first, may preempt the others
+    "research": 500,  # experiments: wait for production work, preempt drills
+    "drill": 100,  # preemption drills and canaries: only on capacity nobody else wants
+}
+
+
 class Job(Section):
     name: RayJobName
     mode: Literal["multislice", "elastic"] = "multislice"
     group: str | None = None  # worker group (slice shape); the only one by default
+    # dedicated: the RayJob brings its own RayCluster and is queued by Kueue (admitted whole when
+    # quota frees); shared: submitted to the long-lived RayCluster, which Kueue cannot queue per job.
     cluster: Literal["shared", "dedicated"] = "shared"
+    priority: Literal[tuple(WORKLOAD_PRIORITIES)] = "research"  # Kueue WorkloadPriorityClass
     slices: int | None = Field(None, ge=1)  # multislice: exact; resolved: the maximum
     min_slices: int | None = Field(None, ge=1)  # elastic only
     max_slices: int | None = Field(None, ge=1)  # elastic only
@@ -350,7 +362,10 @@ class Job(Section):
     # Shared-cluster jobs: KubeRay deletes the finished RayJob and its submitter Job after this long
     # (deletionRules, KubeRay >= 1.6). Unset: kept, so Pulumi's state and the cluster agree.
     job_ttl_seconds: int | None = Field(None, ge=0)
-    suspend: bool = False  # declared but not run
+    # An operator's pause: a dedicated job is declared suspended and outside Kueue (no queue label:
+    # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
+    suspend: bool = False
+
 
     @model_validator(mode="after")
     def _mode_keys(self) -> Job:
@@ -393,6 +408,35 @@ class Job(Section):
     @property
     def elastic(self) -> bool:
         return self.mode == "elastic"
+
+    @cached_property
+    def run_identity(self) -> dict[str, Any]:
+        """What a checkpoint of this job must agree with (hashed into :attr:`run_name`)."""
+        return runs.identity(model=self.model, ici=self.ici, dcn=self.dcn,
+                             per_device_batch_size=self.per_device_batch_size,
+                             max_target_length=self.max_target_length, maxtext=self.maxtext, rerun=self.rerun)
+
+    @cached_property
+    def run_name(self) -> str:
+        """MaxText's run_name and Ray Train's run: ``<name>-<8 hex>`` (:mod:`stackspec.runs`)."""
+        return runs.run_name(self.name, self.run_identity)
+
+    @property
+    def checkpoint_plan(self) -> checkpoints.Plan:
+        """The resolved checkpoint period and how it was chosen (set by ``StackSpec._checkpoint_rules``)."""
+        return self.__dict__.get("checkpoint_plan") or checkpoints.Plan(
+            self.checkpoint_period or checkpoints.SEED_CHECKPOINT_PERIOD, "unresolved")
+
+    @property
+    def checkpoint_storage(self) -> checkpoints.Storage | None:
+        """One run's checkpoints at its end (None: the model's size is not in the table)."""
+        return checkpoints.storage(self.model, self.steps, self.checkpoint_plan.period, self.maxtext)
+
+    @property
+    def queued(self) -> bool:
+        """Kueue admits this job's RayJob: it brings its own cluster (Kueue's rule) and is not paused."""
+        return self.cluster == "dedicated" and not self.suspend
+
 
     @cached_property
     def run_identity(self) -> dict[str, Any]:

@@ -90,6 +90,17 @@ def local_queue(ray_cluster: str) -> str:
     return f"{ray_cluster}-queue"
 
 
+def pod_flavor(ray_cluster: str) -> str:
+    """Kueue's ResourceFlavor for CPU and memory (no node labels: heads, submitters and TPU workers alike)."""
+    return f"{ray_cluster}-pods"
+
+
+def provisioning_check(ray_cluster: str) -> str:
+    """Kueue's AdmissionCheck and ProvisioningRequestConfig for flex-start slices (Dynamic Workload Scheduler)."""
+    return f"{ray_cluster}-dws"
+
+
+
 @dataclass(frozen=True)
 class Derived:
     key: str  # the spec key the name comes from (where an error points)

@@ -128,6 +128,16 @@ def job_doc(r: engine.Rendering, name: str) -> dict[str, Any]:
     return next(d for d in r.held if d["metadata"]["name"] == name)
 
 
+def cluster_doc(r: engine.Rendering) -> dict[str, Any]:
+    """The seed's RayCluster: the shared one where a stack declares it, else the cluster the first
+    multislice job brings (prod: every job is queued by Kueue, which needs a job's own cluster)."""
+    if manifests.needs_shared_cluster(r.spec):
+        return doc(r, "RayCluster")
+    job = next(j for j in r.spec.jobs if not j.elastic)
+    return {"apiVersion": manifests.RAY_API, "kind": "RayCluster",
+            "metadata": {"name": r.spec.ray.cluster_name}, "spec": job_doc(r, job.name)["spec"]["rayClusterSpec"]}
+
+
 def groups_of(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["groupName"]: g for g in manifests.worker_groups(d)}
 
@@ -251,8 +261,10 @@ def test_component_children_parent_and_provider(prod):
         [
             ("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", f"{comp.name}-netdev"),
             ("kubernetes:core/v1:ConfigMap", f"{comp.name}-trainer"),
-            ("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster"),
+            # Kueue and the stack's queues (tests/test_kueue.py checks them).
+            ("tpu-multislice:workloads:KueueQueueing", f"{comp.name}-kueue"),
         ]
+        + ([("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")] if manifests.needs_shared_cluster(spec) else [])
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
         # GMP scraping of the Ray metrics port (tests/test_monitoring.py checks them).
         + [("kubernetes:monitoring.googleapis.com/v1:PodMonitoring", f"{comp.name}-{d['metadata']['name']}")
@@ -263,18 +275,27 @@ def test_component_children_parent_and_provider(prod):
     assert {r.provider for r in kids} == {f"{provider.name}-offline-id"}
 
 
+# Kinds without a namespace: Kueue's flavors, priority classes, checks and ClusterQueue; GKE's
+# ComputeClass; the drill identity's cluster role; Kueue's own namespace.
+CLUSTER_SCOPED = {"ResourceFlavor", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
+                  "ClusterQueue", "ComputeClass", "ClusterRole", "ClusterRoleBinding", "Namespace"}
+
+
 def test_prod_objects(prod):
     spec = prod.spec
     names = {(m["kind"], m["metadata"]["name"]) for m in prod.manifests}
     assert {
         ("ResourceClaimTemplate", "two-netdev"),
         ("ConfigMap", manifests.trainer_configmap_name(spec)),
-        ("RayCluster", spec.ray.cluster_name),
     } <= names
+    # Every prod job is queued by Kueue with its own cluster: no long-lived RayCluster holds the slices.
+    assert ("RayCluster", spec.ray.cluster_name) not in names
     assert {m["metadata"]["name"] for m in docs(prod, "RayJob")} == {j.name for j in manifests.declared_jobs(spec)}
     for m in prod.manifests:
-        if m["kind"] != "ServiceAccount":
+        if m["kind"] != "ServiceAccount" and "namespace" in m["metadata"]:
             assert m["metadata"]["namespace"] == spec.storage.namespace
+    # The namespaced objects of the workloads all live in the workload namespace.
+    assert {m["kind"] for m in prod.manifests if "namespace" not in m["metadata"]} <= CLUSTER_SCOPED
 
 
 # --------------------------------------------------------------------------- CRD schemas
@@ -293,7 +314,7 @@ def test_ray_objects_validate_against_kuberay_crds(stack, request, kuberay_valid
 
 def test_schema_check_catches_mistakes(prod, kuberay_validator):
     """The strict schema is not vacuous: a misspelt field and a wrong type both fail."""
-    bad = copy.deepcopy(doc(prod, "RayCluster"))
+    bad = copy.deepcopy(cluster_doc(prod))
     bad["spec"]["workerGroupSpecs"][0]["numOfHost"] = 4
     assert any("numOfHost" in e for e in kuberay_validator(bad))
     bad = copy.deepcopy(job_doc(prod, prod.spec.jobs[0].name))
@@ -321,14 +342,15 @@ def test_prod_carries_every_field_of_the_seed_manifest(prod, seed_text):
     seed_cluster = yaml.safe_load(text)
 
     assert missing_from(seed["ResourceClaimTemplate"], doc(prod, "ResourceClaimTemplate")) == []
-    assert missing_from(seed_cluster, doc(prod, "RayCluster")) == []
+    # The seed's cluster is now the one each queued job brings: the same spec, named by KubeRay.
+    assert missing_from(seed_cluster["spec"], cluster_doc(prod)["spec"]) == []
 
 
 def test_prod_seed_values(prod):
     """The headline numbers, read from the rendering: two 4x4 slices of four 4-chip hosts."""
     rct = doc(prod, "ResourceClaimTemplate")
     assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == len(prod.spec.networks) == 2
-    (g,) = manifests.worker_groups(doc(prod, "RayCluster"))
+    (g,) = manifests.worker_groups(cluster_doc(prod))
     c = container(g["template"])
     assert (g["numOfHosts"], g["replicas"]) == (4, 2)
     assert c["resources"]["requests"][TPU] == c["resources"]["limits"][TPU] == "4"
@@ -412,7 +434,7 @@ def test_70b_job_has_dcn_fsdp_and_full_remat(prod, seed_text):
 def test_entrypoint_runs_the_mounted_trainer(prod):
     spec = prod.spec
     cm = doc(prod, "ConfigMap", manifests.trainer_configmap_name(spec))
-    head = doc(prod, "RayCluster")["spec"]["headGroupSpec"]["template"]
+    head = cluster_doc(prod)["spec"]["headGroupSpec"]["template"]
     (vol,) = [v for v in head["spec"]["volumes"] if v.get("configMap")]
     (mount,) = [m for m in container(head)["volumeMounts"] if m["name"] == vol["name"]]
     assert vol["configMap"]["name"] == cm["metadata"]["name"]
@@ -463,8 +485,8 @@ def test_no_shared_cluster_when_every_job_brings_its_own(prod):
     spec = stack_spec.load("prod", cfg)
     kinds = [d["kind"] for d in manifests.all_objects(spec)]
     assert "RayCluster" not in kinds and kinds.count("RayJob") == len(jobs)
-    # The seed's stack (prod as written) does keep its shared cluster.
-    assert manifests.needs_shared_cluster(prod.spec)
+    # prod as written queues every job through Kueue, each on its own cluster: no shared one.
+    assert not manifests.needs_shared_cluster(prod.spec)
 
 
 # --------------------------------------------------------------------------- shapes

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from stackspec.spec import StackSpec
 from workloads import manifests
 from workloads import monitoring as gmp
+from workloads.queueing import KueueQueueing, KueueQueueingArgs
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ class RayWorkloads(pulumi.ComponentResource):
         doc = manifests.trainer_configmap(spec, args.trainer_source)
         self.trainer = k8s.core.v1.ConfigMap(f"{name}-trainer", metadata=doc["metadata"], data=doc["data"], opts=base)
         needs.append(self.trainer)
+
+        # Kueue and the stack's queues: the RayCluster and RayJobs it manages come once its webhook serves.
+        self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider),
+                                      pulumi.ResourceOptions(parent=self))
+        needs.append(self.queueing)
 
         self.cluster = None
         if manifests.needs_shared_cluster(spec):

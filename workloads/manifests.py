@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stackspec import kube, kuberay, names
+from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
@@ -345,9 +346,28 @@ def submitter_pod_template(spec: StackSpec) -> dict[str, Any]:
     }
 
 
+def queue_labels(spec: StackSpec, priority: str | None) -> dict[str, str]:
+    """Kueue's labels: the stack's LocalQueue (workloads/kueue.py) and a WorkloadPriorityClass."""
+    labels = {kube.KUEUE_QUEUE_LABEL: names.local_queue(spec.ray.cluster_name)}
+    if priority:
+        labels[kube.KUEUE_PRIORITY_LABEL] = priority
+    return labels
+
+
+def shared_cluster_priority(spec: StackSpec) -> str | None:
+    """The shared RayCluster is admitted as one workload, at the highest priority of its jobs."""
+    shared = [j.priority for j in spec.jobs if j.cluster == "shared"]
+    return max(shared, key=lambda p: WORKLOAD_PRIORITIES[p], default=None)
+
+
 def ray_cluster(spec: StackSpec) -> dict[str, Any]:
-    """The shared RayCluster (the seed's ``maxtext-tpu-cluster``)."""
+    """The shared RayCluster (the seed's ``maxtext-tpu-cluster``).
+
+    Kueue admits it as one workload (its RayCluster integration): its slices count against the same
+    ClusterQueue as the queued jobs', for as long as it lives. The jobs submitted to it are not queued.
+    """
     meta = _metadata(spec, spec.ray.cluster_name, "ray-cluster")
+    meta["labels"].update(queue_labels(spec, shared_cluster_priority(spec)))
     if annotations := image_annotations(spec):
         meta["annotations"] = annotations
     return {
@@ -404,7 +424,10 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         # KubeRay names this cluster itself: the job label on its pods is what metrics select on.
         for group in (body["rayClusterSpec"]["headGroupSpec"], *body["rayClusterSpec"]["workerGroupSpecs"]):
             group["template"]["metadata"].setdefault("labels", {})[kube.JOB_LABEL] = job.name
-        body["suspend"] = job.suspend
+        if job.suspend:
+            # An operator's pause, outside Kueue (no queue label below): KubeRay creates nothing. A queued
+            # job carries no suspend at all: Kueue's webhook suspends it on creation and admission lifts it.
+            body["suspend"] = True
     # Deadline, retries and cleanup in the fields of the target KubeRay (stackspec.kuberay.lifecycle;
     # the spec refused any it does not know).
     body.update(kuberay.lifecycle(job))
@@ -417,6 +440,8 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
     )
     meta["labels"][kube.JOB_LABEL] = job.name
+    if job.queued:
+        meta["labels"].update(queue_labels(spec, job.priority))
     meta["annotations"].update(image_annotations(spec))
     return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": meta, "spec": body}
 
