@@ -15,7 +15,7 @@ from policies import offline as policy_rules
 from policies import report as policies
 from slicectl import cmd_cost
 from slicectl.exits import Exit, UsageError
-from stackspec import cost
+from stackspec import checkpoints, cost
 from stackspec.spec import StackSpec
 
 
@@ -194,6 +194,8 @@ def plain(rendering: engine.Rendering) -> str:
             for j in spec.jobs
         ]
         lines += ["", "Jobs:", _indent(_table(["job", "mode", "group", "cluster", "slices", "model", "steps"], jobs))]
+        lines += ["", "Runs and checkpoints (run name, period and where it came from, storage at the run's end):"]
+        lines += ["  " + line for line in checkpoint_lines(spec)]
     lines += ["", "Manifests:"]
     lines += [
         f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata'].get('name')}"
@@ -206,6 +208,24 @@ def plain(rendering: engine.Rendering) -> str:
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
     lines += ["", "Cost:", _indent(cmd_cost.text(cost.compute(spec)))]
     return "\n".join(lines)
+
+
+def checkpoint_lines(spec: StackSpec) -> list[str]:
+    """Each job's run name, checkpoint period with the numbers it came from, and storage estimate;
+    a warning where a run's checkpoints exceed ``storage.checkpointBudgetGb``."""
+    budget = spec.storage.checkpoint_budget_gb
+    lines = []
+    for j in spec.jobs:
+        plan, store = j.checkpoint_plan, j.checkpoint_storage
+        lines += [f"{j.name}: run {j.run_name}",
+                  f"  checkpoint every {plan.period} steps: {plan.how}",
+                  f"  storage: {store.describe()}" if store else
+                  f"  storage: unknown (no parameter count for {j.model} in stackspec/checkpoints.py)"]
+        if store and budget and store.total_bytes > budget * 1e9:
+            lines.append(f"  WARNING: {checkpoints.gb(store.total_bytes)} of checkpoints exceeds "
+                         f"storage.checkpointBudgetGb {budget:g} GB: raise checkpointPeriod or set "
+                         "maxtext.max_num_checkpoints_to_keep")
+    return lines
 
 
 def _indent(text: str) -> str:
@@ -246,6 +266,8 @@ def markdown(rendering: engine.Rendering) -> str:
         "```mermaid\n" + mermaid(spec) + "\n```",
         "### Cost",
         cmd_cost.markdown(cost.compute(spec)),
+        "### Runs and checkpoints",
+        "```\n" + "\n".join(checkpoint_lines(spec)) + "\n```" if spec.jobs else "(no jobs)",
         "### Plan",
         md_table(["resource", "type"], plan_rows),
         "### Manifests",

@@ -276,3 +276,16 @@ def test_model_shapes_match_the_installed_maxtext():
         assert tuple(cfg[k] for k in keys) == (shape.emb, shape.layers, shape.mlp, shape.q_heads, shape.kv_heads,
                                                shape.head_dim, shape.vocab, shape.tied), model
         assert cfg.get("decoder_block", "llama2") in ("llama2", "mistral"), model
+
+
+def test_preview_shows_run_names_periods_and_storage_warnings():
+    from slicectl.cmd_preview import checkpoint_lines
+
+    spec = load(config())
+    text = "\n".join(checkpoint_lines(spec))
+    for job in spec.jobs:
+        assert f"{job.name}: run {job.run_name}" in text
+    assert "Young/Daly: sqrt(2 x 30 s save x 360 min" in text and "WARNING" not in text
+    tight = with_jobs(config(), lambda st: st.update(checkpointBudgetGb=500), key=f"{NS}:storage")
+    warned = [line for line in checkpoint_lines(load(tight)) if "WARNING" in line]
+    assert len(warned) == 1 and "1,693 GB" in warned[0] and "checkpointBudgetGb 500 GB" in warned[0]
