@@ -15,7 +15,7 @@ from typing import Any
 
 from stackspec import spec as stack_spec
 
-from .rules import cluster, safety, slice_shape, stack
+from .rules import cluster, queueing, safety, slice_shape, stack
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -137,6 +137,22 @@ RULES: tuple[Rule, ...] = (
        "the job.",
        MANDATORY, RESOURCE, safety.rayjob_bounded,
        "Set activeDeadlineSeconds, and shutdownAfterJobFinishes: true with rayClusterSpec."),
+    # ---------------------------------------------------------------- queued admission (Kueue)
+    _r("kueue-rayjob-queue", "Every RayJob with its own cluster names a LocalQueue (and priority class) "
+       "the stack declares; a RayJob on the long-lived cluster names none.",
+       MANDATORY, STACK, queueing.rayjob_names_a_queue,
+       "Render the kueue.x-k8s.io/queue-name label from names.local_queue(ray.clusterName) and "
+       "jobs[*].priority from the declared WorkloadPriorityClasses (workloads/kueue.py)."),
+    _r("kueue-rayjob-lifecycle", "A RayJob or RayCluster Kueue manages has its own cluster, "
+       "shutdownAfterJobFinishes, no in-tree autoscaling and no suspend of ours.",
+       MANDATORY, STACK, queueing.queued_rayjob_lifecycle,
+       "Give the job cluster: dedicated; leave spec.suspend and enableInTreeAutoscaling unset (Kueue "
+       "suspends and resumes it); keep shutdownAfterJobFinishes: true."),
+    _r("kueue-tpu-quota-matches-slices", "The ClusterQueue's google.com/tpu quota per slice shape is "
+       "the chips the stack's slices provision.",
+       MANDATORY, STACK, queueing.tpu_quota_matches_slices,
+       "Derive the quota from the slices (chips per slice x slices per group, workloads/kueue.py); "
+       "never type it by hand."),
     # ---------------------------------------------------------------- cluster
     _r("gke-dranet-version", "With DRANET the cluster and its TPU pools run at least "
        f"{stack_spec.DRANET_MIN_VERSION}.",

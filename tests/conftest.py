@@ -83,10 +83,22 @@ KUEUE_KINDS = {
 }
 
 
+def _python_patterns(schema: Any) -> Any:
+    """Go's RE2 takes ``^(?i)...``; Python's re wants a global flag first: ``(?i)^...``."""
+    if isinstance(schema, dict):
+        out = {k: _python_patterns(v) for k, v in schema.items()}
+        if isinstance(out.get("pattern"), str) and out["pattern"].startswith("^(?i)"):
+            out["pattern"] = "(?i)^" + out["pattern"][len("^(?i)"):]
+        return out
+    if isinstance(schema, list):
+        return [_python_patterns(v) for v in schema]
+    return schema
+
+
 def kueue_schema(kind: str, version: str) -> dict[str, Any]:
     doc = yaml.safe_load((KUEUE_CRDS / KUEUE_KINDS[kind]).read_text())
     served = next(v for v in doc["spec"]["versions"] if v["name"] == version and v.get("served"))
-    return _strict(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
+    return _python_patterns(_strict(copy.deepcopy(served["schema"]["openAPIV3Schema"])))
 
 
 @pytest.fixture(scope="session")

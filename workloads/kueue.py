@@ -223,6 +223,11 @@ def provisioning_objects(spec: StackSpec) -> list[dict[str, Any]]:
     return [config, check]
 
 
+def namespace(spec: StackSpec) -> dict[str, Any]:
+    """Kueue's own namespace (the chart installs into it, and creates none)."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(spec, NAMESPACE, "kueue")}
+
+
 def all_objects(spec: StackSpec) -> list[dict[str, Any]]:
     """Every Kueue object of the stack, in apply order (what others refer to first)."""
     return [*resource_flavors(spec), *priority_classes(spec), *provisioning_objects(spec),

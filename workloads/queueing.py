@@ -51,7 +51,7 @@ class KueueQueueing(pulumi.ComponentResource):
 
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-ns",
-            metadata={"name": kueue.NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "pulumi"}},
+            metadata=kueue.namespace(spec)["metadata"],
             opts=base,
         )
         self.chart = k8s.helm.v4.Chart(

@@ -1,0 +1,347 @@
+"""Queued admission with Kueue, on the real prod rendering (the program under Pulumi mocks).
+
+Every Kueue object is validated against the CRDs of kubernetes-sigs/kueue v0.19.2 vendored in
+``tests/reference/kueue/`` and every RayJob against KubeRay's; the policy rules run for real on the
+rendered resources, and on copies broken one field at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import yaml
+
+from offline import engine
+from policies import offline as policy_offline
+from policies.rules import queueing as rules
+from stackspec import kube, names
+from stackspec import spec as stack_spec
+from stackspec.model import WORKLOAD_PRIORITIES
+from workloads import kueue, manifests
+
+NS = stack_spec.PROJECT
+KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "AdmissionCheck",
+               "ProvisioningRequestConfig"}
+
+
+def _flex_config() -> dict[str, str]:
+    """prod with its slices falling back from a reservation to flex-start with queued provisioning (DWS)."""
+    cfg = dict(engine.stack_config("prod"))
+    slices = json.loads(cfg[f"{NS}:slices"])
+    for s in slices:
+        s["capacity"] = [{"type": "reservation", "reservation": "tpu-v6e-res"},
+                         {"type": "flex-start", "queuedProvisioning": True}]
+    cfg[f"{NS}:slices"] = json.dumps(slices)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def prod() -> engine.Rendering:
+    return engine.render("prod")
+
+
+@pytest.fixture(scope="module")
+def dev() -> engine.Rendering:
+    return engine.render("dev")
+
+
+@pytest.fixture(scope="module")
+def flex() -> engine.Rendering:
+    return engine.render("prod", config=_flex_config())
+
+
+def kueue_docs(r: engine.Rendering) -> list[dict[str, Any]]:
+    return [m for m in r.manifests if m["kind"] in KUEUE_KINDS]
+
+
+def one(r: engine.Rendering, kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [m for m in r.manifests if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, found)
+    return found[0]
+
+
+def tpu_quota(cq: dict[str, Any]) -> dict[str, int]:
+    return {f["name"]: int(r["nominalQuota"]) for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+            for r in f["resources"] if r["name"] == kube.TPU_RESOURCE}
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "flex"])
+def test_every_kueue_object_validates_against_the_vendored_crds(stack, request, kueue_validator):
+    r = request.getfixturevalue(stack)
+    docs = kueue_docs(r)
+    assert {d["kind"] for d in docs} >= {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
+    for d in docs:
+        assert d["apiVersion"] == kueue.KUEUE_API
+        assert kueue_validator(d) == [], (d["kind"], d["metadata"]["name"])
+    # What the program declares is exactly what workloads/kueue.py renders.
+    assert sorted(json.dumps(d, sort_keys=True) for d in docs) == sorted(
+        json.dumps(d, sort_keys=True) for d in kueue.all_objects(r.spec))
+
+
+def test_the_kueue_schema_check_is_not_vacuous(prod, kueue_validator):
+    cq = copy.deepcopy(one(prod, "ClusterQueue"))
+    cq["spec"]["resourceGroup"] = cq["spec"].pop("resourceGroups")  # misspelt
+    assert any("resourceGroup" in e for e in kueue_validator(cq))
+    wpc = copy.deepcopy(one(prod, "WorkloadPriorityClass", "production"))
+    wpc["value"] = "high"
+    assert any("value" in e for e in kueue_validator(wpc))
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "flex"])
+def test_rayjobs_and_rayclusters_validate_against_kuberay(stack, request, kuberay_validator):
+    r = request.getfixturevalue(stack)
+    ray = [m for m in r.manifests if m["kind"] in ("RayJob", "RayCluster")]
+    assert ray
+    for d in ray:
+        assert kuberay_validator(d) == [], d["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------- prod: all jobs queued
+
+
+def test_prod_declares_and_queues_all_three_jobs(prod):
+    spec = prod.spec
+    jobs = {m["metadata"]["name"]: m for m in prod.manifests if m["kind"] == "RayJob"}
+    assert set(jobs) == {"llama3-8b-multislice", "llama3-70b-multislice", "llama3-8b-elastic"}
+    assert prod.held == []  # nothing rendered only "for review"
+    assert not [m for m in prod.manifests if m["kind"] == "RayCluster"]  # no long-lived cluster holds slices
+    lq = one(prod, "LocalQueue")
+    for job in spec.jobs:
+        d = jobs[job.name]
+        labels = d["metadata"]["labels"]
+        assert labels[kube.KUEUE_QUEUE_LABEL] == names.local_queue(spec.ray.cluster_name) == lq["metadata"]["name"]
+        assert labels[kube.KUEUE_PRIORITY_LABEL] == job.priority
+        s = d["spec"]
+        # Kueue's rules for a RayJob it manages (pkg/controller/jobs/rayjob/rayjob_webhook.go).
+        assert "clusterSelector" not in s and "rayClusterSpec" in s
+        assert s["shutdownAfterJobFinishes"] is True
+        assert not s["rayClusterSpec"].get("enableInTreeAutoscaling")
+        assert "suspend" not in s  # Kueue suspends on creation and resumes on admission
+    # Multislice jobs are admitted whole: one workload whose TPU pod set is every host of every slice.
+    for job in spec.jobs:
+        (g,) = manifests.worker_groups(jobs[job.name])
+        assert g["replicas"] * g["numOfHosts"] == job.slices * spec.group(job.group).shape.hosts
+
+
+def test_one_cluster_queue_with_the_provisioned_tpu_quota(prod):
+    spec = prod.spec
+    cq = one(prod, "ClusterQueue", names.cluster_queue(spec.ray.cluster_name))
+    (group,) = spec.groups
+    # Two v6e 4x4 slices: 16 chips each.
+    assert tpu_quota(cq) == {names.resource_flavor(group.name): 16 * 2}
+    assert tpu_quota(cq) == {names.resource_flavor(g.name): g.shape.chips * len(g.slices) for g in spec.groups}
+    # ... and what the node pools provision, counted by the policy from the GCP resources.
+    provisioned = rules._provisioned(policy_offline.resources_of(prod))
+    assert provisioned == {(group.shape.gke_accelerator, group.shape.topology): 32}
+    # CPU, memory and the DRANET NICs are covered too, or Kueue would never admit the pods.
+    covered = [r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]]
+    assert sorted(covered) == sorted(["cpu", "memory", kube.TPU_RESOURCE, kube.KUEUE_NETDEV_RESOURCE])
+    netdev = {f["name"]: r["nominalQuota"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+              for r in f["resources"] if r["name"] == kube.KUEUE_NETDEV_RESOURCE}
+    assert netdev == {names.resource_flavor(group.name): str(2 * 4 * 2)}  # 2 NICs x 4 hosts x 2 slices
+    # Quota for every worker and a head plus submitter per slice (prod: 8 CPU workers, 8 CPU heads).
+    cpu = {r["name"]: r["nominalQuota"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+           for r in f["resources"]}["cpu"]
+    assert cpu == "81"  # 8 x 4 hosts x 2 slices + (8 + 0.5) x 2
+    assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": spec.storage.namespace}}
+    assert cq["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+    assert "admissionChecksStrategy" not in cq["spec"]  # no flex-start slices in prod
+
+
+def test_flavors_carry_the_labels_the_pods_select(prod):
+    spec = prod.spec
+    (group,) = spec.groups
+    flavor = one(prod, "ResourceFlavor", names.resource_flavor(group.name))
+    labels = flavor["spec"]["nodeLabels"]
+    assert labels[kube.ACCELERATOR_LABEL] == group.shape.gke_accelerator == "tpu-v6e-slice"
+    assert labels[kube.TOPOLOGY_LABEL] == "4x4"
+    for job_doc in (m for m in prod.manifests if m["kind"] == "RayJob"):
+        (g,) = manifests.worker_groups(job_doc)
+        selector = g["template"]["spec"]["nodeSelector"]
+        # Kueue injects the flavor's labels into the pods: they must agree with what the pods select.
+        assert labels.items() <= selector.items()
+        if kube.COMPUTE_CLASS_LABEL in selector:  # the group's GKE ComputeClass (workloads/compute_class.py)
+            assert labels[kube.COMPUTE_CLASS_LABEL] == names.compute_class(group.name)
+    # CPU and memory come from a flavor without labels: the heads stay on the system pool.
+    assert one(prod, "ResourceFlavor", names.pod_flavor(spec.ray.cluster_name))["spec"] == {}
+
+
+def test_priority_classes(prod):
+    got = {m["metadata"]["name"]: m["value"] for m in prod.manifests if m["kind"] == "WorkloadPriorityClass"}
+    assert got == WORKLOAD_PRIORITIES == {"production": 1000, "research": 500, "drill": 100}
+    # The 70B job is the stack's production run: admitted first when all three wait.
+    assert prod.spec.job("llama3-70b-multislice").priority == "production"
+
+
+def test_local_queue_in_the_workload_namespace(prod):
+    lq = one(prod, "LocalQueue")
+    assert lq["metadata"]["namespace"] == prod.spec.storage.namespace
+    assert lq["spec"]["clusterQueue"] == one(prod, "ClusterQueue")["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------- the Helm chart
+
+
+def test_kueue_installed_from_the_pinned_chart(prod):
+    (chart,) = prod.by_type("kubernetes:helm.sh/v4:Chart")
+    assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
+    assert chart.inputs["version"] == "0.19.2"
+    assert chart.inputs["namespace"] == kueue.NAMESPACE == "kueue-system"
+    image = chart.inputs["values"]["controllerManager"]["manager"]["image"]
+    assert image == {"repository": "registry.k8s.io/kueue/kueue", "tag": "v0.19.2", "pullPolicy": "IfNotPresent"}
+    config = yaml.safe_load(chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["integrations"]["frameworks"] == ["ray.io/rayjob", "ray.io/raycluster"]
+    assert config["manageJobsWithoutQueueName"] is False
+    # The DRANET claim's device class is mapped, or Kueue's DRA integration leaves the TPU pods inadmissible.
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": kube.KUEUE_NETDEV_RESOURCE, "deviceClassNames": [kube.NETDEV_DEVICE_CLASS]}]
+    # The chart's namespace first; the queue objects after the chart (its CRDs and webhook).
+    (ns,) = [r for r in prod.by_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == "kueue-system"]
+    (comp,) = prod.by_type("tpu-multislice:workloads:KueueQueueing")
+    assert chart.parent == ns.parent == comp.urn
+    # The module the chart's class lives in is in the provider table (no whole-package fallback).
+    from infra import provider_modules
+    assert "Chart" in provider_modules.MODULES["pulumi_kubernetes.helm.v4"]
+
+
+def test_no_device_mapping_without_dranet():
+    cfg = dict(engine.stack_config("prod"))
+    del cfg[f"{NS}:network"]
+    cfg[f"{NS}:slices"] = json.dumps(
+        [{"name": "v6e-8-0", "generation": "v6e", "topology": "2x4", "machineType": "ct6e-standard-8t"}])
+    cfg[f"{NS}:jobs"] = json.dumps([{"name": "one-host", "cluster": "dedicated", "slices": 1, "ici": {"fsdp": 8},
+                                     "checkpointPeriod": 10}])
+    spec = stack_spec.load("prod", cfg)
+    assert "resources" not in kueue.manager_config(spec)
+    cq = kueue.cluster_queue(spec)
+    assert [r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]] == [
+        "cpu", "memory", kube.TPU_RESOURCE]
+    assert tpu_quota(cq) == {names.resource_flavor(spec.groups[0].name): 8}
+
+
+# --------------------------------------------------------------------------- flex-start (DWS)
+
+
+def test_flex_start_goes_through_the_provisioning_request_check(flex, kueue_validator):
+    spec = flex.spec
+    (group,) = spec.groups
+    name = names.provisioning_check(spec.ray.cluster_name)
+    config = one(flex, "ProvisioningRequestConfig", name)
+    assert config["spec"] == {"provisioningClassName": "queued-provisioning.gke.io",
+                              "managedResources": [kube.TPU_RESOURCE]}
+    check = one(flex, "AdmissionCheck", name)
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                           "name": name}
+    cq = one(flex, "ClusterQueue")
+    assert cq["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": name, "onFlavors": [names.resource_flavor(group.name)]}]}
+    # The quota is still the slices', whichever capacity option serves them.
+    assert tpu_quota(cq) == {names.resource_flavor(group.name): 32}
+    assert policy_offline.evaluate(flex) == []
+
+
+def test_flex_start_without_queued_provisioning_needs_no_check():
+    cfg = _flex_config()
+    slices = json.loads(cfg[f"{NS}:slices"])
+    for s in slices:
+        s["capacity"][1].pop("queuedProvisioning")
+    cfg[f"{NS}:slices"] = json.dumps(slices)
+    spec = stack_spec.load("prod", cfg)
+    assert kueue.flex_groups(spec) == []
+    assert kueue.provisioning_objects(spec) == []
+
+
+# --------------------------------------------------------------------------- suspend: an operator's pause
+
+
+def test_suspend_is_an_operator_pause_outside_the_queue():
+    cfg = dict(engine.stack_config("prod"))
+    jobs = json.loads(cfg[f"{NS}:jobs"])
+    jobs[0]["suspend"] = True
+    cfg[f"{NS}:jobs"] = json.dumps(jobs)
+    r = engine.render("prod", config=cfg)
+    paused = one(r, "RayJob", jobs[0]["name"])
+    assert paused["spec"]["suspend"] is True
+    assert kube.KUEUE_QUEUE_LABEL not in paused["metadata"]["labels"]  # Kueue would resume it
+    assert not r.spec.job(jobs[0]["name"]).queued
+    assert [v for v in policy_offline.evaluate(r) if v.rule.startswith("kueue-")] == []
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def _violations(resources, fn) -> list[str]:
+    return [msg for _, msg in fn(resources, policy_offline.Context("prod"))]
+
+
+def _edit(resources, type_suffix: str, name: str, change) -> list:
+    out = []
+    for r in resources:
+        if r.type.endswith(type_suffix) and r.props.get("metadata", {}).get("name") == name:
+            props = copy.deepcopy(dict(r.props))
+            change(props)
+            r = replace(r, props=props)
+        out.append(r)
+    return out
+
+
+def test_policies_pass_on_prod_and_dev(prod, dev):
+    for r in (prod, dev):
+        assert [v for v in policy_offline.evaluate(r) if v.rule.startswith("kueue-")] == []
+
+
+def test_policy_refuses_a_quota_other_than_the_slices(prod):
+    resources = policy_offline.resources_of(prod)
+    cq = names.cluster_queue(prod.spec.ray.cluster_name)
+
+    def raise_quota(props):
+        for g in props["spec"]["resourceGroups"]:
+            for f in g["flavors"]:
+                for res in f["resources"]:
+                    if res["name"] == kube.TPU_RESOURCE:
+                        res["nominalQuota"] = "48"
+
+    msgs = _violations(_edit(resources, ":ClusterQueue", cq, raise_quota), rules.tpu_quota_matches_slices)
+    assert len(msgs) == 1 and "48 chips" in msgs[0] and "provision 32" in msgs[0]
+    # A slice removed from the pools (the quota kept) is caught the same way.
+    fewer = [r for r in resources if not r.name.startswith("v6e-16-1")]
+    assert any("provision 16" in m for m in _violations(fewer, rules.tpu_quota_matches_slices))
+
+
+def test_policy_refuses_a_rayjob_without_an_existing_queue(prod):
+    resources = policy_offline.resources_of(prod)
+    job = "llama3-8b-elastic"
+    no_label = _edit(resources, ":RayJob", job, lambda p: p["metadata"]["labels"].pop(kube.KUEUE_QUEUE_LABEL))
+    assert any("names no LocalQueue" in m for m in _violations(no_label, rules.rayjob_names_a_queue))
+    wrong = _edit(resources, ":RayJob", job,
+                  lambda p: p["metadata"]["labels"].update({kube.KUEUE_QUEUE_LABEL: "nope"}))
+    assert any("LocalQueue nope" in m for m in _violations(wrong, rules.rayjob_names_a_queue))
+    prio = _edit(resources, ":RayJob", job,
+                 lambda p: p["metadata"]["labels"].update({kube.KUEUE_PRIORITY_LABEL: "urgent"}))
+    assert any("WorkloadPriorityClass urgent" in m for m in _violations(prio, rules.rayjob_names_a_queue))
+
+
+def test_policy_refuses_kueue_managed_rayjobs_that_break_kueues_rules(prod):
+    resources = policy_offline.resources_of(prod)
+    job = "llama3-70b-multislice"
+    cases = {
+        "shutdownAfterJobFinishes": lambda p: p["spec"].update(shutdownAfterJobFinishes=False),
+        "enableInTreeAutoscaling": lambda p: p["spec"]["rayClusterSpec"].update(enableInTreeAutoscaling=True),
+        "spec.suspend": lambda p: p["spec"].update(suspend=False),
+    }
+    for what, change in cases.items():
+        msgs = _violations(_edit(resources, ":RayJob", job, change), rules.queued_rayjob_lifecycle)
+        assert len(msgs) == 1 and what in msgs[0], (what, msgs)
+    # Registered once, mandatory (slicectl preview exits 1 on them).
+    from policies import registry
+    for name in ("kueue-rayjob-queue", "kueue-rayjob-lifecycle", "kueue-tpu-quota-matches-slices"):
+        assert registry.rule(name).enforcement == registry.MANDATORY
