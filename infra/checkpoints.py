@@ -64,7 +64,9 @@ class CheckpointStore(pulumi.ComponentResource):
                 namespace=st.namespace,
                 labels={kube.PART_OF_LABEL: kube.PART_OF_VALUE},
             ),
-            automount_service_account_token=True,
+            # No pod of this account calls the Kubernetes API; workload identity (the GKE metadata
+            # server) and the GCS FUSE CSI driver (kubelet token requests) need no mounted token.
+            automount_service_account_token=False,
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider),
         )
         self.member = pulumi.Output.from_input(args.project_number).apply(

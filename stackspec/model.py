@@ -52,6 +52,9 @@ JOB_OWNED_MAXTEXT_KEYS = frozenset({
     "base_output_directory", "checkpoint_period",
 })
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.60.0-py312-tpu"
+# Ray token authentication: Ray 2.52 brought it, KubeRay 1.5.1 its authOptions.
+RAY_AUTH_MIN = (2, 52, 0)
+KUBERAY_AUTH_MIN = (1, 5, 1)
 # A worker image digest; the offline preview stands in this one where the stack names none yet
 # (all zeros: no registry holds it, and the rendered objects say "placeholder" beside it).
 IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -239,6 +242,23 @@ class RaySettings(Section):
     # The KubeRay release the cluster runs (GKE's Ray operator add-on picks it): RayJob fields it
     # does not know are refused (stackspec.kuberay).
     kuberay_version: Annotated[str, _check(kuberay.version_error)] = kuberay.DEFAULT_VERSION
+    # Ray token authentication on every Ray node (KubeRay authOptions; README "Inside the cluster").
+    auth: Literal["disabled", "token"] = "disabled"
+
+    @model_validator(mode="after")
+    def _auth(self) -> RaySettings:
+        if self.auth != "token":
+            return self
+        tag = re.search(r":(\d+)\.(\d+)\.(\d+)(?:-|$)", self.image)
+        if tag is None or tuple(map(int, tag.groups())) < RAY_AUTH_MIN:
+            raise at("auth", f"token auth needs Ray >= {'.'.join(map(str, RAY_AUTH_MIN))} named by ray.image's tag "
+                     f"(KubeRay refuses it otherwise); ray.image is {self.image}")
+        version = kuberay.parse(self.kuberay_version)
+        if version is not None and version < KUBERAY_AUTH_MIN:
+            raise at("auth", f"KubeRay {self.kuberay_version} (ray.kuberayVersion) has no authOptions (since "
+                     f"{'.'.join(map(str, KUBERAY_AUTH_MIN))}): its CRD would drop it silently and Ray would run "
+                     "without auth")
+        return self
 
     @model_validator(mode="after")
     def _ports(self) -> RaySettings:

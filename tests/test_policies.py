@@ -105,6 +105,8 @@ def _pool(rs): return _find(rs, NODE_POOL, "v6e-16-0").props  # noqa: E704
 def _cluster(rs): return _find(rs, CLUSTER).props  # noqa: E704
 def _bucket(rs): return _find(rs, BUCKET).props  # noqa: E704
 def _raycluster(rs): return _find(rs, RAY_CLUSTER)  # noqa: E704
+def _dedicated(rs): return next(r for r in rs if r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"])  # noqa: E704
+def _any_cluster(rs): return next(r for r in rs if r.type == RAY_CLUSTER or (r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"]))  # noqa: E501,E704
 def _job(rs, name): return _find(rs, RAY_JOB, name)  # noqa: E704
 
 
@@ -277,8 +279,26 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      lambda rs: _worker(_raycluster(rs)).update(image="rayproject/ray"), None,
      "image rayproject/ray is mutable"),
     ("privileged-only-for-tpu", "prod",
-     lambda rs: _head(_raycluster(rs)).update(securityContext={"privileged": True}), None,
+     lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][
+         0].update(securityContext={"privileged": True}), None,
      "container ray-head is privileged but requests no google.com/tpu"),
+    ("ray-head-network-policy", "prod",
+     lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
+     "no NetworkPolicy in namespace default restricts ingress to its head"),
+    ("ray-head-network-policy-dev", "dev",
+     lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
+     "no NetworkPolicy in namespace default restricts ingress to its head"),
+    ("ray-pods-no-token-automount", "prod",
+     lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].pop(
+         "automountServiceAccountToken"), None,
+     "automountServiceAccountToken is not false"),
+    ("ray-pods-no-token-automount-dev", "dev",
+     lambda rs: _worker_group(_any_cluster(rs))["template"]["spec"].update(automountServiceAccountToken=True), None,
+     "automountServiceAccountToken is not false"),
+    ("ray-auth-version", "prod",
+     lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"].update(authOptions={"mode": "token"},
+                                                                      rayVersion="2.51.0"), None,
+     "KubeRay refuses it below 2.52.0"),
     ("allowed-locations", "prod", lambda rs: None,
      {"allowed-locations": {"allowedRegions": ["europe-west4"]}},
      "location us-east5-b is outside the allowed regions ['europe-west4']"),

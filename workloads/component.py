@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stackspec.spec import StackSpec
-from workloads import manifests
+from workloads import manifests, security
 from workloads import monitoring as gmp
 from workloads.queueing import KueueQueueing, KueueQueueingArgs
 
@@ -38,6 +38,15 @@ def _custom(name: str, doc: dict, opts: pulumi.ResourceOptions) -> k8s.apiextens
         spec=doc["spec"],
         opts=opts,
     )
+
+
+def _rbac(name: str, doc: dict, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    rbac = k8s.rbac.v1
+    if doc["kind"] in ("Role", "ClusterRole"):
+        cls = rbac.Role if doc["kind"] == "Role" else rbac.ClusterRole
+        return cls(name, metadata=doc["metadata"], rules=doc["rules"], opts=opts)
+    cls = rbac.RoleBinding if doc["kind"] == "RoleBinding" else rbac.ClusterRoleBinding
+    return cls(name, metadata=doc["metadata"], role_ref=doc["roleRef"], subjects=doc["subjects"], opts=opts)
 
 
 class RayWorkloads(pulumi.ComponentResource):
@@ -77,6 +86,17 @@ class RayWorkloads(pulumi.ComponentResource):
                                       pulumi.ResourceOptions(parent=self))
         needs.append(self.queueing)
 
+        # Each Ray head's NetworkPolicy exists before its pods do (no window with the head open).
+        policies = security.network_policies(spec, manifests.needs_shared_cluster(spec), manifests.declared_jobs(spec))
+        self.network_policies = [
+            k8s.networking.v1.NetworkPolicy(f"{name}-{np['metadata']['name']}", metadata=np["metadata"],
+                                            spec=np["spec"], opts=base)
+            for np in policies
+        ]
+        needs += self.network_policies
+        # The drill identity's RBAC: exactly what drills/cluster.py calls.
+        self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, base) for d in security.drill_rbac(spec)]
+
         self.cluster = None
         if manifests.needs_shared_cluster(spec):
             self.cluster = _custom(
@@ -111,6 +131,8 @@ class RayWorkloads(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "podMonitorings": [doc["metadata"]["name"] for doc in monitors],
+                "networkPolicies": [np["metadata"]["name"] for np in policies],
+                "drillUser": security.drill_user(spec),
                 "claimTemplate": manifests.claim_template_name(spec) if spec.dranet else None,
                 "trainerConfigMap": manifests.trainer_configmap_name(spec),
                 "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],

@@ -20,6 +20,7 @@ from typing import Any
 from stackspec import kube, kuberay, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
+from workloads import security
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
@@ -242,6 +243,9 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
             "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
             "spec": {
                 "serviceAccountName": spec.storage.service_account,
+                # No Kubernetes API calls from the head (no in-tree autoscaler): no API token in the pod.
+                # GCS access is workload identity through the GKE metadata server, which needs none.
+                "automountServiceAccountToken": False,
                 "containers": [
                     {
                         "name": "ray-head",
@@ -282,7 +286,8 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
         "limits": {"memory": ray.worker_memory, kube.TPU_RESOURCE: tpu},
         "requests": {"cpu": ray.worker_cpu, "memory": ray.worker_memory, kube.TPU_RESOURCE: tpu},
     }
-    pod: dict[str, Any] = {"serviceAccountName": spec.storage.service_account}
+    pod: dict[str, Any] = {"serviceAccountName": spec.storage.service_account,
+                           "automountServiceAccountToken": False}  # workers never call the Kubernetes API
     if spec.dranet:
         pod["resourceClaims"] = [{"name": NETDEV_CLAIM, "resourceClaimTemplateName": claim_template_name(spec)}]
         resources = {"claims": [{"name": NETDEV_CLAIM}], **resources}
@@ -293,8 +298,10 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
             "imagePullPolicy": IMAGE_PULL_POLICY,
             "resources": resources,
             "env": _worker_env(spec, size.replicas),
-            # libtpu needs the host's TPU devices (/dev/vfio, /dev/accel*): the seed runs privileged.
-            "securityContext": {"privileged": True},
+            # Not privileged (the seed is): on GKE >= 1.28 the TPU device plugin gives a container that
+            # requests google.com/tpu its chips' devices, and the pinned version (>= 1.34, DRANET) is
+            # past that; DRANET attaches the DCN NICs itself. The policy pack refuses privileged.
+            "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
             "volumeMounts": _volume_mounts(trainer=False),
         }
     ]
@@ -325,6 +332,8 @@ def ray_cluster_spec(spec: StackSpec, sizes: Mapping[str, GroupSize] | None = No
     body: dict[str, Any] = {}
     if version := ray_version(spec.ray.image):
         body["rayVersion"] = version
+    if auth := security.auth_options(spec):
+        body["authOptions"] = auth
     body["headGroupSpec"] = _head_group(spec)
     body["workerGroupSpecs"] = [_worker_group(spec, g, sizes[g.name]) for g in spec.groups if g.name in sizes]
     return body
@@ -340,6 +349,7 @@ def submitter_pod_template(spec: StackSpec) -> dict[str, Any]:
     return {
         "spec": {
             "restartPolicy": "Never",
+            "automountServiceAccountToken": False,  # `ray job submit` talks to the dashboard only
             "containers": [{"name": SUBMITTER_CONTAINER, "image": spec.worker_image,
                             "imagePullPolicy": IMAGE_PULL_POLICY, "resources": SUBMITTER_RESOURCES}],
         }
@@ -414,8 +424,8 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         # A Kubernetes Job runs `ray job submit`; its retries are KubeRay's to manage.
         "submissionMode": "K8sJobMode",
     }
-    if spec.image is not None:
-        body["submitterPodTemplate"] = submitter_pod_template(spec)
+    # Always explicit: KubeRay's default submitter pod would mount an API token it never uses.
+    body["submitterPodTemplate"] = submitter_pod_template(spec)
     if job.cluster == "shared":
         body["clusterSelector"] = {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
     else:

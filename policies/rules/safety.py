@@ -7,15 +7,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from stackspec import kube
+from stackspec.model import RAY_AUTH_MIN
 
 from .common import (
     BUCKET,
     CLUSTER,
     NODE_POOL,
+    RAY_CLUSTER,
     RAY_JOB,
     SERVICE,
     SUBNETWORK,
     Context,
+    Res,
     cluster_specs,
     containers,
     get,
@@ -197,17 +200,112 @@ def no_mutable_images_in_prod(type_: str, props: Mapping[str, Any], ctx: Context
 
 
 def privileged_only_for_tpu(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
-    """``privileged`` only on containers that request TPUs (libtpu opens the host devices)."""
+    """No ``privileged`` container unless the allow-list names it with a reason.
+
+    TPU containers are not on it by default: on GKE >= 1.28 the TPU device plugin hands a container
+    that requests ``google.com/tpu`` its chips' devices, and the stacks pin GKE >= 1.34 (DRANET).
+    """
+    allowed: Mapping[str, Any] = ctx.config.get("privilegedAllowed", {}) or {}
     out = []
     for path, pod in pod_specs(type_, props):
         for c in containers(pod):
-            priv = get(c, "securityContext.privileged") is True
-            if priv and tpu_request(c) == (None, None):
-                out.append(f"{k8s_name(props)} {path} container {get(c, 'name', '?')} is "
-                           "privileged but requests no google.com/tpu")
+            name = str(get(c, "name", "?"))
+            if get(c, "securityContext.privileged") is not True or allowed.get(name):
+                continue
+            where = f"{k8s_name(props)} {path} container {name}"
+            if tpu_request(c) == (None, None):
+                out.append(f"{where} is privileged but requests no google.com/tpu")
+            else:
+                out.append(f"{where} is privileged: GKE >= {'.'.join(map(str, TPU_UNPRIVILEGED_SINCE))} "
+                           "gives TPU containers their devices without it (allow it by name, with a "
+                           "reason, in privilegedAllowed only for an older GKE)")
         if get(pod, "hostNetwork") is True:
             out.append(f"{k8s_name(props)} {path}: hostNetwork shares the node's network; "
                        "DRANET attaches the NICs instead")
+    return out
+
+
+# --------------------------------------------------------------------------- in-cluster access
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+# GKE's TPU device plugin gives unprivileged containers the TPU devices from this version on.
+TPU_UNPRIVILEGED_SINCE = (1, 28)
+
+
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector matches pods carrying ``labels`` (an empty selector: every pod)."""
+    for k, v in (get(selector, "matchLabels", {}) or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in items(get(selector, "matchExpressions", [])):
+        key, op, values = get(e, "key"), get(e, "operator"), items(get(e, "values", []))
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def _heads(resources: list[Res]) -> list[tuple[Res, str, dict[str, str]]]:
+    """(resource, namespace, head pod labels) for every RayCluster and RayJob with its own cluster."""
+    out = []
+    for r in resources:
+        for _, spec in cluster_specs(r.type, r.props):
+            template = get(spec, "headGroupSpec.template.metadata.labels", {}) or {}
+            labels = {str(k): str(v) for k, v in template.items()}
+            labels[kube.RAY_NODE_TYPE_LABEL] = "head"
+            if r.type == RAY_CLUSTER:
+                labels[kube.RAY_CLUSTER_LABEL] = k8s_name(r.props)  # KubeRay's label on its pods
+            out.append((r, str(get(r.props, "metadata.namespace", "default")), labels))
+    return out
+
+
+def _guards(policy: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """The NetworkPolicy selects the head and restricts its ingress (no rule open to every source)."""
+    types = items(get(policy, "spec.policyTypes", [])) or ["Ingress"]
+    return ("Ingress" in types and _selects(get(policy, "spec.podSelector", {}) or {}, labels)
+            and all(items(get(rule, "from", [])) for rule in items(get(policy, "spec.ingress", []))))
+
+
+def ray_head_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Res | None, str]]:
+    """Every RayCluster (and RayJob bringing its own) has a NetworkPolicy guarding its head."""
+    policies = [r for r in resources if r.type == NETWORK_POLICY]
+    out = []
+    for r, ns, labels in _heads(resources):
+        if not any(_guards(p.props, labels) and get(p.props, "metadata.namespace", "default") == ns
+                   for p in policies):
+            kind = "RayCluster" if r.type == RAY_CLUSTER else "RayJob's own RayCluster"
+            out.append((r, f"{kind} {k8s_name(r.props)}: no NetworkPolicy in namespace {ns} restricts "
+                           "ingress to its head (GCS, client and dashboard ports open to every pod)"))
+    return out
+
+
+def ray_pods_no_token_automount(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Ray pods (head, workers, RayJob submitter) get no Kubernetes API token."""
+    if type_ not in (RAY_CLUSTER, RAY_JOB):
+        return []
+    autoscaled = any(get(spec, "enableInTreeAutoscaling") is True for _, spec in cluster_specs(type_, props))
+    out = []
+    for path, pod in pod_specs(type_, props):
+        if autoscaled and path.endswith("headGroupSpec"):
+            continue  # the autoscaler sidecar on the head calls the API
+        if get(pod, "automountServiceAccountToken") is not False:
+            out.append(f"{k8s_name(props)} {path}: automountServiceAccountToken is not false: the pod "
+                       "gets a Kubernetes API token it never uses")
+    return out
+
+
+def ray_auth_version(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """A Ray cluster with token auth names a Ray version KubeRay accepts for it (>= 2.52.0)."""
+    out = []
+    for path, spec in cluster_specs(type_, props):
+        if get(spec, "authOptions.mode") != "token":
+            continue
+        version = str(get(spec, "rayVersion", ""))
+        parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+        if len(parts) != 3 or parts < RAY_AUTH_MIN:
+            out.append(f"{k8s_name(props)} {path}: authOptions.mode token with rayVersion "
+                       f"{version or 'unset'}: KubeRay refuses it below "
+                       f"{'.'.join(map(str, RAY_AUTH_MIN))}")
     return out
 
 

@@ -1,0 +1,276 @@
+"""Inside the cluster: head NetworkPolicies, the drill identity's RBAC, no API tokens in Ray pods,
+no privileged containers, Ray token auth; and the policies that hold them.
+
+Renderings come from the real program under Pulumi mocks (``offline.engine``: only GCP and the
+Pulumi engine are replaced). Every rendered object is checked against the Kubernetes 1.35 schema
+(kubernetes-validate, strict: unknown fields fail) or KubeRay's CRD; the policy cases change a
+deep copy of the rendering and run the real rules through the offline evaluator.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+
+import kubernetes_validate
+import pytest
+
+from drills import cluster as drill
+from offline import engine
+from policies import offline
+from policies.rules.common import RAY_CLUSTER, RAY_JOB, Res
+from stackspec import kube, limits
+from stackspec import spec as stack_spec
+from stackspec.errors import SpecError
+from workloads import manifests, security
+
+K8S_VERSION = "1.35.0"
+NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def _with_shared_job(stack: str) -> dict[str, str]:
+    """The stack's config with its elastic job moved onto the shared RayCluster."""
+    config = engine.stack_config(stack)
+    key = f"{stack_spec.PROJECT}:jobs"
+    jobs = json.loads(config[key])
+    for j in jobs:
+        if j.get("mode") == "elastic":
+            j["cluster"] = "shared"
+    return {**config, key: json.dumps(jobs)}
+
+
+@pytest.fixture(scope="module")
+def renderings() -> dict[str, engine.Rendering]:
+    return {"prod": engine.render("prod"), "dev": engine.render("dev"),
+            "prod-shared": engine.render("prod", _with_shared_job("prod"))}
+
+
+def _docs(rendering: engine.Rendering) -> list[dict]:
+    return [engine.kubernetes_manifest(r) for r in rendering.resources if engine.is_kubernetes_object(r)]
+
+
+def _kind(rendering, kind: str) -> list[dict]:
+    return [d for d in _docs(rendering) if d["kind"] == kind]
+
+
+def _head_labels(doc: dict) -> dict[str, str]:
+    spec = doc["spec"].get("rayClusterSpec", doc["spec"])
+    labels = dict(spec["headGroupSpec"]["template"].get("metadata", {}).get("labels", {}))
+    labels[kube.RAY_NODE_TYPE_LABEL] = "head"
+    if doc["kind"] == "RayCluster":
+        labels[kube.RAY_CLUSTER_LABEL] = doc["metadata"]["name"]
+    return labels
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_every_object_validates_against_its_schema(renderings, stack, kuberay_validator):
+    docs = _docs(renderings[stack])
+    builtin = [d for d in docs if d["kind"] in ("NetworkPolicy", "Role", "RoleBinding", "ClusterRole",
+                                                "ClusterRoleBinding", "ServiceAccount")]
+    assert {d["kind"] for d in builtin} >= {"NetworkPolicy", "Role", "RoleBinding", "ClusterRole",
+                                            "ClusterRoleBinding"}
+    for d in builtin:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+    for d in docs:
+        if d["kind"] in ("RayCluster", "RayJob"):
+            assert kuberay_validator(d) == [], d["metadata"]["name"]
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_each_ray_head_has_its_network_policy(renderings, stack):
+    r = renderings[stack]
+    policies = _kind(r, "NetworkPolicy")
+    heads = _kind(r, "RayCluster") + [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
+    assert heads and len(policies) == len(heads)
+    ports = {p["port"] for pol in policies for rule in pol["spec"]["ingress"] for p in rule.get("ports", [])}
+    assert ports == {limits.RAY_HEAD_PORTS["dashboard"], r.spec.ray.metrics_export_port}
+    for head in heads:
+        labels = _head_labels(head)
+        mine = [p for p in policies
+                if all(labels.get(k) == v for k, v in p["spec"]["podSelector"]["matchLabels"].items())]
+        assert len(mine) == 1, head["metadata"]["name"]
+        pol = mine[0]
+        assert pol["spec"]["policyTypes"] == ["Ingress"]
+        rules = pol["spec"]["ingress"]
+        # Only the cluster's own Ray pods reach every port; everything else names a source and a port.
+        same_cluster = rules[0]["from"][0]["podSelector"]["matchLabels"]
+        assert set(same_cluster) <= set(labels) and kube.RAY_NODE_TYPE_LABEL not in same_cluster
+        assert "ports" not in rules[0]
+        namespaces = {x["from"][0]["namespaceSelector"]["matchLabels"][security.NAMESPACE_NAME_LABEL]: x["ports"]
+                      for x in rules if "namespaceSelector" in x["from"][0]}
+        assert namespaces == {"kube-system": [{"protocol": "TCP", "port": 8265}],
+                              "gmp-system": [{"protocol": "TCP", "port": r.spec.ray.metrics_export_port}]}
+        assert all(x.get("from") for x in rules)
+
+
+def test_shared_cluster_admits_the_submitters_of_its_jobs_on_the_dashboard_port(renderings):
+    r = renderings["prod-shared"]
+    [pol] = [p for p in _kind(r, "NetworkPolicy")
+             if p["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL) == r.spec.ray.cluster_name]
+    submitters = [x for x in pol["spec"]["ingress"] if "podSelector" in x["from"][0]
+                  and "matchExpressions" in x["from"][0]["podSelector"]]
+    shared_jobs = sorted(j.name for j in manifests.declared_jobs(r.spec) if j.cluster == "shared")
+    assert submitters == [{"from": [{"podSelector": {"matchExpressions": [
+        {"key": "batch.kubernetes.io/job-name", "operator": "In", "values": shared_jobs}]}}],
+        "ports": [{"protocol": "TCP", "port": 8265}]}]
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev"])
+def test_ray_pods_mount_no_api_token_and_nothing_is_privileged(renderings, stack):
+    for d in _kind(renderings[stack], "RayCluster") + _kind(renderings[stack], "RayJob"):
+        spec = d["spec"].get("rayClusterSpec", d["spec"] if d["kind"] == "RayCluster" else None)
+        pods = [d["spec"]["submitterPodTemplate"]["spec"]] if d["kind"] == "RayJob" else []
+        if spec:
+            pods += [spec["headGroupSpec"]["template"]["spec"]]
+            pods += [g["template"]["spec"] for g in spec["workerGroupSpecs"]]
+        for pod in pods:
+            assert pod["automountServiceAccountToken"] is False
+            for c in pod["containers"]:
+                assert c.get("securityContext", {}).get("privileged") is not True
+    [ksa] = _kind(renderings[stack], "ServiceAccount")
+    assert ksa["automountServiceAccountToken"] is False
+
+
+def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
+    r = renderings["prod"]
+    user = f"ci-drill@{r.spec.project}.iam.gserviceaccount.com"
+    [role], [binding] = _kind(r, "Role"), _kind(r, "RoleBinding")
+    [crole], [cbinding] = _kind(r, "ClusterRole"), _kind(r, "ClusterRoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == r.spec.storage.namespace
+    for b, ref in ((binding, role), (cbinding, crole)):
+        assert b["subjects"] == [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]
+        assert b["roleRef"]["name"] == ref["metadata"]["name"] and b["roleRef"]["kind"] == ref["kind"]
+
+    def grants(rules):
+        return {(g, res, v) for x in rules for g in x["apiGroups"] for res in x["resources"] for v in x["verbs"]}
+
+    # The Kubernetes calls drills/cluster.Kube makes (client method -> group, resource, verb).
+    namespaced = {
+        "get_namespaced_custom_object": (drill.RAY_GROUP, drill.RAYJOBS, "get"),
+        "list_namespaced_pod": ("", "pods", "list"),
+        "delete_namespaced_pod": ("", "pods", "delete"),
+        "read_namespaced_service": ("", "services", "get"),
+        "connect_get_namespaced_service_proxy_with_path": ("", "services/proxy", "get"),
+    }
+    cluster_wide = {"read_node": ("", "nodes", "get"), "delete_node": ("", "nodes", "delete")}
+    source = inspect.getsource(drill.Kube)
+    assert all(m in source for m in (*namespaced, *cluster_wide))
+    assert grants(role["rules"]) == set(namespaced.values())
+    assert grants(crole["rules"]) == set(cluster_wide.values())
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def _resources(rendering) -> list[Res]:
+    return copy.deepcopy(offline.resources_of(rendering))
+
+
+def _messages(resources, env: str, rule: str) -> list[str]:
+    return [v.message for v in offline.evaluate_resources(resources, env) if v.rule == rule]
+
+
+def _violations(resources, env: str, rule: str):
+    return [v for v in offline.evaluate_resources(resources, env) if v.rule == rule]
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_renderings_pass_every_in_cluster_rule(renderings, stack):
+    env = renderings[stack].spec.environment
+    found = offline.evaluate_resources(_resources(renderings[stack]), env)
+    rules = {"ray-head-network-policy", "ray-head-network-policy-dev", "ray-pods-no-token-automount",
+             "ray-pods-no-token-automount-dev", "ray-auth-version", "privileged-only-for-tpu"}
+    assert [v for v in found if v.rule in rules] == []
+
+
+@pytest.mark.parametrize("stack", ["prod", "prod-shared"])
+def test_prod_without_a_head_network_policy_is_refused(renderings, stack):
+    rs = [r for r in _resources(renderings[stack]) if r.type != NETPOL]
+    [v, *more] = _violations(rs, "prod", "ray-head-network-policy")
+    assert v.mandatory and "no NetworkPolicy in namespace default restricts ingress to its head" in v.message
+    assert len(more) + 1 == len([r for r in rs if r.type == RAY_CLUSTER
+                                 or (r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"])])
+    assert _violations(rs, "prod", "ray-head-network-policy-dev") == []
+
+
+def test_a_policy_open_to_every_source_or_missing_the_head_does_not_count(renderings):
+    rs = _resources(renderings["prod-shared"])
+    pol = next(r for r in rs if r.type == NETPOL
+               and r.props["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL))
+    pol.props["spec"]["ingress"].append({"ports": [{"port": 6379}]})  # no "from": any pod, any namespace
+    assert _messages(rs, "prod", "ray-head-network-policy") == [
+        "RayCluster maxtext-tpu-cluster: no NetworkPolicy in namespace default restricts ingress to its head "
+        "(GCS, client and dashboard ports open to every pod)"]
+    rs = _resources(renderings["prod-shared"])
+    pol = next(r for r in rs if r.type == NETPOL
+               and r.props["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL))
+    pol.props["spec"]["podSelector"]["matchLabels"][kube.RAY_CLUSTER_LABEL] = "another-cluster"
+    assert len(_messages(rs, "prod", "ray-head-network-policy")) == 1
+
+
+def test_dev_without_a_head_network_policy_is_a_warning(renderings):
+    rs = [r for r in _resources(renderings["dev"]) if r.type != NETPOL]
+    assert _violations(rs, "dev", "ray-head-network-policy") == []
+    [v, *_] = _violations(rs, "dev", "ray-head-network-policy-dev")
+    assert not v.mandatory
+
+
+def test_token_automount_on_a_ray_pod_is_refused_in_prod(renderings):
+    rs = _resources(renderings["prod"])
+    job = next(r for r in rs if r.type == RAY_JOB)
+    job.props["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"].pop("automountServiceAccountToken")
+    [v] = _violations(rs, "prod", "ray-pods-no-token-automount")
+    assert v.mandatory and "automountServiceAccountToken is not false" in v.message
+    assert not _violations(rs, "dev", "ray-pods-no-token-automount")
+    assert [x.mandatory for x in _violations(rs, "dev", "ray-pods-no-token-automount-dev")] == [False]
+
+
+def test_privileged_tpu_container_needs_an_allow_list_entry(renderings):
+    rs = _resources(renderings["prod"])
+    job = next(r for r in rs if r.type == RAY_JOB)
+    worker = job.props["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker["securityContext"] = {"privileged": True}
+    [msg] = _messages(rs, "prod", "privileged-only-for-tpu")
+    assert "container ray-worker is privileged: GKE >= 1.28 gives TPU containers their devices" in msg
+    allowed = {"privileged-only-for-tpu": {"privilegedAllowed": {"ray-worker": "GKE 1.27 TPU nodes"}}}
+    assert [v for v in offline.evaluate_resources(rs, "prod", allowed) if v.rule == "privileged-only-for-tpu"] == []
+
+
+# --------------------------------------------------------------------------- Ray token auth
+
+
+def _config(stack: str, **ray) -> dict[str, str]:
+    config = engine.stack_config(stack)
+    key = f"{stack_spec.PROJECT}:ray"
+    return {**config, key: json.dumps({**json.loads(config.get(key, "{}")), **ray})}
+
+
+def test_token_auth_renders_kuberay_auth_options(kuberay_validator):
+    r = engine.render("prod", _config("prod", auth="token"))
+    jobs = [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
+    assert jobs
+    for d in jobs:
+        assert d["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}
+        assert kuberay_validator(d) == []
+    assert not [v for v in offline.evaluate_resources(_resources(r), "prod") if v.rule == "ray-auth-version"]
+    assert all("authOptions" not in d["spec"].get("rayClusterSpec", {}) for d in _kind(engine.render("prod"), "RayJob"))
+
+
+@pytest.mark.parametrize("ray,expected", [
+    ({"auth": "token", "kuberayVersion": "1.5.0"}, "KubeRay 1.5.0 (ray.kuberayVersion) has no authOptions"),
+    ({"auth": "token", "image": "rayproject/ray:2.51.0-py312-tpu"}, "token auth needs Ray >= 2.52.0"),
+    ({"auth": "tokens"}, "ray.auth"),
+])
+def test_token_auth_the_operator_or_ray_would_drop_is_refused(ray, expected):
+    with pytest.raises(SpecError) as err:
+        stack_spec.load("prod", _config("prod", **ray))
+    assert expected in str(err.value)
+
+
+def test_auth_version_rule_refuses_a_token_cluster_below_ray_2_52(renderings):
+    rs = _resources(renderings["prod"])
+    job = next(r for r in rs if r.type == RAY_JOB)
+    job.props["spec"]["rayClusterSpec"].update(authOptions={"mode": "token"}, rayVersion="2.50.0")
+    [v] = _violations(rs, "prod", "ray-auth-version")
+    assert v.mandatory and "KubeRay refuses it below 2.52.0" in v.message

@@ -1,0 +1,178 @@
+"""Inside the cluster: who may reach a Ray head, what the drill identity may do, Ray's token auth.
+
+Plain documents (no Pulumi here), like ``workloads/manifests.py``; ``workloads/component.py``
+declares them.
+
+- One ``networking.k8s.io/v1`` NetworkPolicy per RayCluster (the shared one and each dedicated
+  job's own), selecting its head pod. Ingress to the head is allowed only from:
+  the Ray pods of the same cluster (every port: Ray nodes talk to the head's raylet, object
+  manager and the driver's workers on ports Ray picks, besides GCS 6379 and client 10001);
+  the cluster's RayJob submitter pods (the dashboard port, where ``ray job submit`` talks);
+  ``kube-system`` (the dashboard port: GKE's control plane, which hosts the Ray operator
+  add-on and serves ``services/proxy``, reaches pods through the Konnectivity agents there);
+  ``gmp-system`` (the metrics port: Google Managed Prometheus's collectors).
+- The drill identity's RBAC: exactly the calls ``drills/cluster.py``'s ``Kube`` makes.
+- Ray token authentication (``ray.auth: token``): KubeRay's ``authOptions`` (>= 1.5.1, Ray >= 2.52).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stackspec import kube, limits
+from stackspec.spec import Job, StackSpec
+
+NETWORK_POLICY_API = "networking.k8s.io/v1"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+# The Ray head's ports, written once in stackspec (KubeRay's names).
+GCS_PORT = limits.RAY_HEAD_PORTS["gcs-server"]
+DASHBOARD_PORT = limits.RAY_HEAD_PORTS["dashboard"]
+CLIENT_PORT = limits.RAY_HEAD_PORTS["client"]
+
+# Kubernetes labels every namespace with its name (1.22+) and every Job's pods with the Job's
+# name (1.27+); KubeRay names the submitter Job of a RayJob after the RayJob.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# Google Managed Prometheus's collectors (the PodMonitoring scrapers) run here.
+GMP_NAMESPACE = "gmp-system"
+# GKE's control plane reaches pods through the Konnectivity agents in kube-system (the API server's
+# services/proxy, which the cluster drill reads the Ray job log through, and the KubeRay operator,
+# which GKE's Ray add-on hosts outside the nodes and which polls the dashboard's job API).
+CONTROL_PLANE_NAMESPACE = "kube-system"
+
+
+def _labels(spec: StackSpec, component: str) -> dict[str, str]:
+    return {
+        kube.PART_OF_LABEL: kube.PART_OF_VALUE,
+        kube.COMPONENT_LABEL: component,
+        kube.MANAGED_BY_LABEL: "pulumi",
+        kube.STACK_LABEL: spec.stack,
+    }
+
+
+# --------------------------------------------------------------------------- NetworkPolicy
+
+
+def network_policy_name(ray_cluster: str) -> str:
+    return f"{ray_cluster}-head-ingress"
+
+
+def _ports(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+def _from_namespace(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}}
+
+
+def head_network_policy(spec: StackSpec, name: str, ray_pods: dict[str, str], submitters: list[str]) -> dict[str, Any]:
+    """The NetworkPolicy of one RayCluster's head.
+
+    ``ray_pods`` selects the cluster's pods (``ray.io/cluster`` for the shared cluster, the job
+    label for a dedicated one, whose name KubeRay picks); ``submitters`` are the RayJobs whose
+    submitter pods call the head's dashboard port.
+    """
+    ingress: list[dict[str, Any]] = [
+        # Ray's node-to-node traffic: GCS, raylet, object manager, workers (ports Ray chooses).
+        {"from": [{"podSelector": {"matchLabels": dict(ray_pods)}}]},
+    ]
+    if submitters:
+        ingress.append({
+            "from": [{"podSelector": {"matchExpressions": [
+                {"key": JOB_NAME_LABEL, "operator": "In", "values": sorted(submitters)}]}}],
+            "ports": _ports(DASHBOARD_PORT),
+        })
+    ingress += [
+        {"from": [_from_namespace(CONTROL_PLANE_NAMESPACE)], "ports": _ports(DASHBOARD_PORT)},
+        {"from": [_from_namespace(GMP_NAMESPACE)], "ports": _ports(spec.ray.metrics_export_port)},
+    ]
+    return {
+        "apiVersion": NETWORK_POLICY_API,
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": network_policy_name(name),
+            "namespace": spec.storage.namespace,
+            "labels": _labels(spec, "ray-network-policy"),
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {**ray_pods, kube.RAY_NODE_TYPE_LABEL: "head"}},
+            "policyTypes": ["Ingress"],
+            "ingress": ingress,
+        },
+    }
+
+
+def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dict[str, Any]]:
+    """One NetworkPolicy per RayCluster: the shared one (``shared``) and each dedicated job's."""
+    docs = []
+    if shared:
+        on_shared = [j.name for j in jobs if j.cluster == "shared"]
+        docs.append(head_network_policy(spec, spec.ray.cluster_name,
+                                        {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}, on_shared))
+    for job in jobs:
+        if job.cluster == "dedicated":
+            docs.append(head_network_policy(spec, job.name, {kube.JOB_LABEL: job.name}, [job.name]))
+    return docs
+
+
+# --------------------------------------------------------------------------- drill RBAC
+
+
+def drill_user(spec: StackSpec) -> str:
+    """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/)."""
+    return f"ci-drill@{spec.project}.iam.gserviceaccount.com"
+
+
+# What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
+# pods and delete one (or a replica's), read the head service's port and GET the Ray job log through
+# its services/proxy; cluster-wide, read a node's pool label and delete that node.
+DRILL_NAMESPACED_RULES = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]},
+)
+DRILL_CLUSTER_RULES = (
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "delete"]},
+)
+
+
+def drill_role_name(spec: StackSpec) -> str:
+    return f"{spec.cluster.name}-drill"
+
+
+def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
+    """Role + RoleBinding in the workload namespace, ClusterRole + ClusterRoleBinding for nodes."""
+    name, ns = drill_role_name(spec), spec.storage.namespace
+    labels = _labels(spec, "drill-rbac")
+    subject = [{"kind": "User", "apiGroup": RBAC_GROUP, "name": drill_user(spec)}]
+    return [
+        {"apiVersion": RBAC_API, "kind": "Role",
+         "metadata": {"name": name, "namespace": ns, "labels": labels},
+         "rules": [dict(r) for r in DRILL_NAMESPACED_RULES]},
+        {"apiVersion": RBAC_API, "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": ns, "labels": labels},
+         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
+         "subjects": subject},
+        {"apiVersion": RBAC_API, "kind": "ClusterRole",
+         "metadata": {"name": name, "labels": labels},
+         "rules": [dict(r) for r in DRILL_CLUSTER_RULES]},
+        {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding",
+         "metadata": {"name": name, "labels": labels},
+         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+         "subjects": subject},
+    ]
+
+
+# --------------------------------------------------------------------------- Ray token auth
+
+
+def auth_options(spec: StackSpec) -> dict[str, Any] | None:
+    """KubeRay's ``authOptions`` for ``ray.auth: token``: the operator generates a Secret named
+    after the RayCluster, sets RAY_AUTH_MODE/RAY_AUTH_TOKEN on every Ray container and on the
+    RayJob submitter, and sends the token on its own dashboard calls."""
+    if getattr(spec.ray, "auth", "disabled") != "token":
+        return None
+    return {"mode": "token"}
