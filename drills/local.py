@@ -18,6 +18,8 @@ same host clock) and from the driver log (Ray Train's failure-policy lines).
 
 from __future__ import annotations
 
+import json
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,11 +44,22 @@ RETRY = "[FailurePolicy] RETRY"
 RAISE = "[FailurePolicy] RAISE"
 # Scenarios: one preemption (elastic restart or multislice resubmit); a kill while a
 # checkpoint is being written; kills up to max_failures and one more, which must fail the job.
-SCENARIOS = ("preemption", "mid-save", "repeated")
+SCENARIOS = ("preemption", "mid-save", "repeated", "reshard")
 # mid-save: how long Orbax holds each checkpoint before committing it (slow storage).
 MID_SAVE_COMMIT_DELAY_S = 4.0
 # repeated: the job must have ended this long after the kill that exhausts max_failures.
 FAIL_DEADLINE_S = 180.0
+# reshard: short runs (no kill window needed): checkpoints 0, 5, 10, 15 at the default period.
+RESHARD_STEPS = 16
+# reshard: how far a resharded run's losses may stray from the reference run's.
+# The first step after the restore runs on the restored state itself: only the reduction order
+# of one forward pass differs between N and M workers (measured: ~5e-7). Later steps add each
+# update's rounding, which Adam amplifies where a gradient entry is near zero (measured: ~1e-4
+# after one step); a restore that lost the optimizer state or the step (learning-rate schedule)
+# or reloaded an older checkpoint strays by the loss change of a whole period, which the report
+# shows beside the tolerance.
+FIRST_STEP_LOSS_TOL = 1e-4
+CONTINUATION_LOSS_TOL = 2e-3
 
 
 def default_steps(scale_up: bool) -> int:
@@ -71,6 +84,9 @@ class LocalDrillOptions:
     max_failures: int | None = None  # repeated: overrides the job's (each kill costs a cold start)
     save_commit_delay_s: float = 0.0  # mid-save: MID_SAVE_COMMIT_DELAY_S unless given
     jax_cache_dir: Path | None = None  # default: drills.local_train.JAX_CACHE_DIR
+    # reshard: a finished ``train_local`` run (summary.json + checkpoints) of the same job,
+    # steps and period on ``slices`` workers, used as the reference instead of training one.
+    reference_dir: Path | None = None
     # Elastic: how often Ray Train looks for room to grow (Ray's default is 60 s).
     resize_interval_s: float = 10.0
     # Bounds a worker-group start that waits for a node the controller still counts. Ray's
@@ -91,6 +107,8 @@ class LocalDrillOptions:
             object.__setattr__(self, "kill_during_save", True)
         if self.kill_during_save and not self.save_commit_delay_s:
             object.__setattr__(self, "save_commit_delay_s", MID_SAVE_COMMIT_DELAY_S)
+        if self.scenario == "reshard":
+            object.__setattr__(self, "steps", self.steps or RESHARD_STEPS)
         if not self.steps:
             object.__setattr__(self, "steps", default_steps(self.scale_up))
 
@@ -245,14 +263,14 @@ class LocalDrill:
                 raise DrillFailed(f"timed out waiting for {what}")
             time.sleep(POLL_S)
 
-    def _start_driver(self):
+    def _start_driver(self, slices: int | None = None, data_dir: Path | None = None, name: str | None = None):
         from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
         o = self.opts
         argv = trainer_argv(
-            self.spec, self.job, local=True, data_dir=str(self.run_dir / "out"),
-            local_slices=o.slices, steps=o.steps,
+            self.spec, self.job, local=True, data_dir=str(data_dir or self.run_dir / "out"),
+            local_slices=slices or o.slices, steps=o.steps,
             step_delay=o.step_delay, checkpoint_period=o.checkpoint_period,
             resize_interval=o.resize_interval_s if self.job.elastic else None,
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
@@ -261,7 +279,7 @@ class LocalDrill:
         if self.t_job is None:
             self.t_job = time.time()
         env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
-        log = self.run_dir / f"driver-{len(self.drivers)}.log"
+        log = self.run_dir / f"driver-{name or len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
                               on_line=self.timeline.on_line, env=env)
         self.drivers.append(driver)
@@ -282,10 +300,13 @@ class LocalDrill:
             self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
             with self.cluster:
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
-                self._start_driver()
-                if o.scenario == "repeated":
+                if o.scenario == "reshard":
+                    self._reshard(deadline)
+                elif o.scenario == "repeated":
+                    self._start_driver()
                     self._repeated(deadline)
                 else:
+                    self._start_driver()
                     t_kill = self._kill_when_ready(deadline)
                     self._recover(t_kill, deadline)
                     if o.scale_up and self.job.elastic:
@@ -317,7 +338,7 @@ class LocalDrill:
         t0 = self.t_job
         r.step_times = [(round(t - t0, 2), s, w) for t, s, w in steps]
         r.marks = sorted(((label, round(t - t0, 2)) for label, t in r.marks), key=lambda m: m[1])
-        if r.final_step is not None:
+        if r.final_step is not None and self.opts.scenario != "reshard":  # reshard: separate runs
             r.job_wall_s = round(max(t for t, _, _ in steps) - t0, 1)
             r.productive_s = round(productive_seconds(steps, starts), 1)
 
@@ -477,6 +498,102 @@ class LocalDrill:
         self.report.killed += f"; {node.name}"
         self.say(f"KILLED {node.name} (kill #{n}) after step {self.timeline.last_step()}")
         return t_kill
+
+    # ------------------------------------------------------------------ resharding
+
+    def _run_to_end(self, name: str, slices: int, data_dir: Path, deadline: float):
+        driver = self._start_driver(slices=slices, data_dir=data_dir, name=name)
+        self._wait(f"the {name} run to end", lambda: driver.proc.poll() is not None, deadline,
+                   driver_may_exit=True)
+        driver.wait(timeout=10)
+        if driver.proc.returncode != 0 or not (driver.result or {}).get("ok"):
+            raise DrillFailed(f"the {name} run failed (driver exit {driver.proc.returncode}); see {driver.log}")
+        return driver
+
+    def _reference(self, deadline: float) -> tuple[dict[int, float], Path, int]:
+        """(losses by step, checkpoints directory, workers) of an uninterrupted run."""
+        o = self.opts
+        if o.reference_dir is not None:
+            ref = Path(o.reference_dir)
+            summary = json.loads((ref / "summary.json").read_text())
+            losses = {int(k): v for k, v in summary["losses"].items()}
+            if not summary.get("ok") or max(losses, default=-1) != o.steps - 1:
+                raise DrillFailed(f"reference run {ref} is not a finished {o.steps}-step run")
+            self.say(f"reference: {ref} ({summary['world_size']} workers, {len(losses)} steps)")
+            return losses, ref / "out" / self.job.run_name / "checkpoints", summary["world_size"]
+        driver = self._run_to_end("reference", o.slices, self.run_dir / "reference", deadline)
+        self.say(f"reference run done on {o.slices} workers")
+        return driver.losses(), self.run_dir / "reference" / self.job.run_name / "checkpoints", o.slices
+
+    def _resharded(self, name: str, src: Path, step: int, workers: int, ref: dict[int, float],
+                   deadline: float) -> tuple[Path, list[str]]:
+        """Restore checkpoint ``step`` of ``src`` on ``workers`` workers, train to the end and
+        compare its losses with ``ref``: (its checkpoints directory, problems)."""
+        o, r = self.opts, self.report
+        data_dir = self.run_dir / name
+        ckpt = data_dir / self.job.run_name / "checkpoints"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src / str(step), ckpt / str(step))  # the latest there: MaxText restores it
+        t = time.time()
+        driver = self._run_to_end(name, workers, data_dir, deadline)
+        r.marks.append((f"{name} run", t))
+        starts = [e for e in driver.events if e["event"] == "start"]
+        losses = driver.losses()
+        problems = []
+        if not starts or starts[0]["start_step"] != step + 1 or starts[0]["world"] != workers:
+            got = (starts[0]["start_step"], starts[0]["world"]) if starts else None
+            problems.append(f"{name}: expected to resume at step {step + 1} on {workers} worker(s), got "
+                            f"(step, workers) {got}")
+        compared = sorted(s for s in losses if s > step and s in ref)
+        if compared != list(range(step + 1, o.steps)):
+            problems.append(f"{name}: losses for steps {compared}, expected {step + 1}..{o.steps - 1}")
+        diffs = {s: abs(losses[s] - ref[s]) for s in compared}
+        first = diffs.get(step + 1)
+        worst = max(diffs.values(), default=None)
+        # What a wrong restore would look like: the reference's loss change over one period.
+        scale = min((abs(ref[s] - ref[s - o.checkpoint_period]) for s in compared
+                     if s - o.checkpoint_period in ref), default=None)
+        r.figures[f"{name}: restored step"] = step
+        r.figures[f"{name}: workers"] = f"{self._writers[src]} -> {workers}"
+        r.figures[f"{name}: first step |loss - ref|"] = None if first is None else float(f"{first:.2e}")
+        r.figures[f"{name}: max |loss - ref|"] = None if worst is None else float(f"{worst:.2e}")
+        r.figures[f"{name}: one period's loss change"] = None if scale is None else round(scale, 4)
+        if first is not None and first > FIRST_STEP_LOSS_TOL:
+            problems.append(f"{name}: first step after the restore has loss {losses[step + 1]:.6f}, the "
+                            f"reference {ref[step + 1]:.6f} (tolerance {FIRST_STEP_LOSS_TOL})")
+        if worst is not None and worst > CONTINUATION_LOSS_TOL:
+            s = max(diffs, key=diffs.get)
+            problems.append(f"{name}: step {s} loss {losses[s]:.6f}, the reference {ref[s]:.6f} "
+                            f"(tolerance {CONTINUATION_LOSS_TOL})")
+        self.say(f"{name}: checkpoint {step} restored on {workers} worker(s); first step |diff| {first}, "
+                 f"max {worst} over {len(diffs)} step(s)")
+        self._writers[ckpt] = workers
+        return ckpt, problems
+
+    def _reshard(self, deadline: float) -> None:
+        """A checkpoint written by N workers restores on M, both ways, and the loss curve goes on
+        as an uninterrupted run's: reference on N, then N -> 1 (down) from its first checkpoint
+        past 0, then 1 -> N (up) from a checkpoint the down run wrote."""
+        o, r = self.opts, self.report
+        if o.slices < 2:
+            raise DrillFailed("the reshard drill needs at least 2 workers for its N")
+        ref, ref_ckpt, n = self._reference(deadline)
+        self._writers = {ref_ckpt: n}
+        committed, _ = checkpoint_dirs(ref_ckpt)
+        down_from = next((c for c in committed if c > 0), None)
+        if down_from is None or down_from >= o.steps - 2:
+            raise DrillFailed(f"the reference run has no checkpoint to restore early enough: {committed}")
+        down_ckpt, problems = self._resharded("down", ref_ckpt, down_from, 1, ref, deadline)
+        written, _ = checkpoint_dirs(down_ckpt)
+        up_from = next((c for c in written if c > down_from), None)
+        if up_from is None or up_from >= o.steps - 1:
+            raise DrillFailed(f"the down run wrote no checkpoint to restore from: {written}")
+        _, more = self._resharded("up", down_ckpt, up_from, n, ref, deadline)
+        problems += more
+        r.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
+        r.final_step = o.steps - 1
+        r.notes += problems
+        r.ok = not problems
 
     def _scale_up(self, deadline: float) -> None:
         r = self.report

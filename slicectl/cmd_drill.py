@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from drills.cluster import TARGETS
+from drills.local import SCENARIOS
 from slicectl.exits import Exit, UsageError
 
 
@@ -31,6 +33,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local = p.add_argument_group("local drill (--local): a local Ray cluster on this machine")
     local.add_argument("--local", action="store_true",
                        help="drill on a local Ray cluster, not the cluster")
+    local.add_argument("--scenario", choices=SCENARIOS, default="preemption",
+                       help="preemption: kill one slice node, training resumes from the last checkpoint; "
+                            "mid-save: kill while a checkpoint is being written, the previous one is used; "
+                            "repeated: kill max_failures times, then once more, which must fail the job; "
+                            "reshard: a checkpoint written by N workers restores on 1 and back on N, "
+                            "with the reference run's loss curve (default: preemption)")
+    local.add_argument("--max-failures", type=int, default=None,
+                       help="repeated: the job's failure budget for this drill (default: the job's)")
+    local.add_argument("--reference-run", type=Path, default=None,
+                       help="reshard: a finished `slicectl train --local` run directory of the same "
+                            "job, steps and period to compare with (default: train one)")
     local.add_argument("--scale-up", action="store_true",
                        help="start a replacement node and check scale-up")
     local.add_argument("--kill-after-step", type=int, default=None,
@@ -141,14 +154,25 @@ def run_local(args: argparse.Namespace) -> int:
         kill_during_save=args.kill_during_save, scale_up=args.scale_up,
         timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
+        scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
     )
     try:
-        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
+        if args.step_delay is None and args.scenario == "reshard":
+            opts = replace(opts, step_delay=0.0)  # no kill to time: train at full speed
+        if args.max_failures is not None and args.scenario != "repeated":
+            raise ValueError("--max-failures is for --scenario repeated")
+        if args.reference_run is not None and args.scenario != "reshard":
+            raise ValueError("--reference-run is for --scenario reshard")
+        if args.reference_run is not None and not (args.reference_run / "summary.json").is_file():
+            raise ValueError(f"--reference-run {args.reference_run}: no summary.json (a `slicectl train "
+                             "--local` run directory)")
+        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, f"drill-{args.scenario}"), opts)
     except ValueError as e:
         raise UsageError(str(e)) from None
     report = drill.run()
     print()
     code = finish(report, args.report)
-    print(f"report: {drill.run_dir / 'drill.json'}", file=sys.stderr)
+    for kind, path in getattr(drill, "files", {}).items():
+        print(f"{kind}: {path}")
     return code
 

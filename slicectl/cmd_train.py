@@ -55,4 +55,6 @@ def run(args: argparse.Namespace) -> int:
                          checkpoint_period=args.checkpoint_period, step_delay=args.step_delay,
                          run_dir=args.run_dir or default_run_dir(args.stack, "train"),
                          verbose=args.verbose)
+    if result.get("error") == "interrupted":
+        return Exit.INTERRUPTED  # Ctrl-C: every process it started has been ended
     return Exit.OK if result["ok"] else Exit.FAILED

@@ -1,5 +1,6 @@
 """``slicectl train --local``: a real local Ray cluster running the real trainer script and
-MaxText on CPU (tiny model). Nothing is mocked."""
+MaxText on CPU (tiny model). Nothing is mocked. The module trains once (``trained_run``) and
+the tests that only read a trained run share it: its own checks and the reshard drill."""
 
 from __future__ import annotations
 
@@ -22,31 +23,141 @@ def test_parse_line_reads_progress_through_rays_prefixes():
     assert parse_line("completed step: 3, seconds: 0.1") is None
 
 
-@pytest.mark.slow
-def test_train_local_dev_two_slices_trains_and_checkpoints():
+# One real two-slice training run for the module: its assertions here, and the reshard drill's
+# reference (its losses and the checkpoints two workers wrote). 16 steps, a checkpoint every 5.
+STEPS, PERIOD = 16, 5
+
+
+@pytest.fixture(scope="module")
+def trained_run():
     spec, job = load_job("dev", None)
     # Short path: Ray's Unix sockets live under the run directory.
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="tt-", dir=ROOT / "build"))
-    steps, period = 8, 3
     try:
-        summary = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps,
-                              checkpoint_period=period, timeout=900)
-        assert summary["ok"], summary
-        assert summary["steps"] == list(range(steps))
-        losses = summary["losses"]
-        assert sorted(losses) == list(range(steps))
-        assert all(math.isfinite(v) for v in losses.values())
-        assert losses[steps - 1] < losses[0]  # it learns
-        assert summary["checkpoint_step"] == steps - 1
-        ckpt = run_dir / "out" / job.run_name / "checkpoints"
-        committed = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit())
-        # Every checkpoint_period steps plus the final step, all committed.
-        assert committed == sorted(set(range(0, steps, period)) | {steps - 1})
-        # Two workers: real multi-process SPMD, one per local slice node.
-        assert summary["world_size"] == 2
-        assert summary["result"]["ok"] is True
-        # Every process the cluster started is gone.
-        assert summary["node_pids"] and not any(pid_alive(p) for p in summary["node_pids"])
+        summary = train_local(spec, job, slices=2, run_dir=run_dir, steps=STEPS,
+                              checkpoint_period=PERIOD, timeout=900)
+        yield spec, job, run_dir, summary
     finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_train_local_dev_two_slices_trains_and_checkpoints(trained_run):
+    _, job, run_dir, summary = trained_run
+    assert summary["ok"], summary
+    assert summary["steps"] == list(range(STEPS))
+    losses = summary["losses"]
+    assert sorted(losses) == list(range(STEPS))
+    assert all(math.isfinite(v) for v in losses.values())
+    assert losses[STEPS - 1] < losses[0]  # it learns
+    assert summary["checkpoint_step"] == STEPS - 1
+    ckpt = run_dir / "out" / job.run_name / "checkpoints"
+    committed = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit())
+    # Every checkpoint_period steps plus the final step, all committed.
+    assert committed == sorted(set(range(0, STEPS, PERIOD)) | {STEPS - 1})
+    # Two workers: real multi-process SPMD, one per local slice node.
+    assert summary["world_size"] == 2
+    assert summary["result"]["ok"] is True
+    # Every process the cluster started is gone.
+    assert summary["node_pids"] and not any(pid_alive(p) for p in summary["node_pids"])
+
+
+@pytest.mark.slow
+def test_reshard_drill_restores_two_worker_checkpoints_on_one_and_back(trained_run):
+    """``slicectl drill --local --scenario reshard`` with the module's run as its reference: the
+    checkpoint two workers wrote at step 5 restores on one worker, which trains to the end; its
+    step-10 checkpoint restores on two; both continue the reference's loss curve."""
+    from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL, LocalDrill, LocalDrillOptions
+
+    spec, job, ref_dir, _ = trained_run
+    run_dir = Path(tempfile.mkdtemp(prefix="tr-", dir=ROOT / "build"))
+    opts = LocalDrillOptions(scenario="reshard", steps=STEPS, checkpoint_period=PERIOD, step_delay=0,
+                             reference_dir=ref_dir, timeout_s=900)
+    try:
+        drill = LocalDrill(spec, job, run_dir, opts)
+        report = drill.run()
+        assert report.ok, report.notes
+        f = report.figures
+        assert (f["down: restored step"], f["down: workers"]) == (PERIOD, "2 -> 1")
+        assert (f["up: restored step"], f["up: workers"]) == (2 * PERIOD, "1 -> 2")
+        for way in ("down", "up"):
+            assert f[f"{way}: first step |loss - ref|"] <= FIRST_STEP_LOSS_TOL
+            assert f[f"{way}: max |loss - ref|"] <= CONTINUATION_LOSS_TOL
+            # The check can tell a wrong restore: a period's loss change is far above the tolerance.
+            assert f[f"{way}: one period's loss change"] > CONTINUATION_LOSS_TOL
+        assert {"json", "markdown", "png"} <= set(drill.files)
+        assert "reshard" in (run_dir / "summary.md").read_text()
+        pids = [n.pid for n in drill.cluster.nodes] + [d.proc.pid for d in drill.drivers]
+        assert pids and not any(pid_alive(p) for p in pids)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _tree(pid: int) -> dict[int, str]:
+    """pid -> start time (from /proc) of ``pid`` and every live descendant."""
+    from drills.localray import _descendants
+
+    out = {}
+    for p in [pid, *_descendants(pid)]:
+        try:
+            out[p] = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        except OSError:
+            pass
+    return out
+
+
+def _same_process_alive(pid: int, started: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == started
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
+    """A real ``slicectl train --local`` in its own process group gets Ctrl-C twice (SIGINT to
+    the group, as a terminal sends it) while its Ray workers start: it exits 130 and every process
+    it started (nodes, raylets, GCS, workers, the driver) is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="ti-", dir=ROOT / "build"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slicectl.cli", "train", "--local", "--stack", "dev", "--steps", "50",
+         "--run-dir", str(run_dir)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        seen: dict[int, str] = {}
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            tree = _tree(proc.pid)
+            seen |= tree
+            cmdlines = []
+            for p in tree:
+                try:
+                    cmdlines.append(Path(f"/proc/{p}/cmdline").read_bytes())
+                except OSError:
+                    pass
+            if any(b"RayTrainWorker" in c for c in cmdlines):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stdout.read()
+        assert len(seen) > 5  # slicectl, three `ray start`, raylets, GCS, driver, workers...
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)  # the impatient second one, during cleanup
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out[-3000:]
+        time.sleep(1)
+        left = [p for p, started in seen.items() if _same_process_alive(p, started)]
+        assert not left, f"still running: {left}\n{out[-3000:]}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(run_dir, ignore_errors=True)
