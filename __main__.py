@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
-from infra.cluster import GkeCluster, GkeClusterArgs
+from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
 from infra.monitoring import StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs
@@ -38,7 +38,8 @@ if spec.image is not None and spec.image.placeholder:
 streaming = spec.image is not None and spec.image.streaming
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
-gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project, image_streaming=streaming))
+gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region,
+                                      image_streaming=streaming))
 registry = (
     ImageRegistry(
         f"{name}-images",
@@ -98,8 +99,4 @@ pulumi.export("location", spec.cluster.location)
 pulumi.export("bucket", checkpoints.bucket.name)
 pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
 pulumi.export("sliceNodePools", [p.node_pool.name for p in pools])
-pulumi.export(
-    "getCredentials",
-    f"gcloud container clusters get-credentials {spec.cluster.name} "
-    f"--location={spec.cluster.location} --project={spec.project}",
-)
+pulumi.export("getCredentials", get_credentials(spec.cluster, spec.project))

@@ -1,4 +1,10 @@
-"""The GKE Standard cluster: Ray operator, GCS FUSE CSI, workload identity, Dataplane V2."""
+"""The GKE Standard cluster: Ray operator, GCS FUSE CSI, workload identity, Dataplane V2, and its hardening.
+
+Hardening (README "Cluster hardening", after GKE's "Harden your cluster's security"): a release
+channel with auto-upgrade and auto-repair on every pool, a maintenance window and exclusions from the
+spec, private nodes with Cloud NAT egress, the control plane behind its DNS endpoint (IAM) or
+authorized networks, and Shielded GKE Nodes.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +13,24 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.nat import CloudNat, CloudNatArgs
 from stackspec import names
+from stackspec.model import rfc3339
 from stackspec.spec import Cluster
 
 # The minimal role GKE documents for a node service account (logs, metrics,
 # image pulls): nodes never run as the default compute service account.
 NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# The cluster's primary VPC (GKE's default when none is named; written out so Cloud NAT can name it).
+CLUSTER_NETWORK = "default"
 
 
 @dataclass(frozen=True)
 class GkeClusterArgs:
     cluster: Cluster
     project: str
+    region: str  # Cloud NAT's router lives in the cluster's region
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
 
 
@@ -101,9 +112,23 @@ class GkeCluster(pulumi.ComponentResource):
                     ),
                 ),
                 deletion_protection=c.deletion_protection,
+                network=CLUSTER_NETWORK,
+                enable_shielded_nodes=c.shielded_nodes,
+                private_cluster_config=private_cluster_config(c),
+                control_plane_endpoints_config=control_plane_endpoints(c),
+                master_authorized_networks_config=authorized_networks(c),
+                maintenance_policy=maintenance_policy(c),
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection),
         )
+        # Private nodes have no external IPs: Docker Hub (the Ray image) and PyPI go through Cloud NAT.
+        self.nat = (
+            CloudNat(f"{name}-nat", CloudNatArgs(cluster_name=c.name, network=CLUSTER_NETWORK, region=args.region,
+                                                 project=args.project), opts=child)
+            if c.private_nodes
+            else None
+        )
+
 
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",
@@ -124,20 +149,31 @@ class GkeCluster(pulumi.ComponentResource):
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA",  # the Ray head's nodeSelector needs the metadata server
                     ),
+                    # Secure boot refuses unsigned kernel modules; the system pool loads none.
                     shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                         enable_secure_boot=True,
+                        enable_integrity_monitoring=True,
                     ),
                 ),
-                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=False),
+                management=node_management(c),
             ),
             opts=child,
         )
 
         self.name = self.cluster.name
-        self.endpoint = self.cluster.endpoint
-        self.kubeconfig = pulumi.Output.all(
-            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-        ).apply(lambda a: kubeconfig(*a))
+        if c.control_plane.access == "dns":
+            # The DNS endpoint serves a publicly trusted certificate: no CA data to carry.
+            self.endpoint = self.cluster.control_plane_endpoints_config.apply(
+                lambda cfg: cfg.dns_endpoint_config.endpoint if cfg and cfg.dns_endpoint_config else None
+            )
+            self.kubeconfig = pulumi.Output.all(self.cluster.name, self.endpoint).apply(
+                lambda a: kubeconfig(a[0], a[1], None)
+            )
+        else:
+            self.endpoint = self.cluster.endpoint
+            self.kubeconfig = pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+            ).apply(lambda a: kubeconfig(*a))
         self.register_outputs(
             {
                 "name": self.cluster.name,
@@ -147,15 +183,94 @@ class GkeCluster(pulumi.ComponentResource):
         )
 
 
-def kubeconfig(name: str, endpoint: str, ca_cert: str) -> str:
-    """A kubeconfig that authenticates with gke-gcloud-auth-plugin: no static credentials."""
+# --------------------------------------------------------------------------- hardening, from the spec
+
+
+def node_management(c: Cluster) -> gcp.container.NodePoolManagementArgs:
+    """Auto-upgrade and auto-repair on: a pool in a release channel cannot opt out of upgrades (GKE
+    refuses it); the spec's maintenance window and exclusions decide when they happen."""
+    return gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
+
+
+def private_cluster_config(c: Cluster) -> gcp.container.ClusterPrivateClusterConfigArgs | None:
+    if not c.private_nodes:
+        return None  # the provider asks for no block at all rather than enable_private_nodes=false
+    return gcp.container.ClusterPrivateClusterConfigArgs(
+        enable_private_nodes=True,
+        # The IP endpoint's public address off, unless the spec lists an explicitly public range (dev only).
+        enable_private_endpoint=not c.control_plane.public_endpoint,
+    )
+
+
+def control_plane_endpoints(c: Cluster) -> gcp.container.ClusterControlPlaneEndpointsConfigArgs:
+    dns = c.control_plane.access == "dns"
+    return gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+        # Every request over the DNS endpoint is authorised by IAM (container.clusters.connect).
+        dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+            allow_external_traffic=dns,
+        ),
+        # DNS-only: no IP endpoint to reach, public or private.
+        ip_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigIpEndpointsConfigArgs(enabled=not dns),
+    )
+
+
+def authorized_networks(c: Cluster) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgs | None:
+    if c.control_plane.access == "dns":
+        return None  # no IP endpoint
+    return gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+        cidr_blocks=[
+            gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=n.cidr,
+                                                                             display_name=n.name or n.cidr)
+            for n in c.control_plane.authorized_networks
+        ],
+        gcp_public_cidrs_access_enabled=False,  # not every Compute Engine address in the world
+        private_endpoint_enforcement_enabled=True,
+    )
+
+
+def maintenance_policy(c: Cluster) -> gcp.container.ClusterMaintenancePolicyArgs | None:
+    m = c.maintenance
+    if m.window is None and not m.exclusions:
+        return None
+    return gcp.container.ClusterMaintenancePolicyArgs(
+        recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+            start_time=rfc3339(m.window.start), end_time=rfc3339(m.window.end), recurrence=m.window.recurrence,
+        )
+        if m.window
+        else None,
+        maintenance_exclusions=[
+            gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                exclusion_name=e.name,
+                start_time=rfc3339(e.start),
+                end_time=rfc3339(e.end) if e.end else None,
+                exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                    scope=e.scope, end_time_behavior=None if e.end else "UNTIL_END_OF_SUPPORT",
+                ),
+            )
+            for e in m.exclusions
+        ]
+        or None,
+    )
+
+
+def get_credentials(c: Cluster, project: str) -> str:
+    """The operator's command for a kubeconfig: through the DNS endpoint (IAM) unless the spec chose IPs."""
+    flag = " --dns-endpoint" if c.control_plane.access == "dns" else ""
+    return f"gcloud container clusters get-credentials {c.name} --location={c.location} --project={project}{flag}"
+
+
+def kubeconfig(name: str, endpoint: str, ca_cert: str | None) -> str:
+    """A kubeconfig that authenticates with gke-gcloud-auth-plugin: no static credentials.
+
+    ``ca_cert`` None: the DNS endpoint, whose certificate a public CA signs.
+    """
     ctx = f"gke_{name}"
+    ca = f"\n    certificate-authority-data: {ca_cert}" if ca_cert else ""
     return f"""apiVersion: v1
 kind: Config
 clusters:
 - name: {ctx}
-  cluster:
-    certificate-authority-data: {ca_cert}
+  cluster:{ca}
     server: https://{endpoint}
 contexts:
 - name: {ctx}

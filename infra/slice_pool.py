@@ -105,9 +105,13 @@ class SliceNodePool(pulumi.ComponentResource):
                         mode="GKE_METADATA",
                     ),
                 ),
-                # An upgrade recreates every host of a slice: never let it happen mid-run.
-                # Flex-start VMs are not repaired: GKE reclaims them at max run duration.
-                management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=False),
+                # The release channel keeps auto-upgrade on (GKE refuses it off in a channel); an upgrade
+                # recreates every host of a slice, so runs hold it off with the spec's maintenance exclusions
+                # (cluster.maintenance). Flex-start VMs are not repaired: GKE reclaims them at max run duration.
+                # No shielded_instance_config: GKE's TPU docs list no Shielded VM option for ct6e pools, so
+                # secure boot here is unverified and a refusal fails the whole slice; the cluster's Shielded
+                # GKE Nodes (node identity, integrity monitoring) still cover them.
+                management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

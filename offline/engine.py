@@ -129,6 +129,11 @@ class _Mocks(pulumi.runtime.Mocks):
         elif args.typ == "gcp:container/cluster:Cluster":
             state["endpoint"] = PLACEHOLDER_ENDPOINT
             state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
+            # The DNS-based endpoint GKE names (gke-<hash>.<location>.gke.goog), kubectl's server with access: dns.
+            endpoints = dict(state.get("controlPlaneEndpointsConfig") or {})
+            endpoints["dnsEndpointConfig"] = {**(endpoints.get("dnsEndpointConfig") or {}),
+                                              "endpoint": PLACEHOLDER_ENDPOINT}
+            state["controlPlaneEndpointsConfig"] = endpoints
         elif args.typ == "gcp:storage/bucket:Bucket":
             state["url"] = f"gs://{state['name']}"
         return f"{state['name']}-offline-id", state

@@ -36,8 +36,8 @@ class Violation:
         return asdict(self)
 
 
-def _level(rule: Rule, config: Mapping[str, Any]) -> str:
-    level = rule.enforcement
+def _level(rule: Rule, config: Mapping[str, Any], environment: str = "prod") -> str:
+    level = rule.level(environment)
     for key in ("all", rule.name):
         value = config.get(key)
         if isinstance(value, str):
@@ -92,7 +92,7 @@ def evaluate_resources(
                          f"allowed: all, {', '.join(r.name for r in RULES)}")
     out: list[Violation] = []
     for rule in RULES:
-        level = _level(rule, config)
+        level = _level(rule, config, environment)
         if level == "disabled":
             continue
         ctx = Context(environment=environment, config=rule.settings(_overrides(rule, config)))

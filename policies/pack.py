@@ -79,7 +79,7 @@ def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
 
     return ResourceValidationPolicy(
         name=rule.name, description=rule.description, validate=validate,
-        enforcement_level=EnforcementLevel(rule.enforcement),
+        enforcement_level=EnforcementLevel(rule.level(environment())),
         config_schema=PolicyConfigSchema(dict(rule.config)) if rule.config else None,
         remediation_steps=rule.remediation,
     )
@@ -94,7 +94,7 @@ def _stack_policy(rule: Rule) -> StackValidationPolicy:
 
     return StackValidationPolicy(
         name=rule.name, description=rule.description, validate=validate,
-        enforcement_level=EnforcementLevel(rule.enforcement),
+        enforcement_level=EnforcementLevel(rule.level(environment())),
         config_schema=PolicyConfigSchema(dict(rule.config)) if rule.config else None,
         remediation_steps=rule.remediation,
     )

@@ -36,6 +36,12 @@ class Rule:
     remediation: str
     # JSON-schema properties of what an organisation may tune, each with its default.
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The level in a dev stack when it differs (a prod-mandatory rule that only warns in dev).
+    dev_enforcement: str | None = None
+
+    def level(self, environment: str) -> str:
+        """The rule's level for a stack's environment (anything but dev is held to prod's)."""
+        return self.dev_enforcement if environment == "dev" and self.dev_enforcement else self.enforcement
 
     def settings(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Defaults from the schema, overridden by the pack config given for this rule."""
@@ -44,8 +50,8 @@ class Rule:
         return out
 
 
-def _r(name, description, enforcement, kind, check, remediation, config=None) -> Rule:
-    return Rule(name, description, enforcement, kind, check, remediation, config or {})
+def _r(name, description, enforcement, kind, check, remediation, config=None, dev=None) -> Rule:
+    return Rule(name, description, enforcement, kind, check, remediation, config or {}, dev)
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -93,9 +99,6 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, RESOURCE, slice_shape.node_pool_dranet,
        "Attach the secondary networks (networkConfig.additionalNodeNetworkConfigs), label the "
        "pool cloud.google.com/gke-networking-dra-driver=true and enable gVNIC together."),
-    _r("tpu-pool-no-auto-upgrade", "TPU slice node pools do not auto-upgrade.",
-       ADVISORY, RESOURCE, cluster.tpu_pool_no_auto_upgrade,
-       "Set management.autoUpgrade=false and upgrade slices between runs."),
     # ---------------------------------------------------------------- networks
     _r("dcn-network-mtu", "Networks attached to TPU node pools as extra NICs use MTU 8896.",
        MANDATORY, STACK, stack.dcn_network_mtu,
@@ -186,6 +189,24 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, RESOURCE, cluster.workload_identity,
        "Set workloadIdentityConfig.workloadPool=<project>.svc.id.goog and "
        "workloadMetadataConfig.mode=GKE_METADATA on the pools."),
+    # ---------------------------------------------------------------- cluster hardening (mandatory in prod)
+    _r("gke-release-channel", "The cluster is in a release channel (REGULAR, STABLE or EXTENDED); every "
+       "node pool auto-upgrades and auto-repairs with it.",
+       MANDATORY, RESOURCE, cluster.release_channel,
+       "Set cluster.releaseChannel (REGULAR by default) and keep management.autoUpgrade/autoRepair true; "
+       "hold upgrades off a run with cluster.maintenance.exclusions.", dev=ADVISORY),
+    _r("gke-no-public-control-plane", "The control plane is reached through its DNS endpoint (IAM) or a "
+       "private IP endpoint: no public endpoint, no public authorized network.",
+       MANDATORY, RESOURCE, cluster.no_public_control_plane,
+       "Use cluster.controlPlane.access: dns (the default), or authorized-networks with private ranges only.",
+       dev=ADVISORY),
+    _r("gke-private-nodes", "Nodes have internal IPs only (egress through Cloud NAT).",
+       MANDATORY, RESOURCE, cluster.private_nodes,
+       "Keep cluster.privateNodes true (the default); the stack adds Cloud NAT for egress.", dev=ADVISORY),
+    _r("gke-shielded-nodes", "Shielded GKE Nodes on the cluster; no node pool turns secure boot or "
+       "integrity monitoring off.",
+       MANDATORY, RESOURCE, cluster.shielded_nodes,
+       "Keep cluster.shieldedNodes true (the default).", dev=ADVISORY),
     # ---------------------------------------------------------------- safety
     _r("bucket-uniform-access", "The checkpoint bucket uses uniform bucket-level access.",
        MANDATORY, RESOURCE, safety.bucket_uniform_access,

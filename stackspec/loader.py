@@ -13,6 +13,7 @@ import json
 import re
 import typing
 from collections.abc import Mapping
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,15 @@ def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
         key = str(key)
         if ":" not in key:
             key = f"{NS}:{key}"
-        out[key] = value if isinstance(value, str) else json.dumps(value)
+        out[key] = value if isinstance(value, str) else json.dumps(value, default=_yaml_scalar)
     return out
+
+
+def _yaml_scalar(value: Any) -> Any:
+    """YAML's own scalars JSON has no type for (an unquoted 2026-03-07T02:00:00Z is a timestamp): as text."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a stack config value")
 
 
 def _decode(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ def test_components_and_parents(prod):
     assert components == {
         ("tpu-multislice:infra:SecondaryNetworks", "maxtext-tpu-dcn"),
         ("tpu-multislice:infra:GkeCluster", "maxtext-tpu"),
+        ("tpu-multislice:infra:CloudNat", "maxtext-tpu-nat"),
         ("tpu-multislice:infra:SliceNodePool", "v6e-16-0"),
         ("tpu-multislice:infra:SliceNodePool", "v6e-16-1"),
         ("tpu-multislice:infra:CheckpointStore", "maxtext-tpu-checkpoints"),
@@ -105,7 +106,8 @@ def test_slice_node_pools_match_the_seed(prod, name):
     assert not cfg["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
     assert cfg["spot"] is False
     assert "reservationAffinity" not in cfg  # as the seed: GCE's default for on-demand
-    assert i["management"]["autoUpgrade"] is False
+    # The release channel upgrades every pool; runs hold upgrades off with maintenance exclusions.
+    assert i["management"] == {"autoRepair": True, "autoUpgrade": True}
 
 
 def test_dev_slice_is_spot_and_two_hosts(dev):

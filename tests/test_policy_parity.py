@@ -142,6 +142,11 @@ CASES = {
         r, "gcp:container/nodePool:NodePool", lambda i: i.update(nodeCount=3), name="v6e-16-0"), None),
     "prod, worker group that does not match its slice": (
         "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayCluster", _broken_worker), None),
+    "prod, control plane open to the internet": ("prod", lambda r: _mutate(
+        r, "gcp:container/cluster:Cluster", lambda i: i.update(
+            controlPlaneEndpointsConfig={"ipEndpointsConfig": {"enabled": True}},
+            privateClusterConfig={"enablePrivateNodes": False},
+            masterAuthorizedNetworksConfig={"cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]})), None),
     "dev, mutable image (allowed in dev)": ("dev", None, {"no-mutable-images-in-prod": "mandatory"}),
     "prod, region not allowed": ("prod", None, {"allowed-locations": {"allowedRegions": ["europe-west4"]}}),
     "prod, reserved range overlapping a subnet": (
