@@ -129,7 +129,6 @@ class GkeCluster(pulumi.ComponentResource):
             else None
         )
 
-
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",
             gcp.container.NodePoolArgs(
