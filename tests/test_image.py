@@ -104,9 +104,9 @@ def test_a_known_digest_is_used_and_unlabelled():
     image = json.loads(cfg[f"{NS}:image"]) | {"digest": digest}
     cfg[f"{NS}:image"] = json.dumps(image)
     r = engine.render("prod", cfg)
-    cluster = next(d for d in r.manifests if d["kind"] == "RayCluster")
-    assert all(c["image"].endswith("@" + digest) for _, c in containers(cluster))
-    assert manifests.IMAGE_DIGEST_ANNOTATION not in cluster["metadata"].get("annotations", {})
+    ray = [d for d in r.manifests if d["kind"] in ("RayCluster", "RayJob")]
+    assert ray and all(c["image"].endswith("@" + digest) for d in ray for _, c in containers(d))
+    assert all(manifests.IMAGE_DIGEST_ANNOTATION not in d["metadata"].get("annotations", {}) for d in ray)
 
 
 @pytest.mark.parametrize(("digest", "message"), [
@@ -136,8 +136,8 @@ def test_image_streaming_on_every_pool_with_the_image(prod):
     dev = engine.render("dev")  # no image section: ray.image from Docker Hub, which GKE cannot stream
     assert all("gcfsConfig" not in p.inputs["nodeConfig"] for p in dev.by_type("gcp:container/nodePool:NodePool"))
     assert not dev.by_type("gcp:artifactregistry/repository:Repository")
-    cluster = next(d for d in dev.manifests if d["kind"] == "RayCluster")
-    assert all(c["image"] == dev.spec.ray.image for _, c in containers(cluster))
+    ray = [d for d in dev.manifests if d["kind"] in ("RayCluster", "RayJob")]
+    assert ray and all(c["image"] == dev.spec.ray.image for d in ray for _, c in containers(d))
 
 
 def test_image_workflow_pushes_by_digest_as_its_own_identity():

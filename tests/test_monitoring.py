@@ -45,28 +45,40 @@ def pod_monitoring_validator():
     return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
 
 
+def ray_clusters(r: engine.Rendering) -> dict[str, tuple[dict, dict]]:
+    """Each RayCluster the stack runs, by the PodMonitoring selector that should find its pods."""
+    out = {}
+    for d in r.manifests:
+        if d["kind"] == "RayCluster":
+            out[json.dumps({kube.RAY_CLUSTER_LABEL: d["metadata"]["name"]})] = (d, d["spec"])
+        elif d["kind"] == "RayJob" and "rayClusterSpec" in d["spec"]:
+            out[json.dumps({kube.JOB_LABEL: d["metadata"]["name"]})] = (d, d["spec"]["rayClusterSpec"])
+    return out
+
+
 def test_pod_monitoring_scrapes_head_and_workers_of_each_ray_cluster(prod, pod_monitoring_validator):
     spec = prod.spec
-    (pm,) = [d for d in prod.manifests if d["kind"] == "PodMonitoring"]
-    assert pm["apiVersion"] == "monitoring.googleapis.com/v1"
-    assert pod_monitoring_validator(pm) == []
-    sel = pm["spec"]["selector"]
-    assert sel["matchLabels"] == {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
-    assert sel["matchExpressions"] == [
-        {"key": kube.RAY_NODE_TYPE_LABEL, "operator": "In", "values": ["head", "worker"]}]
-    assert pm["spec"]["endpoints"][0]["port"] == spec.ray.metrics_export_port
-    # The port the selected pods export on: the head and every worker group start Ray with it.
-    cluster = next(d for d in prod.manifests if d["kind"] == "RayCluster")
-    groups = [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
-    assert {g["rayStartParams"]["metrics-export-port"] for g in groups} == {str(spec.ray.metrics_export_port)}
-    mapped = {m["to"] for m in pm["spec"]["targetLabels"]["fromPod"]}
-    assert {"ray_cluster", "ray_group", "ray_replica"} <= mapped
+    pms = [d for d in prod.manifests if d["kind"] == "PodMonitoring"]
+    clusters = ray_clusters(prod)
+    assert pms and len(pms) == len(clusters)
+    for pm in pms:
+        assert pm["apiVersion"] == "monitoring.googleapis.com/v1"
+        assert pod_monitoring_validator(pm) == []
+        sel = pm["spec"]["selector"]
+        _, body = clusters[json.dumps(sel["matchLabels"])]  # one PodMonitoring per RayCluster
+        assert sel["matchExpressions"] == [
+            {"key": kube.RAY_NODE_TYPE_LABEL, "operator": "In", "values": ["head", "worker"]}]
+        assert pm["spec"]["endpoints"][0]["port"] == spec.ray.metrics_export_port
+        # The port the selected pods export on: the head and every worker group start Ray with it.
+        groups = [body["headGroupSpec"], *body["workerGroupSpecs"]]
+        assert {g["rayStartParams"]["metrics-export-port"] for g in groups} == {str(spec.ray.metrics_export_port)}
+        mapped = {m["to"] for m in pm["spec"]["targetLabels"]["fromPod"]}
+        assert {"ray_cluster", "ray_group", "ray_replica"} <= mapped
 
 
 def test_schema_check_is_live(prod, pod_monitoring_validator):
-    (pm,) = [copy.deepcopy(d) for d in prod.manifests if d["kind"] == "PodMonitoring"]
+    pm = copy.deepcopy(next(d for d in prod.manifests if d["kind"] == "PodMonitoring"))
     pm["spec"]["endpoints"][0]["intervall"] = "30s"
-    pm["spec"]["targetLabels"]["fromPod"][0]["to"] = "cluster"  # GMP's protected label: CEL rule, not schema
     assert any("intervall" in e for e in pod_monitoring_validator(pm))
 
 
