@@ -98,5 +98,6 @@ pulumi.export("workerImage", spec.worker_image)
 pulumi.export("location", spec.cluster.location)
 pulumi.export("bucket", checkpoints.bucket.name)
 pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
-pulumi.export("sliceNodePools", [p.node_pool.name for p in pools])
+# Every option's pool of every slice (a slice with capacity fallbacks has one per option).
+pulumi.export("sliceNodePools", [np.name for p in pools for np in p.node_pools])
 pulumi.export("getCredentials", get_credentials(spec.cluster, spec.project))

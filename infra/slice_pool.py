@@ -1,4 +1,17 @@
-"""One multi-host TPU slice = one GKE node pool, shaped by the slice model."""
+"""One multi-host TPU slice = one GKE node pool per capacity option, shaped by the slice model.
+
+A slice lists capacity options in order (reservation, flex-start, Spot, on-demand); its worker
+group's ComputeClass (``workloads/compute_class.py``) tells GKE's autoscaler that order. Each
+option gets its own node pool, labelled and tainted for the class as GKE asks of node pools
+created by hand (GKE: "About custom ComputeClasses", manually created node pools).
+
+Sizing: a slice with one option keeps its whole slice up as before (nothing to fall back to;
+flex-start excepted, which GKE only scales from zero). A slice with fallbacks scales every
+option's pool from zero to one whole slice: the autoscaler only chooses among pools it may
+grow, a fixed-size pool would fail `pulumi up` exactly when its capacity is short, and a
+fallback left at zero costs nothing until the preferred option has none. The shared
+RayCluster's pods are what bring the slice up, preferred option first.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +21,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.cluster import CLOUD_PLATFORM_SCOPE
-from stackspec import kube
+from stackspec import kube, names
 from stackspec.spec import Capacity, Slice
 from stackspec.tpu import DRANET_LABEL
 
@@ -32,7 +45,7 @@ def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfig
         return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="SPECIFIC_RESERVATION",
             key="compute.googleapis.com/reservation-name",
-            values=[capacity.reservation],
+            values=[capacity.reservation_path],
         )
     if capacity.type == "reservation":
         return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="ANY_RESERVATION")
@@ -44,16 +57,24 @@ def reservation_affinity(capacity: Capacity) -> gcp.container.NodePoolNodeConfig
     return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
 
 
-class SliceNodePool(pulumi.ComponentResource):
-    """The node pool GKE provisions atomically as one TPU slice."""
+def class_taint(compute_class: str) -> gcp.container.NodePoolNodeConfigTaintArgs:
+    """GKE's taint on a node pool made by hand for a ComputeClass; pods selecting the class tolerate it."""
+    return gcp.container.NodePoolNodeConfigTaintArgs(key=kube.COMPUTE_CLASS_LABEL, value=compute_class,
+                                                     effect="NO_SCHEDULE")
 
-    node_pool: gcp.container.NodePool
+
+class SliceNodePool(pulumi.ComponentResource):
+    """The node pools GKE provisions atomically as one TPU slice, one per capacity option."""
+
+    node_pool: gcp.container.NodePool | None  # the preferred (first) option's pool
+    node_pools: list[gcp.container.NodePool]
 
     def __init__(self, name: str, args: SliceNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:SliceNodePool", name, None, opts)
         s = args.slice
         shape = s.shape
-        labels = {kube.SLICE_LABEL: s.name, kube.GROUP_LABEL: s.group}
+        compute_class = names.compute_class(s.group)
+        labels = {kube.SLICE_LABEL: s.name, kube.GROUP_LABEL: s.group, kube.COMPUTE_CLASS_LABEL: compute_class}
         network_config = None
         if args.additional_networks:
             labels[DRANET_LABEL] = "true"  # GKE managed DRANET attaches the extra NICs to pods
@@ -63,56 +84,76 @@ class SliceNodePool(pulumi.ComponentResource):
                     for n, sn in args.additional_networks
                 ]
             )
-        cap = s.capacity
-        flex = cap.type == "flex-start"
-        self.node_pool = gcp.container.NodePool(
-            name,
-            gcp.container.NodePoolArgs(
-                name=s.name,
-                cluster=args.cluster_name,
-                location=args.location,
-                project=args.project,
-                version=args.version,
-                # Flex-start slices are created empty and scale to a whole slice on demand.
-                node_count=None if flex else shape.hosts,
-                initial_node_count=0 if flex else None,
-                autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                    total_min_node_count=0, total_max_node_count=shape.hosts, location_policy="ANY"
-                )
-                if flex
-                else None,
-                # Multi-host slices are all-or-nothing: a COMPACT placement with the topology.
-                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=shape.topology)
-                if shape.multi_host
-                else None,
-                network_config=network_config,
-                node_config=gcp.container.NodePoolNodeConfigArgs(
-                    machine_type=shape.machine_type.name,
-                    advanced_machine_features=gcp.container.NodePoolNodeConfigAdvancedMachineFeaturesArgs(
-                        threads_per_core=1,
-                    ),
-                    gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
-                    gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
-                    if args.image_streaming
+        fallbacks = len(s.capacity) > 1
+        self.node_pools = []
+        for cap, pool_name in s.pools:
+            flex = cap.flex_start
+            from_zero = flex or fallbacks
+            pool = gcp.container.NodePool(
+                # The preferred option's pool keeps the component's name (the slice's), the others their own.
+                name if not self.node_pools else pool_name,
+                gcp.container.NodePoolArgs(
+                    name=pool_name,
+                    cluster=args.cluster_name,
+                    location=args.location,
+                    project=args.project,
+                    version=args.version,
+                    # From zero: the autoscaler grows the pool to a whole slice when the class picks it.
+                    node_count=None if from_zero else shape.hosts,
+                    initial_node_count=0 if from_zero else None,
+                    autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                        total_min_node_count=0, total_max_node_count=shape.hosts, location_policy="ANY"
+                    )
+                    if from_zero
                     else None,
-                    labels=labels,
-                    oauth_scopes=[CLOUD_PLATFORM_SCOPE],
-                    service_account=args.node_service_account,
-                    spot=cap.type == "spot",
-                    flex_start=True if flex else None,
-                    reservation_affinity=reservation_affinity(cap),
-                    workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
-                        mode="GKE_METADATA",
+                    # DWS queued provisioning: only ProvisioningRequests (Kueue's admission check) grow it.
+                    queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+                    if cap.queued_provisioning
+                    else None,
+                    # Multi-host slices are all-or-nothing: a COMPACT placement with the topology.
+                    placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
+                        type="COMPACT", tpu_topology=shape.topology
+                    )
+                    if shape.multi_host
+                    else None,
+                    network_config=network_config,
+                    node_config=gcp.container.NodePoolNodeConfigArgs(
+                        machine_type=shape.machine_type.name,
+                        advanced_machine_features=gcp.container.NodePoolNodeConfigAdvancedMachineFeaturesArgs(
+                            threads_per_core=1,
+                        ),
+                        gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+                        gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
+                        if args.image_streaming
+                        else None,
+                        labels={**labels, kube.CAPACITY_LABEL: cap.type},
+                        # Only pods selecting the class land here (GKE adds their toleration).
+                        taints=[class_taint(compute_class)],
+                        oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                        service_account=args.node_service_account,
+                        spot=cap.spot,
+                        flex_start=True if flex else None,
+                        max_run_duration=f"{cap.max_run_duration}s" if cap.max_run_duration else None,
+                        reservation_affinity=reservation_affinity(cap),
+                        workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                            mode="GKE_METADATA",
+                        ),
                     ),
+                    # The release channel keeps auto-upgrade on (GKE refuses it off in a channel); an upgrade
+                    # recreates every host of a slice, so runs hold it off with the spec's maintenance exclusions
+                    # (cluster.maintenance). Flex-start VMs are not repaired: GKE reclaims them at max run duration.
+                    # No shielded_instance_config: GKE's TPU docs list no Shielded VM option for ct6e pools, so
+                    # secure boot here is unverified and a refusal fails the whole slice; the cluster's Shielded
+                    # GKE Nodes (node identity, integrity monitoring) still cover them.
+                    management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
                 ),
-                # The release channel keeps auto-upgrade on (GKE refuses it off in a channel); an upgrade
-                # recreates every host of a slice, so runs hold it off with the spec's maintenance exclusions
-                # (cluster.maintenance). Flex-start VMs are not repaired: GKE reclaims them at max run duration.
-                # No shielded_instance_config: GKE's TPU docs list no Shielded VM option for ct6e pools, so
-                # secure boot here is unverified and a refusal fails the whole slice; the cluster's Shielded
-                # GKE Nodes (node identity, integrity monitoring) still cover them.
-                management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.register_outputs({"name": self.node_pool.name, "nodeCount": shape.hosts})
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.node_pools.append(pool)
+        self.node_pool = self.node_pools[0] if self.node_pools else None
+        self.register_outputs({
+            "names": [p.name for p in self.node_pools],
+            "computeClass": compute_class,
+            "capacity": [c.type for c in s.capacity],
+            "maxNodeCount": shape.hosts,
+        })

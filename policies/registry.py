@@ -74,7 +74,6 @@ def _prod_dev(name, description, kind, check, remediation) -> tuple[Rule, Rule]:
     return (_r(name, description, MANDATORY, kind, prod, remediation),
             _r(f"{name}-dev", f"{description} (dev: a warning)", ADVISORY, kind, dev, remediation))
 
-
 RULES: tuple[Rule, ...] = (
     # ---------------------------------------------------------------- slice shape: node pools
     _r("tpu-topology-valid", "A TPU node pool's tpuTopology is offered by its TPU generation.",
@@ -99,6 +98,22 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, RESOURCE, slice_shape.node_pool_dranet,
        "Attach the secondary networks (networkConfig.additionalNodeNetworkConfigs), label the "
        "pool cloud.google.com/gke-networking-dra-driver=true and enable gVNIC together."),
+    # ---------------------------------------------------------------- capacity fallbacks (ComputeClass)
+    _r("compute-class-fits-jobs", "Every capacity option of a worker group's ComputeClass provisions the "
+       "group's slice shape, and every RayJob's MaxText mesh fits each option.",
+       MANDATORY, STACK, slice_shape.compute_class_fits_jobs,
+       "List only options of the slice's own generation, topology and machine type under slices[*].capacity; "
+       "a fallback of another shape needs its own worker group and jobs meshed for it."),
+    _r("compute-class-has-fallback", "A TPU worker group's ComputeClass lists at least "
+       f"{slice_shape.MIN_FALLBACK_OPTIONS} capacity options (mandatory in prod, a warning in dev).",
+       MANDATORY, STACK, slice_shape.compute_class_fallbacks,
+       "Add a fallback under slices[*].capacity, e.g. [{type: flex-start}, {type: on-demand}] or "
+       "[{type: reservation, reservation: NAME}, {type: on-demand}].", dev=ADVISORY),
+    _r("compute-class-pool-tainted", "A node pool labelled for a ComputeClass carries the class's NoSchedule "
+       "taint.",
+       MANDATORY, RESOURCE, slice_shape.node_pool_compute_class,
+       "Taint the pool cloud.google.com/compute-class=<class>:NoSchedule beside its label "
+       "(infra/slice_pool.py does)."),
     # ---------------------------------------------------------------- networks
     _r("dcn-network-mtu", "Networks attached to TPU node pools as extra NICs use MTU 8896.",
        MANDATORY, STACK, stack.dcn_network_mtu,

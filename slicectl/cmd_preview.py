@@ -109,10 +109,26 @@ def write(rendering: engine.Rendering, out: Path) -> None:
 # --------------------------------------------------------------------------- views
 
 
+def capacity_label(option) -> str:
+    """One capacity option as the views show it: ``reservation (v6e-res)``, ``flex-start (7d)``."""
+    if option.reservation:
+        return f"{option.type} ({option.reservation_path})"
+    if option.max_run_duration:
+        d = option.max_run_duration
+        span = f"{d // 86400}d" if d % 86400 == 0 else f"{d // 3600}h" if d % 3600 == 0 else f"{d}s"
+        return f"{option.type} ({span}{', queued' if option.queued_provisioning else ''})"
+    return option.type
+
+
+def fallback_order(options) -> str:
+    """A slice's capacity options in the order GKE tries them (its ComputeClass priorities)."""
+    return " -> ".join(capacity_label(o) for o in options)
+
+
 def slice_rows(spec: StackSpec) -> list[list[str]]:
     rows = []
     for s in spec.slices:
-        cap = s.capacity.type + (f" ({s.capacity.reservation})" if s.capacity.reservation else "")
+        cap = fallback_order(s.capacity)
         rows.append(
             [
                 s.name,
@@ -233,12 +249,17 @@ def _indent(text: str) -> str:
 
 
 def mermaid(spec: StackSpec) -> str:
-    """Slices, their hosts and the DCN networks that join them."""
+    """Slices, their hosts, the DCN networks that join them and each group's capacity fallback order."""
     lines = ["flowchart LR"]
     for i, net in enumerate(spec.networks):
         lines.append(f'  net{i}(["{net.network}<br/>{net.subnet} {net.cidr}<br/>MTU {spec.mtu}"])')
+    # Each worker group's ComputeClass: its capacity options, numbered in the order GKE tries them.
+    for gi, g in enumerate(spec.groups):
+        order = "<br/>".join(f"{n}. {capacity_label(c)}" for n, c in enumerate(g.capacity, start=1))
+        lines.append(f'  cc{gi}{{{{"ComputeClass {g.compute_class}<br/>{order}"}}}}')
     for si, s in enumerate(spec.slices):
-        lines.append(f'  subgraph s{si}["{s.name}: {s.shape.pod_type} {s.shape.topology} ({s.capacity.type})"]')
+        pools = ", ".join(p for _, p in s.pools) or "auto-created"
+        lines.append(f'  subgraph s{si}["{s.name}: {s.shape.pod_type} {s.shape.topology}<br/>pools {pools}"]')
         for h in range(s.shape.hosts):
             lines.append(
                 f'    s{si}h{h}["host {h}<br/>{s.shape.machine_type.name}<br/>{s.shape.chips_per_host} chips"]'
@@ -246,6 +267,8 @@ def mermaid(spec: StackSpec) -> str:
         lines.append("  end")
         for i in range(len(spec.networks)):
             lines.append(f"  s{si} --- net{i}")
+        gi = next(i for i, g in enumerate(spec.groups) if g.name == s.group)
+        lines.append(f"  cc{gi} -. fallback order .-> s{si}")
     return "\n".join(lines)
 
 

@@ -32,6 +32,7 @@ NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 # GKE ComputeClass: pods select a class with this node label; node pools the stack creates for a
 # class carry it as a label and as a NoSchedule taint (GKE adds the toleration to pods selecting it).
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+CAPACITY_LABEL = f"{PROJECT}/capacity"  # on each slice pool's nodes: its capacity option's type
 # Pods reach GCS through workload identity: schedule them where the metadata server runs.
 METADATA_SERVER_SELECTOR = {"iam.gke.io/gke-metadata-server-enabled": "true"}
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"

@@ -152,10 +152,35 @@ def at(key: str, message: str) -> ValueError:
 # --------------------------------------------------------------------------- sections
 
 
+# Flex-start VMs run at most seven days (GKE "About GPU and TPU provisioning with flex-start");
+# Compute Engine takes a max run duration of at least 30 s; under 10 minutes a TPU slice is gone
+# before MaxText has compiled, so that is the floor here.
+FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
+FLEX_START_MIN_RUN_SECONDS = 600
+_DURATION = re.compile(r"(\d+)\s*([smhd]?)")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(value: Any) -> Any:
+    """``3600``, ``"3600s"``, ``"90m"``, ``"24h"`` or ``"7d"`` as seconds; anything else is left to the type."""
+    if isinstance(value, str) and (m := _DURATION.fullmatch(value.strip())):
+        return int(m[1]) * _DURATION_UNITS[m[2]]
+    return value
+
+
 class Capacity(Section):
+    """One way of getting a slice's VMs; a slice lists these in the order GKE should try them."""
+
     type: Literal[CAPACITY_TYPES] = "on-demand"
     reservation: str | None = None
     affinity: Literal["SPECIFIC", "ANY"] | None = None  # reservations only; SPECIFIC by default
+    project: ProjectId | None = None  # a shared reservation's owner project (SPECIFIC only)
+    # flex-start only: how long GKE keeps each VM (seconds, or "24h", "7d"); GKE's default is 7 days.
+    max_run_duration: Annotated[int, BeforeValidator(_seconds)] | None = Field(
+        None, ge=FLEX_START_MIN_RUN_SECONDS, le=FLEX_START_MAX_RUN_SECONDS)
+    # flex-start only: the pool is scaled only by ProvisioningRequests (Dynamic Workload Scheduler
+    # through Kueue's admission check), never by plain pending pods.
+    queued_provisioning: bool = False
 
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
@@ -164,17 +189,41 @@ class Capacity(Section):
             object.__setattr__(self, "affinity", affinity)
             if affinity == "SPECIFIC" and not self.reservation:
                 raise at("reservation", "required when type is reservation with SPECIFIC affinity")
-            if affinity != "SPECIFIC" and self.reservation:
+            if affinity != "SPECIFIC" and (self.reservation or self.project):
                 # GKE ignores a name with ANY affinity: say so rather than drop it.
                 raise at("reservation", f"a reservation name needs affinity SPECIFIC, not {affinity}")
-        elif self.reservation or self.affinity:
+        elif self.reservation or self.affinity or self.project:
             # GKE: Spot and flex-start VMs cannot consume reservations; on-demand needs none here.
             raise at("reservation", f"only allowed when type is reservation, not {self.type}")
+        if self.type != "flex-start":
+            for key in ("max_run_duration", "queued_provisioning"):
+                if key in self.model_fields_set:
+                    raise at(to_camel(key), f"only allowed when type is flex-start, not {self.type}")
         return self
 
     @property
     def spot(self) -> bool:
         return self.type == "spot"
+
+    @property
+    def flex_start(self) -> bool:
+        return self.type == "flex-start"
+
+    @property
+    def reservation_path(self) -> str | None:
+        """The reservation as GKE names it: ``NAME``, or ``projects/P/reservations/NAME`` when shared."""
+        if not self.reservation:
+            return None
+        return f"projects/{self.project}/reservations/{self.reservation}" if self.project else self.reservation
+
+
+def _capacity_list(value: Any) -> Any:
+    """The old single mapping (``capacity: {type: spot}``) is a list of one option."""
+    if value is None:
+        return value
+    if isinstance(value, Mapping | Capacity):
+        return (value,)
+    return value
 
 
 class Slice(Section):
@@ -183,7 +232,41 @@ class Slice(Section):
     topology: str
     machine_type: str | None = None  # needed where a topology allows several
     group: GroupName | None = None  # the Ray worker group; by default one per shape
-    capacity: Capacity = Field(default_factory=Capacity)
+    # Capacity options in the order GKE tries them (a ComputeClass per worker group); one
+    # mapping is a list of one.
+    capacity: Annotated[tuple[Capacity, ...], BeforeValidator(_capacity_list)] = Field(
+        default_factory=lambda: (Capacity(),), min_length=1)
+    # GKE creates this slice's node pools from the worker group's ComputeClass instead of the stack.
+    node_pool_auto_creation: bool = False
+
+    @model_validator(mode="after")
+    def _options(self) -> Slice:
+        types = [c.type for c in self.capacity]
+        for t in dict.fromkeys(types):
+            if types.count(t) > 1:
+                raise at("capacity", f"capacity type {t} is listed {types.count(t)} times; list each type once, "
+                                     "in the order GKE should try them")
+        if self.node_pool_auto_creation and any(c.queued_provisioning for c in self.capacity):
+            raise at("nodePoolAutoCreation", "queued provisioning needs a node pool the stack creates; "
+                                             "set nodePoolAutoCreation: false or queuedProvisioning: false")
+        return self
+
+    @property
+    def preferred(self) -> Capacity:
+        """The first option: what GKE tries first."""
+        return self.capacity[0]
+
+    @property
+    def pools(self) -> tuple[tuple[Capacity, str], ...]:
+        """(option, node pool name) for each option; none when GKE auto-creates the pools.
+
+        One option keeps the slice's own name (older stacks keep their pool); with fallbacks
+        each option's pool is ``<slice>-<suffix>`` (stable when the order changes)."""
+        if self.node_pool_auto_creation:
+            return ()
+        if len(self.capacity) == 1:
+            return ((self.capacity[0], self.name),)
+        return tuple((c, names.slice_pool(self.name, c.type)) for c in self.capacity)
 
     @model_validator(mode="after")
     def _shape(self) -> Slice:
@@ -564,7 +647,6 @@ class Job(Section):
     # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
     suspend: bool = False
 
-
     @model_validator(mode="after")
     def _mode_keys(self) -> Job:
         given = self.model_fields_set
@@ -636,30 +718,6 @@ class Job(Section):
         return self.cluster == "dedicated" and not self.suspend
 
 
-    @cached_property
-    def run_identity(self) -> dict[str, Any]:
-        """What a checkpoint of this job must agree with (hashed into :attr:`run_name`)."""
-        return runs.identity(model=self.model, ici=self.ici, dcn=self.dcn,
-                             per_device_batch_size=self.per_device_batch_size,
-                             max_target_length=self.max_target_length, maxtext=self.maxtext, rerun=self.rerun)
-
-    @cached_property
-    def run_name(self) -> str:
-        """MaxText's run_name and Ray Train's run: ``<name>-<8 hex>`` (:mod:`stackspec.runs`)."""
-        return runs.run_name(self.name, self.run_identity)
-
-    @property
-    def checkpoint_plan(self) -> checkpoints.Plan:
-        """The resolved checkpoint period and how it was chosen (set by ``StackSpec._checkpoint_rules``)."""
-        return self.__dict__.get("checkpoint_plan") or checkpoints.Plan(
-            self.checkpoint_period or checkpoints.SEED_CHECKPOINT_PERIOD, "unresolved")
-
-    @property
-    def checkpoint_storage(self) -> checkpoints.Storage | None:
-        """One run's checkpoints at its end (None: the model's size is not in the table)."""
-        return checkpoints.storage(self.model, self.steps, self.checkpoint_plan.period, self.maxtext)
-
-
 @dataclass(frozen=True)
 class WorkerGroup:
     """One Ray worker group: all slices of one shape."""
@@ -674,7 +732,21 @@ class WorkerGroup:
 
     @property
     def spot(self) -> bool:
-        return any(s.capacity.spot for s in self.slices)
+        """Any option of any slice is Spot: a job here may be preempted."""
+        return any(c.spot for s in self.slices for c in s.capacity)
+
+    @property
+    def capacity(self) -> tuple[Capacity, ...]:
+        """The group's options in order (its slices agree: ``StackSpec._slice_rules``)."""
+        return self.slices[0].capacity
+
+    @property
+    def node_pool_auto_creation(self) -> bool:
+        return self.slices[0].node_pool_auto_creation
+
+    @property
+    def compute_class(self) -> str:
+        return names.compute_class(self.name)
 
 
 class TpuPrices(Section):
@@ -739,9 +811,9 @@ class StackSpec(BaseModel):
     storage: Storage = Field(alias=_ns("storage"))
     ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
     jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
-    prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
     image: WorkerImage | None = Field(None, alias=_ns("image"))  # absent: ray.image, MaxText installed at start
     monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
+    prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -831,6 +903,13 @@ class StackSpec(BaseModel):
             k = _ns(f"slices[{i}]")
             out += [d(f"{k}.name", s.name, limits.GKE_NODE_POOL, "the slice's node pool"),
                     d(f"{k}.group", s.group, limits.RAY_WORKER_GROUP, "the Ray worker group")]
+            out += [d(f"{k}.name", pool, limits.GKE_NODE_POOL, f"the node pool of its {c.type} option <name>-<suffix>")
+                    for c, pool in s.pools if pool != s.name]
+        for g in self.groups:
+            i = next(n for n, s in enumerate(self.slices) if s.group == g.name)
+            # The class name is also a node label value (cloud.google.com/compute-class=<class>).
+            out.append(d(_ns(f"slices[{i}].group"), g.compute_class, limits.LABEL_VALUE,
+                         "the worker group's ComputeClass <group>-class (a node label value)"))
         for i, j in enumerate(self.jobs):
             k = _ns(f"jobs[{i}]")
             out += [d(f"{k}.name", j.name, limits.RAY_JOB, "the RayJob (KubeRay appends 6 characters for its cluster)"),
@@ -953,6 +1032,20 @@ class StackSpec(BaseModel):
             if s.group in shapes and shapes[s.group].key != s.shape.key:
                 fail(f"{_ns('slices')}[{i}].group", s.group, "a worker group holds slices of one shape only")
             shapes.setdefault(s.group, s.shape)
+            # One ComputeClass per worker group: its slices try the same options in the same order.
+            first = next(o for o in self.slices if o.group == s.group)
+            if s.capacity != first.capacity:
+                fail(f"{_ns('slices')}[{i}].capacity", [c.type for c in s.capacity],
+                     f"worker group {s.group} selects one ComputeClass: its slices list the same capacity options "
+                     f"in the same order as slice {first.name}: {[c.type for c in first.capacity]}")
+            if s.node_pool_auto_creation != first.node_pool_auto_creation:
+                fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", s.node_pool_auto_creation,
+                     f"worker group {s.group} selects one ComputeClass: set it as slice {first.name} does")
+            if s.node_pool_auto_creation and self.networks:
+                # A ComputeClass has no field for additional node networks: auto-created pools get no DCN NICs.
+                fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", True,
+                     "auto-created node pools get no additional node networks (network.secondary): the stack "
+                     "creates this slice's pools; set nodePoolAutoCreation: false")
 
     def _job_rules(self, fail) -> None:
         available = {g.name: g.replicas for g in self.groups}

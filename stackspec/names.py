@@ -100,7 +100,6 @@ def provisioning_check(ray_cluster: str) -> str:
     return f"{ray_cluster}-dws"
 
 
-
 @dataclass(frozen=True)
 class Derived:
     key: str  # the spec key the name comes from (where an error points)

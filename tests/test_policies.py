@@ -23,7 +23,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from offline import engine
 from policies import offline, registry, report
-from policies.rules.common import RAY_CLUSTER, RAY_JOB, Res, parse_entrypoint
+from policies.rules.common import COMPUTE_CLASS, RAY_CLUSTER, RAY_JOB, Res, parse_entrypoint
 from stackspec import spec as stack_spec
 from stackspec import tpu
 
@@ -131,8 +131,8 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      lambda rs: _pool(rs)["nodeConfig"].update(machineType="ct6e-standard-8t"), None,
      "machine type ct6e-standard-8t (8 chips per host) does not fit v6e topology 4x4"),
     ("tpu-node-count-matches-hosts", "prod",
-     lambda rs: _pool(rs).update(nodeCount=3.0), None,
-     "nodeCount is 3, a v6e-16 (4x4, ct6e-standard-4t) slice has 4 host(s)"),
+     lambda rs: _pool(rs)["autoscaling"].update(totalMaxNodeCount=3.0), None,
+     "autoscaling maximum is 3, a v6e-16 (4x4) slice has 4 host(s)"),
     ("tpu-compact-placement", "prod",
      lambda rs: _pool(rs)["placementPolicy"].update(type="SPREAD"), None,
      "multi-host topology 4x4 needs placementPolicy.type COMPACT"),
@@ -319,6 +319,15 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("required-labels", "prod",
      lambda rs: _find(rs, "kubernetes:core/v1:ConfigMap").props["metadata"].pop("labels"), None,
      "lacks ['app.kubernetes.io/part-of']"),
+    ("compute-class-fits-jobs", "prod",
+     lambda rs: _find(rs, COMPUTE_CLASS).props["spec"]["priorities"][1]["tpu"].update(topology="4x8"), None,
+     "priority 2 (on-demand) provisions v6e-32 4x8"),
+    ("compute-class-has-fallback", "prod",
+     lambda rs: _find(rs, COMPUTE_CLASS).props["spec"]["priorities"].pop(), None,
+     "ComputeClass tpu-group-class has 1 capacity option(s) (flex-start)"),
+    ("compute-class-pool-tainted", "prod",
+     lambda rs: _pool(rs)["nodeConfig"].update(taints=[]), None,
+     "labelled cloud.google.com/compute-class=tpu-group-class without the taint"),
     ("required-labels", "prod", lambda rs: None, {"required-labels": {"gcpLabels": ["team"]}},
      "Bucket my-tpu-project-maxtext-checkpoints labels lacks ['team']"),
 ]
@@ -390,7 +399,7 @@ def test_preview_report_prints_fix_and_writes_policy_json(renderings, tmp_path):
     rendering = copy.copy(renderings["prod"])
     rendering.resources = copy.deepcopy(renderings["prod"].resources)
     pool = next(r for r in rendering.resources if r.type == NODE_POOL and r.name == "v6e-16-0")
-    pool.inputs["nodeCount"] = 3.0
+    pool.inputs["autoscaling"]["totalMaxNodeCount"] = 3.0  # pools with capacity fallbacks scale from 0
     out = io.StringIO()
     code = report.check(rendering, tmp_path, out)
     text = out.getvalue()
@@ -472,8 +481,8 @@ def test_pack_policies_validate_engine_props(registered, renderings, monkeypatch
                    for m in prod_messages), prod_messages
 
         pool = _find(resources, NODE_POOL, "v6e-8-0")
-        pool.props["nodeCount"] = 1.0
-        assert "nodeCount is 1" in validate("tpu-node-count-matches-hosts", pool, "dev")[0][0]
+        pool.props["autoscaling"]["totalMaxNodeCount"] = 1.0  # dev's pools have capacity fallbacks: from 0
+        assert "autoscaling maximum is 1" in validate("tpu-node-count-matches-hosts", pool, "dev")[0][0]
 
         _worker_group(_raycluster(resources))["replicas"] = 2.0
         stack_res = [pulumi_policy.PolicyResource(

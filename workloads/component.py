@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stackspec.spec import StackSpec
-from workloads import manifests, security
+from workloads import compute_class, manifests, security
 from workloads import monitoring as gmp
 from workloads.queueing import KueueQueueing, KueueQueueingArgs
 
@@ -81,10 +81,11 @@ class RayWorkloads(pulumi.ComponentResource):
         self.trainer = k8s.core.v1.ConfigMap(f"{name}-trainer", metadata=doc["metadata"], data=doc["data"], opts=base)
         needs.append(self.trainer)
 
-        # Kueue and the stack's queues: the RayCluster and RayJobs it manages come once its webhook serves.
-        self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider),
-                                      pulumi.ResourceOptions(parent=self))
-        needs.append(self.queueing)
+        # One ComputeClass per worker group (cluster-scoped): the pods that select it come after.
+        self.compute_classes = [
+            _custom(f"{name}-{doc['metadata']['name']}", doc, base) for doc in compute_class.compute_classes(spec)
+        ]
+        needs += self.compute_classes
 
         # Each Ray head's NetworkPolicy exists before its pods do (no window with the head open).
         policies = security.network_policies(spec, manifests.needs_shared_cluster(spec), manifests.declared_jobs(spec))
@@ -96,6 +97,11 @@ class RayWorkloads(pulumi.ComponentResource):
         needs += self.network_policies
         # The drill identity's RBAC: exactly what drills/cluster.py calls.
         self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, base) for d in security.drill_rbac(spec)]
+
+        # Kueue and the stack's queues: the RayCluster and RayJobs it manages come once its webhook serves.
+        self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider),
+                                      pulumi.ResourceOptions(parent=self))
+        needs.append(self.queueing)
 
         self.cluster = None
         if manifests.needs_shared_cluster(spec):
@@ -138,5 +144,6 @@ class RayWorkloads(pulumi.ComponentResource):
                 "trainerSha256": doc["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION],
                 "rayCluster": spec.ray.cluster_name if self.cluster else None,
                 "rayJobs": list(self.jobs),
+                "computeClasses": [g.compute_class for g in spec.groups],
             }
         )

@@ -20,7 +20,7 @@ from typing import Any
 from stackspec import kube, kuberay, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
-from workloads import security
+from workloads import compute_class, security
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
@@ -306,7 +306,10 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
         }
     ]
     pod["volumes"] = _volumes(spec, trainer=False)
-    pod["nodeSelector"] = {**METADATA_SERVER_SELECTOR, **shape.node_selector}
+    # The group's ComputeClass picks the capacity option (GKE's fallback order); the TPU labels stay
+    # beside it: every pool of the class has them, and the slice-shape policies read them.
+    pod["nodeSelector"] = {**METADATA_SERVER_SELECTOR, **shape.node_selector, **compute_class.pod_selector(group)}
+    pod["tolerations"] = [compute_class.pod_toleration(group)]
     return {
         "groupName": group.name,
         "replicas": size.replicas,

@@ -24,6 +24,7 @@ RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
 RAY_JOB = "kubernetes:ray.io/v1:RayJob"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 SERVICE = "kubernetes:core/v1:Service"
+COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 
 NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
 GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER

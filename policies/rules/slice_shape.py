@@ -6,26 +6,37 @@ Every fact (topologies, machine types, hosts, chips per host) comes from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stackspec import tpu
+from stackspec import kube, tpu
 
 from .common import (
+    COMPUTE_CLASS,
     NODE_POOL,
+    RAY_CLUSTER,
+    RAY_JOB,
     Context,
+    Res,
     as_int,
     containers,
     get,
     group_selector,
+    group_shape,
     group_tpu_chips,
     is_tpu_group,
     is_tpu_pool,
+    items,
+    k8s_name,
     pool_networks,
     pool_topology,
     tpu_request,
     worker_groups,
 )
+
+Violations = list[tuple[Res | None, str]]
+# A worker group's ComputeClass lists at least this many capacity options (prod; a warning in dev).
+MIN_FALLBACK_OPTIONS = 2
 
 
 def _generation_of(machine_type: str) -> tpu.Generation | None:
@@ -200,3 +211,116 @@ def worker_tpu_request(type_: str, props: Mapping[str, Any], ctx: Context) -> li
                 out.append(f"{label} container {cname}: google.com/tpu is {req}, a host of "
                            f"{accel} {topo} has {' or '.join(map(str, allowed))} chips")
     return out
+
+
+# --------------------------------------------------------------------------- capacity fallbacks (ComputeClass)
+
+
+def _classes(resources: Sequence[Res]) -> dict[str, Res]:
+    return {k8s_name(r.props): r for r in resources if r.type == COMPUTE_CLASS}
+
+
+def _group_class(group: Mapping[str, Any]) -> str | None:
+    sel = get(group, "template.spec.nodeSelector", {})
+    value = sel.get(kube.COMPUTE_CLASS_LABEL) if isinstance(sel, Mapping) else None
+    return str(value) if value else None
+
+
+def _option(rule: Mapping[str, Any]) -> str:
+    """A priority rule as the capacity option it stands for, for messages."""
+    if get(rule, "flexStart.enabled"):
+        return "flex-start"
+    if isinstance(get(rule, "reservations"), Mapping):
+        names_ = [str(get(r, "name")) for r in items(get(rule, "reservations.specific", []))]
+        return f"reservation {', '.join(names_)}".strip() if names_ else "reservation"
+    return "spot" if get(rule, "spot") is True else "on-demand"
+
+
+def priority_shape(rule: Mapping[str, Any]) -> tuple[tpu.SliceShape | None, str | None]:
+    """The slice shape a ComputeClass priority provisions, or why it provisions none."""
+    t = get(rule, "tpu")
+    if not isinstance(t, Mapping):
+        return None, "has no tpu rule: it provisions nodes without TPUs"
+    try:
+        return tpu.from_node_labels(str(t.get("type")), str(t.get("topology")), as_int(t.get("count")) or 0), None
+    except tpu.SliceError as e:
+        return None, str(e)
+
+
+def compute_class_fits_jobs(resources: Sequence[Res], ctx: Context) -> Violations:
+    """Every option of a worker group's ComputeClass provisions the group's slice shape, and every
+    RayJob on that group can run its MaxText mesh on each option."""
+    from .stack import _jobs  # the RayJob view (entrypoint, worker group, shape) the job rules share
+
+    classes = _classes(resources)
+    out: Violations = []
+    jobs_by_group: dict[int, list[Any]] = {}
+    for j in _jobs(resources):
+        if j.group is not None:
+            jobs_by_group.setdefault(id(j.group), []).append(j)
+    for r in resources:
+        if r.type not in (RAY_CLUSTER, RAY_JOB):
+            continue
+        for path, group in worker_groups(r.type, r.props):
+            name = _group_class(group)
+            shape = group_shape(group)
+            if name is None or shape is None:
+                continue
+            where = f"{k8s_name(r.props)} worker group {get(group, 'groupName', path)}"
+            cc = classes.get(name)
+            if cc is None:
+                out.append((r, f"{where} selects ComputeClass {name}, which the stack does not declare: "
+                               "its pods never schedule"))
+                continue
+            for i, rule in enumerate(items(get(cc.props, "spec.priorities", []))):
+                got, why = priority_shape(rule)
+                opt = f"ComputeClass {name} priority {i + 1} ({_option(rule)})"
+                if got is None:
+                    out.append((cc, f"{opt} {why}; {where} needs {shape.pod_type} {shape.topology}"))
+                    continue
+                if got.key != shape.key:
+                    out.append((cc, f"{opt} provisions {got.pod_type} {got.topology} ({got.chips_per_host} "
+                                    f"chips/host) but {where} runs on {shape.pod_type} {shape.topology} "
+                                    f"({shape.chips_per_host} chips/host): a fallback must be the same slice shape"))
+                for j in jobs_by_group.get(id(group), []):
+                    if msg := tpu.mesh_error("ici", j.call.mesh("ici"), got.chips):
+                        out.append((j.res, f"RayJob {j.name} cannot use {opt}: its ICI mesh must tile the "
+                                           f"{got.chips} chips of a {got.pod_type} slice: {msg}"))
+    return out
+
+
+def compute_class_fallbacks(resources: Sequence[Res], ctx: Context) -> Violations:
+    """A TPU worker group's ComputeClass has a fallback: at least two capacity options."""
+    classes = _classes(resources)
+    out: Violations = []
+    seen: set[str] = set()
+    for r in resources:
+        if r.type not in (RAY_CLUSTER, RAY_JOB):
+            continue
+        for _, group in worker_groups(r.type, r.props):
+            name = _group_class(group)
+            if not is_tpu_group(group) or name in seen or name not in classes:
+                continue
+            seen.add(name)
+            rules = items(get(classes[name].props, "spec.priorities", []))
+            if len(rules) < MIN_FALLBACK_OPTIONS:
+                have = ", ".join(_option(x) for x in rules) or "none"
+                out.append((classes[name], f"ComputeClass {name} has {len(rules)} capacity option(s) ({have}): "
+                                           "when it has no capacity the slices wait; add a fallback"))
+    return out
+
+
+def node_pool_compute_class(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
+    """A node pool labelled for a ComputeClass is also tainted for it (GKE's rule for pools made by hand)."""
+    if type_ != NODE_POOL:
+        return []
+    labels = get(props, "nodeConfig.labels", {})
+    name = labels.get(kube.COMPUTE_CLASS_LABEL) if isinstance(labels, Mapping) else None
+    if not name:
+        return []
+    taints = items(get(props, "nodeConfig.taints", []))
+    if any(get(t, "key") == kube.COMPUTE_CLASS_LABEL and get(t, "value") == name
+           and get(t, "effect") in ("NO_SCHEDULE", "NoSchedule") for t in taints):
+        return []
+    return [f"node pool {get(props, 'name', '?')}: labelled {kube.COMPUTE_CLASS_LABEL}={name} without the taint "
+            f"{kube.COMPUTE_CLASS_LABEL}={name}:NoSchedule: pods of other classes would land on it"]
