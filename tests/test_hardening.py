@@ -60,7 +60,8 @@ def test_every_pool_auto_upgrades_and_repairs_with_the_channel(prod):
     pools = prod.by_type(POOL)
     assert {p.name for p in pools} >= {"maxtext-tpu-system", "v6e-16-0", "v6e-16-1"}
     for p in pools:
-        assert p.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}, p.name
+        flex = p.inputs["nodeConfig"].get("flexStart") is True  # GKE does not repair flex-start VMs
+        assert p.inputs["management"] == {"autoRepair": not flex, "autoUpgrade": True}, p.name
     system = prod.one(POOL, "maxtext-tpu-system").inputs["nodeConfig"]
     assert system["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     # TPU pools: no Shielded VM options (unverified for ct6e); the cluster's Shielded GKE Nodes cover them.
