@@ -12,13 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drills.localray import LocalRayCluster, deferred_interrupts
+from drills.localray import MAX_TEMP_DIR_CHARS, LocalRayCluster, deferred_interrupts
 from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
@@ -148,8 +149,14 @@ def load_job(stack: str, job_name: str | None, stacks_dir: Path | None = None) -
 
 
 def default_run_dir(stack: str, prefix: str) -> Path:
-    # Short: Ray's Unix socket paths live under it.
-    return ROOT / "build" / stack / f"{prefix}-{time.strftime('%H%M%S')}"
+    """build/<stack>/<prefix>-<time>, or the same under /tmp/slicectl when the checkout's path is
+    too long for Ray's Unix sockets (they live under the run directory; a CI runner's checkout
+    path alone is about 50 characters)."""
+    name = Path(stack) / f"{prefix}-{time.strftime('%H%M%S')}"
+    run_dir = ROOT / "build" / name
+    if len(str(run_dir / "ray")) > MAX_TEMP_DIR_CHARS:
+        run_dir = Path(tempfile.gettempdir()) / "slicectl" / name
+    return run_dir
 
 
 def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,

@@ -32,6 +32,8 @@ READY_MARK = "Ray runtime started"
 # to the workers as a working_dir and refuse a run directory outside the project.
 LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
 START_TIMEOUT_S = 90.0
+# Longest temp dir (<run dir>/ray) we start Ray in: its Unix socket paths grow from it.
+MAX_TEMP_DIR_CHARS = 50
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
 # period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL, so a quick verdict is
 # safe here; the trainer's elastic policy waits for it before sizing a restart.
@@ -151,7 +153,7 @@ class LocalRayCluster:
         self.run_dir = Path(self.run_dir).resolve()
         # Ray's Unix sockets live under the temp dirs: keep their paths short.
         self.temp_dir = self.run_dir / "ray"
-        if len(str(self.temp_dir)) > 50:
+        if len(str(self.temp_dir)) > MAX_TEMP_DIR_CHARS:
             raise LocalRayError(f"run directory path too long for Ray's sockets: {self.run_dir}")
 
     # ------------------------------------------------------------------ lifecycle

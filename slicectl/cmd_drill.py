@@ -166,7 +166,7 @@ def run_local(args: argparse.Namespace) -> int:
         if args.reference_run is not None and not (args.reference_run / "summary.json").is_file():
             raise ValueError(f"--reference-run {args.reference_run}: no summary.json (a `slicectl train "
                              "--local` run directory)")
-        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, f"drill-{args.scenario}"), opts)
+        drill = LocalDrill(spec, job, args.run_dir or default_run_dir(args.stack, "drill"), opts)
     except ValueError as e:
         raise UsageError(str(e)) from None
     report = drill.run()

@@ -35,6 +35,7 @@ PINNED = {
     "google-github-actions/auth": ("7c6bc770dae815cd3e89ee6cdf493a5fab2cc093", "v3.0.0"),
     "google-github-actions/setup-gcloud": ("aa5489c8933f4cc7a4f7d45035b3b1440c9c10db", "v3.0.1"),
     "pulumi/actions": ("8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
+    "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
 }
 # The identity each cloud job acts as (Actions variables the bootstrap's outputs fill).
 PREVIEW, DEPLOY, DRILL, IMAGE = (f"${{{{ vars.GCP_{k}_SERVICE_ACCOUNT }}}}"
@@ -155,7 +156,10 @@ def test_least_permissions_per_job():
             assert (perms.get("id-token") == "write") == gcp, f"{name}:{job_name} id-token"
             comments = any(s.get("with", {}).get("comment-on-pr") for s in steps(job))
             assert (perms.get("pull-requests") == "write") == comments, f"{name}:{job_name}"
-            assert set(perms) <= {"contents", "id-token", "pull-requests"}
+            # Reading this repository's earlier runs (their drill artifacts) takes actions: read.
+            reads_runs = any("gh run download" in s.get("run", "") for s in steps(job))
+            assert (perms.get("actions") == "read") == reads_runs, f"{name}:{job_name} actions"
+            assert set(perms) <= {"contents", "id-token", "pull-requests", "actions"}
             assert job.get("timeout-minutes"), f"{name}:{job_name}: a job never runs unbounded"
 
 
@@ -281,7 +285,10 @@ def test_local_drills_are_one_matrix_line_each(tmp_path):
     """Each matrix line's flags reach `slicectl drill --local` as words (run here with a stand-in uv)."""
     local = load("drills.yml")["jobs"]["local-drill"]
     drills = local["strategy"]["matrix"]["drill"]
-    assert {d["name"] for d in drills} >= {"elastic-scale-up"}
+    assert {d["name"] for d in drills} >= {"elastic-scale-up", "preemption", "mid-save", "repeated", "reshard"}
+    # Each drill's files (drill.json, summary.md, timeline.png) are kept as its own artifact.
+    (upload,) = uses(local, "actions/upload-artifact")
+    assert upload["with"]["name"] == "drill-${{ matrix.drill.name }}" and upload["if"] == "always()"
     (step,) = [s for s in steps(local) if "slicectl drill --local" in s.get("run", "")]
     (tmp_path / "uv").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$OUT"\n')
     (tmp_path / "uv").chmod(0o755)
