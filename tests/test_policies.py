@@ -24,10 +24,11 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from offline import engine
 from policies import offline, registry, report
 from policies.rules.common import COMPUTE_CLASS, RAY_CLUSTER, RAY_JOB, Res, parse_entrypoint
+from stackspec import kube, tpu
 from stackspec import spec as stack_spec
-from stackspec import tpu
 
 ROOT = Path(__file__).resolve().parents[1]
+KUEUE_CLUSTER_QUEUE = f"kubernetes:{kube.KUEUE_GROUP}/v1beta2:ClusterQueue"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -85,8 +86,13 @@ def _worker(r: Res) -> dict[str, Any]:
     return _worker_group(r)["template"]["spec"]["containers"][0]
 
 
+def _cluster_spec(r: Res) -> dict[str, Any]:
+    """A RayCluster's spec, or the spec of the cluster a RayJob brings."""
+    return r.props["spec"].get("rayClusterSpec", r.props["spec"])
+
+
 def _head(r: Res) -> dict[str, Any]:
-    return r.props["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    return _cluster_spec(r)["headGroupSpec"]["template"]["spec"]["containers"][0]
 
 
 def _set_arg(r: Res, flag_or_key: str, value: str) -> None:
@@ -104,7 +110,8 @@ def _set_arg(r: Res, flag_or_key: str, value: str) -> None:
 def _pool(rs): return _find(rs, NODE_POOL, "v6e-16-0").props  # noqa: E704
 def _cluster(rs): return _find(rs, CLUSTER).props  # noqa: E704
 def _bucket(rs): return _find(rs, BUCKET).props  # noqa: E704
-def _raycluster(rs): return _find(rs, RAY_CLUSTER)  # noqa: E704
+# The long-lived RayCluster where a stack has one, else the first cluster a (Kueue-queued) job brings.
+def _raycluster(rs): return next((r for r in rs if r.type == RAY_CLUSTER), None) or _dedicated(rs)  # noqa: E704
 def _dedicated(rs): return next(r for r in rs if r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"])  # noqa: E704
 def _any_cluster(rs): return next(r for r in rs if r.type == RAY_CLUSTER or (r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"]))  # noqa: E501,E704
 def _job(rs, name): return _find(rs, RAY_JOB, name)  # noqa: E704
@@ -116,9 +123,10 @@ def _key_resource(rs: list[Res]) -> None:
 
 
 def _dedicated_job(rs: list[Res]) -> None:
+    """The elastic job on its own cluster (as prod queues it, or moved off the shared one) that outlives it."""
     job = _job(rs, "llama3-8b-elastic")
-    job.props["spec"].pop("clusterSelector")
-    job.props["spec"]["rayClusterSpec"] = copy.deepcopy(_raycluster(rs).props["spec"])
+    if job.props["spec"].pop("clusterSelector", None) is not None:
+        job.props["spec"]["rayClusterSpec"] = copy.deepcopy(_find(rs, RAY_CLUSTER).props["spec"])
     job.props["spec"]["shutdownAfterJobFinishes"] = False
 
 
@@ -277,10 +285,10 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("no-service-account-keys", "prod", _key_resource, None,
      "service-account key for maxtext-tpu-nodes"),
     ("ray-head-not-public", "prod",
-     lambda rs: _raycluster(rs).props["spec"]["headGroupSpec"].update(serviceType="LoadBalancer"),
+     lambda rs: _cluster_spec(_raycluster(rs))["headGroupSpec"].update(serviceType="LoadBalancer"),
      None, "serviceType LoadBalancer exposes the Ray dashboard"),
     ("ray-head-not-public", "dev",
-     lambda rs: _raycluster(rs).props["spec"]["headGroupSpec"].update(
+     lambda rs: _cluster_spec(_raycluster(rs))["headGroupSpec"].update(
          headService={"spec": {"externalIPs": ["203.0.113.7"]}}), None,
      "externalIPs ['203.0.113.7'] expose the Ray head"),
     ("no-mutable-images-in-prod", "prod",
@@ -330,6 +338,16 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "labelled cloud.google.com/compute-class=tpu-group-class without the taint"),
     ("required-labels", "prod", lambda rs: None, {"required-labels": {"gcpLabels": ["team"]}},
      "Bucket my-tpu-project-maxtext-checkpoints labels lacks ['team']"),
+    ("kueue-rayjob-queue", "prod",
+     lambda rs: _job(rs, "llama3-8b-elastic").props["metadata"]["labels"].pop(kube.KUEUE_QUEUE_LABEL), None,
+     "RayJob llama3-8b-elastic brings its own cluster but names no LocalQueue"),
+    ("kueue-rayjob-lifecycle", "prod",
+     lambda rs: _job(rs, "llama3-70b-multislice").props["spec"].update(suspend=False), None,
+     "RayJob llama3-70b-multislice is queued by Kueue but sets spec.suspend"),
+    ("kueue-tpu-quota-matches-slices", "prod",
+     lambda rs: _find(rs, KUEUE_CLUSTER_QUEUE).props["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]
+     .update(nominalQuota="64"), None,
+     "TPU quota for tpu-v6e-slice 4x4 is 64 chips, the slices provision 32"),
 ]
 
 

@@ -128,7 +128,7 @@ def _mutate(rendering: engine.Rendering, type_: str, fn, name: str | None = None
 
 
 def _broken_worker(inputs: dict) -> None:
-    group = inputs["spec"]["workerGroupSpecs"][0]
+    group = inputs["spec"].get("rayClusterSpec", inputs["spec"])["workerGroupSpecs"][0]
     group["numOfHosts"] = 3
     group["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"] = "8"
 
@@ -141,7 +141,8 @@ CASES = {
     "prod, node pool of the wrong size": ("prod", lambda r: _mutate(
         r, "gcp:container/nodePool:NodePool", lambda i: i.update(nodeCount=3), name="v6e-16-0"), None),
     "prod, worker group that does not match its slice": (
-        "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayCluster", _broken_worker), None),
+        # prod's jobs are queued by Kueue, each on its own cluster: break the one a job brings.
+        "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayJob", _broken_worker), None),
     "prod, control plane open to the internet": ("prod", lambda r: _mutate(
         r, "gcp:container/cluster:Cluster", lambda i: i.update(
             controlPlaneEndpointsConfig={"ipEndpointsConfig": {"enabled": True}},
