@@ -89,9 +89,11 @@ def test_nodes_use_a_dedicated_least_privilege_account(prod):
 
 @pytest.mark.parametrize("name", ["v6e-16-0", "v6e-16-1"])
 def test_slice_node_pools_match_the_seed(prod, name):
+    # The preferred (flex-start) option's pool keeps the slice's resource name; with a fallback
+    # (on-demand, <name>-std) every option's pool scales from 0 to one slice (tests/test_compute_class.py).
     i = prod.one(POOL, name).inputs
     shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
-    assert i["name"] == name and i["nodeCount"] == shape.hosts == 4
+    assert i["name"] == f"{name}-flex" and i["autoscaling"]["totalMaxNodeCount"] == shape.hosts == 4
     assert i["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
     assert i["networkConfig"]["additionalNodeNetworkConfigs"] == [
         {"network": "maxtext-tpu-net-1", "subnetwork": "tpu-subnet-1"},
@@ -104,15 +106,18 @@ def test_slice_node_pools_match_the_seed(prod, name):
     assert cfg["labels"]["cloud.google.com/gke-networking-dra-driver"] == "true"
     assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
     assert not cfg["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
-    assert cfg["spot"] is False
-    assert "reservationAffinity" not in cfg  # as the seed: GCE's default for on-demand
+    assert cfg["spot"] is False and cfg["flexStart"] is True
+    assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start consumes none
+    std = next(p.inputs for p in prod.by_type(POOL) if p.inputs["name"] == f"{name}-std")
+    assert "reservationAffinity" not in std["nodeConfig"]  # as the seed: GCE's default for on-demand
     # The release channel upgrades every pool; runs hold upgrades off with maintenance exclusions.
-    assert i["management"] == {"autoRepair": True, "autoUpgrade": True}
+    assert std["management"] == {"autoRepair": True, "autoUpgrade": True}
 
 
 def test_dev_slice_is_spot_and_two_hosts(dev):
-    (pool,) = [p for p in dev.by_type(POOL) if p.name != "maxtext-dev-system"]
-    assert pool.inputs["nodeCount"] == 2
+    # dev: Spot first, flex-start as its fallback; both pools scale 0 <-> one 2-host slice.
+    pool = dev.one(POOL, "v6e-8-0")
+    assert pool.inputs["name"] == "v6e-8-0-spot" and pool.inputs["autoscaling"]["totalMaxNodeCount"] == 2
     assert pool.inputs["placementPolicy"]["tpuTopology"] == "2x4"
     cfg = pool.inputs["nodeConfig"]
     assert cfg["spot"] is True
@@ -151,7 +156,8 @@ def test_workloads_use_the_cluster_provider(prod):
 
 
 def test_outputs(prod):
-    assert prod.outputs["sliceNodePools"] == ["v6e-16-0", "v6e-16-1"]
+    assert sorted(prod.outputs["sliceNodePools"]) == ["v6e-16-0-flex", "v6e-16-0-std", "v6e-16-1-flex",
+                                                      "v6e-16-1-std"]
     assert prod.outputs["getCredentials"].startswith("gcloud container clusters get-credentials maxtext-tpu")
 
 

@@ -54,7 +54,7 @@ def test_prod_is_the_seed_deployment():
 
 def test_dev_is_small_and_spot():
     s = spec.load("dev", engine.stack_config("dev"))
-    assert not s.prod and len(s.slices) == 1 and s.slices[0].capacity.spot
+    assert not s.prod and len(s.slices) == 1 and s.slices[0].preferred.spot
     assert not s.storage.protected and not s.cluster.deletion_protection
 
 
@@ -111,10 +111,11 @@ def test_capacity_rules(capacity, expected):
 
 def test_reservation_capacity_is_accepted():
     cfg = edit(
-        prod_config(), f"{NS}:slices", lambda v: v[0].update(capacity={"type": "reservation", "reservation": "v6e-res"})
+        prod_config(), f"{NS}:slices",
+        lambda v: [x.update(capacity={"type": "reservation", "reservation": "v6e-res"}) for x in v] and None
     )
     s = spec.load("prod", cfg)
-    assert s.slices[0].capacity == spec.Capacity(type="reservation", reservation="v6e-res", affinity="SPECIFIC")
+    assert s.slices[0].capacity == (spec.Capacity(type="reservation", reservation="v6e-res", affinity="SPECIFIC"),)
 
 
 def test_overlapping_subnets():
@@ -268,7 +269,8 @@ def test_running_jobs_must_fit_the_shared_slices():
         (f"{NS}:jobs", lambda v: v[2].update(maxFailure=2), f"{NS}:jobs[2].maxFailure = 2: unknown key "
                                                              "(did you mean maxFailures?)"),
         (f"{NS}:slices", lambda v: v[0].update(capacity={"type": "spot", "preemptible": True}),
-         f"{NS}:slices[0].capacity.preemptible = true: unknown key; allowed: affinity, reservation, type"),
+         f"{NS}:slices[0].capacity[0].preemptible = true: unknown key; allowed: affinity, maxRunDuration, project, "
+         "queuedProvisioning, reservation, type"),
     ],
 )
 def test_misspelt_keys_inside_sections_are_refused(key, fn, expected):

@@ -265,6 +265,8 @@ def test_component_children_parent_and_provider(prod):
             # Kueue and the stack's queues (tests/test_kueue.py checks them).
             ("tpu-multislice:workloads:KueueQueueing", f"{comp.name}-kueue"),
         ]
+        # One ComputeClass per worker group (tests/test_compute_class.py checks them).
+        + [("kubernetes:cloud.google.com/v1:ComputeClass", f"{comp.name}-{g.compute_class}") for g in spec.groups]
         + ([("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")] if manifests.needs_shared_cluster(spec) else [])
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
         # GMP scraping of the Ray metrics port (tests/test_monitoring.py checks them).
@@ -512,6 +514,7 @@ def test_worker_shapes_follow_the_slice_model(shapes):
             **manifests.METADATA_SERVER_SELECTOR,
             "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
             "cloud.google.com/gke-tpu-topology": shape.topology,
+            "cloud.google.com/compute-class": f"{group.name}-class",  # the group's capacity fallbacks
         }
         assert g["template"]["spec"]["resourceClaims"] == [
             {"name": "netdev", "resourceClaimTemplateName": "two-netdev"}
