@@ -36,11 +36,14 @@ ROOT = engine.ROOT
 
 
 def running(config: dict, job: str) -> dict:
-    """prod's config with ``job`` the one running job (prod runs its jobs one at a time)."""
+    """prod's config with ``job`` the one running job, on the long-lived RayCluster the stand-in serves
+    (prod queues its jobs in Kueue, each on its own cluster; the drill follows either)."""
     key = f"{spec.PROJECT}:jobs"
     jobs = json.loads(config[key])
     for j in jobs:
         j["suspend"] = j["name"] != job
+        if j["name"] == job:
+            j["cluster"] = "shared"
     return {**config, key: json.dumps(jobs)}
 
 
