@@ -199,3 +199,58 @@ def test_cli_flags_reach_the_drill(monkeypatch, tmp_path, capsys):
 def test_cli_rejects_scenario_flags_that_do_not_apply(argv, message, capsys):
     assert cli.main(["drill", "--local", "--stack", "prod", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_time_goodput_counts_each_steps_last_run_only():
+    """Steps 0-7 at 1 s each, a kill, a restart from checkpoint 5 at t=40, steps 6-9 again: the
+    productive time is 10 steps of 1 s (6 and 7's first runs are waste, and so is the gap)."""
+    from drills.report import productive_seconds
+
+    steps = [(10.0 + i, i, 2) for i in range(8)] + [(41.0 + i, 6 + i, 1) for i in range(4)]
+    starts = [(9.5, 0, 2), (40.0, 6, 1)]
+    assert productive_seconds(steps, starts) == pytest.approx(10.0)
+
+
+def test_report_publishes_json_timeline_and_summary(tmp_path):
+    """The files a drill leaves and CI publishes, from a report as LocalDrill fills it."""
+    from drills.report import DrillReport
+
+    r = DrillReport(target="local:dev/j", job="j", elastic=True, scenario="mid-save", kill_step=7,
+                    detect_s=2.0, resume_s=30.0, restored_step=5, steps_lost=2, final_step=9, target_step=9,
+                    steps_run=12, ok=True, job_wall_s=44.0, productive_s=10.0,
+                    phases={"detect": 2.0, "reschedule": 5.0, "process_start": 15.0, "restore": 6.0,
+                            "first_step": 2.0},
+                    step_times=[(10.0 + i, i, 2) for i in range(8)] + [(41.0 + i, 6 + i, 1) for i in range(4)],
+                    marks=[("kill", 18.0), ("detected", 20.0), ("restored", 40.0), ("resumed", 41.0)],
+                    figures={"save in flight at the kill": 10})
+    files = r.publish(tmp_path)
+    assert set(files) == {"json", "markdown", "png"}
+    assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    written = json.loads(files["json"].read_text())
+    assert written["time_goodput"] == pytest.approx(10 / 44) and written["goodput"] == pytest.approx(10 / 12)
+    md = files["markdown"].read_text()
+    assert md.startswith("### Drill `mid-save` on `local:dev/j`: PASSED")
+    assert "| imported -> checkpoint restored | 6.0 s |" in md and "| goodput (time) | 22.7% |" in md
+    assert "```mermaid\ngantt" in md and "section recovery" in md and "![timeline](timeline.png)" in md
+
+
+def test_drill_history_tables_runs_newest_first(tmp_path):
+    import importlib.util
+
+    from drills.report import DrillReport
+
+    spec = importlib.util.spec_from_file_location("drill_history", ROOT / "benchmarks" / "drill_history.py")
+    history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(history)
+    for run, resume, ok in (("101", 95.0, True), ("202", 41.5, False)):
+        DrillReport(target="local:dev/j", job="j", elastic=True, resume_s=resume, ok=ok,
+                    phases={"detect": 2.0}).write(tmp_path / run / "drill-preemption" / "drill.json")
+    (tmp_path / "202" / "drill-reshard").mkdir(parents=True)
+    (tmp_path / "202" / "drill-reshard" / "drill.json").write_text("{not json")
+    rows = history.rows(tmp_path)
+    assert [(r["run"], r["drill"]) for r in rows] == [("202", "preemption"), ("202", "reshard"),
+                                                      ("101", "preemption")]
+    assert rows[0]["kill -> resumed (s)"] == 41.5 and rows[0]["result"] == "FAILED"
+    assert rows[1]["result"].startswith("unreadable")
+    table = history.markdown(rows)
+    assert table.splitlines()[2].startswith("| 202 | preemption | preemption | FAILED | 41.5 | 2.0 |")
