@@ -241,7 +241,9 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
               f"last committed checkpoint {metrics.get('checkpoint_step')}; "
               f"wall {summary['wall_s']} s (cluster start {summary.get('cluster_start_s')} s); "
               f"peak RSS per process {summary['peak_rss_mb']} MB")
-        if not ok:
+        if summary.get("error") == "interrupted":
+            print(f"interrupted; driver log {driver.log}")
+        elif not ok:
             print(f"FAILED (driver exit {summary.get('rc')}); see {driver.log}")
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary

@@ -108,10 +108,13 @@ def _tree(pid: int) -> dict[int, str]:
 
 
 def _same_process_alive(pid: int, started: str) -> bool:
+    """Whether that very process (same start time) still runs; a zombie (ended, waiting for its
+    reaper, here the sandbox's init) does not."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == started
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    return fields[19] == started and fields[0] != "Z"
 
 
 @pytest.mark.slow
@@ -154,9 +157,17 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)  # the impatient second one, during cleanup
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 130, out[-3000:]
-        time.sleep(1)
-        left = [p for p, started in seen.items() if _same_process_alive(p, started)]
-        assert not left, f"still running: {left}\n{out[-3000:]}"
+        deadline = time.time() + 10  # SIGKILLed processes vanish within moments
+        while (left := [p for p, started in seen.items() if _same_process_alive(p, started)]) and \
+                time.time() < deadline:
+            time.sleep(0.5)
+        def describe(p: int) -> str:
+            try:
+                return f"{p} {Path(f'/proc/{p}/cmdline').read_bytes().replace(b'\0', b' ')[:120]!r}"
+            except OSError:
+                return f"{p} (gone)"
+
+        assert not left, f"still running: {[describe(p) for p in left]}\n{out[-3000:]}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
