@@ -49,8 +49,8 @@ SCENARIOS = ("preemption", "mid-save", "repeated", "reshard")
 MID_SAVE_COMMIT_DELAY_S = 4.0
 # repeated: the job must have ended this long after the kill that exhausts max_failures.
 FAIL_DEADLINE_S = 180.0
-# reshard: short runs (no kill window needed): checkpoints 0, 5, 10, 15 at the default period.
-RESHARD_STEPS = 16
+# reshard: short runs (no kill window needed): checkpoints 0, 5, 10, 15, 19 at the default period.
+RESHARD_STEPS = 20
 # reshard: how far a resharded run's losses may stray from the reference run's.
 # The first step after the restore runs on the restored state itself: only the reduction order
 # of one forward pass differs between N and M workers (measured: ~5e-7). Later steps add each
