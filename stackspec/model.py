@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -159,6 +160,8 @@ FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
 FLEX_START_MIN_RUN_SECONDS = 600
 _DURATION = re.compile(r"(\d+)\s*([smhd]?)")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# What editors are told (slicectl lint --schema): seconds, or a number with a unit.
+_DURATION_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\d+\s*[smhd]?$"}]}
 
 
 def _seconds(value: Any) -> Any:
@@ -176,7 +179,7 @@ class Capacity(Section):
     affinity: Literal["SPECIFIC", "ANY"] | None = None  # reservations only; SPECIFIC by default
     project: ProjectId | None = None  # a shared reservation's owner project (SPECIFIC only)
     # flex-start only: how long GKE keeps each VM (seconds, or "24h", "7d"); GKE's default is 7 days.
-    max_run_duration: Annotated[int, BeforeValidator(_seconds)] | None = Field(
+    max_run_duration: Annotated[int, BeforeValidator(_seconds), WithJsonSchema(_DURATION_SCHEMA)] | None = Field(
         None, ge=FLEX_START_MIN_RUN_SECONDS, le=FLEX_START_MAX_RUN_SECONDS)
     # flex-start only: the pool is scaled only by ProvisioningRequests (Dynamic Workload Scheduler
     # through Kueue's admission check), never by plain pending pods.

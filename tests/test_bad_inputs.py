@@ -21,6 +21,7 @@ from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 PROD = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+_TOPOLOGY_LINE = PROD.splitlines().index("      topology: 4x4") + 1  # the first slice's
 NS = stack_spec.PROJECT
 
 
@@ -51,7 +52,8 @@ SPEC_CASES: dict[str, tuple[str, list[str]]] = {
     "missing gcp:region": (PROD.replace("  gcp:region: us-east5\n", ""), ["gcp:region = (missing): required"]),
     "missing gcp:zone": (PROD.replace("  gcp:zone: us-east5-b", "  # no zone"), ["gcp:zone = (missing): required"]),
     "duplicate key": (PROD.replace("      topology: 4x4\n", "      topology: 4x4\n      topology: 2x4\n", 1),
-                      [":28: tpu-multislice:slices[0].topology = \"2x4\": duplicate key (first set on line 27)"]),
+                      [f":{_TOPOLOGY_LINE + 1}: tpu-multislice:slices[0].topology = \"2x4\": duplicate key "
+                       f"(first set on line {_TOPOLOGY_LINE})"]),
     "no environment": (PROD.replace("  tpu-multislice:environment: prod\n", ""),
                        [f"{NS}:environment = (missing): required; allowed: dev, prod"]),
     "unknown stack-file key": ("secretprovider: x\n" + PROD, ["secretprovider = \"x\": unknown stack-file key"]),

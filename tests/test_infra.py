@@ -37,6 +37,8 @@ def test_components_and_parents(prod):
         ("tpu-multislice:infra:CheckpointStore", "maxtext-tpu-checkpoints"),
         ("tpu-multislice:infra:ImageRegistry", "maxtext-tpu-images"),
         ("tpu-multislice:infra:StackMonitoring", "maxtext-tpu-monitoring"),
+        # Kueue's pinned chart: a component the provider expands (helm.v4.Chart).
+        ("kubernetes:helm.sh/v4:Chart", "maxtext-tpu-workloads-kueue-chart"),
     } | {(r.type, r.name) for r in prod.resources if not r.custom and r.type.startswith("tpu-multislice:workloads")}
     # Every cloud resource sits under a component; child names derive from the component's.
     for r in prod.resources:

@@ -40,7 +40,7 @@ def test_the_schema_accepts_the_shipped_stack_files_and_refuses_bad_types():
     for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path
     bad = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
-    bad["config"]["tpu-multislice:slices"][0]["capacity"]["type"] = "preemptible"
+    bad["config"]["tpu-multislice:slices"][0]["capacity"][0]["type"] = "preemptible"
     bad["config"]["tpu-multislice:cluster"]["systemNodeCount"] = 0
     errors = {e.message for e in validator.iter_errors(bad)}
     assert any("preemptible" in m for m in errors) and any("0 is less than the minimum" in m for m in errors)

@@ -138,8 +138,12 @@ CASES = {
     "dev": ("dev", None, None),
     "prod, public bucket": ("prod", lambda r: _mutate(r, "gcp:storage/bucket:Bucket",
                                                        lambda i: i.update(publicAccessPrevention="inherited")), None),
+    # prod's slice pools autoscale 0 <-> one slice (capacity fallbacks): a maximum that is not a slice.
     "prod, node pool of the wrong size": ("prod", lambda r: _mutate(
-        r, "gcp:container/nodePool:NodePool", lambda i: i.update(nodeCount=3), name="v6e-16-0"), None),
+        r, "gcp:container/nodePool:NodePool", lambda i: i["autoscaling"].update(totalMaxNodeCount=3),
+        name="v6e-16-0"), None),
+    "prod, node pool starting with part of a slice": ("prod", lambda r: _mutate(
+        r, "gcp:container/nodePool:NodePool", lambda i: i.update(initialNodeCount=3), name="v6e-16-0-std"), None),
     "prod, worker group that does not match its slice": (
         # prod's jobs are queued by Kueue, each on its own cluster: break the one a job brings.
         "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayJob", _broken_worker), None),

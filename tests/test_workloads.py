@@ -23,9 +23,10 @@ import yaml
 
 from offline import engine
 from stackspec import spec as stack_spec
-from stackspec import tpu
+from stackspec import kube, names, tpu
 from workloads import manifests
 from workloads import monitoring as gmp
+from workloads import security
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 NS = stack_spec.PROJECT
@@ -267,15 +268,25 @@ def test_component_children_parent_and_provider(prod):
         ]
         # One ComputeClass per worker group (tests/test_compute_class.py checks them).
         + [("kubernetes:cloud.google.com/v1:ComputeClass", f"{comp.name}-{g.compute_class}") for g in spec.groups]
-        + ([("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")] if manifests.needs_shared_cluster(spec) else [])
+        + ([("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")]
+           if manifests.needs_shared_cluster(spec) else [])
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
+        # A NetworkPolicy per Ray head and the drill identity's RBAC (tests/test_incluster_security.py).
+        + [("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{comp.name}-{d['metadata']['name']}")
+           for d in security.network_policies(spec, manifests.needs_shared_cluster(spec),
+                                              manifests.declared_jobs(spec))]
+        + [(f"kubernetes:rbac.authorization.k8s.io/v1:{d['kind']}", f"{comp.name}-drill-{d['kind'].lower()}")
+           for d in security.drill_rbac(spec)]
         # GMP scraping of the Ray metrics port (tests/test_monitoring.py checks them).
         + [("kubernetes:monitoring.googleapis.com/v1:PodMonitoring", f"{comp.name}-{d['metadata']['name']}")
            for d in gmp.pod_monitorings(spec)]
     )
     # Every object goes through the provider built from the cluster (the mock's id for it).
     (provider,) = prod.by_type("pulumi:providers:kubernetes")
-    assert {r.provider for r in kids} == {f"{provider.name}-offline-id"}
+    # (The Kueue component has no provider of its own: its children take the one it was given.)
+    assert {r.provider for r in kids if r.custom} == {f"{provider.name}-offline-id"}
+    kueue_kids = [r for k in kids if not k.custom for r in prod.children(k)]
+    assert kueue_kids and {r.provider for r in kueue_kids if r.custom} == {f"{provider.name}-offline-id"}
 
 
 # Kinds without a namespace: Kueue's flavors, priority classes, checks and ClusterQueue; GKE's
@@ -343,6 +354,13 @@ def test_prod_carries_every_field_of_the_seed_manifest(prod, seed_text):
     # And its containers run the prebuilt worker image by digest (tests/test_image.py).
     text = yaml.safe_dump(seed["RayCluster"]).replace(seed_image, spec.worker_image)
     seed_cluster = yaml.safe_load(text)
+    # And its TPU workers are not privileged: GKE >= 1.28 hands a container its TPU chips
+    # without it (README, "Inside the cluster"); the pinned version is 1.35.
+    assert spec.cluster.version.startswith("1.35")
+    for group in seed_cluster["spec"]["workerGroupSpecs"]:
+        for c in group["template"]["spec"]["containers"]:
+            if c.get("securityContext", {}).get("privileged"):
+                c["securityContext"]["privileged"] = False
 
     assert missing_from(seed["ResourceClaimTemplate"], doc(prod, "ResourceClaimTemplate")) == []
     # The seed's cluster is now the one each queued job brings: the same spec, named by KubeRay.
@@ -583,12 +601,21 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
 
 
 def test_suspended_jobs(prod, shapes):
-    """Shared jobs that are suspended are not submitted; dedicated ones carry spec.suspend."""
+    """Every prod job is declared and queued (no ``suspend`` of its own: Kueue's webhook suspends
+    it and admission resumes it); ``suspend: true`` is an operator's pause: a dedicated job is
+    declared suspended and outside the queue, a shared one is not submitted at all."""
     jobs = {d["metadata"]["name"]: d for d in prod.manifests if d["kind"] == "RayJob"}
-    assert set(jobs) == {"llama3-8b-elastic"}  # the multislice 8B and 70B wait their turn
+    assert set(jobs) == {j.name for j in prod.spec.jobs}  # all three seed jobs
+    for d in jobs.values():
+        assert "suspend" not in d["spec"]
+        assert d["metadata"]["labels"][kube.KUEUE_QUEUE_LABEL] == names.local_queue(prod.spec.ray.cluster_name)
     s = stack_spec.load("prod", engine.stack_config("prod"))
-    dedicated = s.jobs[1].model_copy(update={"cluster": "dedicated"})
-    assert manifests.ray_job(s, dedicated)["spec"]["suspend"] is True
+    paused = s.jobs[1].model_copy(update={"suspend": True})
+    body = manifests.ray_job(s, paused)
+    assert body["spec"]["suspend"] is True
+    assert kube.KUEUE_QUEUE_LABEL not in body["metadata"].get("labels", {})
+    shared = s.jobs[1].model_copy(update={"suspend": True, "cluster": "shared"})
+    assert shared not in manifests.declared_jobs(s.model_copy(update={"jobs": (shared,)}))
 
 
 def test_entrypoint_pins_the_script_version_of_its_annotation(prod):

@@ -131,6 +131,12 @@ def pool_shape(props: Mapping[str, Any]) -> tpu.SliceShape | None:
         return None
 
 
+def pool_slice(r: Res) -> str:
+    """The slice a TPU node pool serves: its slice label (a slice's fallback pools, one per
+    capacity option, share it), else the pool's own name."""
+    return str(get(r.props, f"nodeConfig.labels.{kube.SLICE_LABEL}") or get(r.props, "name", r.name))
+
+
 def pool_networks(props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return items(get(props, "networkConfig.additionalNodeNetworkConfigs", []))
 

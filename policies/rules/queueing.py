@@ -13,7 +13,7 @@ from typing import Any
 
 from stackspec import kube
 
-from .common import NODE_POOL, RAY_CLUSTER, RAY_JOB, Context, Res, as_int, get, items, k8s_name, pool_shape
+from .common import NODE_POOL, RAY_CLUSTER, RAY_JOB, Context, Res, as_int, get, items, k8s_name, pool_shape, pool_slice
 
 Violations = list[tuple[Res | None, str]]
 
@@ -106,8 +106,7 @@ def _provisioned(resources: Sequence[Res]) -> dict[tuple[str, str], int]:
         if shape is None:
             continue
         key = (shape.gke_accelerator, shape.topology)
-        slice_name = get(r.props, f"nodeConfig.labels.{kube.SLICE_LABEL}") or get(r.props, "name", r.name)
-        slices.setdefault(key, {})[str(slice_name)] = shape.chips
+        slices.setdefault(key, {})[pool_slice(r)] = shape.chips
     return {k: sum(v.values()) for k, v in slices.items()}
 
 

@@ -93,10 +93,15 @@ def node_pool_node_count(type_: str, props: Mapping[str, Any], ctx: Context) -> 
     if isinstance(autoscaling, Mapping) and autoscaling:
         # Flex-start / queued pools scale 0 <-> one whole slice.
         top = as_int(autoscaling.get("totalMaxNodeCount", autoscaling.get("maxNodeCount")))
+        out = []
         if top != shape.hosts:
-            return [f"node pool {name}: autoscaling maximum is {top}, a {shape.pod_type} "
-                    f"({shape.topology}) slice has {shape.hosts} host(s)"]
-        return []
+            out.append(f"node pool {name}: autoscaling maximum is {top}, a {shape.pod_type} "
+                       f"({shape.topology}) slice has {shape.hosts} host(s)")
+        start = as_int(get(props, "nodeCount", get(props, "initialNodeCount")))
+        if start not in (None, 0, shape.hosts):  # none, or the whole slice: never part of one
+            out.append(f"node pool {name}: starts with {start} node(s), a {shape.pod_type} "
+                       f"({shape.topology}) slice has {shape.hosts} host(s): 0 or {shape.hosts}")
+        return out
     count = as_int(get(props, "nodeCount", get(props, "initialNodeCount")))
     if count != shape.hosts:
         return [f"node pool {name}: nodeCount is {count}, a {shape.pod_type} ({shape.topology}, "

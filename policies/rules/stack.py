@@ -40,6 +40,7 @@ from .common import (
     parse_entrypoint,
     pool_networks,
     pool_shape,
+    pool_slice,
     pool_spot,
     worker_groups,
 )
@@ -173,7 +174,7 @@ def worker_replicas_fit(resources: Sequence[Res], ctx: Context) -> Violations:
         shape = group_shape(group)
         if shape is None:
             continue
-        have = sum(1 for _, s in pools if s.key == shape.key)
+        have = len({pool_slice(p) for p, s in pools if s.key == shape.key})  # fallback pools count once
         for key in ("replicas", "maxReplicas"):
             n = as_int(get(group, key))
             if n is not None and n > have:
