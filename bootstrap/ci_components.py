@@ -202,6 +202,10 @@ PREVIEW = Identity(
         Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state"),
         Grant("roles/storage.objectUser", STATE_BUCKET, LOCKS_ONLY, why="take and release the stack lock"),
         Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, why="decrypt stack secrets for the plan"),
+        Grant("roles/artifactregistry.reader", PROJECT, why="the worker image repository and its IAM"),
+        Grant("roles/monitoring.viewer", PROJECT, why="alert policies, dashboards, notification channels"),
+        Grant("roles/logging.viewer", PROJECT, why="the log-based metrics the alerts read"),
+        Grant("roles/serviceusage.serviceUsageViewer", PROJECT, why="the APIs the stacks enable"),
     ),
     principals=(("event_name", "pull_request"), ("ref", DEFAULT_BRANCH)),
 )
@@ -218,6 +222,10 @@ DEPLOY = Identity(
         Grant("roles/resourcemanager.projectIamAdmin", PROJECT, NODE_ROLE_ONLY, why="the node account's one role"),
         Grant("roles/storage.objectAdmin", STATE_BUCKET, why="write the state"),
         Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, why="encrypt and decrypt stack secrets"),
+        Grant("roles/artifactregistry.admin", PROJECT, why="the worker image repository and its reader/writer IAM"),
+        Grant("roles/monitoring.editor", PROJECT, why="alert policies, the dashboard, notification channels"),
+        Grant("roles/logging.configWriter", PROJECT, why="the log-based metrics the alerts read"),
+        Grant("roles/serviceusage.serviceUsageAdmin", PROJECT, why="enable the APIs the stacks use"),
     ),
     principals=(("sub_ref", f"repo:{{repository}}:environment:{DEPLOY_ENVIRONMENT}@{DEFAULT_BRANCH}"),),
 )
