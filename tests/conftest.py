@@ -116,3 +116,15 @@ def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
                 for e in cache[key].iter_errors(doc)]
 
     return validate
+
+
+# GMP's PodMonitoring CRD (tests/reference/gmp/README.md has its source and commit).
+GMP_CRD = REFERENCE / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
+
+
+@pytest.fixture(scope="session")
+def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
+    doc = yaml.safe_load(GMP_CRD.read_text())
+    (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
+    validator = jsonschema.Draft7Validator(_strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"])))
+    return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]

@@ -13,20 +13,16 @@ import json
 import re
 from pathlib import Path
 
-import jsonschema
 import pytest
-import yaml
 
 from infra import monitoring
 from offline import engine
 from stackspec import kube
 from stackspec import spec as stack_spec
-from tests.conftest import _strict
 from workloads import monitoring as gmp
 from workloads.trainer import maxtext_trainer as trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-GMP_CRD = ROOT / "tests" / "reference" / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
 NS = stack_spec.PROJECT
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 
@@ -34,15 +30,6 @@ ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 @pytest.fixture(scope="module")
 def prod() -> engine.Rendering:
     return engine.render("prod")
-
-
-@pytest.fixture(scope="module")
-def pod_monitoring_validator():
-    doc = yaml.safe_load(GMP_CRD.read_text())
-    (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
-    schema = _strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"]))
-    validator = jsonschema.Draft7Validator(schema)
-    return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
 
 
 def ray_clusters(r: engine.Rendering) -> dict[str, tuple[dict, dict]]:

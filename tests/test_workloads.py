@@ -22,11 +22,10 @@ import pytest
 import yaml
 
 from offline import engine
-from stackspec import spec as stack_spec
 from stackspec import kube, names, tpu
-from workloads import manifests
+from stackspec import spec as stack_spec
+from workloads import manifests, security
 from workloads import monitoring as gmp
-from workloads import security
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 NS = stack_spec.PROJECT
