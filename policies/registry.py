@@ -57,23 +57,6 @@ def _r(name, description, enforcement, kind, check, remediation, config=None, de
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-def _prod_dev(name, description, kind, check, remediation) -> tuple[Rule, Rule]:
-    """One check held mandatory in prod (``name``) and reported as a warning in dev (``name-dev``)."""
-    if kind == RESOURCE:
-        def prod(type_, props, ctx):
-            return check(type_, props, ctx) if ctx.prod else []
-
-        def dev(type_, props, ctx):
-            return [] if ctx.prod else check(type_, props, ctx)
-    else:
-        def prod(resources, ctx):
-            return check(resources, ctx) if ctx.prod else []
-
-        def dev(resources, ctx):
-            return [] if ctx.prod else check(resources, ctx)
-    return (_r(name, description, MANDATORY, kind, prod, remediation),
-            _r(f"{name}-dev", f"{description} (dev: a warning)", ADVISORY, kind, dev, remediation))
-
 RULES: tuple[Rule, ...] = (
     # ---------------------------------------------------------------- slice shape: node pools
     _r("tpu-topology-valid", "A TPU node pool's tpuTopology is offered by its TPU generation.",
@@ -265,14 +248,15 @@ RULES: tuple[Rule, ...] = (
                               "description": "Container name -> why it must run privileged (e.g. TPU "
                                              "containers on GKE before 1.28)."}}),
     # ---------------------------------------------------------------- in-cluster access (prod: mandatory, dev: warn)
-    *_prod_dev("ray-head-network-policy", "Every RayCluster (and RayJob with its own cluster) has a "
-               "NetworkPolicy restricting ingress to its head.",
-               STACK, safety.ray_head_network_policy,
-               "Keep the workloads' NetworkPolicies (workloads/security.py renders one per RayCluster head)."),
-    *_prod_dev("ray-pods-no-token-automount", "Ray pods (head, workers, submitter) set "
-               "automountServiceAccountToken: false.",
-               RESOURCE, safety.ray_pods_no_token_automount,
-               "Set automountServiceAccountToken: false on the pod template (workloads/manifests.py)."),
+    _r("ray-head-network-policy", "Every RayCluster (and RayJob with its own cluster) has a "
+       "NetworkPolicy restricting ingress to its head.",
+       MANDATORY, STACK, safety.ray_head_network_policy,
+       "Keep the workloads' NetworkPolicies (workloads/security.py renders one per RayCluster head).",
+       dev=ADVISORY),
+    _r("ray-pods-no-token-automount", "Ray pods (head, workers, submitter) set "
+       "automountServiceAccountToken: false.",
+       MANDATORY, RESOURCE, safety.ray_pods_no_token_automount,
+       "Set automountServiceAccountToken: false on the pod template (workloads/manifests.py).", dev=ADVISORY),
     _r("ray-auth-version", "A Ray cluster with token authentication names Ray >= 2.52.0 (rayVersion), as "
        "KubeRay requires.",
        MANDATORY, RESOURCE, safety.ray_auth_version,

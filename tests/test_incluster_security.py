@@ -18,7 +18,7 @@ import pytest
 
 from drills import cluster as drill
 from offline import engine
-from policies import offline
+from policies import offline, registry
 from policies.rules.common import RAY_CLUSTER, RAY_JOB, Res
 from stackspec import kube, limits
 from stackspec import spec as stack_spec
@@ -179,8 +179,7 @@ def _violations(resources, env: str, rule: str):
 def test_renderings_pass_every_in_cluster_rule(renderings, stack):
     env = renderings[stack].spec.environment
     found = offline.evaluate_resources(_resources(renderings[stack]), env)
-    rules = {"ray-head-network-policy", "ray-head-network-policy-dev", "ray-pods-no-token-automount",
-             "ray-pods-no-token-automount-dev", "ray-auth-version", "privileged-only-for-tpu"}
+    rules = {"ray-head-network-policy", "ray-pods-no-token-automount", "ray-auth-version", "privileged-only-for-tpu"}
     assert [v for v in found if v.rule in rules] == []
 
 
@@ -191,7 +190,7 @@ def test_prod_without_a_head_network_policy_is_refused(renderings, stack):
     assert v.mandatory and "no NetworkPolicy in namespace default restricts ingress to its head" in v.message
     assert len(more) + 1 == len([r for r in rs if r.type == RAY_CLUSTER
                                  or (r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"])])
-    assert _violations(rs, "prod", "ray-head-network-policy-dev") == []
+    assert registry.rule("ray-head-network-policy").level("dev") == "advisory"
 
 
 def test_a_policy_open_to_every_source_or_missing_the_head_does_not_count(renderings):
@@ -211,9 +210,8 @@ def test_a_policy_open_to_every_source_or_missing_the_head_does_not_count(render
 
 def test_dev_without_a_head_network_policy_is_a_warning(renderings):
     rs = [r for r in _resources(renderings["dev"]) if r.type != NETPOL]
-    assert _violations(rs, "dev", "ray-head-network-policy") == []
-    [v, *_] = _violations(rs, "dev", "ray-head-network-policy-dev")
-    assert not v.mandatory
+    [v, *_] = _violations(rs, "dev", "ray-head-network-policy")
+    assert not v.mandatory  # the same rule, a warning in dev
 
 
 def test_token_automount_on_a_ray_pod_is_refused_in_prod(renderings):
@@ -222,8 +220,7 @@ def test_token_automount_on_a_ray_pod_is_refused_in_prod(renderings):
     job.props["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"].pop("automountServiceAccountToken")
     [v] = _violations(rs, "prod", "ray-pods-no-token-automount")
     assert v.mandatory and "automountServiceAccountToken is not false" in v.message
-    assert not _violations(rs, "dev", "ray-pods-no-token-automount")
-    assert [x.mandatory for x in _violations(rs, "dev", "ray-pods-no-token-automount-dev")] == [False]
+    assert [x.mandatory for x in _violations(rs, "dev", "ray-pods-no-token-automount")] == [False]
 
 
 def test_privileged_tpu_container_needs_an_allow_list_entry(renderings):

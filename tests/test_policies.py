@@ -304,14 +304,14 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("ray-head-network-policy", "prod",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
      "no NetworkPolicy in namespace default restricts ingress to its head"),
-    ("ray-head-network-policy-dev", "dev",
+    ("ray-head-network-policy", "dev",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
      "no NetworkPolicy in namespace default restricts ingress to its head"),
     ("ray-pods-no-token-automount", "prod",
      lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].pop(
          "automountServiceAccountToken"), None,
      "automountServiceAccountToken is not false"),
-    ("ray-pods-no-token-automount-dev", "dev",
+    ("ray-pods-no-token-automount", "dev",
      lambda rs: _worker_group(_any_cluster(rs))["template"]["spec"].update(automountServiceAccountToken=True), None,
      "automountServiceAccountToken is not false"),
     ("ray-auth-version", "prod",
@@ -582,3 +582,8 @@ def test_unpinned_cluster_ranges_can_be_allowed_by_pack_config(renderings):
     assert _messages(resources, "prod", "subnets-no-overlap")
     allow = {"subnets-no-overlap": {"requirePinnedClusterRanges": False}}
     assert _messages(resources, "prod", "subnets-no-overlap", allow) == []
+
+
+def test_readme_counts_the_rules():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"{len(registry.RULES)} rules in `policies/registry.py`" in readme
