@@ -116,11 +116,18 @@ def compute(spec: Any) -> dict:
         first = capacity_options(g.slices[0])[0]
         p = prices.tpu(g.shape.generation.name, first.type, region, tpu_over)
         chips = (j.slices or 0) * g.shape.chips
-        run_hours = None if j.expected_step_seconds is None else j.steps * j.expected_step_seconds / 3600
+        step = spec.step_time(j)  # the job's expectedStepSeconds, else the seed's measured step
+        run_hours = None if step is None else j.steps * step[0] / 3600
+        # The last option is what a run costs when no cheaper capacity comes (usually on-demand).
+        last = capacity_options(g.slices[0])[-1]
+        worst = prices.tpu(g.shape.generation.name, last.type, region, tpu_over)
         jobs.append({
             "job": j.name, "group": g.name, "slices": j.slices, "chips": chips, "steps": j.steps,
-            "expectedStepSeconds": j.expected_step_seconds, "hours": None if run_hours is None else round(run_hours, 3),
+            "expectedStepSeconds": None if step is None else step[0],
+            "stepFrom": None if step is None else step[1],
+            "hours": None if run_hours is None else round(run_hours, 3),
             "capacity": first.type, "usdPerChipHour": p.usd, "usd": _round(_mul(chips, p.usd, run_hours)),
+            "fallbackCapacity": last.type, "usdFallback": _round(_mul(chips, worst.usd, run_hours)),
             # On slice pools that stay up, a run spends standing capacity rather than adding to it.
             "inStanding": g.name in up,
             "priceFrom": p.origin if run_hours is not None else "missing",
@@ -175,10 +182,13 @@ SCHEMA = {
         "jobs": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["job", "group", "slices", "chips", "steps", "expectedStepSeconds", "hours", "capacity",
-                         "usdPerChipHour", "usd", "inStanding", "priceFrom", "source"],
+                         "stepFrom", "usdPerChipHour", "usd", "fallbackCapacity", "usdFallback", "inStanding",
+                         "priceFrom", "source"],
             "properties": {"job": {"type": "string"}, "group": {"type": "string"}, "slices": {"type": "integer"},
                            "chips": {"type": "integer"}, "steps": {"type": "integer"}, "expectedStepSeconds": _NUM,
+                           "stepFrom": {"type": ["string", "null"]},
                            "hours": _NUM, "capacity": {"type": "string"}, "usdPerChipHour": _NUM, "usd": _NUM,
+                           "fallbackCapacity": {"type": "string"}, "usdFallback": _NUM,
                            "inStanding": {"type": "boolean"}, **_ROW_BASE}}},
         "totals": {"type": "object", "additionalProperties": False,
                    "required": ["standingUsdPerMonth", "standingComplete", "jobsUsd", "jobsComplete"],
@@ -213,16 +223,19 @@ def tables(doc: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     jobs = [[r["job"], str(r["slices"]), str(r["chips"]), str(r["steps"]),
              UNKNOWN if r["expectedStepSeconds"] is None else f"{r['expectedStepSeconds']:g}",
              UNKNOWN if r["hours"] is None else f"{r['hours']:g}", r["capacity"], usd(r["usd"]),
-             "yes" if r["inStanding"] else "no"] for r in doc["jobs"]]
+             f"{usd(r['usdFallback'])} ({r['fallbackCapacity']})", "yes" if r["inStanding"] else "no"]
+            for r in doc["jobs"]]
     if jobs:
+        fallback = sum(r["usdFallback"] or 0 for r in doc["jobs"])
         jobs.append(["total", "", "", "", "", "", "", usd(t["jobsUsd"]) + ("" if t["jobsComplete"] else
-                                                                          " (known rows only)"), ""])
+                                                                          " (known rows only)"),
+                     usd(fallback), ""])
     return [
         ("Capacity options (per slice, in the order GKE tries them)",
          ["slice", "#", "capacity", "chips", "$/chip-h", "$/hour", "$/month", "price"], cap),
         ("Stays up (per month)", ["item", "what", "$/hour", "$/month", "price"], up),
         ("One run of each job", ["job", "slices", "chips", "steps", "s/step", "hours", "capacity", "cost",
-                                 "on standing pools"], jobs),
+                                 "cost on the last fallback", "on standing pools"], jobs),
     ]
 
 

@@ -859,6 +859,15 @@ class StackSpec(BaseModel):
     def group(self, name: str) -> WorkerGroup:
         return next(g for g in self.groups if g.name == name)
 
+    def step_time(self, job: Job) -> tuple[float, str] | None:
+        """Seconds per step and where the figure comes from: the job's ``expectedStepSeconds``,
+        else the seed's measured step for the same model, shape, slices, batch and length."""
+        if job.expected_step_seconds:
+            return job.expected_step_seconds, "expectedStepSeconds"
+        shape = self.group(job.group).shape
+        return checkpoints.step_seconds(job.model, shape.pod_type, job.slices, job.per_device_batch_size,
+                                        job.max_target_length)
+
     def job(self, name: str | None = None) -> Job:
         """The named job, or the stack's first; :class:`UnknownName` naming the stack file otherwise."""
         where = names.stack_file(self.stack)
@@ -1112,10 +1121,7 @@ class StackSpec(BaseModel):
                                         "the seed's (it sets none: MaxText's default), so a run saves at step 0 "
                                         "and its last step")
             else:
-                shape = self.group(j.group).shape
-                fact = checkpoints.step_seconds(j.model, shape.pod_type, j.slices, j.per_device_batch_size,
-                                                j.max_target_length)
-                step = (j.expected_step_seconds, "expectedStepSeconds") if j.expected_step_seconds else fact
+                step = self.step_time(j)
                 missing = [key for key, v in (("checkpointSaveSeconds", j.checkpoint_save_seconds),
                                               ("expectedPreemptionIntervalMinutes",
                                                j.expected_preemption_interval_minutes),

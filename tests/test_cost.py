@@ -171,10 +171,19 @@ def test_job_run_is_steps_times_step_time_times_chips_times_price():
     assert timed["inStanding"]  # one on-demand option: the slices stay up and the run spends that capacity
     fallback = doc_of(jobs=step_times)["jobs"][0]  # prod as shipped: pools scale from zero
     assert not fallback["inStanding"]
+    assert timed["stepFrom"] == "expectedStepSeconds"
+    # The others take the seed's measured step for the same model, shape, batch and length (one fact,
+    # stackspec.checkpoints.STEP_SECONDS, also behind Young/Daly's period).
     for r in untimed:
-        assert r["usd"] is None and r["source"].endswith(".expectedStepSeconds")
-    assert not doc["totals"]["jobsComplete"]
-    assert math.isclose(doc["totals"]["jobsUsd"], timed["usd"], abs_tol=0.01)
+        j = next(x for x in s.jobs if x.name == r["job"])
+        assert (r["expectedStepSeconds"], r["stepFrom"]) == s.step_time(j) and r["stepFrom"].startswith("seeds/")
+        assert math.isclose(r["usd"], r["chips"] * table_price("on-demand") * j.steps * r["expectedStepSeconds"] / 3600,
+                            abs_tol=0.01)
+    assert doc["totals"]["jobsComplete"]
+    assert math.isclose(doc["totals"]["jobsUsd"], sum(r["usd"] for r in doc["jobs"]), abs_tol=0.02)
+    # Shipped prod prefers flex-start (no published price): the run on the last fallback is still priced.
+    shipped = doc_of(jobs=step_times)["jobs"][0]
+    assert shipped["fallbackCapacity"] == "on-demand" and shipped["usdFallback"] == timed["usd"]
 
 
 def test_spec_refuses_bad_prices():
