@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from slicectl.exits import Exit, UsageError
+from slicectl.tables import cost_markdown, cost_text
 from stackspec import cost
 from stackspec import spec as stack_spec
 
@@ -39,24 +40,6 @@ def read_base(path: Path | None) -> dict | None:
     return doc
 
 
-def text(doc: dict) -> str:
-    from slicectl.cmd_preview import _indent, _table
-
-    lines = []
-    for title, header, rows in cost.tables(doc):
-        lines += [f"{title}:", _indent(_table(header, rows)), ""]
-    return "\n".join(lines + cost.footer(doc))
-
-
-def markdown(doc: dict) -> str:
-    parts = []
-    for title, header, rows in cost.tables(doc):
-        parts += [f"#### {title}", "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                                             + ["| " + " | ".join(r) + " |" for r in rows])]
-    parts.append("\n".join(f"- {line}" for line in cost.footer(doc)))
-    return "\n\n".join(parts)
-
-
 def run(args: argparse.Namespace) -> int:
     base = read_base(args.base)  # before loading the stack: a bad flag fails fast
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
@@ -70,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(json.dumps(doc, indent=2))
     else:
-        print(markdown(doc) if args.format == "markdown" else text(doc))
+        print(cost_markdown(doc) if args.format == "markdown" else cost_text(doc))
     return Exit.OK

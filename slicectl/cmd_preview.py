@@ -13,8 +13,8 @@ import yaml
 from offline import engine
 from policies import offline as policy_rules
 from policies import report as policies
-from slicectl import cmd_cost
 from slicectl.exits import Exit, UsageError
+from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
 from stackspec import checkpoints, cost
 from stackspec.spec import StackSpec
 
@@ -147,12 +147,6 @@ def slice_rows(spec: StackSpec) -> list[list[str]]:
 SLICE_HEADER = ["slice", "worker group", "pod type", "topology", "hosts", "chips", "machine type", "capacity"]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
-
-
 def _tree(rendering: engine.Rendering) -> list[tuple[int, engine.Resource]]:
     """Resources in component order: each top-level resource, then its children, depth-first."""
     out: list[tuple[int, engine.Resource]] = []
@@ -179,7 +173,7 @@ def plain(rendering: engine.Rendering) -> str:
     for depth, r in _tree(rendering):
         marker = "+" if r.custom else "#"
         lines.append(f"  {'    ' * depth}{marker} {r.type}  {r.name}")
-    lines += ["", "Slices:", _indent(_table(SLICE_HEADER, slice_rows(spec)))]
+    lines += ["", "Slices:", indent(text_table(SLICE_HEADER, slice_rows(spec)))]
     groups = [
         [
             g.name,
@@ -194,7 +188,7 @@ def plain(rendering: engine.Rendering) -> str:
     lines += [
         "",
         "Ray worker groups:",
-        _indent(_table(["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups)),
+        indent(text_table(["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups)),
     ]
     if spec.jobs:
         jobs = [
@@ -209,7 +203,8 @@ def plain(rendering: engine.Rendering) -> str:
             ]
             for j in spec.jobs
         ]
-        lines += ["", "Jobs:", _indent(_table(["job", "mode", "group", "cluster", "slices", "model", "steps"], jobs))]
+        header = ["job", "mode", "group", "cluster", "slices", "model", "steps"]
+        lines += ["", "Jobs:", indent(text_table(header, jobs))]
         lines += ["", "Runs and checkpoints (run name, period and where it came from, storage at the run's end):"]
         lines += ["  " + line for line in checkpoint_lines(spec)]
     lines += ["", "Manifests:"]
@@ -222,7 +217,7 @@ def plain(rendering: engine.Rendering) -> str:
         lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata']['name']}"
                   for d in rendering.held]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
-    lines += ["", "Cost:", _indent(cmd_cost.text(cost.compute(spec)))]
+    lines += ["", "Cost:", indent(cost_text(cost.compute(spec)))]
     return "\n".join(lines)
 
 
@@ -242,10 +237,6 @@ def checkpoint_lines(spec: StackSpec) -> list[str]:
                          f"storage.checkpointBudgetGb {budget:g} GB: raise checkpointPeriod or set "
                          "maxtext.max_num_checkpoints_to_keep")
     return lines
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
 
 
 def mermaid(spec: StackSpec) -> str:
@@ -274,9 +265,6 @@ def mermaid(spec: StackSpec) -> str:
 
 def markdown(rendering: engine.Rendering) -> str:
     spec = rendering.spec
-    md_table = lambda header, rows: "\n".join(  # noqa: E731
-        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-    )
     plan_rows = [
         [("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
         for d, r in _tree(rendering)
@@ -288,7 +276,7 @@ def markdown(rendering: engine.Rendering) -> str:
         "### Topology",
         "```mermaid\n" + mermaid(spec) + "\n```",
         "### Cost",
-        cmd_cost.markdown(cost.compute(spec)),
+        cost_markdown(cost.compute(spec)),
         "### Runs and checkpoints",
         "```\n" + "\n".join(checkpoint_lines(spec)) + "\n```" if spec.jobs else "(no jobs)",
         "### Plan",
