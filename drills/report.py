@@ -154,6 +154,7 @@ class DrillReport:
             base = label.split(" #")[0]
             ax.axvline(t, color=colours.get(base, "grey"), linestyle="--", linewidth=1)
             ax.text(t, top * (0.95 - 0.08 * (i % 6)), f" {label}", fontsize=7, color=colours.get(base, "grey"))
+        ax.set_xlim(left=0)  # the cold start before the first step is part of the picture
         ax.set_xlabel("seconds from job start")
         ax.set_ylabel("training step")
         gp = self.time_goodput
