@@ -483,6 +483,8 @@ class LocalDrill:
             problems.append(f"no '{RAISE}' line: the job did not end through its failure policy")
         if driver.result is None:
             problems.append("the trainer printed no result line (no report of the failure)")
+        else:
+            r.figures["the job's error"] = (driver.result.get("error") or "-").split("\n")[0][:160]
         r.notes += problems
         r.ok = not problems
         self.say(f"job failed {t_end - t_kill:.1f} s after kill #{budget + 1} (driver exit "

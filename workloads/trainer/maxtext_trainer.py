@@ -562,13 +562,19 @@ def main(argv: list[str]) -> int:
     print(f"maxtext_trainer: {args.mode}, workers {num_workers(args)}, "
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
-    result = build_trainer(args, base_yml, settings).fit()
-    summary = {"ok": result.error is None, "wall_s": round(time.time() - started, 1),
-               "metrics": result.metrics, "path": getattr(result, "path", None)}
+    metrics = path = None
+    try:
+        result = build_trainer(args, base_yml, settings).fit()
+        error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
+    except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
+        error = e
+    # The result line is the job's report, failed or not (the runner and the drills read it).
+    summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
+               "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
     print(f"{RESULT} {json.dumps(summary, default=str)}", flush=True)
     ray.shutdown()
-    if result.error is not None:
-        print(f"training failed: {result.error}", file=sys.stderr)
+    if error is not None:
+        print(f"training failed: {error}", file=sys.stderr)
         return 1
     return 0
 
