@@ -162,6 +162,9 @@ _CLASS_NAME = re.compile(r"class (\w+)")
 _WORDS = re.compile(r"[A-Za-z_]\w*")
 _ALL = re.compile(r"^__all__ = \[.*?^\]\n", re.M | re.S)
 
+# A slice is compiled from source on every run (no bytecode is written for it): worth it only
+# when it keeps a small part of the module. container's Cluster names most of container's types.
+WORTH_SLICING = 0.3
 # module -> (classes kept, classes in the real module), for the benchmark and the README.
 SLICED: dict[str, tuple[int, int]] = {}
 
@@ -224,13 +227,16 @@ def _slice_type_modules(package: LightPackage) -> None:
             sliced, kept = slice_source(source, roots)
         except ValueError:
             continue  # not the generated layout: the real module, whole
+        total = len(_class_blocks(source)[1])
+        if len(kept) > total * WORTH_SLICING:
+            continue  # most of it is needed anyway: the real module, from its bytecode, is quicker
         module = types.ModuleType(qualified)
         module.__file__ = path
         module.__package__ = package.__name__
         module.__spec__ = importlib.util.spec_from_file_location(qualified, path)
         module.__dict__["_light_slice"] = (source, len(kept))
         module.__dict__["__getattr__"] = _slice_getattr(module)
-        modules.append((module, sliced, len(_class_blocks(source)[1])))
+        modules.append((module, sliced, total))
         sys.modules[qualified] = module
         setattr(package, module_name, module)
     for module, sliced, total in modules:
