@@ -17,11 +17,16 @@ from stackspec.spec import SpecError, StackFileError, UnknownName
 COMMANDS = ("preview", "lint", "drill", "train", "cost")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``only``, just that command's module is imported (the others stay
+    names: a preview need not import the drills' Kubernetes and Ray clients)."""
     p = argparse.ArgumentParser(prog="slicectl", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(f"slicectl.cmd_{name}")
         sp = module.add_parser(sub)
         sp.set_defaults(_run=module.run)
@@ -29,8 +34,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[0] if argv and argv[0] in COMMANDS else None
     try:
-        args = parser().parse_args(argv)
+        args = parser(only).parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2), already printed
         return int(e.code or 0)
     try:
