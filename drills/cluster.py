@@ -42,6 +42,8 @@ NODEPOOL_LABEL = kube.NODEPOOL_LABEL
 # KubeRay names the head service <raycluster>-head-svc; its dashboard port is "dashboard".
 HEAD_SERVICE_SUFFIX = "-head-svc"
 DASHBOARD_PORT_NAME = "dashboard"
+RAY_AUTH_TOKEN_KEY = kube.RAY_AUTH_TOKEN_KEY
+RAY_AUTH_HEADER = kube.RAY_AUTH_HEADER
 
 TARGETS = ("pod", "replica", "node")
 TERMINAL_JOB_STATUSES = ("STOPPED", "SUCCEEDED", "FAILED")
@@ -67,9 +69,10 @@ class DrillPlan:
     group: str
     hosts: int  # pods per slice replica
     slices: int  # replicas the job trains on at full size
-    node_pools: tuple[str, ...]  # the group's slices' node pools
+    node_pools: tuple[str, ...]  # the group's slices' node pools (every capacity option's)
     target_step: int  # MaxText steps are 0..steps-1
     kube_context: str
+    ray_auth: bool = False  # ray.auth: token: the dashboard wants the cluster's token
 
 
 def plan(spec: StackSpec, job_name: str) -> DrillPlan:
@@ -90,10 +93,12 @@ def plan(spec: StackSpec, job_name: str) -> DrillPlan:
         group=group.name,
         hosts=group.shape.hosts,
         slices=job.slices,
-        node_pools=tuple(s.name for s in group.slices),
+        # Each capacity option's pool: a slice may be on any of its fallbacks.
+        node_pools=tuple(pool for s in group.slices for _, pool in s.pools) or tuple(s.name for s in group.slices),
         target_step=job.steps - 1,
         # What `gcloud container clusters get-credentials` names the context.
         kube_context=f"gke_{spec.project}_{spec.cluster.location}_{spec.cluster.name}",
+        ray_auth=spec.ray.auth == "token",
     )
 
 
@@ -159,7 +164,27 @@ class Kube:
                 return int(p.port)
         raise DrillError(f"service {namespace}/{service} has no port named {port_name}")
 
-    def proxy_get(self, namespace: str, service: str, port: int, path: str) -> str:
+    def ray_auth_token(self, namespace: str, cluster: str) -> str:
+        """The token KubeRay generated for a RayCluster with ``authOptions.mode: token``: the
+        Secret named after the cluster, key ``auth_token`` (ray-operator raycluster_controller)."""
+        import base64
+
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            secret = self.core.read_namespaced_secret(cluster, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                raise DrillError(f"RayCluster {namespace}/{cluster} has token auth but no Secret {cluster} "
+                                 "(KubeRay writes it): is the operator older than 1.5.1?") from e
+            raise
+        value = (secret.data or {}).get(RAY_AUTH_TOKEN_KEY)
+        if not value:
+            raise DrillError(f"Secret {namespace}/{cluster} has no {RAY_AUTH_TOKEN_KEY}")
+        return base64.b64decode(value).decode()
+
+    def proxy_get(self, namespace: str, service: str, port: int, path: str,
+                  headers: dict[str, str] | None = None) -> str:
         """GET a path of a cluster service through the API server's service proxy."""
         # The generated client percent-encodes '/' and ':' in path parameters; send the
         # proxy path as kubectl does (<svc>:<port>/proxy/<path>).
@@ -167,7 +192,7 @@ class Kube:
         saved, cfg.safe_chars_for_path_param = cfg.safe_chars_for_path_param, "/:"
         try:
             resp = self.core.connect_get_namespaced_service_proxy_with_path(
-                f"{service}:{port}", namespace, path, _preload_content=False)
+                f"{service}:{port}", namespace, path, _preload_content=False, _headers=headers)
         finally:
             cfg.safe_chars_for_path_param = saved
         return resp.data.decode()
@@ -196,12 +221,15 @@ class DashboardLogs:
     """The Ray job's whole log from the dashboard REST API, through the service proxy
     (no port-forward: the API server relays, with the kubeconfig's credentials)."""
 
-    def __init__(self, kube: Kube, namespace: str, service: str, port: int, job_id: str):
+    def __init__(self, kube: Kube, namespace: str, service: str, port: int, job_id: str,
+                 token: str | None = None):
         self.kube, self.namespace, self.service, self.port = kube, namespace, service, port
         self.path = f"api/jobs/{job_id}/logs"
+        # The API server's proxy takes Authorization for itself: Ray reads this header instead.
+        self.headers = {RAY_AUTH_HEADER: f"Bearer {token}"} if token else None
 
     def text(self) -> str:
-        body = self.kube.proxy_get(self.namespace, self.service, self.port, self.path)
+        body = self.kube.proxy_get(self.namespace, self.service, self.port, self.path, self.headers)
         return json.loads(body).get("logs", "")
 
 
@@ -218,7 +246,8 @@ class RayJobClientLogs:
         return self.client.get_job_logs(self.job_id)
 
 
-def dashboard_logs(kube: Kube, namespace: str, cluster: str, status: dict) -> DashboardLogs:
+def dashboard_logs(kube: Kube, namespace: str, cluster: str, status: dict,
+                   token: str | None = None) -> DashboardLogs:
     """Where the dashboard is: KubeRay's ``status.dashboardURL`` (``<svc>.<ns>.svc...:port``),
     else the head service's port named ``dashboard``."""
     url = status.get("dashboardURL") or ""
@@ -226,7 +255,7 @@ def dashboard_logs(kube: Kube, namespace: str, cluster: str, status: dict) -> Da
     service = host.split(".")[0] if host else f"{cluster}{HEAD_SERVICE_SUFFIX}"
     port_n = int(port) if port.isdigit() else kube.service_port(
         namespace, service, DASHBOARD_PORT_NAME)
-    return DashboardLogs(kube, namespace, service, port_n, status["jobId"])
+    return DashboardLogs(kube, namespace, service, port_n, status["jobId"], token)
 
 
 # --------------------------------------------------------------------------- victims
@@ -337,7 +366,8 @@ def run_drill(kube: Kube, p: DrillPlan, opts: DrillOptions,
         if deployment == "Running" and status == "RUNNING" and st.get("jobId"):
             cluster = cluster or st.get("rayClusterName")
             if source is None:
-                source = logs(st) if logs else dashboard_logs(kube, p.namespace, cluster, st)
+                token = kube.ray_auth_token(p.namespace, cluster) if p.ray_auth and not logs else None
+                source = logs(st) if logs else dashboard_logs(kube, p.namespace, cluster, st, token)
             log.feed(source.text())
             if log.latest_checkpoint is not None and log.last_step is not None:
                 break

@@ -46,3 +46,9 @@ KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Kueue counts DRA devices only through a device-class mapping in its configuration (KueueDRAIntegration,
 # on by default since 0.18): the DRANET NICs as this quota resource, or the TPU pods stay inadmissible.
 KUEUE_NETDEV_RESOURCE = f"{PROJECT}/netdev"
+
+# Ray token auth (KubeRay >= 1.5.1 authOptions.mode: token): KubeRay's Secret, named after the
+# RayCluster, holds the token under this key; Ray's dashboard also reads it from this header, the
+# one a proxy (the API server's service proxy keeps Authorization for itself) can pass through.
+RAY_AUTH_TOKEN_KEY = "auth_token"
+RAY_AUTH_HEADER = "X-Ray-Authorization"

@@ -18,6 +18,7 @@ RayJob fail (a non-elastic job).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -31,6 +32,8 @@ from drills.cluster import (
     HOST_INDEX_LABEL,
     NODE_TYPE_LABEL,
     NODEPOOL_LABEL,
+    RAY_AUTH_HEADER,
+    RAY_AUTH_TOKEN_KEY,
     REPLICA_INDEX_LABEL,
     DrillPlan,
 )
@@ -52,6 +55,8 @@ class Sim:
     fail_job: bool = False
     hosts_print: int = 2  # workers that print each step line (deduplicated by the drill)
     job_id: str = "rayjob-llama3-8b-elastic-abcde"
+    # The RayCluster's Ray token (KubeRay's Secret) when the plan says ray.auth: token.
+    token: str = "offline-ray-token"
     # Ground truth, for the tests to compare the report with.
     lines: list[str] = field(default_factory=list)
     step: int = 0  # next step to run
@@ -70,8 +75,9 @@ class Sim:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        per_slice = max(1, len(self.plan.node_pools) // self.plan.slices)  # a pool per capacity option
         for r in range(self.plan.slices):
-            pool = self.plan.node_pools[r]
+            pool = self.plan.node_pools[r * per_slice + per_slice - 1]  # each slice on its last fallback
             for h in range(self.plan.hosts):
                 node = f"gke-{pool}-{h}"
                 self.nodes[node] = {"metadata": {"name": node, "labels": {NODEPOOL_LABEL: pool}}}
@@ -262,8 +268,16 @@ class StandIn:
             if method == "GET" and path == f"/api/v1/namespaces/{ns}/services/{svc}":
                 return h._send(200, {"metadata": {"name": svc, "namespace": ns}, "spec": {
                     "ports": [{"name": "dashboard", "port": DASHBOARD_PORT}]}})
+            if method == "GET" and path == f"/api/v1/namespaces/{ns}/secrets/{sim.cluster}" and sim.plan.ray_auth:
+                data = {RAY_AUTH_TOKEN_KEY: base64.b64encode(sim.token.encode()).decode()}
+                return h._send(200, {"kind": "Secret", "apiVersion": "v1", "data": data,
+                                     "metadata": {"name": sim.cluster, "namespace": ns}})
             proxy = f"/api/v1/namespaces/{ns}/services/{svc}:{DASHBOARD_PORT}/proxy"
             if method == "GET" and path == f"{proxy}/api/jobs/{sim.job_id}/logs":
+                # As Ray's dashboard with token auth: 401 without the cluster's token in the header
+                # a proxy passes through (the API server keeps Authorization).
+                if sim.plan.ray_auth and h.headers.get(RAY_AUTH_HEADER) != f"Bearer {sim.token}":
+                    return h._send(401, {"error": "Unauthorized: missing or invalid token"})
                 sim.tick()
                 return h._send(200, {"logs": "".join(line + "\n" for line in sim.lines)})
         return h._send(404, not_found)

@@ -81,7 +81,10 @@ def test_plan_names_come_from_the_stack_spec(prod, prod_plan):
     assert prod_plan.ray_cluster == prod.ray.cluster_name  # a shared-cluster job
     assert prod_plan.group == job.group
     assert prod_plan.hosts == group.shape.hosts and prod_plan.slices == job.slices
-    assert prod_plan.node_pools == tuple(s.name for s in prod.slices if s.group == job.group)
+    # Every capacity option's pool: the slice may be on a fallback when the drill runs.
+    assert prod_plan.node_pools == tuple(pool for s in prod.slices if s.group == job.group for _, pool in s.pools)
+    assert len(prod_plan.node_pools) == 2 * len(group.slices)  # prod: flex-start, then on-demand
+    assert prod_plan.ray_auth == (prod.ray.auth == "token")
     assert prod_plan.target_step == job.steps - 1
     assert prod_plan.kube_context == (
         f"gke_{prod.project}_{prod.cluster.location}_{prod.cluster.name}")
@@ -188,6 +191,25 @@ def test_pod_drill_recovers_and_reports(prod_plan):
     # The drill waited through Initializing and for a committed checkpoint first.
     assert sim.rayjob_reads > sim.init_reads
     assert sim.kill_step >= min(sim.committed)
+
+
+def test_token_auth_cluster_is_read_with_the_clusters_token(prod_plan):
+    """prod's heads have Ray token auth: the drill reads KubeRay's Secret and sends the token in
+    X-Ray-Authorization through the service proxy (the stand-in's dashboard answers 401 without)."""
+    assert prod_plan.ray_auth
+    sim = Sim(prod_plan, prod_plan.ray_cluster)
+    stand_in = StandIn(sim)
+    with stand_in as host:
+        report = run_drill(kube_at(host), prod_plan, DrillOptions(**FAST), say=lambda s: None)
+    _check_recovered(report, sim)
+    assert ("GET", f"/api/v1/namespaces/{prod_plan.namespace}/secrets/{prod_plan.ray_cluster}") in stand_in.requests
+    # A token that is not the cluster's (rotated since it was read): the dashboard refuses it.
+    rotated = Sim(prod_plan, prod_plan.ray_cluster, token="rotated")
+    with StandIn(rotated) as host:
+        kube = kube_at(host)
+        kube.ray_auth_token = lambda namespace, cluster: "stale"
+        with pytest.raises(Exception, match="401"):
+            run_drill(kube, prod_plan, DrillOptions(**FAST), say=lambda s: None)
 
 
 def test_replica_drill_deletes_every_pod_of_the_slice(prod_plan):

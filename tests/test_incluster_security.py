@@ -153,6 +153,8 @@ def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
         "read_namespaced_service": ("", "services", "get"),
         "connect_get_namespaced_service_proxy_with_path": ("", "services/proxy", "get"),
     }
+    if r.spec.ray.auth == "token":  # prod: the drill reads the cluster's Ray token
+        namespaced["read_namespaced_secret"] = ("", "secrets", "get")
     cluster_wide = {"read_node": ("", "nodes", "get"), "delete_node": ("", "nodes", "delete")}
     source = inspect.getsource(drill.Kube)
     assert all(m in source for m in (*namespaced, *cluster_wide))
@@ -244,14 +246,15 @@ def _config(stack: str, **ray) -> dict[str, str]:
 
 
 def test_token_auth_renders_kuberay_auth_options(kuberay_validator):
-    r = engine.render("prod", _config("prod", auth="token"))
+    r = engine.render("prod")  # prod sets ray.auth: token
     jobs = [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
     assert jobs
     for d in jobs:
         assert d["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}
         assert kuberay_validator(d) == []
     assert not [v for v in offline.evaluate_resources(_resources(r), "prod") if v.rule == "ray-auth-version"]
-    assert all("authOptions" not in d["spec"].get("rayClusterSpec", {}) for d in _kind(engine.render("prod"), "RayJob"))
+    off = engine.render("prod", _config("prod", auth="disabled"))
+    assert all("authOptions" not in d["spec"].get("rayClusterSpec", {}) for d in _kind(off, "RayJob"))
 
 
 @pytest.mark.parametrize("ray,expected", [

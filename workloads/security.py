@@ -134,6 +134,9 @@ DRILL_NAMESPACED_RULES = (
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]},
 )
+# With ray.auth: token the drill reads the cluster's token from KubeRay's Secret (named after the
+# RayCluster, whose name a RayJob's own cluster only learns at run time: no resourceNames).
+DRILL_TOKEN_RULE = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
 DRILL_CLUSTER_RULES = (
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "delete"]},
 )
@@ -151,7 +154,8 @@ def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     return [
         {"apiVersion": RBAC_API, "kind": "Role",
          "metadata": {"name": name, "namespace": ns, "labels": labels},
-         "rules": [dict(r) for r in DRILL_NAMESPACED_RULES]},
+         "rules": [dict(r) for r in DRILL_NAMESPACED_RULES]
+         + ([dict(DRILL_TOKEN_RULE)] if spec.ray.auth == "token" else [])},
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": name, "namespace": ns, "labels": labels},
          "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
