@@ -154,7 +154,8 @@ def test_least_permissions_per_job():
             assert perms.get("contents") == "read", f"{name}:{job_name}"
             gcp = bool(uses(job, "google-github-actions/auth"))
             assert (perms.get("id-token") == "write") == gcp, f"{name}:{job_name} id-token"
-            comments = any(s.get("with", {}).get("comment-on-pr") for s in steps(job))
+            comments = any(s.get("with", {}).get("comment-on-pr") or "gh pr comment" in s.get("run", "")
+                           for s in steps(job))
             assert (perms.get("pull-requests") == "write") == comments, f"{name}:{job_name}"
             # Reading this repository's earlier runs (their drill artifacts) takes actions: read.
             reads_runs = any("gh run download" in s.get("run", "") for s in steps(job))
@@ -314,3 +315,15 @@ def test_the_drilled_job_exists_and_is_elastic():
     prod = spec.load("prod", engine.stack_config("prod"))
     job = next(j for j in prod.jobs if j.name == "llama3-8b-elastic")
     assert job.elastic
+
+
+def test_the_cost_comment_runs_no_code_of_the_branch():
+    """The job holding a pull-requests: write token only downloads Markdown and posts it: no
+    checkout, no uv, nothing the pull request wrote is executed; forks never get it."""
+    job = all_workflows()["pr.yml"]["jobs"]["cost-comment"]
+    assert job["needs"] == "cost" and "head.repo.full_name == github.repository" in job["if"]
+    assert not uses(job, "actions/checkout") and all("uses" not in s for s in steps(job))
+    script = "\n".join(s.get("run", "") for s in steps(job))
+    assert "uv " not in script and "slicectl" not in script and "--body-file" in script
+    cost = all_workflows()["pr.yml"]["jobs"]["cost"]
+    assert cost["permissions"] == {"contents": "read"}  # the job that runs the branch's code writes nothing
