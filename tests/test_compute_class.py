@@ -63,9 +63,10 @@ def test_prod_has_a_schema_valid_compute_class_per_group_in_the_spec_order(prod)
         validate(doc)
         rules = doc["spec"]["priorities"]
         assert len(rules) >= 2
-        assert [c.type for c in g.capacity] == ["flex-start", "on-demand"]  # the prod stack's order
-        assert rules[0]["flexStart"] == {"enabled": True} and rules[0]["maxRunDurationSeconds"] == 7 * 86400
-        assert rules[1]["spot"] is False and "flexStart" not in rules[1]
+        assert [c.type for c in g.capacity] == ["reservation", "flex-start", "on-demand"]  # the prod stack's order
+        assert rules[0]["reservations"] == {"affinity": "AnyBestEffort"}
+        assert rules[1]["flexStart"] == {"enabled": True} and rules[1]["maxRunDurationSeconds"] == 7 * 86400
+        assert rules[2]["spot"] is False and "flexStart" not in rules[2]
         for rule in rules:
             assert rule["tpu"] == {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
         assert doc["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
@@ -75,7 +76,7 @@ def test_prod_has_a_schema_valid_compute_class_per_group_in_the_spec_order(prod)
 
 def test_prod_node_pools_one_per_option_labelled_tainted_and_scaled_from_zero(prod):
     pools = {r.inputs["name"]: r.inputs for r in prod.by_type(NODE_POOL) if r.inputs["name"] != "system"}
-    assert set(pools) == {"v6e-16-0-flex", "v6e-16-0-std", "v6e-16-1-flex", "v6e-16-1-std"}
+    assert set(pools) == {f"v6e-16-{i}-{o}" for i in (0, 1) for o in ("rsv", "flex", "std")}
     for name, p in pools.items():
         cfg = p["nodeConfig"]
         assert cfg["labels"][kube.COMPUTE_CLASS_LABEL] == "tpu-group-class"
@@ -88,6 +89,9 @@ def test_prod_node_pools_one_per_option_labelled_tainted_and_scaled_from_zero(pr
             assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
             assert cfg["labels"][kube.CAPACITY_LABEL] == "flex-start"
             assert p["management"]["autoRepair"] is False
+        elif name.endswith("-rsv"):  # any matching reservation: nothing named, nothing breaks without one
+            assert cfg["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+            assert cfg["labels"][kube.CAPACITY_LABEL] == "reservation" and not cfg.get("spot")
         else:
             assert not cfg.get("flexStart") and not cfg.get("spot") and "reservationAffinity" not in cfg
             assert cfg["labels"][kube.CAPACITY_LABEL] == "on-demand"
@@ -155,9 +159,9 @@ def test_policy_refuses_a_fallback_of_another_topology(prod):
 
     found = rule("compute-class-fits-jobs").check(_with_class(prod, add_4x8), policy.Context("prod"))
     msgs = [m for _, m in found]
-    assert any("priority 3 (on-demand) provisions v6e-32 4x8" in m and "same slice shape" in m for m in msgs)
+    assert any("priority 4 (on-demand) provisions v6e-32 4x8" in m and "same slice shape" in m for m in msgs)
     # The job's 16-chip ICI mesh cannot tile a 32-chip slice either: the RayJob is named.
-    assert any(m.startswith("RayJob llama3-8b-elastic cannot use ComputeClass tpu-group-class priority 3")
+    assert any(m.startswith("RayJob llama3-8b-elastic cannot use ComputeClass tpu-group-class priority 4")
                and "32 chips" in m for m in msgs)
 
 
@@ -165,9 +169,9 @@ def test_policy_refuses_a_single_option_class_in_prod_and_warns_in_dev(prod):
     from policies.registry import rule
 
     r = rule("compute-class-has-fallback")
-    one = _with_class(prod, lambda p: p["spec"]["priorities"].pop())
+    one = _with_class(prod, lambda p: p["spec"]["priorities"].__delitem__(slice(1, None)))
     (found,) = r.check(one, policy.Context("prod"))
-    assert "ComputeClass tpu-group-class has 1 capacity option(s) (flex-start)" in found[1]
+    assert "ComputeClass tpu-group-class has 1 capacity option(s) (reservation)" in found[1]
     assert r.level("prod") == "mandatory" and r.level("dev") == "advisory"
 
 

@@ -83,7 +83,7 @@ def test_plan_names_come_from_the_stack_spec(prod, prod_plan):
     assert prod_plan.hosts == group.shape.hosts and prod_plan.slices == job.slices
     # Every capacity option's pool: the slice may be on a fallback when the drill runs.
     assert prod_plan.node_pools == tuple(pool for s in prod.slices if s.group == job.group for _, pool in s.pools)
-    assert len(prod_plan.node_pools) == 2 * len(group.slices)  # prod: flex-start, then on-demand
+    assert len(prod_plan.node_pools) == 3 * len(group.slices)  # prod: reservation, flex-start, on-demand
     assert prod_plan.ray_auth == (prod.ray.auth == "token")
     assert prod_plan.target_step == job.steps - 1
     assert prod_plan.kube_context == (

@@ -91,11 +91,12 @@ def test_nodes_use_a_dedicated_least_privilege_account(prod):
 
 @pytest.mark.parametrize("name", ["v6e-16-0", "v6e-16-1"])
 def test_slice_node_pools_match_the_seed(prod, name):
-    # The preferred (flex-start) option's pool keeps the slice's resource name; with a fallback
-    # (on-demand, <name>-std) every option's pool scales from 0 to one slice (tests/test_compute_class.py).
+    # The preferred option's pool (any reservation, <name>-rsv) keeps the slice's resource name; with
+    # fallbacks (flex-start <name>-flex, on-demand <name>-std) every option's pool scales from 0 to one
+    # slice (tests/test_compute_class.py).
     i = prod.one(POOL, name).inputs
     shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
-    assert i["name"] == f"{name}-flex" and i["autoscaling"]["totalMaxNodeCount"] == shape.hosts == 4
+    assert i["name"] == f"{name}-rsv" and i["autoscaling"]["totalMaxNodeCount"] == shape.hosts == 4
     assert i["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
     assert i["networkConfig"]["additionalNodeNetworkConfigs"] == [
         {"network": "maxtext-tpu-net-1", "subnetwork": "tpu-subnet-1"},
@@ -108,8 +109,11 @@ def test_slice_node_pools_match_the_seed(prod, name):
     assert cfg["labels"]["cloud.google.com/gke-networking-dra-driver"] == "true"
     assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
     assert not cfg["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
-    assert cfg["spot"] is False and cfg["flexStart"] is True
-    assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start consumes none
+    assert cfg["spot"] is False and not cfg.get("flexStart")
+    assert cfg["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+    flex = next(p.inputs for p in prod.by_type(POOL) if p.inputs["name"] == f"{name}-flex")["nodeConfig"]
+    assert flex["flexStart"] is True
+    assert flex["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start consumes none
     std = next(p.inputs for p in prod.by_type(POOL) if p.inputs["name"] == f"{name}-std")
     assert "reservationAffinity" not in std["nodeConfig"]  # as the seed: GCE's default for on-demand
     # The release channel upgrades every pool; runs hold upgrades off with maintenance exclusions.
@@ -158,8 +162,8 @@ def test_workloads_use_the_cluster_provider(prod):
 
 
 def test_outputs(prod):
-    assert sorted(prod.outputs["sliceNodePools"]) == ["v6e-16-0-flex", "v6e-16-0-std", "v6e-16-1-flex",
-                                                      "v6e-16-1-std"]
+    assert sorted(prod.outputs["sliceNodePools"]) == sorted(f"v6e-16-{i}-{o}" for i in (0, 1)
+                                                            for o in ("rsv", "flex", "std"))
     assert prod.outputs["getCredentials"].startswith("gcloud container clusters get-credentials maxtext-tpu")
 
 
