@@ -128,3 +128,12 @@ def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
     (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
     validator = jsonschema.Draft7Validator(_strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"])))
     return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs stay on one worker,
+    in order, sharing their session fixtures (the trained run, the compilation cache); the other
+    worker takes the fast tests meanwhile. Without xdist this changes nothing."""
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
