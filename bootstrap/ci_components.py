@@ -13,6 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.cluster import NODE_SA_ROLE
+from stackspec.names import CI_ACCOUNTS
 
 NAMESPACE = "tpu-multislice-bootstrap"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
@@ -191,7 +192,7 @@ LOCKS_ONLY = Condition(
 
 PREVIEW = Identity(
     key="preview",
-    account_id="ci-preview",
+    account_id=CI_ACCOUNTS["preview"],
     description="CI preview: reads the stacks' projects and the state, changes nothing",
     grants=(
         Grant("roles/compute.networkViewer", PROJECT, why="networks and subnets"),
@@ -211,7 +212,7 @@ PREVIEW = Identity(
 )
 DEPLOY = Identity(
     key="deploy",
-    account_id="ci-deploy",
+    account_id=CI_ACCOUNTS["deploy"],
     description="CI deploy: changes what the stacks own, from main in the production environment only",
     grants=(
         Grant("roles/container.admin", PROJECT, why="clusters, node pools and the objects applied in them"),
@@ -231,7 +232,7 @@ DEPLOY = Identity(
 )
 DRILL = Identity(
     key="drill",
-    account_id="ci-drill",
+    account_id=CI_ACCOUNTS["drill"],
     description="CI drill: reads the cluster; Kubernetes RBAC in the workload namespace does the rest",
     grants=(Grant("roles/container.clusterViewer", PROJECT, why="get-credentials; no Kubernetes object access"),),
     principals=(("workflow_ref", f"{{repository}}/{DRILL_WORKFLOW}@{DEFAULT_BRANCH}"),),
@@ -240,7 +241,7 @@ DRILL = Identity(
 # repository, which the stack gives it (infra/registry.py); nothing here.
 IMAGE = Identity(
     key="image",
-    account_id="ci-image",
+    account_id=CI_ACCOUNTS["image"],
     description="CI image: pushes the worker image to the stacks' Artifact Registry repositories",
     grants=(),
     principals=(("workflow_ref", f"{{repository}}/{IMAGE_WORKFLOW}@{DEFAULT_BRANCH}"),),

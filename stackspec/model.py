@@ -73,8 +73,6 @@ KUBERAY_AUTH_MIN = (1, 5, 1)
 # (all zeros: no registry holds it, and the rendered objects say "placeholder" beside it).
 IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 PLACEHOLDER_IMAGE_DIGEST = "sha256:" + "0" * 64
-# Who pushes the worker image: bootstrap/'s ci-image account in the stack's project by default.
-IMAGE_PUSHER_ACCOUNT = "ci-image"
 _SERVICE_ACCOUNT_EMAIL = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9.]+\.gserviceaccount\.com")
 NOTIFICATION_CHANNEL_TYPES = ("email", "pubsub", "webhook")
 
@@ -986,7 +984,7 @@ class StackSpec(BaseModel):
                 object.__setattr__(self.image, "location", self.region)
             if self.image.pusher is None:
                 object.__setattr__(self.image, "pusher",
-                                   f"{IMAGE_PUSHER_ACCOUNT}@{self.project}.iam.gserviceaccount.com")
+                                   names.ci_account_email("image", self.project))
         for i, net in enumerate(self.networks, start=1):
             if net.network is None:
                 object.__setattr__(net, "network", names.network_name(self.cluster.name, i))

@@ -59,6 +59,15 @@ def k8s_provider(cluster: str) -> str:
     return f"{cluster}-k8s"
 
 
+# The CI identities bootstrap/ creates in a stack's project (their account ids), written once:
+# the stack grants the drill identity its in-cluster RBAC and the image identity its repository.
+CI_ACCOUNTS = {"preview": "ci-preview", "deploy": "ci-deploy", "drill": "ci-drill", "image": "ci-image"}
+
+
+def ci_account_email(key: str, project: str) -> str:
+    return f"{CI_ACCOUNTS[key]}@{project}.iam.gserviceaccount.com"
+
+
 # A slice with capacity fallbacks has one node pool per option: ``<slice>-<suffix>``.
 POOL_SUFFIXES = {"reservation": "rsv", "flex-start": "flex", "spot": "spot", "on-demand": "std"}
 

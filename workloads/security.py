@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackspec import kube, limits
+from stackspec import kube, limits, names
 from stackspec.spec import Job, StackSpec
 
 NETWORK_POLICY_API = "networking.k8s.io/v1"
@@ -122,7 +122,7 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 
 def drill_user(spec: StackSpec) -> str:
     """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/)."""
-    return f"ci-drill@{spec.project}.iam.gserviceaccount.com"
+    return names.ci_account_email("drill", spec.project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
