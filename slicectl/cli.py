@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return Exit.USAGE
+    except UnicodeDecodeError as e:  # a file given on the command line that is not text
+        print(f"error: a file given is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
+        return Exit.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return Exit.INTERRUPTED

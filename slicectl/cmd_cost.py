@@ -33,7 +33,7 @@ def read_base(path: Path | None) -> dict | None:
         return None
     try:
         doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
         raise UsageError(f"--base {path}: not a cost.json ({e})") from None
     if not isinstance(doc, dict) or doc.get("schema") != cost.SCHEMA_ID:
         raise UsageError(f"--base {path}: not a {cost.SCHEMA_ID} document")
@@ -41,6 +41,8 @@ def read_base(path: Path | None) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json_out and (args.json_out.suffix != ".json" or args.json_out.is_dir()):
+        raise UsageError(f"--json {args.json_out}: give a .json file path (it is written over)")
     base = read_base(args.base)  # before loading the stack: a bad flag fails fast
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
     doc = cost.compute(spec)

@@ -144,8 +144,16 @@ def quantity(value: str) -> Decimal | None:
     return num * Decimal(_SUFFIX[suffix])
 
 
+# Far beyond any machine here (the largest allocates a few TiB): a bound that keeps the
+# arithmetic on quantities (GiB, allocatable) finite, whatever exponent is typed.
+QUANTITY_MAX = Decimal(2) ** 60  # 1 Ei
+
+
 def quantity_error(value: str) -> str | None:
-    if quantity(value) is None:
+    q = quantity(value)
+    if q is None:
         return ("not a Kubernetes quantity; e.g. 8, 7500m (CPU), 16Gi, 200G (memory): a number with an optional "
                 "suffix m, k, M, G, T, Ki, Mi, Gi, Ti")
+    if q > QUANTITY_MAX:
+        return "larger than any machine can allocate (at most 1Ei)"
     return None

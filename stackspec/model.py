@@ -139,8 +139,9 @@ MaxTextValue = Annotated[str, BeforeValidator(lambda v: str(v).lower() if isinst
 class Section(BaseModel):
     """A section of the stack spec: camelCase keys, unknown keys refused, frozen once checked."""
 
+    # No inf/nan anywhere: YAML's .inf would pass every bound and overflow the arithmetic after it.
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              coerce_numbers_to_str=True)
+                              coerce_numbers_to_str=True, allow_inf_nan=False)
 
 
 def at(key: str, message: str) -> ValueError:
@@ -1008,6 +1009,9 @@ class StackSpec(BaseModel):
         vpcs = [n.network for n in self.networks]
         if len(set(vpcs)) != len(vpcs):
             fail(_ns("network.secondary"), vpcs, "each secondary network needs its own VPC (a NIC per VPC)")
+        subnets = [n.subnet for n in self.networks]
+        if len(set(subnets)) != len(subnets):  # one project and region: GCP refuses the second
+            fail(_ns("network.secondary"), subnets, "each secondary network needs its own subnet name")
         hosts = sum(s.shape.hosts for s in self.slices)
         if c.pod_cidr:
             nodes = hosts + c.system_node_count

@@ -247,3 +247,15 @@ def test_cli_cost_text_table(capsys):
     assert "Capacity options (per slice, in the order GKE tries them):" in text
     assert "Stays up (per month):" in text and "One run of each job:" in text
     assert "unknown until set: prices.machines.n1-standard-16" in text
+
+
+def test_cli_cost_refuses_to_write_anything_but_a_json_file(tmp_path, capsys):
+    from slicectl.cli import main
+
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    assert main(["cost", "--stack", "prod", "--json", str(target)]) == 2
+    assert target.read_text() == "keep me" and "give a .json file path" in capsys.readouterr().err
+    binary = tmp_path / "base.json"
+    binary.write_bytes(b"\xc8\x00\xff")
+    assert main(["cost", "--stack", "prod", "--base", str(binary)]) == 2

@@ -462,9 +462,11 @@ def test_entrypoint_runs_the_mounted_trainer(prod):
     assert TRAINER_SCRIPT.name in cm["data"]
     for job in spec.jobs:
         argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
-        prebuilt = ["--prebuilt-image"] if spec.image is not None else []  # MaxText in the image
         assert argv == ["python", script, "--script-sha256", cm["metadata"]["annotations"][
-            manifests.TRAINER_HASH_ANNOTATION], *prebuilt, *trainer_argv(spec, job, local=False)]
+            manifests.TRAINER_HASH_ANNOTATION], *trainer_argv(spec, job, local=False)]
+        # MaxText is in the worker image: the trainer's own flag says so (before MaxText's settings).
+        own = argv[:argv.index("--")]
+        assert ("--prebuilt-image" in own) == (spec.image is not None)
 
 
 def test_shared_and_dedicated_jobs(shapes):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackspec import kube, kuberay, names
+from stackspec import kube, kuberay, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads import compute_class, security
@@ -36,8 +36,8 @@ NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
 NETDEV_CLAIM = "netdev"
 NETDEV_REQUEST = "req-netdev"
 
-# Ray head ports (KubeRay's well-known names).
-HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+# Ray head ports (KubeRay's well-known names), written once in stackspec.
+HEAD_PORTS = tuple(limits.RAY_HEAD_PORTS.items())
 
 # GCS FUSE CSI ephemeral volume for the checkpoint bucket; the sidecar gets no limits.
 GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER
@@ -396,8 +396,6 @@ def entrypoint(spec: StackSpec, job: Job, source: str | None = None) -> str:
     # checks it is the version this RayJob was rendered with before it trains.
     argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}",
             "--script-sha256", trainer_sha256(source), *trainer_argv(spec, job, local=False)]
-    if spec.image is not None:
-        argv.insert(4, "--prebuilt-image")  # MaxText is in the image: workers install nothing at start
     return shlex.join(argv)
 
 

@@ -26,10 +26,8 @@ NETWORK_POLICY_API = "networking.k8s.io/v1"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
-# The Ray head's ports, written once in stackspec (KubeRay's names).
-GCS_PORT = limits.RAY_HEAD_PORTS["gcs-server"]
+# The Ray head's dashboard port, written once in stackspec (KubeRay's names).
 DASHBOARD_PORT = limits.RAY_HEAD_PORTS["dashboard"]
-CLIENT_PORT = limits.RAY_HEAD_PORTS["client"]
 
 # Kubernetes labels every namespace with its name (1.22+) and every Job's pods with the Job's
 # name (1.27+); KubeRay names the submitter Job of a RayJob after the RayJob.
@@ -113,7 +111,8 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
                                         {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}, on_shared))
     for job in jobs:
         if job.cluster == "dedicated":
-            docs.append(head_network_policy(spec, job.name, {kube.JOB_LABEL: job.name}, [job.name]))
+            docs.append(head_network_policy(spec, job.name, {kube.JOB_LABEL: job.name},
+                                            [names.submitter_job(job.name)]))
     return docs
 
 
@@ -177,6 +176,6 @@ def auth_options(spec: StackSpec) -> dict[str, Any] | None:
     """KubeRay's ``authOptions`` for ``ray.auth: token``: the operator generates a Secret named
     after the RayCluster, sets RAY_AUTH_MODE/RAY_AUTH_TOKEN on every Ray container and on the
     RayJob submitter, and sends the token on its own dashboard calls."""
-    if getattr(spec.ray, "auth", "disabled") != "token":
+    if spec.ray.auth != "token":
         return None
     return {"mode": "token"}

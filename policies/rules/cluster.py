@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stackspec import limits
+from stackspec.model import PROD_RELEASE_CHANNELS
 
 from .common import CLUSTER, NODE_POOL, Context, get, is_tpu_pool, items
 
@@ -51,7 +52,7 @@ def workload_identity(type_: str, props: Mapping[str, Any], ctx: Context) -> lis
 # GKE's hardening guide: a release channel, private nodes, no public control plane, Shielded GKE
 # Nodes. Registered mandatory; in dev they report as advisory (the registry's dev_enforcement).
 
-_PROD_CHANNELS = ("REGULAR", "STABLE", "EXTENDED")
+_PROD_CHANNELS = PROD_RELEASE_CHANNELS  # the spec's rule, read by the policy too
 
 
 def release_channel(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
