@@ -45,7 +45,8 @@ RAISE = "[FailurePolicy] RAISE"
 # Scenarios: one preemption (elastic restart or multislice resubmit); a kill while a
 # checkpoint is being written; kills up to max_failures and one more, which must fail the job.
 SCENARIOS = ("preemption", "mid-save", "repeated", "reshard")
-# mid-save: how long Orbax holds each checkpoint before committing it (slow storage).
+# mid-save: how long Orbax holds each checkpoint of the first attempt before committing it
+# (slow storage; the restarted worker group saves at full speed).
 MID_SAVE_COMMIT_DELAY_S = 4.0
 # repeated: the job must have ended this long after the kill that exhausts max_failures.
 FAIL_DEADLINE_S = 180.0

@@ -32,6 +32,10 @@ READY_MARK = "Ray runtime started"
 # to the workers as a working_dir and refuse a run directory outside the project.
 LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
 START_TIMEOUT_S = 90.0
+# Shutdown: SIGTERM, then SIGKILL whatever is left after this grace. Slice nodes end within
+# a second of SIGTERM; the head's GCS, raylet and autoscaler monitor outlive it by more than
+# 10 s (measured), and a throwaway local cluster keeps nothing worth waiting for.
+SHUTDOWN_GRACE_S = 2.0
 # Longest temp dir (<run dir>/ray) we start Ray in: its Unix socket paths grow from it.
 MAX_TEMP_DIR_CHARS = 50
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
@@ -269,7 +273,7 @@ class LocalRayCluster:
         for node in reversed(self.nodes):
             if node.alive:
                 _kill_tree(node.proc, signal.SIGTERM)
-        deadline = time.time() + 10
+        deadline = time.time() + SHUTDOWN_GRACE_S
         for node in reversed(self.nodes):
             try:
                 node.proc.wait(timeout=max(0.1, deadline - time.time()))

@@ -158,7 +158,8 @@ def test_raylet_probe_tells_a_listening_port_from_a_dead_one():
 
 
 def test_commit_delay_holds_orbax_renames(tmp_path):
-    """The kill-during-save drill's window: Orbax's atomic rename waits, the tmp dir stays."""
+    """The kill-during-save drill's window: Orbax's atomic rename waits, the tmp dir stays; once
+    the worker group is a restart (``held["on"]`` off) saves commit at once."""
     import asyncio
 
     from etils import epath
@@ -167,17 +168,20 @@ def test_commit_delay_holds_orbax_renames(tmp_path):
     cls = atomicity.AtomicRenameTemporaryPath
     saved = cls.finalize
     try:
-        trainer.delay_checkpoint_commits(0.3)
-        trainer.delay_checkpoint_commits(0.3)  # twice: still one pause, not two
-        final = epath.Path(tmp_path / "5")
-        tmp = cls.from_final(final)
-        asyncio.run(tmp.create())
+        held = {"on": True}
+        trainer.delay_checkpoint_commits(0.3, held)
+        trainer.delay_checkpoint_commits(0.3, held)  # twice: still one pause, not two
         import time
 
-        t = time.time()
-        asyncio.run(tmp.finalize())
-        assert 0.3 <= time.time() - t < 0.6
-        assert final.exists() and not tmp.get().exists()
+        for step, on, (low, high) in ((5, True, (0.3, 0.6)), (10, False, (0.0, 0.2))):
+            held["on"] = on
+            final = epath.Path(tmp_path / str(step))
+            tmp = cls.from_final(final)
+            asyncio.run(tmp.create())
+            t = time.time()
+            asyncio.run(tmp.finalize())
+            assert low <= time.time() - t < high, (step, on)
+            assert final.exists() and not tmp.get().exists()
     finally:
         cls.finalize = saved
         if hasattr(cls, "_slicectl_finalize"):
@@ -297,3 +301,40 @@ def test_one_slice_groups_drop_the_pods_static_megascale_settings(monkeypatch):
     assert os.environ["MEGASCALE_NUM_SLICES"] == "2"
     assert trainer.clear_stale_megascale(world_size=4, hosts_per_slice=4) == ["MEGASCALE_NUM_SLICES"]
     assert "MEGASCALE_NUM_SLICES" not in os.environ and os.environ["MEGASCALE_PORT"] == "9915"
+
+
+def test_deferred_imports_run_only_when_first_used(tmp_path, monkeypatch):
+    """A deferred package is in sys.modules after ``import``, but its code runs on the first
+    attribute read; other modules import as usual. (A stand-in package: the real ones,
+    trainer.DEFERRED_IMPORTS, take seconds to import.)"""
+    import sys
+
+    pkg = tmp_path / "heavy_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import builtins\nbuiltins._heavy_runs = getattr(builtins, '_heavy_runs', 0) + 1\n"
+                                     "VALUE = 42\n")
+    (tmp_path / "light_mod.py").write_text("import heavy_pkg\nSEEN = heavy_pkg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(trainer, "DEFERRED_IMPORTS", ("heavy_pkg",))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    import builtins
+
+    monkeypatch.setattr(builtins, "_heavy_runs", 0, raising=False)
+    trainer.defer_unused_imports()
+    trainer.defer_unused_imports()  # idempotent: one finder
+    assert sum(isinstance(f, trainer._DeferredImports) for f in sys.meta_path) == 1
+    try:
+        import light_mod
+
+        assert "heavy_pkg" in sys.modules and builtins._heavy_runs == 0  # imported, not run
+        assert light_mod.SEEN.VALUE == 42 and builtins._heavy_runs == 1  # runs on first use, once
+        assert light_mod.SEEN.VALUE == 42 and builtins._heavy_runs == 1
+    finally:
+        for name in ("heavy_pkg", "light_mod"):
+            sys.modules.pop(name, None)
+
+
+def test_deferred_imports_are_packages_of_the_worker_image():
+    """Each deferred name is a real module of the environment (a typo would defer nothing)."""
+    for name in trainer.DEFERRED_IMPORTS:
+        assert importlib.util.find_spec(name) is not None, name
