@@ -122,6 +122,10 @@ class DrillOptions:
 # --------------------------------------------------------------------------- cluster access
 
 
+# (connect, read) seconds for every API call: an unreachable API server is an error, not a hang.
+API_TIMEOUT_S = (10.0, 60.0)
+
+
 class Kube:
     """The few Kubernetes API calls the drill makes, on one ApiClient."""
 
@@ -136,7 +140,7 @@ class Kube:
 
         try:
             return self.custom.get_namespaced_custom_object(
-                RAY_GROUP, RAY_VERSION, namespace, RAYJOBS, name)
+                RAY_GROUP, RAY_VERSION, namespace, RAYJOBS, name, _request_timeout=API_TIMEOUT_S)
         except ApiException as e:
             if e.status == 404:
                 raise DrillError(f"no RayJob {namespace}/{name} on the cluster: "
@@ -145,20 +149,22 @@ class Kube:
 
     def worker_pods(self, namespace: str, cluster: str, group: str) -> list:
         selector = f"{CLUSTER_LABEL}={cluster},{GROUP_LABEL}={group},{NODE_TYPE_LABEL}=worker"
-        return list(self.core.list_namespaced_pod(namespace, label_selector=selector).items)
+        return list(self.core.list_namespaced_pod(namespace, label_selector=selector,
+                                                  _request_timeout=API_TIMEOUT_S).items)
 
     def delete_pod(self, namespace: str, name: str) -> None:
         # No grace period: a preemption does not wait for the trainer to finish a step.
-        self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
+                                        _request_timeout=API_TIMEOUT_S)
 
     def node(self, name: str):
-        return self.core.read_node(name)
+        return self.core.read_node(name, _request_timeout=API_TIMEOUT_S)
 
     def delete_node(self, name: str) -> None:
-        self.core.delete_node(name, grace_period_seconds=0)
+        self.core.delete_node(name, grace_period_seconds=0, _request_timeout=API_TIMEOUT_S)
 
     def service_port(self, namespace: str, service: str, port_name: str) -> int:
-        svc = self.core.read_namespaced_service(service, namespace)
+        svc = self.core.read_namespaced_service(service, namespace, _request_timeout=API_TIMEOUT_S)
         for p in svc.spec.ports or []:
             if p.name == port_name:
                 return int(p.port)
@@ -172,7 +178,7 @@ class Kube:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            secret = self.core.read_namespaced_secret(cluster, namespace)
+            secret = self.core.read_namespaced_secret(cluster, namespace, _request_timeout=API_TIMEOUT_S)
         except ApiException as e:
             if e.status == 404:
                 raise DrillError(f"RayCluster {namespace}/{cluster} has token auth but no Secret {cluster} "
@@ -192,7 +198,8 @@ class Kube:
         saved, cfg.safe_chars_for_path_param = cfg.safe_chars_for_path_param, "/:"
         try:
             resp = self.core.connect_get_namespaced_service_proxy_with_path(
-                f"{service}:{port}", namespace, path, _preload_content=False, _headers=headers)
+                f"{service}:{port}", namespace, path, _preload_content=False, _headers=headers,
+                _request_timeout=API_TIMEOUT_S)
         finally:
             cfg.safe_chars_for_path_param = saved
         return resp.data.decode()
@@ -200,6 +207,7 @@ class Kube:
 
 def load_kube(context: str | None, kubeconfig: str | None = None) -> Kube:
     """A Kube on the kubeconfig ``gcloud container clusters get-credentials`` wrote."""
+    import yaml
     from kubernetes import client, config
 
     try:
@@ -209,8 +217,30 @@ def load_kube(context: str | None, kubeconfig: str | None = None) -> Kube:
             f"no kube context {context!r} ({e}); run the stack's getCredentials output: "
             "gcloud container clusters get-credentials <cluster> --location=<zone> "
             "--project=<project>") from e
+    except (yaml.YAMLError, OSError, TypeError, AttributeError, KeyError, ValueError) as e:
+        # The kubernetes client reads the file without checking its shape: a YAML error, or a
+        # list where a mapping belongs, surfaces as whatever Python raised.
+        raise DrillError(f"kubeconfig {kubeconfig or '$KUBECONFIG or ~/.kube/config'} is not a "
+                         f"readable kubeconfig: {type(e).__name__}: {str(e).splitlines()[0]}") from e
     assert isinstance(api, client.ApiClient)
     return Kube(api)
+
+
+def api_failure(e: BaseException) -> str | None:
+    """One line for a Kubernetes API call that failed (unreachable, timed out, refused, denied),
+    or None for any other exception."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(e, ApiException):
+        hint = {401: ": the kubeconfig's credentials were refused (rerun get-credentials)",
+                403: ": this identity may not do that (the drill needs the stack's <cluster>-drill "
+                     "Role: README, Inside the cluster)"}
+        return f"the Kubernetes API server answered {e.status} {e.reason}{hint.get(e.status, '')}"
+    if isinstance(e, urllib3.exceptions.HTTPError):
+        reason = getattr(e, "reason", None) or e
+        return f"cannot reach the Kubernetes API server: {type(reason).__name__}: {str(reason).splitlines()[0][:200]}"
+    return None
 
 
 class LogSource(Protocol):

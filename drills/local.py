@@ -18,6 +18,7 @@ same host clock) and from the driver log (Ray Train's failure-policy lines).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -188,6 +189,11 @@ class _Timeline:
         with self.lock:
             return [s for s in self.steps if s[0] >= t]
 
+    def last_step_before(self, t: float) -> int | None:
+        """The last step a worker stamped before ``t`` (its line may reach the driver later)."""
+        with self.lock:
+            return max((s for ts, s, _ in self.steps if ts <= t), default=None)
+
     def steps_before(self, t: float) -> list[tuple[float, int, int]]:
         with self.lock:
             return [s for s in self.steps if s[0] < t]
@@ -204,9 +210,15 @@ class _Timeline:
 class LocalDrill:
     """One drill: ``LocalDrill(spec, job, run_dir, options).run()`` -> :class:`DrillReport`."""
 
-    def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions):
+    def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions,
+                 cluster=None):
+        """``cluster``: a running :class:`~drills.localray.LocalRayCluster` to drill on instead of
+        starting one (it stays up; the nodes the drill killed are replaced at the end)."""
         if options.slices < 2:
             raise ValueError("a local drill needs at least 2 slice nodes (one is killed)")
+        if options.kill_node is not None and not 0 <= options.kill_node < options.slices:
+            raise ValueError(f"--kill-node {options.kill_node}: the local slice nodes are 0 to "
+                             f"{options.slices - 1}")
         if options.checkpoint_period < 1 or options.step_delay < 0:
             raise ValueError("--checkpoint-period must be at least 1 and --step-delay 0 or more")
         if options.steps <= options.kill_step() + 1:
@@ -223,7 +235,11 @@ class LocalDrill:
                                   elastic=job.elastic, target_step=options.steps - 1,
                                   scenario=options.scenario)
         self.t0 = time.time()
-        self.cluster = None
+        if cluster is not None and len(cluster.live_workers()) < options.slices:
+            raise ValueError(f"the cluster has {len(cluster.live_workers())} live slice node(s), the "
+                             f"drill needs {options.slices}")
+        self.cluster = cluster
+        self._own_cluster = cluster is None
         self.drivers: list = []
         self._committed_at_kill: list[int] = []
         self.t_job: float | None = None  # the first driver's start: goodput's wall clock
@@ -299,8 +315,11 @@ class LocalDrill:
                  f"node(s); {o.steps} steps, checkpoint every {o.checkpoint_period}, "
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
-            self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
-            with self.cluster:
+            if self._own_cluster:
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
+            else:
+                self.cluster.peaks.clear()  # this drill's processes only
+            with self.cluster if self._own_cluster else contextlib.nullcontext():
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
                 if o.scenario == "reshard":
                     self._reshard(deadline)
@@ -322,6 +341,8 @@ class LocalDrill:
         finally:
             for d in self.drivers:
                 d.stop()
+            if not self._own_cluster:
+                self.cluster.heal()
             r.wall_s = round(time.time() - self.t0, 1)
             self._timeline_figures()
             self.files = r.publish(self.run_dir)
@@ -348,13 +369,16 @@ class LocalDrill:
         o, r = self.opts, self.report
         period = o.checkpoint_period
         if o.kill_during_save:
-            # Kill the moment a periodic save past step 0 is in flight on disk.
+            # Kill the moment a periodic save at or past the kill step is in flight on disk (by
+            # default the second one past step 0: a committed checkpoint past 0 is there to restore).
+            first = max(period, o.kill_step())
+
             def in_flight():
                 _, flying = checkpoint_dirs(self.ckpt_dir)
                 steps = [int(n.split(".")[0]) for n in flying if n.split(".")[0].isdigit()]
-                return [s for s in steps if s >= period]
+                return [s for s in steps if s >= first]
 
-            flying = self._wait("a checkpoint save in flight", in_flight, deadline)
+            flying = self._wait(f"a checkpoint save in flight at step {first} or later", in_flight, deadline)
             self._in_flight_at_kill = flying
             r.figures["save in flight at the kill"] = flying[0]
         else:
@@ -429,6 +453,11 @@ class LocalDrill:
                      f"after the kill{suffix}")
             return
         r.resume_s = round(first_step[0] - t_kill, 1)
+        # The kill step by the workers' own clock: under load their lines reach the driver late,
+        # and the step seen at the kill may be a step or two behind the one they had run.
+        stamped = self.timeline.last_step_before(t_kill)
+        if stamped is not None and (r.kill_step is None or stamped > r.kill_step):
+            r.kill_step = stamped
         if None not in (failure, up, imported):
             r.phases = {"detect": failure - t_kill, "reschedule": up - failure, "process_start": imported - up,
                         "restore": t_start - imported, "first_step": first_step[0] - t_start}

@@ -7,6 +7,7 @@ process group, stream its output to a log file, and turn the trainer's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -162,9 +163,12 @@ def default_run_dir(stack: str, prefix: str) -> Path:
 def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
                 steps: int | None = None, checkpoint_period: int | None = None,
                 step_delay: float | None = None, verbose: bool = False,
-                timeout: float = 1800.0, jax_cache_dir: Path | None = JAX_CACHE_DIR) -> dict:
+                timeout: float = 1800.0, jax_cache_dir: Path | None = JAX_CACHE_DIR,
+                cluster: LocalRayCluster | None = None) -> dict:
     """Run ``job`` on ``slices`` local slice nodes; a summary dict (also run_dir/summary.json).
-    ``jax_cache_dir=None`` compiles from scratch (a cache inside the run directory)."""
+    ``jax_cache_dir=None`` compiles from scratch (a cache inside the run directory).
+    ``cluster``: a running local cluster with at least ``slices`` slice nodes to use (and leave
+    running) instead of starting one."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     data_dir = run_dir / "out"
@@ -190,14 +194,21 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         f"{slices} local slice node(s), 1 worker each; run dir {run_dir}")
     summary: dict = {"job": job.name, "mode": job.mode, "slices": slices, "run_dir": str(run_dir),
                      "argv": argv, "ok": False}
-    driver = cluster = None
+    driver = None
+    own = cluster is None
+    if not own and len(cluster.live_workers()) < slices:
+        raise ValueError(f"the cluster has {len(cluster.live_workers())} live slice node(s), "
+                         f"{slices} asked for")
     try:
-        cluster = LocalRayCluster(run_dir, slices=slices)
-        with cluster:
-            summary["cluster_start_s"] = round(time.time() - t0, 1)
+        if own:
+            cluster = LocalRayCluster(run_dir, slices=slices)
+        else:
+            cluster.peaks.clear()  # this run's processes only
+        with cluster if own else contextlib.nullcontext():
+            summary["cluster_start_s"] = round(time.time() - t0, 1) if own else 0.0
             summary["node_pids"] = [n.pid for n in cluster.nodes]
-            say(f"local Ray cluster up at {cluster.address}: head + {slices} slice node(s) "
-                f"(pids {[n.pid for n in cluster.nodes]})")
+            say(f"local Ray cluster {'up' if own else 'in use'} at {cluster.address}: head + "
+                f"{slices} slice node(s) (pids {[n.pid for n in cluster.nodes]})")
             driver = start_driver(cluster, argv, run_dir / "driver.log", on_event, echo=verbose)
             try:
                 rc = driver.wait(timeout=timeout)
@@ -216,7 +227,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         losses = driver.losses()
         steps_seen = driver.steps()
         summary |= {"steps": steps_seen, "losses": losses, "result": driver.result,
-                    "driver_log": str(driver.log)}
+                    "driver_log": str(driver.log), "driver_pid": driver.proc.pid}
         starts = [e for e in driver.events if e["event"] == "start"]
         steps_first = [e for e in driver.events if e["event"] == "step"]
         if starts and steps_first:
@@ -228,7 +239,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         metrics = done[-1] if done else {}
         ok = ok and bool(done)
         summary["ok"] = ok
-        summary["peak_rss_mb"] = cluster.peak_rss_mb()
+        summary["peak_rss_mb"] = cluster.peak_rss_mb() if cluster is not None else None
         summary["checkpoint_step"] = metrics.get("checkpoint_step")
         summary["world_size"] = metrics.get("world_size")
         imported = [e for e in driver.events if e["event"] == "imported"]

@@ -232,6 +232,14 @@ class LocalRayCluster:
         """Start one more slice node (also a replacement after a kill)."""
         return self._start_node(self._next_name(), head=False)
 
+    def live_workers(self) -> list[Node]:
+        return [n for n in self.workers() if n.alive and not n.killed]
+
+    def heal(self) -> list[Node]:
+        """Replace killed slice nodes until ``slices`` are live again: a cluster that outlives one
+        run (a drill kills nodes) is whole for the next. The new nodes."""
+        return [self.add_node() for _ in range(self.slices - len(self.live_workers()))]
+
     def nodes_running(self, marker: str) -> list[Node]:
         """Live slice nodes with a process whose command line holds ``marker`` (Ray names an
         actor's worker process ``ray::<ActorClass>...``)."""
@@ -251,7 +259,7 @@ class LocalRayCluster:
 
     def kill_node(self, name: str | None = None) -> Node:
         """SIGKILL one slice node's raylet, workers and all (a Spot preemption: no grace)."""
-        live = [n for n in self.workers() if n.alive and not n.killed]
+        live = self.live_workers()
         if not live:
             raise LocalRayError("no live slice node to kill")
         node = live[-1] if name is None else next((n for n in live if n.name == name), None)

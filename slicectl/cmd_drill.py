@@ -15,6 +15,7 @@ from pathlib import Path
 
 from drills.cluster import TARGETS
 from drills.local import SCENARIOS
+from slicectl.argtypes import integer, seconds
 from slicectl.exits import Exit, UsageError
 
 
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="also write the report as JSON here")
     p.add_argument("--stacks-dir", type=Path, default=None,
                    help="where stack files live (default: stacks/)")
-    p.add_argument("--deadline", type=float, default=None,
+    p.add_argument("--deadline", type=seconds(above=True), default=None,
                    help="seconds from the kill for training to resume and progress "
                         "(cluster default 1800)")
 
@@ -39,30 +40,32 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "repeated: kill max_failures times, then once more, which must fail the job; "
                             "reshard: a checkpoint written by N workers restores on 1 and back on N, "
                             "with the reference run's loss curve (default: preemption)")
-    local.add_argument("--max-failures", type=int, default=None,
+    local.add_argument("--max-failures", type=integer(0), default=None,
                        help="repeated: the job's failure budget for this drill (default: the job's)")
     local.add_argument("--reference-run", type=Path, default=None,
                        help="reshard: a finished `slicectl train --local` run directory of the same "
                             "job, steps and period to compare with (default: train one)")
     local.add_argument("--scale-up", action="store_true",
                        help="start a replacement node and check scale-up")
-    local.add_argument("--kill-after-step", type=int, default=None,
-                       help="kill once this step has run (default: after the first checkpoint)")
-    local.add_argument("--kill-node", type=int, default=None, help="which local slice node to kill")
+    local.add_argument("--kill-after-step", type=integer(0), default=None,
+                       help="kill once this step has run; mid-save: at the first save at or "
+                            "after it (default: half a period past the first checkpoint after 0)")
+    local.add_argument("--kill-node", type=integer(0), default=None, help="which local slice node to kill")
     local.add_argument("--kill-during-save", action="store_true",
                        help="kill while a checkpoint is being saved")
-    local.add_argument("--step-delay", type=float, default=None,
+    local.add_argument("--step-delay", type=seconds(), default=None,
                        help="seconds per step (local only), a window to kill in (default 0.5)")
-    local.add_argument("--slices", type=int, default=None,
+    local.add_argument("--slices", type=integer(2), default=None,
                        help="local slice nodes, one of them killed (default 2)")
-    local.add_argument("--steps", type=int, default=None, help="training steps (default 40; 150 with --scale-up)")
-    local.add_argument("--checkpoint-period", type=int, default=None,
+    local.add_argument("--steps", type=integer(1), default=None,
+                       help="training steps (default 40; 150 with --scale-up)")
+    local.add_argument("--checkpoint-period", type=integer(1), default=None,
                        help="steps between checkpoints (default 5)")
-    local.add_argument("--timeout", type=float, default=None,
+    local.add_argument("--timeout", type=seconds(above=True), default=None,
                        help="seconds for the whole local drill (default 1800)")
     local.add_argument("--run-dir", type=Path, default=None,
                        help="cluster, logs and checkpoints (default build/<stack>/drill-<time>)")
-    local.add_argument("--capacity-back-after", type=float, default=0.0,
+    local.add_argument("--capacity-back-after", type=seconds(), default=0.0,
                        help="multislice job: seconds until the lost slice returns and the job is "
                             "resubmitted (default 0)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
@@ -71,13 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     cluster.add_argument("--target", choices=TARGETS, default="pod",
                          help="delete one worker pod, every pod of one slice replica, or a node "
                               "of the slice's node pool (default: pod)")
-    cluster.add_argument("--replica", type=int, default=None,
+    cluster.add_argument("--replica", type=integer(0), default=None,
                          help="slice replica to hit (ray.io/worker-group-replica-index; "
                               "default: the highest)")
-    cluster.add_argument("--wait", type=float, default=3600.0,
+    cluster.add_argument("--wait", type=seconds(above=True), default=3600.0,
                          help="seconds to wait for the job to run past a checkpoint "
                               "before the kill")
-    cluster.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
+    cluster.add_argument("--poll", type=seconds(), default=5.0, help="seconds between polls")
     cluster.add_argument("--until-done", action="store_true",
                          help="follow until the job's final step, not just the first progress")
     cluster.add_argument("--get-credentials", action="store_true",
@@ -122,6 +125,11 @@ def run_cluster(args: argparse.Namespace) -> int:
         report = dc.run_drill(kube, plan, opts, logs=logs)
     except dc.DrillError as e:
         raise UsageError(str(e)) from None
+    except Exception as e:
+        # An unreachable, refusing or forbidding API server: one line, not a traceback.
+        if (message := dc.api_failure(e)) is None:
+            raise
+        raise UsageError(message) from None
     return finish(report, args.report)
 
 
@@ -146,13 +154,14 @@ def run_local(args: argparse.Namespace) -> int:
     job = pick_job(spec, args.job)
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
-        slices=args.slices or defaults.slices,
-        steps=args.steps or 0,
-        checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
+        slices=args.slices if args.slices is not None else defaults.slices,
+        steps=args.steps or 0,  # 0: the scenario's default
+        checkpoint_period=args.checkpoint_period if args.checkpoint_period is not None
+        else defaults.checkpoint_period,
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, kill_node=args.kill_node,
         kill_during_save=args.kill_during_save, scale_up=args.scale_up,
-        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+        timeout_s=args.timeout if args.timeout is not None else defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
         scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
     )

@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from drills.local_train import default_run_dir, load_job, train_local
+from slicectl.argtypes import integer, seconds
 from slicectl.exits import Exit, UsageError
 
 
@@ -27,13 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--job", help="the stack's job to run (default: its first)")
     p.add_argument("--local", action="store_true",
                    help="run on a local CPU Ray cluster (the cluster runs jobs as RayJobs)")
-    p.add_argument("--slices", type=int, default=None,
+    p.add_argument("--slices", type=integer(1), default=None,
                    help="local slice nodes (default: the job's slices, its maximum if elastic, "
                         "and at least 2 so the multi-process SPMD path runs)")
-    p.add_argument("--steps", type=int, default=None, help="training steps (default: the job's)")
-    p.add_argument("--checkpoint-period", type=int, default=None,
+    p.add_argument("--steps", type=integer(1), default=None, help="training steps (default: the job's)")
+    p.add_argument("--checkpoint-period", type=integer(1), default=None,
                    help="steps between checkpoints (default: the job's)")
-    p.add_argument("--step-delay", type=float, default=None, help="seconds to sleep per step")
+    p.add_argument("--step-delay", type=seconds(), default=None, help="seconds to sleep per step")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="where the cluster, logs and checkpoints go (default: build/<stack>/...)")
     p.add_argument("-v", "--verbose", action="store_true", help="echo the whole driver log")

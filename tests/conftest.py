@@ -130,10 +130,37 @@ def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
     return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
 
 
+@pytest.fixture(scope="module")
+def local_cluster():
+    """One real local Ray cluster (a head and two slice nodes, separate processes) for a module's
+    real runs, as a platform team keeps a dev cluster between jobs: each run saves a cluster
+    start (~15 s here) and the drills replace the nodes they kill when they end. When the module
+    is done every process of the cluster is gone."""
+    import shutil
+    import tempfile
+
+    from drills.localray import LocalRayCluster, pid_alive
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="lc-", dir=ROOT / "build"))  # short: Ray's sockets
+    cluster = LocalRayCluster(run_dir, slices=2)
+    try:
+        with cluster:
+            yield cluster
+        pids = [n.pid for n in cluster.nodes]
+        assert pids and not any(pid_alive(p) for p in pids), "local cluster processes left behind"
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs stay on one worker,
-    in order, sharing their session fixtures (the trained run, the compilation cache); the other
-    worker takes the fast tests meanwhile. Without xdist this changes nothing."""
+    """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs of one module stay
+    on one worker, in order, sharing their module fixtures (the local cluster, test_train_local's
+    trained run), unless a test names its own group; the two workers take the groups and the fast
+    tests around them. Each run waits much of its time (cluster start, Ray Train's controller,
+    the kill and the failure verdict), so two side by side use the two cores. All share the
+    persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and
+    compiles. Without xdist this changes nothing."""
     for item in items:
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))

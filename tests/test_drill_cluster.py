@@ -338,3 +338,38 @@ def test_dev_single_slice_job_recovers_once_kuberay_replaces_the_slice():
     _check_recovered(report, sim)
     assert len(sim.deleted) == p.hosts
     assert report.scale_up_s <= report.resume_s
+
+
+# --------------------------------------------------------------------------- bad access
+
+
+@pytest.mark.parametrize("kubeconfig, message", [
+    ("apiVersion: v1\nclusters: [\n", "is not a readable kubeconfig: ParserError"),
+    ("- a list\n- not a mapping\n", "is not a readable kubeconfig: TypeError"),
+    # A closed port on this host: refused at once (a black-holed address times out after
+    # drills.cluster.API_TIMEOUT_S instead of hanging).
+    ("apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+     "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+     "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n",
+     "cannot reach the Kubernetes API server"),
+])
+def test_a_bad_kubeconfig_or_unreachable_api_server_is_one_line_exit_2(tmp_path, capsys, kubeconfig, message):
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig)
+    rc = cli.main(["drill", "--stack", "prod", "--kubeconfig", str(path), "--context", "x", "--poll", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_api_failures_read_as_one_line():
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    from drills.cluster import api_failure
+
+    assert "answered 403 Forbidden: this identity may not do that" in api_failure(ApiException(403, "Forbidden"))
+    assert "401" in api_failure(ApiException(401, "Unauthorized"))
+    assert api_failure(urllib3.exceptions.ReadTimeoutError(None, "/api", "read timed out")).startswith(
+        "cannot reach the Kubernetes API server")
+    assert api_failure(ValueError("x")) is None
