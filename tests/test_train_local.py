@@ -151,7 +151,9 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
                     cmdlines.append(Path(f"/proc/{p}/cmdline").read_bytes())
                 except OSError:
                     pass
-            if any(b"RayTrainWorker" in c for c in cmdlines):
+            # Ray Train's controller is up (a Ray worker process): the nodes, raylets, GCS, driver
+            # and Ray workers all exist, and the train workers are being started.
+            if any(b"TrainController" in c for c in cmdlines):
                 break
             time.sleep(0.2)
         assert proc.poll() is None, proc.stdout.read()
