@@ -19,6 +19,10 @@ NAMESPACE = "tpu-multislice-bootstrap"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 DEFAULT_BRANCH = "refs/heads/main"
 DEPLOY_ENVIRONMENT = "production"
+# A pull request's cloud preview runs the branch's own Pulumi program as ci-preview, which can
+# decrypt the stacks' secrets: its job is bound to this environment, whose required reviewers
+# approve a run after reading the change, so unreviewed code never gets a cloud identity.
+PREVIEW_ENVIRONMENT = "pr-preview"
 DRILL_WORKFLOW = ".github/workflows/drills.yml"
 IMAGE_WORKFLOW = ".github/workflows/image.yml"
 KEY_ROTATION = "7776000s"  # 90 days
@@ -39,6 +43,7 @@ ATTRIBUTE_MAPPING = {
     "attribute.ref": "assertion.ref",
     "attribute.workflow_ref": "assertion.workflow_ref",
     "attribute.sub_ref": 'assertion.sub + "@" + assertion.ref',
+    "attribute.sub_event": 'assertion.sub + "@" + assertion.event_name',
 }
 
 
@@ -208,7 +213,10 @@ PREVIEW = Identity(
         Grant("roles/logging.viewer", PROJECT, why="the log-based metrics the alerts read"),
         Grant("roles/serviceusage.serviceUsageViewer", PROJECT, why="the APIs the stacks enable"),
     ),
-    principals=(("event_name", "pull_request"), ("ref", DEFAULT_BRANCH)),
+    # A pull request's job approved in the pr-preview environment, or any workflow on main (merged,
+    # reviewed code; never less trusted than the deploy it runs in).
+    principals=(("sub_event", f"repo:{{repository}}:environment:{PREVIEW_ENVIRONMENT}@pull_request"),
+                ("ref", DEFAULT_BRANCH)),
 )
 DEPLOY = Identity(
     key="deploy",

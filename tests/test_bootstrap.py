@@ -235,7 +235,15 @@ MAIN = "refs/heads/main"
 @pytest.mark.parametrize(
     ("what", "token", "expected"),
     [
-        ("a pull request from a branch", claims("pull_request", "refs/pull/7/merge", "pr.yml"), {"ci-preview"}),
+        # A pull request's code gets a cloud identity only once a reviewer approves its run in the
+        # pr-preview environment (it could decrypt the stacks' secrets).
+        ("a pull request from a branch, not approved", claims("pull_request", "refs/pull/7/merge", "pr.yml"), set()),
+        ("a pull request's preview approved in pr-preview",
+         claims("pull_request", "refs/pull/7/merge", "pr.yml", ci.PREVIEW_ENVIRONMENT), {"ci-preview"}),
+        ("pr-preview environment on a push to a branch",
+         claims("push", "refs/heads/x", "pr.yml", ci.PREVIEW_ENVIRONMENT), set()),
+        ("another environment in a pull request",
+         claims("pull_request", "refs/pull/7/merge", "pr.yml", "staging"), set()),
         # On main a job may also read (preview): never less trusted than the deploy it runs in.
         ("the deploy job: main, production", claims("push", MAIN, "deploy.yml", "production"),
          {"ci-deploy", "ci-preview"}),

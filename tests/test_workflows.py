@@ -237,6 +237,15 @@ def test_pull_request_workflow():
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
     assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    # The branch's code runs with ci-preview only after a reviewer approves it in this environment,
+    # the one GCP admits ci-preview from for a pull request.
+    # bootstrap/ is its own Pulumi project directory, not a package (as in test_bootstrap.py).
+    sys.path.insert(0, str(ROOT / "bootstrap"))
+    try:
+        import ci_components as ci
+    finally:
+        sys.path.remove(str(ROOT / "bootstrap"))
+    assert preview["environment"] == ci.PREVIEW_ENVIRONMENT
     assert wf["concurrency"]["cancel-in-progress"] is True
 
 
