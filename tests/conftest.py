@@ -55,6 +55,33 @@ def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def _shipped_renderings() -> dict:
+    """The shipped stacks rendered by the real program under mocks, once per test process."""
+    return {}
+
+
+def _rendering(cache: dict, stack: str):
+    from offline import engine
+
+    if stack not in cache:
+        cache[stack] = engine.render(stack)
+    # A module's own copy: a test that edits what it reads cannot leak into another module.
+    return copy.deepcopy(cache[stack])
+
+
+@pytest.fixture(scope="module")
+def prod(_shipped_renderings):
+    """``stacks/Pulumi.prod.yaml`` as the program declares it (``offline.engine.Rendering``)."""
+    return _rendering(_shipped_renderings, "prod")
+
+
+@pytest.fixture(scope="module")
+def dev(_shipped_renderings):
+    """``stacks/Pulumi.dev.yaml`` as the program declares it."""
+    return _rendering(_shipped_renderings, "dev")
+
+
+@pytest.fixture(scope="session")
 def seed_text() -> str:
     return SEED.read_text()
 

@@ -41,11 +41,6 @@ def config(stack: str, **edits) -> dict[str, str]:
     return cfg
 
 
-@pytest.fixture(scope="module")
-def prod():
-    return engine.render("prod", engine.stack_config("prod"))
-
-
 def classes(rendering) -> list[dict]:
     return [d for d in rendering.manifests if d["kind"] == "ComputeClass"]
 

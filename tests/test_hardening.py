@@ -23,11 +23,6 @@ HARDENING = ("gke-release-channel", "gke-no-public-control-plane", "gke-private-
 CLUSTER_KEY = f"{stack_spec.PROJECT}:cluster"
 
 
-@pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
 def _with_cluster(stack: str, **changes) -> dict[str, str]:
     """The stack's config with keys of its cluster section replaced."""
     config = engine.stack_config(stack)

@@ -24,11 +24,6 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 NS = stack_spec.PROJECT
 
 
-@pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
 def arg(name: str) -> str:
     return re.search(rf"^ARG {name}=(.*)$", DOCKERFILE, re.M).group(1).strip().strip('"')
 

@@ -16,16 +16,6 @@ CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 
 
-@pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
-@pytest.fixture(scope="module")
-def dev() -> engine.Rendering:
-    return engine.render("dev")
-
-
 def test_components_and_parents(prod):
     components = {(r.type, r.name) for r in prod.resources if not r.custom}
     assert components == {

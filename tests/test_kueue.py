@@ -40,16 +40,6 @@ def _flex_config() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
-@pytest.fixture(scope="module")
-def dev() -> engine.Rendering:
-    return engine.render("dev")
-
-
-@pytest.fixture(scope="module")
 def flex() -> engine.Rendering:
     return engine.render("prod", config=_flex_config())
 

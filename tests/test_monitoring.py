@@ -27,11 +27,6 @@ NS = stack_spec.PROJECT
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 
 
-@pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
 def ray_clusters(r: engine.Rendering) -> dict[str, tuple[dict, dict]]:
     """Each RayCluster the stack runs, by the PodMonitoring selector that should find its pods."""
     out = {}

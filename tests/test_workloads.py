@@ -91,16 +91,6 @@ def _single_host_config() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def prod() -> engine.Rendering:
-    return engine.render("prod")
-
-
-@pytest.fixture(scope="module")
-def dev() -> engine.Rendering:
-    return engine.render("dev")
-
-
-@pytest.fixture(scope="module")
 def shapes() -> engine.Rendering:
     return engine.render("prod", config=_shapes_config())
 
