@@ -28,18 +28,19 @@ except stack_spec.SpecError as e:
         pulumi.log.error(problem.render(e.source))
     raise pulumi.RunError(f"{len(e.problems)} problem(s) in {e.source}; nothing was declared") from None
 name = spec.cluster.name
-# No registry holds the placeholder digest: previews (offline and real) warn, an update refuses it.
-if spec.image is not None and spec.image.placeholder:
-    message = (f"tpu-multislice:image.digest is unset, so the workers' image is the placeholder {spec.worker_image}: "
-               "set it to the digest .github/workflows/image.yml printed")
-    if not pulumi.runtime.is_dry_run():
-        raise pulumi.RunError(message + "; nothing was deployed")
-    pulumi.log.warn(message)
+# Day 0: the image is built into a repository this same update creates, so without a digest the workers run
+# ray.image and install MaxText at start (the seed's way); the next update, with image.digest set, switches them.
+if spec.image is not None and spec.image.pending:
+    pulumi.log.warn(f"tpu-multislice:image.digest is unset: first phase. This update creates the image repository and "
+                    f"its pusher's grant, and the workers run {spec.ray.image}, installing MaxText at start; once "
+                    ".github/workflows/image.yml has pushed the image, set image.digest to switch them")
+for key, why in spec.unverified_paths.items():
+    pulumi.log.warn(f"unverified, opted in with {key}: {why}")
 streaming = spec.image is not None and spec.image.streaming
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
 gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region,
-                                      image_streaming=streaming))
+                                      image_streaming=streaming, multi_networking=spec.dranet))
 registry = (
     ImageRegistry(
         f"{name}-images",
@@ -58,7 +59,6 @@ pools = [
             cluster_name=gke.cluster.name,
             location=spec.cluster.location,
             project=spec.project,
-            version=spec.cluster.version,
             node_service_account=gke.node_service_account.email,
             additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)),
             image_streaming=streaming,
@@ -80,7 +80,8 @@ project_number = gcp.organizations.get_project_output(project_id=spec.project).n
 checkpoints = CheckpointStore(
     f"{name}-checkpoints",
     CheckpointStoreArgs(
-        storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider
+        storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider,
+        workload_pool=[gke.cluster],
     ),
 )
 

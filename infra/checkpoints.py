@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -29,6 +30,9 @@ class CheckpointStoreArgs:
     project: str
     project_number: pulumi.Input[str]
     k8s_provider: k8s.Provider
+    # What creates the workload identity pool <project>.svc.id.goog: the first cluster with workload
+    # identity. IAM refuses a binding to a pool that does not exist yet (cloud rule iam-wi-pool-exists).
+    workload_pool: Sequence[pulumi.Resource] = ()
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -75,7 +79,7 @@ class CheckpointStore(pulumi.ComponentResource):
         self.binding = gcp.storage.BucketIAMMember(
             f"{name}-object-user",
             gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)),
         )
         self.register_outputs(
             {

@@ -21,6 +21,9 @@ from stackspec.spec import Cluster
 # The minimal role GKE documents for a node service account (logs, metrics,
 # image pulls): nodes never run as the default compute service account.
 NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
+# Image streaming with a custom node service account also needs Service Usage Consumer on it
+# (cloud rule gke-image-streaming-node-sa-role); without it every image is pulled whole.
+IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The cluster's primary VPC (GKE's default when none is named; written out so Cloud NAT can name it).
 CLUSTER_NETWORK = "default"
@@ -32,6 +35,7 @@ class GkeClusterArgs:
     project: str
     region: str  # Cloud NAT's router lives in the cluster's region
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
+    multi_networking: bool = False  # node pools attach extra (DCN) networks
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -59,15 +63,17 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.node_sa_role = gcp.projects.IAMMember(
-            f"{name}-nodes-role",
-            gcp.projects.IAMMemberArgs(
-                project=args.project,
-                role=NODE_SA_ROLE,
-                member=self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}"),
-            ),
-            opts=child,
-        )
+        node_member = self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}")
+        roles = [NODE_SA_ROLE, *([IMAGE_STREAMING_ROLE] if args.image_streaming else [])]
+        self.node_sa_roles = [
+            gcp.projects.IAMMember(
+                f"{name}-nodes-role" if role == NODE_SA_ROLE else f"{name}-nodes-{role.split('.')[-1].lower()}",
+                gcp.projects.IAMMemberArgs(project=args.project, role=role, member=node_member),
+                opts=child,
+            )
+            for role in roles
+        ]
+        self.node_sa_role = self.node_sa_roles[0]
 
         self.cluster = gcp.container.Cluster(
             name,
@@ -92,6 +98,9 @@ class GkeCluster(pulumi.ComponentResource):
                     services_ipv4_cidr_block=c.service_cidr,
                 ),
                 datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2
+                # Extra node networks: both apply-tested peers turn multi-networking on (it needs Dataplane V2 and
+                # is set only at creation; cloud rule gke-multi-networking-for-extra-nics).
+                enable_multi_networking=True if args.multi_networking else None,
                 workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                     workload_pool=f"{args.project}.svc.id.goog",
                 ),
@@ -119,7 +128,8 @@ class GkeCluster(pulumi.ComponentResource):
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection),
+            # Nodes (even the short-lived default pool's) log, pull and stream as the node account: its roles first.
+            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=self.node_sa_roles),
         )
         # Private nodes have no external IPs: Docker Hub (the Ray image) and PyPI go through Cloud NAT.
         self.nat = (
@@ -137,7 +147,7 @@ class GkeCluster(pulumi.ComponentResource):
                 location=c.location,
                 project=args.project,
                 node_count=c.system_node_count,
-                version=c.version,
+                # No version: the pool follows the control plane through auto-upgrade (gke-node-version-with-auto-upgrade).
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=c.system_machine_type,
                     gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)

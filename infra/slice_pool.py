@@ -5,12 +5,17 @@ group's ComputeClass (``workloads/compute_class.py``) tells GKE's autoscaler tha
 option gets its own node pool, labelled and tainted for the class as GKE asks of node pools
 created by hand (GKE: "About custom ComputeClasses", manually created node pools).
 
-Sizing: a slice with one option keeps its whole slice up as before (nothing to fall back to;
-flex-start excepted, which GKE only scales from zero). A slice with fallbacks scales every
-option's pool from zero to one whole slice: the autoscaler only chooses among pools it may
-grow, a fixed-size pool would fail `pulumi up` exactly when its capacity is short, and a
-fallback left at zero costs nothing until the preferred option has none. The shared
-RayCluster's pods are what bring the slice up, preferred option first.
+Sizing (``Slice.autoscaled``): a slice with one option keeps its whole slice up, as the seed does
+(nothing to fall back to; flex-start excepted, which GKE only scales from zero). A slice with
+fallbacks scales every option's pool from zero to one whole slice: the autoscaler only chooses
+among pools it may grow, a fixed-size pool would fail `pulumi up` exactly when its capacity is
+short, and a fallback left at zero costs nothing until the preferred option has none.
+
+An autoscaled multi-host pool sets the per-zone limits, not only the totals: with just
+``total_max_node_count`` the provider sends a per-zone maximum of 0 and GKE refuses the pool
+("Maximum node count 0 is not a valid size of TPU pod slice"; rule ``gke-tpu-autoscaling-per-zone``
+in ``stackspec/cloud_rules.py``). No ``version``: pools follow the cluster's release channel
+(rule ``gke-node-version-with-auto-upgrade``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ class SliceNodePoolArgs:
     cluster_name: pulumi.Input[str]
     location: str
     project: str
-    version: str
     node_service_account: pulumi.Input[str]
     # (network, subnetwork) names of the secondary DCN networks, in NIC order.
     additional_networks: tuple[tuple[pulumi.Input[str], pulumi.Input[str]], ...] = ()
@@ -84,11 +88,12 @@ class SliceNodePool(pulumi.ComponentResource):
                     for n, sn in args.additional_networks
                 ]
             )
-        fallbacks = len(s.capacity) > 1
         self.node_pools = []
+        # A component's depends_on does not hold its children back: pass it on (the system pool first).
+        after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
         for cap, pool_name in s.pools:
             flex = cap.flex_start
-            from_zero = flex or fallbacks
+            from_zero = s.autoscaled
             pool = gcp.container.NodePool(
                 # The preferred option's pool keeps the component's name (the slice's), the others their own.
                 name if not self.node_pools else pool_name,
@@ -97,12 +102,15 @@ class SliceNodePool(pulumi.ComponentResource):
                     cluster=args.cluster_name,
                     location=args.location,
                     project=args.project,
-                    version=args.version,
+                    # No version: GKE creates the pool at the control plane's version and auto-upgrade keeps
+                    # it there (a pinned version fights auto-upgrade: cloud rule gke-node-version-with-auto-upgrade).
                     # From zero: the autoscaler grows the pool to a whole slice when the class picks it.
                     node_count=None if from_zero else shape.hosts,
                     initial_node_count=0 if from_zero else None,
+                    # Per-zone limits (the cluster is zonal: one zone holds the whole slice). Totals alone send a
+                    # per-zone maximum of 0, which GKE refuses for a multi-host slice (gke-tpu-autoscaling-per-zone).
                     autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                        total_min_node_count=0, total_max_node_count=shape.hosts, location_policy="ANY"
+                        min_node_count=0, max_node_count=shape.hosts, location_policy="ANY"
                     )
                     if from_zero
                     else None,
@@ -147,7 +155,12 @@ class SliceNodePool(pulumi.ComponentResource):
                     # GKE Nodes (node identity, integrity monitoring) still cover them.
                     management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                # As cluster-toolkit's gke-node-pool: initialNodeCount is a creation value the autoscaler moves
+                # on from; flex-start pools also get labels from GKE (the provider suppresses only GKE Sandbox's),
+                # which the next `up` would otherwise strip (cloud rule gke-flex-start-labels).
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=after,
+                    ignore_changes=["initialNodeCount", *(["nodeConfig.labels"] if flex else [])]),
             )
             self.node_pools.append(pool)
         self.node_pool = self.node_pools[0] if self.node_pools else None

@@ -44,6 +44,8 @@ class Resource:
     # Resource options the engine acts on at delete time.
     protect: bool = False
     retain_on_delete: bool = False
+    dependencies: tuple[str, ...] = ()  # URNs it waits for: explicit depends_on and the resources of its inputs
+    ignore_changes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,8 @@ class Resource:
             "provider": self.provider,
             "protect": self.protect,
             "retainOnDelete": self.retain_on_delete,
+            "dependencies": list(self.dependencies),
+            "ignoreChanges": list(self.ignore_changes),
             "inputs": self.inputs,
         }
 
@@ -165,6 +169,8 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             provider=reg.provider.split("::")[-1] or None if reg.provider else None,
             protect=reg.protect,
             retain_on_delete=reg.retain_on_delete,
+            dependencies=tuple(d for d in reg.dependencies if d.split("::")[2] != "pulumi:pulumi:Stack"),
+            ignore_changes=reg.ignore_changes,
         )
     )
 

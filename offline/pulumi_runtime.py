@@ -22,7 +22,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 # Fields of ``pulumirpc.RegisterResourceRequest`` the engine reads.
-REQUEST_FIELDS = ("type", "name", "parent", "custom", "provider", "object", "protect", "retainOnDelete")
+REQUEST_FIELDS = ("type", "name", "parent", "custom", "provider", "object", "protect", "retainOnDelete",
+                  "dependencies", "ignoreChanges")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Registration:
     provider: str | None  # provider reference ``urn::id`` as sent
     protect: bool
     retain_on_delete: bool
+    dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and its inputs' resources)
+    ignore_changes: tuple[str, ...] = ()
 
 
 class RecordingMonitor(MockMonitor):
@@ -60,6 +63,8 @@ class RecordingMonitor(MockMonitor):
                 provider=request.provider or None,
                 protect=request.HasField("protect") and request.protect,
                 retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
+                dependencies=tuple(request.dependencies),
+                ignore_changes=tuple(request.ignoreChanges),
             )
         )
         return response

@@ -39,6 +39,7 @@ _RFC1035_WORDS = "lowercase letters, digits and '-', starting with a letter and 
 GKE_CLUSTER = NameRule("GKE cluster", 1, 40, _RFC1035, _RFC1035_WORDS)
 GKE_NODE_POOL = NameRule("GKE node pool", 1, 40, _RFC1035, _RFC1035_WORDS)
 COMPUTE_NETWORK = NameRule("VPC network", 1, 63, _RFC1035, _RFC1035_WORDS)
+COMPUTE_FIREWALL = NameRule("firewall rule", 1, 63, _RFC1035, _RFC1035_WORDS)
 COMPUTE_SUBNETWORK = NameRule("subnetwork", 1, 63, _RFC1035, _RFC1035_WORDS)
 SERVICE_ACCOUNT_ID = NameRule("service account ID", 6, 30, _RFC1035, _RFC1035_WORDS)
 K8S_NAMESPACE = NameRule("Kubernetes namespace", 1, 63, _DNS1123_LABEL,

@@ -30,7 +30,12 @@ STACKS_DIR = ROOT / "stacks"
 GCP_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
 # Keys a stack file may carry beside config: (Pulumi writes them).
 STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
-_OBJECT_SECTIONS = ("cluster", "network", "slices", "storage", "ray", "jobs", "image", "monitoring", "prices")
+
+
+def _object_sections() -> frozenset[str]:
+    """The spec's sections that are objects or lists (every key of ours but ``environment``), from the model."""
+    return frozenset(f.alias.removeprefix(f"{NS}:") for f in StackSpec.model_fields.values()
+                     if f.alias and f.alias.startswith(f"{NS}:") and f.alias != f"{NS}:environment")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
@@ -59,7 +64,7 @@ def _decode(config: Mapping[str, Any]) -> dict[str, Any]:
         if ":" not in key:
             key = f"{NS}:{key}"
         if key.startswith(f"{NS}:"):
-            if key.removeprefix(f"{NS}:") in _OBJECT_SECTIONS and isinstance(value, str):
+            if key.removeprefix(f"{NS}:") in _object_sections() and isinstance(value, str):
                 try:
                     value = json.loads(value)
                 except json.JSONDecodeError:

@@ -32,7 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import checkpoints, kuberay, limits, machines, names, runs, tpu
+from . import checkpoints, kuberay, limits, machines, names, runs, tpu, zones
 from . import maxtext as maxtext_facts
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
@@ -128,8 +128,9 @@ ProjectId = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z][-a-z0-9
                                    "with a letter")]
 Region = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+", v) else
                                 "not a GCP region, e.g. us-east5")]
-Zone = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", v) else
-                              "not a GCP zone, e.g. us-east5-b")]
+Zone = Annotated[str, _check(lambda v: None if zones.ZONE.fullmatch(v) else
+                              "not a GCE zone: <region>-<a to f> (or an AI zone such as us-central1-ai1), "
+                              "e.g. us-east5-b")]
 MeshAxis = Literal[tpu.MESH_AXES]
 MeshDegree = Annotated[int, _check(lambda v: None if v >= 1 or v == -1 else "must be a positive integer or -1 "
                                                                              "(auto)")]
@@ -257,6 +258,13 @@ class Slice(Section):
     def preferred(self) -> Capacity:
         """The first option: what GKE tries first."""
         return self.capacity[0]
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether the slice's pools scale between 0 and a whole slice (the autoscaler picks among the
+        options) rather than holding the whole slice as the seed's pools do: with fallbacks, or when
+        the one option is flex-start (GKE grows flex-start pools only from zero)."""
+        return len(self.capacity) > 1 or self.preferred.flex_start
 
     @property
     def pools(self) -> tuple[tuple[Capacity, str], ...]:
@@ -539,7 +547,9 @@ class WorkerImage(Section):
 
     repository: Annotated[str, _name(limits.ARTIFACT_REPOSITORY)] = "tpu-multislice"
     name: Annotated[str, _name(limits.IMAGE_NAME)] = "ray-maxtext"
-    digest: str | None = None  # image.yml's output; unset: a labelled placeholder offline, refused by pulumi up in prod
+    # image.yml's output. Unset: the first phase, in which the stack creates the repository and the pusher's grant
+    # and the workers run ray.image, installing MaxText at start as the seed does (no deadlock on day 0).
+    digest: str | None = None
     location: Region | None = None  # the region by default
     streaming: bool = True  # GKE image streaming on the node pools (Artifact Registry images only)
     pusher: str | None = None  # ci-image@<project>.iam.gserviceaccount.com by default (bootstrap/)
@@ -557,7 +567,8 @@ class WorkerImage(Section):
         return self
 
     @property
-    def placeholder(self) -> bool:
+    def pending(self) -> bool:
+        """No digest yet: the image is built after the first `pulumi up` has made its repository."""
         return self.digest is None
 
 
@@ -641,7 +652,9 @@ class Job(Section):
     active_deadline_seconds: int = Field(4 * 3600, ge=1)
     backoff_limit: int = Field(0, ge=0)
     # A dedicated cluster (and its slices) is deleted this long after the job ends (logs until then).
-    cluster_ttl_seconds: int = Field(300, ge=0)
+    # Queued jobs take 0: Kueue frees the job's quota when KubeRay reports it finished, not when the
+    # cluster goes (cloud rule kueue-quota-freed-at-job-end).
+    cluster_ttl_seconds: int = Field(0, ge=0)
     # Shared-cluster jobs: KubeRay deletes the finished RayJob and its submitter Job after this long
     # (deletionRules, KubeRay >= 1.6). Unset: kept, so Pulumi's state and the cluster agree.
     job_ttl_seconds: int | None = Field(None, ge=0)
@@ -673,6 +686,11 @@ class Job(Section):
         if self.backoff_limit and self.cluster == "shared":
             raise at("backoffLimit", "KubeRay retries a job by creating a new RayCluster: a job on the shared cluster "
                                      "takes backoffLimit 0 (or cluster: dedicated)")
+        if self.cluster_ttl_seconds and self.queued:
+            raise at("clusterTtlSeconds", f"{self.cluster_ttl_seconds}: Kueue frees a queued job's quota as soon as "
+                     "KubeRay reports it finished, so a cluster kept after that holds slices the next admitted job "
+                     "is counted on (its pods pend, or the autoscaler brings up another fallback): 0 for a queued "
+                     "job; read its logs in Cloud Logging")
         if self.job_ttl_seconds is not None and self.cluster == "dedicated":
             raise at("jobTtlSeconds", "a dedicated job's cluster goes with shutdownAfterJobFinishes (Kueue requires "
                                       "it), which KubeRay's deletionRules exclude: use clusterTtlSeconds")
@@ -751,6 +769,29 @@ class WorkerGroup:
         return names.compute_class(self.name)
 
 
+class Unverified(Section):
+    """Paths no test here can prove and no apply-tested peer takes: off by default, so a stack runs what
+    the seed or a peer is known to run. Each one turned on is listed as unverified by the preview."""
+
+    # TPU pools that scale from zero (capacity fallbacks, flex-start) while their pods claim DRANET devices:
+    # the cluster autoscaler grows a DRA node group from zero only where the cloud provider models the
+    # driver's devices on its template node (cluster-autoscaler docs/dra_support.md), which GKE does not
+    # document for netdev.google.com. The seed's fixed-size pools are known to work.
+    dra_scale_from_zero: bool = False
+    # Ray token auth through KubeRay's authOptions (KubeRay >= 1.5.1): GKE does not publish the Ray add-on's
+    # KubeRay version, and an older RayCluster CRD prunes the field silently, leaving the head open.
+    ray_token_auth: bool = False
+
+
+UNVERIFIED = {
+    "draScaleFromZero": "TPU pools scale from zero while worker pods claim DRANET devices: GKE documents no "
+                        "template-node devices for netdev.google.com, so the autoscaler may never grow them",
+    "rayTokenAuth": "ray.auth: token relies on the GKE Ray add-on running KubeRay >= 1.5.1 (authOptions), which GKE "
+                    "does not publish: an older CRD drops the field and the head runs without a token (the cluster "
+                    "drill checks that the head refuses a request without one)",
+}
+
+
 class TpuPrices(Section):
     """USD per chip-hour by capacity type; unset: the dated table, stackspec/data/prices.json."""
 
@@ -816,6 +857,7 @@ class StackSpec(BaseModel):
     image: WorkerImage | None = Field(None, alias=_ns("image"))  # absent: ray.image, MaxText installed at start
     monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
     prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
+    unverified: Unverified = Field(default_factory=Unverified, alias=_ns("unverified"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -840,13 +882,24 @@ class StackSpec(BaseModel):
         return bool(self.networks)
 
     @property
+    def unverified_paths(self) -> dict[str, str]:
+        """The opt-in paths this stack takes that nothing here can verify (spec key -> what is unverified)."""
+        on = self.unverified.model_dump(by_alias=True)
+        return {_ns(f"unverified.{k}"): why for k, why in UNVERIFIED.items() if on.get(k)}
+
+    @property
     def worker_image(self) -> str:
-        """What every Ray container runs: the prebuilt image by digest (a placeholder digest where the
-        stack names none yet), or ``ray.image`` (MaxText then installs at worker start)."""
-        if self.image is None:
+        """What every Ray container runs: the prebuilt image by digest, or ``ray.image`` (MaxText then installs
+        at worker start) when the stack has no prebuilt image or its digest is still pending."""
+        if not self.prebuilt_image:
             return self.ray.image
         return names.image_reference(self.image.location, self.project, self.image.repository, self.image.name,
-                                     self.image.digest or PLACEHOLDER_IMAGE_DIGEST)
+                                     self.image.digest)
+
+    @property
+    def prebuilt_image(self) -> bool:
+        """The workers run the stack's own image (its digest is set)."""
+        return self.image is not None and not self.image.pending
 
     @cached_property
     def groups(self) -> tuple[WorkerGroup, ...]:
@@ -909,6 +962,8 @@ class StackSpec(BaseModel):
         for i, net in enumerate(self.networks):
             k = _ns(f"network.secondary[{i}]")
             out += [d(f"{k}.network", net.network, limits.COMPUTE_NETWORK, "a secondary VPC"),
+                    d(f"{k}.network", names.dcn_firewall(net.network), limits.COMPUTE_FIREWALL,
+                      "its ingress firewall <network>-allow-internal"),
                     d(f"{k}.subnet", net.subnet, limits.COMPUTE_SUBNETWORK, "a secondary subnet")]
         for i, s in enumerate(self.slices):
             k = _ns(f"slices[{i}]")
@@ -938,8 +993,10 @@ class StackSpec(BaseModel):
         if isinstance(data, Mapping) and info.context is not None:
             zone, region = data.get("gcp:zone"), data.get("gcp:region")
             if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
+                gens = {s.get("generation", "v6e") for s in data.get(_ns("slices")) or [] if isinstance(s, Mapping)}
+                hint = "; ".join(zones.suggestion(region, str(g)) for g in sorted(gens, key=str)) or f"e.g. {region}-b"
                 info.context.setdefault("problems", []).append(
-                    Problem("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)"))
+                    Problem("gcp:zone", zone, f"must be a zone of gcp:region {region} ({hint})"))
         return data
 
     @model_validator(mode="after")
@@ -955,6 +1012,7 @@ class StackSpec(BaseModel):
             self._checkpoint_rules(fail)
             self._kuberay_rules(fail)
         self._resource_rules(fail)
+        self._unverified_rules(fail)
         self._safety_rules(fail)
         self._hardening_rules(fail)
         for d in self.derived_names():
@@ -1052,6 +1110,9 @@ class StackSpec(BaseModel):
                 fail(f"{_ns('slices')}[{i}].capacity", [c.type for c in s.capacity],
                      f"worker group {s.group} selects one ComputeClass: its slices list the same capacity options "
                      f"in the same order as slice {first.name}: {[c.type for c in first.capacity]}")
+            self._capacity_rules(i, s, fail)
+            if self.zone.startswith(self.region + "-") and (msg := zones.zone_error(self.zone, s.generation)):
+                fail(f"{_ns('slices')}[{i}].generation", s.generation, f"gcp:zone {self.zone} {msg}")
             if s.node_pool_auto_creation != first.node_pool_auto_creation:
                 fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", s.node_pool_auto_creation,
                      f"worker group {s.group} selects one ComputeClass: set it as slice {first.name} does")
@@ -1060,6 +1121,23 @@ class StackSpec(BaseModel):
                 fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", True,
                      "auto-created node pools get no additional node networks (network.secondary): the stack "
                      "creates this slice's pools; set nodePoolAutoCreation: false")
+
+    def _capacity_rules(self, i: int, s: Slice, fail) -> None:
+        key = f"{_ns('slices')}[{i}].capacity"
+        types = [c.type for c in s.capacity]
+        for n, c in enumerate(s.capacity[:-1]):
+            if c.type == "reservation" and c.affinity == "ANY":
+                # GCE: ANY consumes a matching reservation, else runs the VM on demand (cloud rule
+                # gce-reservation-any-falls-back-on-demand): the options after it would never be tried first.
+                fail(f"{key}[{n}].affinity", "ANY", f"ANY runs on-demand VMs when no reservation matches, so "
+                     f"{types[n + 1:]} after it are reached only on an on-demand stock-out: name the reservation "
+                     "(affinity: SPECIFIC, reservation: NAME) or make it the last option")
+        if self.dranet and s.autoscaled and not self.unverified.dra_scale_from_zero:
+            fail(key, types, "with DRANET (network.secondary) every TPU worker claims netdev devices, and these "
+                 "pools scale from zero: the cluster autoscaler does that for DRA pods only where GKE models the "
+                 "driver's devices on a template node, which it does not document for netdev.google.com "
+                 "(unverified; cloud rule ca-dra-scale-from-zero). Keep one option that is not flex-start (the "
+                 f"seed's whole slice held), or opt in with {_ns('unverified.draScaleFromZero')}: true")
 
     def _job_rules(self, fail) -> None:
         available = {g.name: g.replicas for g in self.groups}
@@ -1149,6 +1227,13 @@ class StackSpec(BaseModel):
                      f"its RayJob needs spec.{path}, which KubeRay {version} (ray.kuberayVersion) does not know "
                      f"(KubeRay {since} or later has it): drop the key, or set ray.kuberayVersion to what the "
                      "cluster runs (a KubeRay installed by its pinned Helm chart where GKE's add-on is older)")
+
+    def _unverified_rules(self, fail) -> None:
+        if self.ray.auth == "token" and not self.unverified.ray_token_auth:
+            fail(_ns("ray.auth"), "token", "GKE does not publish the KubeRay version of its Ray add-on, and one older "
+                 "than 1.5.1 drops authOptions silently (cloud rule gke-ray-addon-kuberay-version): opt in with "
+                 f"{_ns('unverified.rayTokenAuth')}: true (the preview lists it as unverified), or leave auth disabled "
+                 "as the seed does")
 
     def _resource_rules(self, fail) -> None:
         """Requests against what the node's machine type leaves for pods."""

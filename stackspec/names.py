@@ -31,6 +31,11 @@ def network_name(cluster: str, index: int) -> str:
     return f"{cluster}-net-{index}"
 
 
+def dcn_firewall(network: str) -> str:
+    """The ingress firewall of a secondary (DCN) network: ``<network>-allow-internal``."""
+    return f"{network}-allow-internal"
+
+
 def trainer_configmap(ray_cluster: str) -> str:
     return f"{ray_cluster}-trainer"
 

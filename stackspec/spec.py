@@ -43,6 +43,7 @@ from .model import (
     Slice,
     StackSpec,
     Storage,
+    Unverified,
     WorkerGroup,
     WorkerImage,
     gke_version_key,

@@ -51,6 +51,13 @@ FLEX_START = "flex-start"
 FLAVOR_LABEL_KEYS = (kube.ACCELERATOR_LABEL, kube.TOPOLOGY_LABEL, kube.COMPUTE_CLASS_LABEL)
 PREEMPTION = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
 QUEUEING_STRATEGY = "BestEffortFIFO"  # a small job may start while a bigger one waits for slices
+# WaitForPodsReady is on by default since Kueue 0.19 (30 min to ready, 30 min to recover; cloud rule
+# kueue-wait-for-pods-ready). A slice from a ComputeClass fallback (flex-start without queued provisioning,
+# Spot) may take hours to arrive after admission: evicting at 30 minutes deletes the pending pods and the
+# slice may never land. Jobs whose capacity is queued (DWS) are admitted only once it is there.
+# recoveryTimeout 0s turns the recovery eviction off (an elastic job that lost a slice trains on with fewer);
+# omitting it would mean "same as timeout". v1beta2 has no `enable` key.
+WAIT_FOR_PODS_READY = {"timeout": "24h", "recoveryTimeout": "0s", "blockAdmission": False}
 
 
 def _meta(spec: StackSpec, name: str, component: str, namespaced: bool = False) -> dict[str, Any]:
@@ -254,6 +261,7 @@ def manager_config(spec: StackSpec) -> dict[str, Any]:
         # Jobs without a queue label stay KubeRay's (an operator's paused job, shared-cluster submissions).
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": list(FRAMEWORKS)},
+        "waitForPodsReady": dict(WAIT_FOR_PODS_READY),
     }
     if spec.dranet:
         config["resources"] = {"deviceClassMappings": [

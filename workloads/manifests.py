@@ -343,8 +343,8 @@ def ray_cluster_spec(spec: StackSpec, sizes: Mapping[str, GroupSize] | None = No
 
 
 def image_annotations(spec: StackSpec) -> dict[str, str]:
-    """Marks objects whose worker image digest is the offline placeholder."""
-    return {IMAGE_DIGEST_ANNOTATION: "placeholder"} if spec.image is not None and spec.image.placeholder else {}
+    """Marks objects that run ``ray.image`` while the stack's own image is pending (no digest yet)."""
+    return {IMAGE_DIGEST_ANNOTATION: "pending"} if spec.image is not None and spec.image.pending else {}
 
 
 def submitter_pod_template(spec: StackSpec) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def trainer_argv(
             argv += ["--save-commit-delay", _num(save_commit_delay)]
         defaults = {"jax_cache_dir": jax_cache_dir} if jax_cache_dir else {}
     else:
-        if spec.image is not None:
+        if spec.prebuilt_image:
             argv.append("--prebuilt-image")  # MaxText is in the worker image: workers install nothing at start
         defaults = {"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
     argv.append("--")

@@ -308,19 +308,31 @@ def compute_class_fallbacks(resources: Sequence[Res], ctx: Context) -> Violation
                 continue
             seen.add(name)
             rules = items(get(classes[name].props, "spec.priorities", []))
-            if len(rules) < MIN_FALLBACK_OPTIONS:
+            if len(rules) < MIN_FALLBACK_OPTIONS and not _held(resources, name):
                 have = ", ".join(_option(x) for x in rules) or "none"
                 out.append((classes[name], f"ComputeClass {name} has {len(rules)} capacity option(s) ({have}): "
                                            "when it has no capacity the slices wait; add a fallback"))
     return out
 
 
+def _held(resources: Sequence[Res], compute_class: str) -> bool:
+    """Every pool of the class is fixed at its whole slice (the seed's pools): the capacity is held while the
+    pool exists, so there is nothing for a fallback to catch."""
+    pools = [r for r in resources if r.type == NODE_POOL and _pool_class(r.props) == compute_class]
+    return bool(pools) and all(not get(p.props, "autoscaling") and (as_int(get(p.props, "nodeCount")) or 0) > 0
+                               for p in pools)
+
+
+def _pool_class(props: Mapping[str, Any]) -> str | None:
+    labels = get(props, "nodeConfig.labels", {})
+    return labels.get(kube.COMPUTE_CLASS_LABEL) if isinstance(labels, Mapping) else None
+
+
 def node_pool_compute_class(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
     """A node pool labelled for a ComputeClass is also tainted for it (GKE's rule for pools made by hand)."""
     if type_ != NODE_POOL:
         return []
-    labels = get(props, "nodeConfig.labels", {})
-    name = labels.get(kube.COMPUTE_CLASS_LABEL) if isinstance(labels, Mapping) else None
+    name = _pool_class(props)
     if not name:
         return []
     taints = items(get(props, "nodeConfig.taints", []))

@@ -1,0 +1,58 @@
+"""Where each TPU generation can be had: the dated zone table (``data/tpu_zones.json``) and the zone names GCE uses.
+
+GKE refuses a TPU node pool in a zone that does not offer its generation; the spec refuses it first
+(cloud rule ``tpu-zone-offers-generation``), and a zone/region mismatch suggests a zone that does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("data") / "tpu_zones.json"
+TABLE_FILE = "stackspec/data/tpu_zones.json"
+# GCE zone names: <region>-<letter a-f>, or an AI zone such as us-central1-ai1 / us-south1-ai1b
+# (https://cloud.google.com/compute/docs/regions-zones; AI zones: https://docs.cloud.google.com/tpu/docs/types-zones).
+ZONE = re.compile(r"[a-z]+-[a-z]+\d+-(?:[a-f]|ai\d+[a-z]?)")
+
+
+@cache
+def table() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def zones(generation: str) -> tuple[tuple[str, ...], bool]:
+    """The zones listed for ``generation`` and whether the list is complete (so checked)."""
+    entry = table()["generations"].get(generation)
+    return (tuple(entry["zones"]), bool(entry["complete"])) if entry else ((), False)
+
+
+def source() -> str:
+    t = table()
+    return f"{t['source']} (published {t['published']}, read {t['read']}; {TABLE_FILE})"
+
+
+def in_region(region: str, generation: str) -> list[str]:
+    return [z for z in zones(generation)[0] if z.startswith(region + "-")]
+
+
+def suggestion(region: str, generation: str) -> str:
+    """What to say a zone should be: the region's zones that offer the generation, else every such zone."""
+    listed, _ = zones(generation)
+    here = in_region(region, generation)
+    if here:
+        return f"{generation} zones of {region}: {', '.join(here)}"
+    if listed:
+        return f"{region} offers no {generation} zone in the table; {generation} zones: {', '.join(listed)}"
+    return f"e.g. {region}-b"
+
+
+def zone_error(zone: str, generation: str) -> str | None:
+    """Why ``zone`` cannot hold a ``generation`` slice, or None (unchecked generations pass)."""
+    listed, complete = zones(generation)
+    if complete and zone not in listed:
+        region = zone.rsplit("-", 1)[0]
+        return f"offers no {generation} TPUs; {suggestion(region, generation)} (from {source()})"
+    return None
