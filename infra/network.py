@@ -63,7 +63,7 @@ class SecondaryNetworks(pulumi.ComponentResource):
                 f"{name}-allow-internal-{i}",
                 gcp.compute.FirewallArgs(
                     name=names.dcn_firewall(net.network),
-                    network=vpc.id,
+                    network=vpc.name,  # known at preview (an id is not), so the policy can match it
                     direction="INGRESS",
                     source_ranges=[net.cidr],  # the slice hosts' extra NICs, nothing else
                     allows=[gcp.compute.FirewallAllowArgs(protocol=p) for p in DCN_PROTOCOLS],

@@ -108,7 +108,7 @@ def evaluate_resources(
 
 def resources_of(rendering: Any) -> list[Res]:
     """The rendering's custom resources as rules see them (components carry no props)."""
-    return [Res(r.type, r.name, r.urn, r.inputs) for r in rendering.resources if r.custom]
+    return [Res(r.type, r.name, r.urn, r.inputs, r.dependencies) for r in rendering.resources if r.custom]
 
 
 def evaluate(rendering: Any, config: Mapping[str, Any] | None = None) -> list[Violation]:

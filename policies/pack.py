@@ -88,7 +88,9 @@ def _resource_policy(rule: Rule) -> ResourceValidationPolicy:
 def _stack_policy(rule: Rule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         ctx = _context(rule, args.get_config())
-        resources = [Res(r.resource_type, r.name, r.urn, known(r.props)) for r in args.resources]
+        resources = [Res(r.resource_type, r.name, r.urn, known(r.props),
+                         tuple(d.urn for d in (getattr(r, "dependencies", None) or ())))
+                     for r in args.resources]
         for res, message in rule.check(resources, ctx):
             report_violation(message, res.urn if res else None)
 

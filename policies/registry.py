@@ -15,7 +15,7 @@ from typing import Any
 
 from stackspec import spec as stack_spec
 
-from .rules import cluster, queueing, safety, slice_shape, stack
+from .rules import cluster, gke, queueing, safety, slice_shape, stack
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -173,6 +173,30 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, STACK, queueing.tpu_quota_matches_slices,
        "Derive the quota from the slices (chips per slice x slices per group, workloads/kueue.py); "
        "never type it by hand."),
+    # ---------------------------------------------------------------- the cloud's own rules (stackspec/cloud_rules.py)
+    _r("tpu-autoscaling-per-zone", "An autoscaled multi-host TPU pool sets its per-zone maximum to the slice's "
+       "hosts (GKE validates the slice against it).",
+       MANDATORY, RESOURCE, gke.tpu_autoscaling_per_zone,
+       "Set autoscaling minNodeCount/maxNodeCount (per zone), not the total limits (infra/slice_pool.py does)."),
+    _r("gke-node-version-unpinned", "A node pool that auto-upgrades names no version.",
+       MANDATORY, RESOURCE, gke.node_version_unpinned,
+       "Drop the node pool's version: it follows the control plane and the release channel."),
+    _r("dcn-network-firewall", "Every network attached to TPU pools as an extra NIC admits TCP from its subnet.",
+       MANDATORY, STACK, gke.dcn_network_firewall,
+       "Declare an INGRESS firewall per DCN network allowing tcp/udp/icmp from its subnet (infra/network.py)."),
+    _r("gke-multi-networking", "A cluster whose pools attach extra node networks has multi-networking and "
+       "Dataplane V2.",
+       MANDATORY, STACK, gke.gke_multi_networking,
+       "Set enableMultiNetworking: true and datapathProvider: ADVANCED_DATAPATH at cluster creation."),
+    _r("node-sa-image-streaming-role", "Node pools with image streaming run as an account holding "
+       "roles/serviceusage.serviceUsageConsumer.",
+       MANDATORY, STACK, gke.node_sa_image_streaming_role,
+       "Grant the node service account roles/serviceusage.serviceUsageConsumer (infra/cluster.py does with "
+       "image.streaming)."),
+    _r("wi-binding-after-cluster", "IAM bindings to workload identity principals wait for the cluster that "
+       "creates the pool.",
+       MANDATORY, STACK, gke.wi_binding_after_cluster,
+       "depends_on the Cluster (infra/checkpoints.py's workload_pool)."),
     # ---------------------------------------------------------------- cluster
     _r("gke-dranet-version", "With DRANET the cluster and its TPU pools run at least "
        f"{stack_spec.DRANET_MIN_VERSION}.",

@@ -87,14 +87,30 @@ GCSFUSE_SIDECAR_CPU = 0.25
 GCSFUSE_SIDECAR_MEMORY = 256 * 2**20
 
 
+# Besides the Ray heads, the system pool runs (requests, as each is installed):
+# - KubeRay's submitter pod of each running RayJob (K8sJobMode; workloads/manifests.py renders it with these);
+SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
+# - the Kueue controller manager (chart values.yaml at v0.19.2, controllerManager.manager.resources.requests);
+KUEUE_CONTROLLER_CPU, KUEUE_CONTROLLER_MEMORY = 0.5, 512 * 2**20
+# - GKE's own Deployments (kube-dns and its autoscaler, metrics-server, konnectivity agents, event exporter,
+#   default backend), which land on whichever pool has room: about this much in all on a small cluster.
+GKE_SYSTEM_CPU, GKE_SYSTEM_MEMORY = 0.5, 512 * 2**20
+
+
+def pool_left(machine: Machine, nodes: int) -> tuple[float, int]:
+    """CPU and memory a pool of ``nodes`` leaves for pods once GKE's DaemonSets run on each node."""
+    return (nodes * (machine.allocatable_cpu - DAEMONSET_ALLOWANCE_CPU),
+            nodes * (machine.allocatable_memory - DAEMONSET_ALLOWANCE_MEMORY))
+
+
 def fits(machine: Machine, cpu: float, memory: int, sidecar: bool = True) -> str | None:
     """Why a pod requesting ``cpu`` cores and ``memory`` bytes cannot run on ``machine``, or None."""
     cpu_left = machine.allocatable_cpu - DAEMONSET_ALLOWANCE_CPU - (GCSFUSE_SIDECAR_CPU if sidecar else 0)
     mem_left = machine.allocatable_memory - DAEMONSET_ALLOWANCE_MEMORY - (GCSFUSE_SIDECAR_MEMORY if sidecar else 0)
     problems = []
     if cpu > cpu_left:
-        problems.append(f"{_cores(cpu)} CPU asked, at most {_cores(cpu_left)} of a {machine.name} "
-                        f"({machine.vcpus} vCPU, {_cores(machine.allocatable_cpu)} allocatable) are left for it")
+        problems.append(f"{cores(cpu)} CPU asked, at most {cores(cpu_left)} of a {machine.name} "
+                        f"({machine.vcpus} vCPU, {cores(machine.allocatable_cpu)} allocatable) are left for it")
     if memory > mem_left:
         problems.append(f"{memory / GIB:.1f}Gi memory asked, at most {mem_left / GIB:.1f}Gi of a {machine.name} "
                         f"({machine.memory_bytes / GIB:.0f}Gi, {machine.allocatable_memory / GIB:.1f}Gi "
@@ -102,5 +118,5 @@ def fits(machine: Machine, cpu: float, memory: int, sidecar: bool = True) -> str
     return "; ".join(problems) or None
 
 
-def _cores(x: float) -> str:
+def cores(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackspec import kube, kuberay, limits, names
+from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads import compute_class, security
@@ -73,7 +73,7 @@ IMAGE_PULL_POLICY = "Always"
 IMAGE_DIGEST_ANNOTATION = f"{PART_OF}/worker-image-digest"
 # KubeRay's default submitter container, made explicit so the submitter runs the same image by digest.
 SUBMITTER_CONTAINER = "ray-job-submitter"
-SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
+SUBMITTER_RESOURCES = machines.SUBMITTER_RESOURCES  # counted against the system pool by the spec
 
 
 # --------------------------------------------------------------------------- helpers

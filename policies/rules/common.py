@@ -19,6 +19,9 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 BUCKET = "gcp:storage/bucket:Bucket"
 RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
 RAY_JOB = "kubernetes:ray.io/v1:RayJob"
@@ -54,6 +57,7 @@ class Res:
     name: str
     urn: str
     props: Mapping[str, Any]
+    dependencies: tuple[str, ...] = ()  # URNs it waits for (explicit depends_on and its inputs' resources)
 
 
 # --------------------------------------------------------------------------- values

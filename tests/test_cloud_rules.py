@@ -1,0 +1,356 @@
+"""The cloud's server-side rules (stackspec/cloud_rules.py): each one tripped through the checks it names.
+
+Everything runs the real code: the program under mocks (offline.engine.render), the real policy rules over
+the rendered plan, the real spec model. Only the cloud is absent; what it would refuse is the rule under test.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from offline import engine
+from policies import offline
+from policies.registry import BY_NAME
+from stackspec import cloud_rules, zones
+from stackspec import spec as stack_spec
+from workloads import kueue
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = stack_spec.PROJECT
+COVERED: set[str] = set()
+
+
+def covers(*rule_ids: str):
+    """Marks a test as tripping these cloud rules (every rule needs one: test_every_rule_has_a_test)."""
+    for rid in rule_ids:
+        cloud_rules.by_id(rid)  # a typo fails at import
+    COVERED.update(rule_ids)
+    return lambda fn: fn
+
+
+def violations(resources, rule: str, env: str = "prod") -> list[str]:
+    found = offline.evaluate_resources(resources, env)
+    return [v.message for v in found if v.rule == rule]
+
+
+def edited(rendering, type_: str, name: str, fn):
+    """The rendering's custom resources with one resource's inputs edited by ``fn``."""
+    out = []
+    for r in offline.resources_of(rendering):
+        if r.type == type_ and r.name == name:
+            props = copy.deepcopy(dict(r.props))
+            fn(props)
+            r = type(r)(r.type, r.name, r.urn, props, r.dependencies)
+        out.append(r)
+    return out
+
+
+def spec_problems(cfg: dict[str, str], stack: str = "prod") -> str:
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load(stack, cfg)
+    return str(e.value)
+
+
+def config(stack: str = "prod", **sections) -> dict[str, str]:
+    cfg = engine.stack_config(stack)
+    for key, value in sections.items():
+        cfg[f"{NS}:{key}" if ":" not in key else key] = value if isinstance(value, str) else json.dumps(value)
+    return cfg
+
+
+def prod_with_capacity(capacity: list[dict], **unverified) -> dict[str, str]:
+    cfg = engine.stack_config("prod")
+    slices = json.loads(cfg[f"{NS}:slices"])
+    for s in slices:
+        s["capacity"] = capacity
+    cfg[f"{NS}:slices"] = json.dumps(slices)
+    opted = {**json.loads(cfg.get(f"{NS}:unverified", "{}")), **unverified}
+    cfg[f"{NS}:unverified"] = json.dumps(opted)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def fallbacks():
+    """prod with a reservation, flex-start and on-demand per slice (opted in to DRA scale-from-zero)."""
+    cfg = prod_with_capacity([{"type": "reservation", "reservation": "v6e-res"},
+                              {"type": "flex-start", "maxRunDuration": "7d"}, {"type": "on-demand"}],
+                             draScaleFromZero=True)
+    return engine.render("prod", cfg)
+
+
+# --------------------------------------------------------------------------- GKE node pools
+
+
+@covers("gke-tpu-autoscaling-per-zone")
+def test_autoscaled_slice_pools_set_per_zone_limits(fallbacks):
+    pools = [r for r in fallbacks.by_type("gcp:container/nodePool:NodePool") if r.name.startswith("v6e-16-0")]
+    assert len(pools) == 3
+    for p in pools:
+        assert p.inputs["autoscaling"]["maxNodeCount"] == 4 and p.inputs["autoscaling"]["minNodeCount"] == 0
+        assert "totalMaxNodeCount" not in p.inputs["autoscaling"]
+    assert not violations(offline.resources_of(fallbacks), "tpu-autoscaling-per-zone")
+
+    def totals(props):
+        props["autoscaling"] = {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    bad = edited(fallbacks, "gcp:container/nodePool:NodePool", "v6e-16-0-flex", totals)
+    [msg] = violations(bad, "tpu-autoscaling-per-zone")
+    assert "v6e-16-0-flex" in msg and "per-zone maximum of 0" in msg and "must be 4" in msg
+
+
+@covers("gke-node-version-with-auto-upgrade")
+def test_no_pool_pins_a_version_and_the_policy_refuses_one(prod):
+    pools = prod.by_type("gcp:container/nodePool:NodePool")
+    assert pools and all("version" not in p.inputs for p in pools)
+    cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
+    assert cluster.inputs["minMasterVersion"] == prod.spec.cluster.version  # a minimum for the control plane
+    bad = edited(prod, "gcp:container/nodePool:NodePool", "v6e-16-1",
+                 lambda p: p.update(version="1.35.2-gke.1842000"))
+    [msg] = violations(bad, "gke-node-version-unpinned")
+    assert "v6e-16-1" in msg and "rolls the pool back" in msg
+
+
+@covers("gke-compact-placement")
+def test_multi_host_pools_are_compact_with_their_topology(prod):
+    for p in prod.by_type("gcp:container/nodePool:NodePool"):
+        if p.name.startswith("v6e"):
+            assert p.inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
+    bad = edited(prod, "gcp:container/nodePool:NodePool", "v6e-16-0", lambda p: p.pop("placementPolicy"))
+    assert violations(bad, "tpu-compact-placement")
+
+
+@covers("gke-flex-start-constraints", "gke-flex-start-labels")
+def test_flex_start_pools_start_at_zero_take_no_reservation_and_ignore_gke_labels(fallbacks):
+    flex = fallbacks.one("gcp:container/nodePool:NodePool", "v6e-16-0-flex")
+    cfg = flex.inputs["nodeConfig"]
+    assert cfg["flexStart"] is True and not cfg.get("spot")
+    assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert flex.inputs["initialNodeCount"] == 0 and flex.inputs["autoscaling"]["locationPolicy"] == "ANY"
+    assert flex.inputs["management"]["autoRepair"] is False
+    assert cfg["maxRunDuration"] == f"{7 * 86400}s"
+    assert set(flex.ignore_changes) == {"initialNodeCount", "nodeConfig.labels"}
+    # Other pools keep their labels managed (the compute-class label must follow the spec).
+    rsv = next(p for p in fallbacks.by_type("gcp:container/nodePool:NodePool") if p.inputs["name"] == "v6e-16-0-rsv")
+    assert "nodeConfig.labels" not in rsv.ignore_changes
+    # GKE's limit on a flex-start VM's life: at most 7 days.
+    cfg8 = prod_with_capacity([{"type": "flex-start", "maxRunDuration": "8d"}], draScaleFromZero=True)
+    assert "maxRunDuration" in spec_problems(cfg8)
+
+
+@covers("gke-queued-provisioning-only-by-request")
+def test_queued_flex_start_goes_through_kueue_provisioning_requests():
+    cfg = prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}, {"type": "on-demand"}],
+                             draScaleFromZero=True)
+    spec = stack_spec.load("prod", cfg)
+    queue = kueue.cluster_queue(spec)
+    assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"].endswith("-dws")
+    config_, check = kueue.provisioning_objects(spec)
+    assert config_["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    assert check["spec"]["controllerName"] == kueue.PROVISIONING_CONTROLLER
+
+
+# --------------------------------------------------------------------------- networks
+
+
+@covers("gce-vpc-implied-deny-ingress")
+def test_every_dcn_network_admits_its_subnet_and_the_policy_catches_a_missing_rule(prod):
+    walls = prod.by_type("gcp:compute/firewall:Firewall")
+    assert {w.inputs["name"] for w in walls} == {"maxtext-tpu-net-1-allow-internal", "maxtext-tpu-net-2-allow-internal"}
+    for w, net in zip(sorted(walls, key=lambda w: w.name), prod.spec.networks, strict=True):
+        assert w.inputs["sourceRanges"] == [net.cidr] and w.inputs["direction"] == "INGRESS"
+        assert {a["protocol"] for a in w.inputs["allows"]} == {"tcp", "udp", "icmp"}
+    assert not violations(offline.resources_of(prod), "dcn-network-firewall")
+    resources = [r for r in offline.resources_of(prod) if r.name != "maxtext-tpu-dcn-allow-internal-2"]
+    [msg] = violations(resources, "dcn-network-firewall")
+    assert "maxtext-tpu-net-2" in msg and "10.60.0.0/16" in msg
+    narrow = edited(prod, "gcp:compute/firewall:Firewall", "maxtext-tpu-dcn-allow-internal-1",
+                    lambda p: p.update(sourceRanges=["10.50.0.0/24"]))
+    assert violations(narrow, "dcn-network-firewall")
+
+
+@covers("gke-multi-networking-for-extra-nics")
+def test_extra_node_networks_come_with_multi_networking(prod):
+    cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
+    assert cluster.inputs["enableMultiNetworking"] is True
+    assert cluster.inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+    off = edited(prod, "gcp:container/cluster:Cluster", "maxtext-tpu", lambda p: p.pop("enableMultiNetworking"))
+    [msg] = violations(off, "gke-multi-networking")
+    assert "enableMultiNetworking" in msg
+
+
+@covers("gke-dranet-min-version")
+def test_dranet_needs_its_minimum_version():
+    cfg = engine.stack_config("prod")
+    cluster = json.loads(cfg[f"{NS}:cluster"])
+    cluster["version"] = "1.34.0-gke.1000000"
+    cfg[f"{NS}:cluster"] = json.dumps(cluster)
+    assert "1.34.1-gke.1829001" in spec_problems(cfg)
+
+
+# --------------------------------------------------------------------------- IAM
+
+
+@covers("gke-image-streaming-node-sa-role")
+def test_streaming_nodes_hold_service_usage_consumer(prod):
+    roles = {r.inputs["role"] for r in prod.by_type("gcp:projects/iAMMember:IAMMember")}
+    assert {"roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer"} <= roles
+    assert not violations(offline.resources_of(prod), "node-sa-image-streaming-role")
+    resources = [r for r in offline.resources_of(prod) if r.name != "maxtext-tpu-nodes-serviceusageconsumer"]
+    msgs = violations(resources, "node-sa-image-streaming-role")
+    assert msgs and all("serviceUsageConsumer" in m for m in msgs)
+
+
+@covers("iam-wi-pool-exists")
+def test_the_bucket_binding_waits_for_the_cluster(prod):
+    binding = prod.one("gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-tpu-checkpoints-object-user")
+    cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
+    assert cluster.urn in binding.dependencies
+    assert not violations(offline.resources_of(prod), "wi-binding-after-cluster")
+    resources = [type(r)(r.type, r.name, r.urn, r.props, tuple(d for d in r.dependencies if d != cluster.urn))
+                 for r in offline.resources_of(prod)]
+    [msg] = violations(resources, "wi-binding-after-cluster")
+    assert "Identity Pool does not exist" in msg
+
+
+# --------------------------------------------------------------------------- capacity and zones
+
+
+@covers("gce-reservation-any-falls-back-on-demand")
+def test_reservation_any_before_other_options_is_refused():
+    cfg = prod_with_capacity([{"type": "reservation", "affinity": "ANY"}, {"type": "flex-start"}],
+                             draScaleFromZero=True)
+    msg = spec_problems(cfg)
+    assert "capacity[0].affinity" in msg and "runs on-demand VMs when no reservation matches" in msg
+    # Last, it is a plain "any reservation, else on demand": allowed.
+    stack_spec.load("prod", prod_with_capacity([{"type": "flex-start"}, {"type": "reservation", "affinity": "ANY"}],
+                                               draScaleFromZero=True))
+
+
+@covers("ca-dra-scale-from-zero")
+def test_scale_from_zero_with_dranet_is_an_opt_in_the_preview_names():
+    cfg = prod_with_capacity([{"type": "flex-start"}, {"type": "on-demand"}])
+    msg = spec_problems(cfg)
+    assert "unverified.draScaleFromZero" in msg and "dra_support" not in msg
+    spec = stack_spec.load("prod", prod_with_capacity([{"type": "flex-start"}, {"type": "on-demand"}],
+                                                      draScaleFromZero=True))
+    assert f"{NS}:unverified.draScaleFromZero" in spec.unverified_paths
+    # Without DRANET nothing claims devices: no opt-in needed.
+    cfg = prod_with_capacity([{"type": "flex-start"}, {"type": "on-demand"}])
+    cfg[f"{NS}:network"] = json.dumps({"mtu": 8896})
+    stack_spec.load("prod", cfg)
+
+
+@covers("gke-ray-addon-kuberay-version")
+def test_token_auth_is_an_opt_in():
+    cfg = engine.stack_config("prod")
+    cfg[f"{NS}:unverified"] = json.dumps({})
+    assert "unverified.rayTokenAuth" in spec_problems(cfg)
+    assert f"{NS}:unverified.rayTokenAuth" in stack_spec.load("prod", engine.stack_config("prod")).unverified_paths
+
+
+@covers("tpu-zone-offers-generation")
+@pytest.mark.parametrize(("zone", "region", "want"), [
+    ("europe-west4-z", "europe-west4", "not a GCE zone"),
+    ("europe-west4-c", "europe-west4", "offers no v6e TPUs; v6e zones of europe-west4: europe-west4-a"),
+    ("us-east5-b", "europe-west4", "must be a zone of gcp:region europe-west4 (v6e zones of europe-west4: "
+                                   "europe-west4-a)"),
+    ("us-west4-a", "us-west4", "us-west4 offers no v6e zone in the table"),
+])
+def test_zones_that_do_not_exist_or_offer_no_v6e_are_refused(zone, region, want):
+    cfg = config(**{"gcp:zone": zone, "gcp:region": region})
+    assert want in spec_problems(cfg)
+
+
+def test_the_zone_table_is_dated_and_sourced():
+    table = zones.table()
+    assert table["source"].startswith("https://") and re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["published"])
+    assert "us-east5-b" in zones.zones("v6e")[0] and zones.zones("v6e")[1]
+    stack_spec.load("prod", config(**{"gcp:zone": "us-central1-ai1", "gcp:region": "us-central1"}))
+
+
+@covers("gke-system-pool-capacity")
+def test_the_system_pool_must_hold_heads_submitters_kueue_and_gke():
+    cfg = engine.stack_config("dev")
+    cluster = json.loads(cfg[f"{NS}:cluster"])
+    cluster["systemNodeCount"] = 1
+    cfg[f"{NS}:cluster"] = json.dumps(cluster)
+    msg = spec_problems(cfg, "dev")
+    assert "cluster.systemNodeCount" in msg and "the Kueue controller" in msg and "GKE's system Deployments" in msg
+    stack_spec.load("dev", engine.stack_config("dev"))  # the shipped dev has two nodes
+
+
+# --------------------------------------------------------------------------- Kueue and KubeRay
+
+
+@covers("kueue-wait-for-pods-ready")
+def test_kueue_waits_long_for_slices_and_never_evicts_a_recovering_job(prod):
+    cfg = kueue.manager_config(prod.spec)
+    assert cfg["waitForPodsReady"] == {"timeout": "24h", "recoveryTimeout": "0s", "blockAdmission": False}
+    assert "enable" not in cfg["waitForPodsReady"]  # v1beta2 has no such field (strict decoding)
+    values = yaml.safe_load(kueue.helm_values(prod.spec)["managerConfig"]["controllerManagerConfigYaml"])
+    assert values["waitForPodsReady"]["timeout"] == "24h"
+
+
+@covers("kueue-quota-freed-at-job-end")
+def test_queued_jobs_delete_their_cluster_at_once(prod):
+    for doc in prod.manifests:
+        if doc["kind"] == "RayJob" and "kueue.x-k8s.io/queue-name" in doc["metadata"].get("labels", {}):
+            assert doc["spec"].get("ttlSecondsAfterFinished", 0) == 0
+    cfg = engine.stack_config("prod")
+    jobs = json.loads(cfg[f"{NS}:jobs"])
+    jobs[0]["clusterTtlSeconds"] = 300
+    cfg[f"{NS}:jobs"] = json.dumps(jobs)
+    assert "Kueue frees a queued job's quota" in spec_problems(cfg)
+    jobs[0]["suspend"] = True  # an operator's pause is outside the queue
+    cfg[f"{NS}:jobs"] = json.dumps(jobs)
+    stack_spec.load("prod", cfg)
+
+
+@covers("kueue-dra-device-class-mapping")
+def test_dranet_devices_map_to_a_quota_resource(prod):
+    mapping = kueue.manager_config(prod.spec)["resources"]["deviceClassMappings"]
+    assert mapping == [{"name": "tpu-multislice/netdev", "deviceClassNames": ["netdev.google.com"]}]
+
+
+@covers("kueue-rayjob-rules")
+def test_kueue_rayjob_rules_hold_for_every_queued_job(prod):
+    assert not violations(offline.resources_of(prod), "kueue-rayjob-lifecycle")
+    job = next(r for r in prod.resources if r.type == "kubernetes:ray.io/v1:RayJob")
+    bad = edited(prod, job.type, job.name, lambda p: p["spec"].update(shutdownAfterJobFinishes=False))
+    assert violations(bad, "kueue-rayjob-lifecycle")
+
+
+@covers("kueue-chart-webhook-secret")
+def test_the_drift_check_skips_the_kueue_webhook_secret():
+    drills = yaml.safe_load((ROOT / ".github/workflows/drills.yml").read_text())
+    text = json.dumps(drills["jobs"]["drift"])
+    assert "webhook-server-cert" in text
+
+
+# --------------------------------------------------------------------------- the table itself
+
+
+def test_every_rule_has_a_test_and_its_checks_exist():
+    assert {r.id for r in cloud_rules.RULES} <= COVERED, "a cloud rule no test trips"
+    for r in cloud_rules.RULES:
+        assert r.source and r.checks, r.id
+        for check in r.checks:
+            kind, _, what = check.partition(":")
+            if kind == "policy":
+                assert what in BY_NAME, (r.id, check)
+            elif kind == "code":
+                assert (ROOT / what).is_file(), (r.id, check)
+            else:
+                assert kind == "spec", (r.id, check)
+    assert len({r.id for r in cloud_rules.RULES}) == len(cloud_rules.RULES)
+
+
+def test_the_readme_lists_every_rule():
+    readme = (ROOT / "README.md").read_text()
+    for r in cloud_rules.RULES:
+        assert f"`{r.id}`" in readme, r.id
