@@ -95,8 +95,9 @@ class SliceNodePool(pulumi.ComponentResource):
             flex = cap.flex_start
             from_zero = s.autoscaled
             pool = gcp.container.NodePool(
-                # The preferred option's pool keeps the component's name (the slice's), the others their own.
-                name if not self.node_pools else pool_name,
+                # A slice with one option keeps the component's name (the slice's); with fallbacks each pool is named
+                # for its option, so reordering the options changes the ComputeClass, never a pool's identity.
+                name if len(s.pools) == 1 else pool_name,
                 gcp.container.NodePoolArgs(
                     name=pool_name,
                     cluster=args.cluster_name,

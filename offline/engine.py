@@ -45,6 +45,7 @@ class Resource:
     protect: bool = False
     retain_on_delete: bool = False
     dependencies: tuple[str, ...] = ()  # URNs it waits for: explicit depends_on and the resources of its inputs
+    provider_urn: str | None = None  # the explicit provider it is created through (which waits for its own inputs)
     ignore_changes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -171,6 +172,7 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             retain_on_delete=reg.retain_on_delete,
             dependencies=tuple(d for d in reg.dependencies if d.split("::")[2] != "pulumi:pulumi:Stack"),
             ignore_changes=reg.ignore_changes,
+            provider_urn=reg.provider.rsplit("::", 1)[0] if reg.provider else None,
         )
     )
 
