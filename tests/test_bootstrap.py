@@ -586,16 +586,13 @@ def job_token(workflow: str, job: dict) -> dict | None:
     return claims("push", MAIN, workflow, job.get("environment"))
 
 
-def test_readme_threat_table_is_what_each_job_can_mint_and_hold(boot):
-    """Each CI job's row: the identity its token can be exchanged for (the token model on the real
-    provider) and that identity's roles (the rendered bindings). Every job of every workflow has a row."""
+def test_readme_threat_table_is_what_each_job_can_mint(boot):
+    """Each CI job's row: the environment it names and the identity its token can be exchanged for
+    (the token model on the real provider). Every job of every workflow has a row."""
     rows = readme_rows("Threat table: each CI job")
     jobs = workflow_jobs()
-    roles_of: dict[str, set[str]] = {}
-    for who, role, *_ in rendered_grants(boot):
-        roles_of.setdefault(who, set()).add(role)
     seen = set()
-    for job_cell, env_cell, identity_cell, roles_cell, *_ in rows:
+    for job_cell, env_cell, identity_cell, *_ in rows:
         workflow, _, job_id = ticked(job_cell)[0].partition(" ")
         assert (workflow, job_id) in jobs, f"README threat table: no job {job_cell}"
         seen.add((workflow, job_id))
@@ -604,14 +601,25 @@ def test_readme_threat_table_is_what_each_job_can_mint_and_hold(boot):
         token = job_token(workflow, job)
         identity = (ticked(identity_cell) or [None])[0]
         assert (usable(boot, token) if token else set()) == ({identity} if identity else set()), job_cell
-        assert set(ticked(roles_cell)) == roles_of.get(identity, set()), job_cell
     assert seen == set(jobs), f"README threat table misses {sorted(set(jobs) - seen)}"
 
 
-def test_readme_threat_table_names_every_identity_and_what_its_compromise_yields():
+def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_identity(boot, prod):
+    """Each identity's roles: the bootstrap's bindings and those the prod stack makes to it (the
+    image pusher's repository role), by account id."""
+    holds: dict[str, set[str]] = {a: set() for a in names.CI_ACCOUNTS.values()}
+    for who, role, *_ in rendered_grants(boot):
+        holds[who].add(role)
+    for r in prod.resources:
+        member = r.inputs.get("member") if r.type.startswith("gcp:") else None
+        if isinstance(member, str) and member.startswith("serviceAccount:") and member_id(member) in holds:
+            holds[member_id(member)].add(r.inputs["role"])
     rows = readme_rows("Threat table: each identity")
-    assert {ticked(r[0])[0] for r in rows} == set(names.CI_ACCOUNTS.values())
-    assert all(len(r) >= 3 and r[1] and r[2] for r in rows)
+    assert [ticked(r[0])[0] for r in rows] == list(names.CI_ACCOUNTS.values())
+    for who, held, yields, *_ in rows:
+        roles = {x for x in ticked(held) if x.startswith(("roles/", ci.CUSTOM))}
+        assert roles == holds[ticked(who)[0]], who
+        assert yields, who
 
 
 # --- bad config ----------------------------------------------------------------------------------
