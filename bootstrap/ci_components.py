@@ -443,7 +443,8 @@ DEPLOY = Identity(
     key="deploy",
     description="CI deploy: changes what the prod stack owns, from main in the production environment only",
     grants=(
-        Grant("roles/container.admin", PROJECT, DEPLOYED_STACK, why="clusters, node pools, the objects applied in them"),
+        Grant("roles/container.admin", PROJECT, DEPLOYED_STACK,
+              why="clusters, node pools, the objects applied in them"),
         Grant("roles/compute.networkAdmin", PROJECT, DEPLOYED_STACK, why="the networks, subnets, router and NAT"),
         Grant(custom("tpuMultisliceBuckets"), PROJECT, DEPLOYED_STACK, why="the checkpoint bucket and its IAM"),
         Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),

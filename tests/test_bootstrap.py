@@ -274,8 +274,8 @@ def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
     expr = write.inputs["condition"]["expression"]
     objects = f"projects/_/buckets/{STATE}/objects/.pulumi"
     # Pulumi's file backend layout for project-scoped stacks; dev's objects stay out of reach.
-    for path in (f"stacks/{names.PROJECT}/prod.json", f"history/{names.PROJECT}/prod/", f"backups/{names.PROJECT}/prod/",
-                 f"locks/{names.PROJECT}/prod/"):
+    p = names.PROJECT
+    for path in (f"stacks/{p}/prod.json", f"history/{p}/prod/", f"backups/{p}/prod/", f"locks/{p}/prod/"):
         assert f'resource.name.startsWith("{objects}/{path}")' in expr
     assert "/dev" not in expr
 
@@ -471,7 +471,8 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
     workflows = " ".join(p.read_text() for p in WORKFLOWS.glob("*.yml"))
     used = set(re.findall(r"vars\.([A-Z_]+)", workflows))
     exported = {k for k in boot.exports if k.isupper()}
-    variables = {r.inputs["variableName"]: r.inputs["value"] for r in boot.of("github:index/actionsVariable:ActionsVariable")}
+    variables = {r.inputs["variableName"]: r.inputs["value"]
+                 for r in boot.of("github:index/actionsVariable:ActionsVariable")}
     assert used == exported == set(variables)
     assert variables == {k: boot.exports[k] for k in exported}
     assert variables["GCP_DEPLOY_SERVICE_ACCOUNT"] == f"ci-deploy@{CI_PROJECT}.iam.gserviceaccount.com"
