@@ -1,8 +1,11 @@
-"""The bootstrap program: run once by a project administrator (see the README's set-up section).
+"""The bootstrap program: run once (and after a stack's project or cluster changes) by an administrator
+of the CI project, the stack projects and the GitHub repository (see the README's set-up section).
 
-Creates the Pulumi state bucket, the Cloud KMS key every stack's secrets use, a workload
-identity pool admitting only this repository's GitHub Actions tokens, and the three CI
-service accounts with the grants in ``ci_components`` (preview, deploy, drill).
+In the CI project (``ciProject``): the bootstrap's own state bucket and key, the stacks' state
+bucket and one Cloud KMS key per stack, a workload identity pool admitting only this repository's
+GitHub Actions tokens, and the CI service accounts with the grants in ``ci_components``. In each
+stack's project: the node service account and the custom roles. In the repository: the
+environments, the protection of main and the Actions variables.
 """
 
 import sys
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pulumi
 
-# The project's packages (infra's node role, written once) when run from bootstrap/.
+# The project's packages (infra's node role, the stack specs, written once) when run from bootstrap/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ci_components as ci  # noqa: E402
@@ -21,11 +24,10 @@ try:
 except ci.ConfigError as err:
     raise pulumi.RunError("invalid bootstrap config:\n" + "\n".join(f"  {p}" for p in err.problems)) from None
 
+stack_projects = list(dict.fromkeys(s.project for s in config.stacks))
 services = []
-for project in dict.fromkeys([config.project, *config.stack_projects]):
-    wanted = ci.HOME_SERVICES if project == config.project else ()
-    wanted = dict.fromkeys([*wanted, *(ci.STACK_SERVICES if project in config.stack_projects else ())])
-    for api in wanted:
+for project in [config.ci_project, *stack_projects]:
+    for api in ci.HOME_SERVICES if project == config.ci_project else ci.STACK_SERVICES:
         services.append(gcp.projects.Service(
             f"{project}-{api.split('.')[0]}",
             gcp.projects.ServiceArgs(project=project, service=api, disable_on_destroy=False),
@@ -34,14 +36,34 @@ after_services = pulumi.ResourceOptions(depends_on=services)
 
 backend = ci.StateBackend("backend", ci.StateBackendArgs(config), after_services)
 federation = ci.GitHubFederation("github", ci.GitHubFederationArgs(config), after_services)
+# The custom roles each stack's project needs: those its grants name.
+wanted: dict[str, set[str]] = {s.name: set() for s in config.stacks}
+for ident in ci.IDENTITIES:
+    for grant in ident.grants:
+        if grant.role.startswith(ci.CUSTOM):
+            for s in ci.stacks_of(config, grant.of):
+                wanted[s.name].add(grant.role.removeprefix(ci.CUSTOM))
+projects = {
+    s.name: ci.StackProject(s.name, ci.StackProjectArgs(config, s, tuple(sorted(wanted[s.name]))), after_services)
+    for s in config.stacks
+}
 identities = {
-    ident.key: ci.CiIdentity(ident.key, ci.CiIdentityArgs(config, ident, federation, backend), after_services)
+    ident.key: ci.CiIdentity(ident.key, ci.CiIdentityArgs(config, ident, federation, backend, projects),
+                             after_services)
     for ident in ci.IDENTITIES
 }
 
-# The values the repository's Actions variables take (README: set-up), and the stack files' key.
-pulumi.export("GCP_WORKLOAD_IDENTITY_PROVIDER", federation.provider.name)
-for key, identity in identities.items():
-    pulumi.export(f"GCP_{key.upper()}_SERVICE_ACCOUNT", identity.account.email)
-pulumi.export("PULUMI_STATE_BUCKET", backend.bucket.name)
-pulumi.export("secretsprovider", config.secrets_provider)
+# The repository's Actions variables (set below, in GitHub) are these outputs.
+variables = {
+    "GCP_WORKLOAD_IDENTITY_PROVIDER": federation.provider.name,
+    **{f"GCP_{key.upper()}_SERVICE_ACCOUNT": identity.account.email for key, identity in identities.items()},
+    "PULUMI_STATE_BUCKET": backend.bucket.name,
+}
+ci.GitHubRepository("repository", ci.GitHubRepositoryArgs(config, variables))
+for name, value in variables.items():
+    pulumi.export(name, value)
+# What each stack needs: its stack file's `secretsprovider`, and the node service account the
+# stack program runs its nodes as (it looks the account up, never creates it).
+pulumi.export("secretsproviders", {s.name: config.secrets_provider(s.name) for s in config.stacks})
+pulumi.export("nodeServiceAccounts", {name: p.node_account.email for name, p in projects.items()})
+pulumi.export("bootstrapStateBucket", backend.bootstrap_bucket.name)

@@ -1,50 +1,108 @@
-"""The bootstrap's pieces: its config, the role tables, and three components.
+"""The bootstrap's pieces: its config, the role tables, the GitHub settings, and the components.
 
-The role tables below are the whole of what the CI identities may do; the README's table is
-checked against the IAM resources the program declares from them (tests/test_bootstrap.py).
+The tables below are the whole of what the CI identities may do and who may act as them; the
+README's threat table and role tables are checked against the IAM resources the program declares
+from them (tests/test_bootstrap.py).
+
+Where things live: the CI identities, their workload identity pool, the stacks' state bucket and
+the secrets keys sit in a CI project of their own (``ciProject``), in which no CI identity holds a
+project-level role: nothing that runs in CI can change who may act as whom. The bootstrap's own
+state bucket and key sit there too, and no CI identity can read either.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumi_github as github
 
 from infra.cluster import NODE_SA_ROLE
-from stackspec.names import CI_ACCOUNTS
+from stackspec import names, spec
+from stackspec.loader import STACKS_DIR
 
 NAMESPACE = "tpu-multislice-bootstrap"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
-DEFAULT_BRANCH = "refs/heads/main"
-DEPLOY_ENVIRONMENT = "production"
-# A pull request's cloud preview runs the branch's own Pulumi program as ci-preview, which can
-# decrypt the stacks' secrets: its job is bound to this environment, whose required reviewers
-# approve a run after reading the change, so unreviewed code never gets a cloud identity.
-PREVIEW_ENVIRONMENT = "pr-preview"
-DRILL_WORKFLOW = ".github/workflows/drills.yml"
-IMAGE_WORKFLOW = ".github/workflows/image.yml"
+MAIN = "main"
+DEFAULT_BRANCH = f"refs/heads/{MAIN}"
 KEY_ROTATION = "7776000s"  # 90 days
+
+# The stack `deploy.yml` applies and the stack `drills.yml` drills (tests/test_workflows.py checks
+# both files name them): the deploy and drill identities hold roles in its project only.
+DEPLOYED_STACK = "prod"
+DRILLED_STACK = "prod"
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
 RESOURCE_ID = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
 NUMERIC = re.compile(r"^[0-9]{1,20}$")
+GITHUB_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+TEAM_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 
-# Claims GitHub puts in every job's OIDC token (``environment`` is absent from jobs without one,
-# so the deploy gate reads it from ``sub``, which is ``repo:<owner>/<name>:environment:<env>``
-# exactly when the job is bound to an environment).
+
+# --- GitHub: the environments and the branch protection ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    main_only: bool  # deployments from main only (a custom branch policy naming main)
+    why: str
+
+
+# Every environment: required reviewers, prevent-self-review (the author of a run never approves
+# it), administrators cannot bypass. GitHub creates an environment a job names without any
+# protection, so the workflows check these settings before they authenticate (.github/scripts/).
+PRODUCTION = Environment("production", True, "deploy.yml's `pulumi up --stack prod` (ci-deploy)")
+# A pull request's cloud preview runs the branch's own Pulumi program as ci-preview, which
+# decrypts the stacks' secrets: a reviewer approves each run after reading the change.
+PR_PREVIEW = Environment("pr-preview", False, "pr.yml's cloud preview of a pull request (ci-preview)")
+DRILL = Environment("drill", True, "drills.yml's cluster drill: deletes pods and a node under prod (ci-drill)")
+ENVIRONMENTS = (PRODUCTION, PR_PREVIEW, DRILL)
+# The pr.yml jobs every pull request must pass (no matrix, never skipped): branch protection of
+# main requires them by job name (tests/test_workflows.py checks pr.yml has them, unskippable).
+REQUIRED_CHECKS = ("stacks", "check", "cost")
+
+
+def workflow(file: str) -> str:
+    return f".github/workflows/{file}"
+
+
+# --- the token exchange ---------------------------------------------------------------------------
+
+# GitHub's OIDC claims (docs.github.com/en/actions/reference/security/oidc): ``sub`` is
+# ``repo:<owner>/<name>:environment:<env>`` exactly when the job names an environment, else
+# ``repo:<owner>/<name>:ref:<ref>`` (``repo:...:pull_request`` in a pull request); ``job_workflow_ref``
+# is ``<owner>/<name>/.github/workflows/<file>@<ref>``. Each identity trusts a workflow file and an
+# environment (in ``sub``), never a branch alone. ``extract('{workflow}@')`` keeps what precedes the
+# first ``@`` (attribute mapping functions: cloud.google.com/iam/docs/workload-identity-federation-
+# with-other-clouds, the ``extract`` example), so a pull request's runs, whose ref is
+# ``refs/pull/<n>/merge``, share one value.
 ATTRIBUTE_MAPPING = {
     "google.subject": "assertion.sub",
     "attribute.repository": "assertion.repository",
-    "attribute.event_name": "assertion.event_name",
-    "attribute.ref": "assertion.ref",
-    "attribute.workflow_ref": "assertion.workflow_ref",
-    "attribute.sub_ref": 'assertion.sub + "@" + assertion.ref',
-    "attribute.sub_event": 'assertion.sub + "@" + assertion.event_name',
+    # A job on main: the workflow file at refs/heads/main, and its environment (or its ref).
+    "attribute.workflow_env": "assertion.job_workflow_ref + '@' + assertion.sub",
+    # A job of a pull request: the event, the workflow file (any PR ref), and its environment.
+    "attribute.pr_workflow_env": ("assertion.event_name + '@' + assertion.job_workflow_ref.extract('{workflow}@')"
+                                  " + '@' + assertion.sub"),
 }
+
+
+def on_main(file: str, environment: Environment | None = None) -> tuple[str, str]:
+    """The ``workflow_env`` of a job of ``file`` run on main, in ``environment`` (or none)."""
+    where = f"environment:{environment.name}" if environment else f"ref:{DEFAULT_BRANCH}"
+    return "workflow_env", f"{{repository}}/{workflow(file)}@{DEFAULT_BRANCH}@repo:{{repository}}:{where}"
+
+
+def in_pull_request(file: str, environment: Environment) -> tuple[str, str]:
+    """The ``pr_workflow_env`` of a job of ``file`` in a pull request, in ``environment``."""
+    return ("pr_workflow_env",
+            f"pull_request@{{repository}}/{workflow(file)}@repo:{{repository}}:environment:{environment.name}")
 
 
 class ConfigError(Exception):
@@ -56,66 +114,143 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class BootstrapConfig:
+class Stack:
+    """What the bootstrap needs of one ``stacks/Pulumi.<stack>.yaml``."""
+
+    name: str
     project: str
+    cluster: str
+
+    @property
+    def node_account_id(self) -> str:
+        return names.node_service_account_id(self.cluster)
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    ci_project: str
     repository: str
-    repository_id: str | None = None
-    repository_owner_id: str | None = None
-    stack_projects: tuple[str, ...] = ()
+    repository_id: str
+    repository_owner_id: str
+    stacks: tuple[Stack, ...]
+    reviewer_teams: tuple[str, ...] = ()
+    reviewer_users: tuple[str, ...] = ()
     state_bucket: str = ""
+    bootstrap_state_bucket: str = ""
     state_location: str = ""
     kms_location: str = "global"
     key_ring: str = "pulumi"
-    crypto_key: str = "state"
+    bootstrap_key_ring: str = "bootstrap"
     adopt_kms: bool = False
 
     @property
-    def key_ring_id(self) -> str:
-        return f"projects/{self.project}/locations/{self.kms_location}/keyRings/{self.key_ring}"
+    def owner(self) -> str:
+        return self.repository.split("/")[0]
 
     @property
-    def crypto_key_id(self) -> str:
-        return f"{self.key_ring_id}/cryptoKeys/{self.crypto_key}"
+    def repository_name(self) -> str:
+        return self.repository.split("/")[1]
+
+    def stack(self, name: str) -> Stack:
+        return next(s for s in self.stacks if s.name == name)
+
+    def key_ring_id(self, ring: str) -> str:
+        return f"projects/{self.ci_project}/locations/{self.kms_location}/keyRings/{ring}"
 
     @property
-    def secrets_provider(self) -> str:
-        """What every stack file carries as ``secretsprovider``."""
-        return f"gcpkms://{self.crypto_key_id}"
+    def bootstrap_key_id(self) -> str:
+        return f"{self.key_ring_id(self.bootstrap_key_ring)}/cryptoKeys/state"
+
+    def stack_key_id(self, stack: str) -> str:
+        return f"{self.key_ring_id(self.key_ring)}/cryptoKeys/{stack}"
+
+    def secrets_provider(self, stack: str) -> str:
+        """What ``stacks/Pulumi.<stack>.yaml`` carries as ``secretsprovider``: its own key."""
+        return f"gcpkms://{self.stack_key_id(stack)}"
 
 
-def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config) -> BootstrapConfig:
+def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
+    """Every stack file's project and cluster (the facts the stacks own, read, never retyped)."""
+    stacks, problems = [], []
+    for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
+        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        try:
+            s = spec.load_stack(name, stacks_dir)
+        except spec.SpecError as err:
+            problems.append(f"stacks/{path.name}: not a valid stack spec (`slicectl preview --stack {name}` "
+                            f"lists why): {str(err).splitlines()[0]}")
+            continue
+        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name))
+    if not stacks and not problems:
+        problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
+    return stacks, problems
+
+
+def _names(cfg: pulumi.Config, key: str, pattern: re.Pattern, what: str, problems: list[str]) -> tuple[str, ...]:
+    try:
+        value = cfg.get_object(key) or []
+    except Exception:  # noqa: BLE001 (pulumi raises a bare ConfigTypeError on bad JSON)
+        value = None
+    if not isinstance(value, list):
+        problems.append(f"{NAMESPACE}:{key}: a list of {what}")
+        return ()
+    for v in value:
+        if not isinstance(v, str) or not pattern.match(v):
+            problems.append(f"{NAMESPACE}:{key}: {v!r} is not {what}")
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = STACKS_DIR) -> BootstrapConfig:
     """The bootstrap's config, checked; every problem reported at once."""
     problems: list[str] = []
-    project = gcp_cfg.get("project") or ""
-    if not PROJECT_ID.match(project):
-        problems.append(f"gcp:project = {project!r}: a GCP project ID (6-30 lowercase letters, digits, hyphens)")
+    ci_project = cfg.get("ciProject") or ""
+    if not PROJECT_ID.match(ci_project):
+        problems.append(f"{NAMESPACE}:ciProject = {ci_project!r}: required, the GCP project ID (6-30 lowercase "
+                        "letters, digits, hyphens) of the CI identities, their pool, the state and the keys")
     repository = cfg.get("repository") or ""
     if not REPOSITORY.match(repository):
         problems.append(f"{NAMESPACE}:repository = {repository!r}: the GitHub repository as owner/name")
     ids = {}
     for key in ("repositoryId", "repositoryOwnerId"):
         value = cfg.get(key)
-        if value is not None and not NUMERIC.match(value):
-            problems.append(f"{NAMESPACE}:{key} = {value!r}: GitHub's numeric id, as a string of digits")
-        ids[key] = value
-    try:
-        stack_projects = tuple(cfg.get_object("stackProjects") or [project])
-    except Exception:  # noqa: BLE001 (pulumi raises a bare ConfigTypeError on bad JSON)
-        stack_projects = ()
-        problems.append(f"{NAMESPACE}:stackProjects: a list of GCP project IDs")
-    for p in stack_projects:
-        if not isinstance(p, str) or not PROJECT_ID.match(p):
-            problems.append(f"{NAMESPACE}:stackProjects: {p!r} is not a GCP project ID")
-    state_bucket = cfg.get("stateBucket") or f"{project}-pulumi-state"
-    if not BUCKET.match(state_bucket) or "goog" in state_bucket:
-        problems.append(f"{NAMESPACE}:stateBucket = {state_bucket!r}: not a valid bucket name")
+        if value is None or not NUMERIC.match(value):
+            problems.append(f"{NAMESPACE}:{key} = {value!r}: required, GitHub's numeric id as a string of digits "
+                            "(a deleted and re-created repository of the same name gets nothing)")
+        ids[key] = value or ""
+    teams = _names(cfg, "reviewerTeams", TEAM_SLUG, "a GitHub team slug", problems)
+    users = _names(cfg, "reviewerUsers", GITHUB_LOGIN, "a GitHub login", problems)
+    if not teams and not users:
+        problems.append(f"{NAMESPACE}:reviewerTeams / reviewerUsers: at least one reviewer for the environments "
+                        f"({', '.join(e.name for e in ENVIRONMENTS)})")
+    elif len(teams) + len(users) > 6:
+        problems.append(f"{NAMESPACE}:reviewerTeams + reviewerUsers: at most 6 (GitHub's limit per environment)")
+    stacks, stack_problems = read_stacks(stacks_dir)
+    problems += stack_problems
+    for s in stacks:
+        if s.project == ci_project:
+            problems.append(f"{NAMESPACE}:ciProject = {ci_project!r}: the {s.name} stack deploys into it "
+                            f"(stacks/Pulumi.{s.name}.yaml gcp:project); the CI project holds no stack")
+    for wanted in dict.fromkeys((DEPLOYED_STACK, DRILLED_STACK)):
+        if stacks and wanted not in {s.name for s in stacks}:
+            problems.append(f"stacks/Pulumi.{wanted}.yaml: missing (deploy.yml and drills.yml act on it)")
+    state_bucket = cfg.get("stateBucket") or f"{ci_project}-pulumi-state"
+    boot_bucket = cfg.get("bootstrapStateBucket") or f"{ci_project}-bootstrap-state"
+    for key, bucket in (("stateBucket", state_bucket), ("bootstrapStateBucket", boot_bucket)):
+        if not BUCKET.match(bucket) or "goog" in bucket:
+            problems.append(f"{NAMESPACE}:{key} = {bucket!r}: not a valid bucket name")
+    if state_bucket == boot_bucket:
+        problems.append(f"{NAMESPACE}:stateBucket = bootstrapStateBucket = {state_bucket!r}: the stacks' state "
+                        "and the bootstrap's are separate buckets")
     state_location = cfg.get("stateLocation") or gcp_cfg.get("region") or ""
     if not state_location:
-        problems.append(f"{NAMESPACE}:stateLocation: set it (or gcp:region) to the state bucket's location")
-    names = {k: cfg.get(k) or d for k, d in (("kmsLocation", "global"), ("keyRing", "pulumi"), ("cryptoKey", "state"))}
-    for key, value in names.items():
+        problems.append(f"{NAMESPACE}:stateLocation: set it (or gcp:region) to the state buckets' location")
+    rings = {k: cfg.get(k) or d for k, d in (("kmsLocation", "global"), ("keyRing", "pulumi"),
+                                             ("bootstrapKeyRing", "bootstrap"))}
+    for key, value in rings.items():
         if not RESOURCE_ID.match(value):
             problems.append(f"{NAMESPACE}:{key} = {value!r}: letters, digits, '-' and '_' only (at most 63)")
+    if rings["keyRing"] == rings["bootstrapKeyRing"]:
+        problems.append(f"{NAMESPACE}:keyRing = bootstrapKeyRing = {rings['keyRing']!r}: separate key rings")
     try:
         adopt = bool(cfg.get_bool("adoptKms"))
     except Exception:  # noqa: BLE001
@@ -124,141 +259,265 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config) -> BootstrapConfig:
     if problems:
         raise ConfigError(problems)
     return BootstrapConfig(
-        project=project,
+        ci_project=ci_project,
         repository=repository,
         repository_id=ids["repositoryId"],
         repository_owner_id=ids["repositoryOwnerId"],
-        stack_projects=tuple(dict.fromkeys(stack_projects)),
+        stacks=tuple(stacks),
+        reviewer_teams=teams,
+        reviewer_users=users,
         state_bucket=state_bucket,
+        bootstrap_state_bucket=boot_bucket,
         state_location=state_location,
-        kms_location=names["kmsLocation"],
-        key_ring=names["keyRing"],
-        crypto_key=names["cryptoKey"],
+        kms_location=rings["kmsLocation"],
+        key_ring=rings["keyRing"],
+        bootstrap_key_ring=rings["bootstrapKeyRing"],
         adopt_kms=adopt,
     )
 
 
 def attribute_condition(c: BootstrapConfig) -> str:
-    """Admission to the pool: tokens of this repository only (by its immutable ids when given)."""
-    terms = [f"assertion.repository == '{c.repository}'"]
-    if c.repository_id:
-        terms.append(f"assertion.repository_id == '{c.repository_id}'")
-    if c.repository_owner_id:
-        terms.append(f"assertion.repository_owner_id == '{c.repository_owner_id}'")
-    return " && ".join(terms)
+    """Admission to the pool: this repository by name and immutable ids, no reusable workflow.
+
+    ``workflow_ref == job_workflow_ref``: the job runs the workflow file it was triggered in, so a
+    workflow cannot borrow another file's identity by calling it as a reusable workflow.
+    """
+    return " && ".join([
+        f"assertion.repository == '{c.repository}'",
+        f"assertion.repository_id == '{c.repository_id}'",
+        f"assertion.repository_owner_id == '{c.repository_owner_id}'",
+        "assertion.workflow_ref == assertion.job_workflow_ref",
+    ])
 
 
 # --- the role tables ---------------------------------------------------------------------------
 
-# Where a grant applies: every stack project, the state bucket, or the secrets key.
-PROJECT, STATE_BUCKET, KEY = "stack project", "state bucket", "secrets key"
+# Where a grant applies: a stack's project, its node service account (created here), the stacks'
+# state bucket, or a stack's secrets key; ``of`` is EVERY stack or one stack's name.
+PROJECT, NODE_ACCOUNT, STATE_BUCKET, KEY = "project", "node account", "state bucket", "state key"
+EVERY = "every stack"
+
+
+@dataclass(frozen=True)
+class CustomRole:
+    """A project custom role: the permissions the stack's resources of one kind need, no more."""
+
+    id: str
+    title: str
+    permissions: tuple[str, ...]
+    replaces: str  # the predefined role that is broader than what the stacks manage
+
+
+# The deploy roles below replace predefined roles that reach past what the stack manages (read off
+# a prod rendering: build/prod/resources.json). Permission names: cloud.google.com/iam/docs/permissions-reference.
+CUSTOM_ROLES = {r.id: r for r in (
+    # roles/logging.configWriter also writes sinks (export or silence the project's logs), exclusions, views.
+    CustomRole("tpuMultisliceLogMetrics", "tpu-multislice: log-based metrics",
+               tuple(f"logging.logMetrics.{v}" for v in ("create", "delete", "get", "list", "update")),
+               "roles/logging.configWriter"),
+    CustomRole("tpuMultisliceLogMetricsViewer", "tpu-multislice: read log-based metrics",
+               ("logging.logMetrics.get", "logging.logMetrics.list"), "roles/logging.viewer"),
+    # roles/artifactregistry.admin also writes and deletes images in every repository.
+    CustomRole("tpuMultisliceRegistry", "tpu-multislice: the worker image repository",
+               tuple(f"artifactregistry.repositories.{v}" for v in (
+                   "create", "delete", "get", "list", "update", "getIamPolicy", "setIamPolicy")),
+               "roles/artifactregistry.admin"),
+    CustomRole("tpuMultisliceRegistryViewer", "tpu-multislice: read the worker image repository",
+               tuple(f"artifactregistry.repositories.{v}" for v in ("get", "list", "getIamPolicy")),
+               "roles/artifactregistry.reader"),
+    # roles/storage.admin also reads, writes and deletes every object of every bucket.
+    CustomRole("tpuMultisliceBuckets", "tpu-multislice: the checkpoint buckets (not their objects)",
+               tuple(f"storage.buckets.{v}" for v in (
+                   "create", "delete", "get", "list", "update", "getIamPolicy", "setIamPolicy")),
+               "roles/storage.admin"),
+    # roles/serviceusage.serviceUsageAdmin also disables APIs (stopping everything that uses them) and sets quotas.
+    CustomRole("tpuMultisliceServices", "tpu-multislice: enable the stack's APIs",
+               ("serviceusage.services.enable", "serviceusage.services.get", "serviceusage.services.list",
+                "serviceusage.operations.get"),
+               "roles/serviceusage.serviceUsageAdmin"),
+)}
+CUSTOM = "custom:"
+
+
+def custom(role_id: str) -> str:
+    assert role_id in CUSTOM_ROLES, role_id
+    return CUSTOM + role_id
+
+
+# What the deploy identity needs for each GCP resource type the stack declares (the roles of its
+# table below, by name): tests/test_bootstrap.py renders prod and fails on a type missing here.
+MANAGED_BY = {
+    "gcp:container/cluster:Cluster": "roles/container.admin",
+    "gcp:container/nodePool:NodePool": "roles/container.admin",
+    "gcp:compute/network:Network": "roles/compute.networkAdmin",
+    "gcp:compute/subnetwork:Subnetwork": "roles/compute.networkAdmin",
+    "gcp:compute/router:Router": "roles/compute.networkAdmin",
+    "gcp:compute/routerNat:RouterNat": "roles/compute.networkAdmin",
+    "gcp:storage/bucket:Bucket": custom("tpuMultisliceBuckets"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": custom("tpuMultisliceBuckets"),
+    "gcp:artifactregistry/repository:Repository": custom("tpuMultisliceRegistry"),
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": custom("tpuMultisliceRegistry"),
+    "gcp:logging/metric:Metric": custom("tpuMultisliceLogMetrics"),
+    "gcp:monitoring/alertPolicy:AlertPolicy": "roles/monitoring.editor",
+    "gcp:monitoring/dashboard:Dashboard": "roles/monitoring.editor",
+    "gcp:monitoring/notificationChannel:NotificationChannel": "roles/monitoring.editor",
+    "gcp:projects/service:Service": custom("tpuMultisliceServices"),
+}
+# Resource types the stack declares today that move to the bootstrap (the stack looks them up).
+MOVED_TO_BOOTSTRAP = {
+    "gcp:serviceaccount/account:Account": "the node service account (StackProject)",
+    "gcp:projects/iAMMember:IAMMember": f"the node service account's {NODE_SA_ROLE} (StackProject)",
+}
 
 
 @dataclass(frozen=True)
 class Condition:
     title: str
-    expression: str  # may hold {state_bucket}
+    expression: str  # may hold {state_bucket}, {project} (the Pulumi project) and {stack}
     description: str
 
 
 @dataclass(frozen=True)
 class Grant:
-    role: str
+    role: str  # roles/... or custom:<id>
     on: str
+    of: str = EVERY
     condition: Condition | None = None
     why: str = ""
 
 
 @dataclass(frozen=True)
 class Identity:
-    key: str  # preview | deploy | drill
-    account_id: str
+    key: str  # preview | deploy | drill | image
     description: str
     grants: tuple[Grant, ...]
     # (attribute, value template) pairs: who may act as the account ({repository} filled in).
     principals: tuple[tuple[str, str], ...] = field(default=())
 
+    @property
+    def account_id(self) -> str:
+        return names.CI_ACCOUNTS[self.key]
 
-NOT_STATE = Condition(
-    title="not-the-state-bucket",
-    expression='!resource.name.startsWith("projects/_/buckets/{state_bucket}")',
-    description="Buckets the stacks own; never the Pulumi state bucket (deploy reaches it through its bucket grant)",
-)
-NODE_ROLE_ONLY = Condition(
-    title="node-service-account-role-only",
-    expression=f"api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly(['{NODE_SA_ROLE}'])",
-    description="Project IAM changes limited to granting or revoking the GKE node service account role",
-)
+
+_OBJECTS = "projects/_/buckets/{state_bucket}/objects/.pulumi"
 LOCKS_ONLY = Condition(
     title="state-locks-only",
-    expression='resource.name.startsWith("projects/_/buckets/{state_bucket}/objects/.pulumi/locks/")',
+    expression=f'resource.name.startsWith("{_OBJECTS}/locks/")',
     description="Pulumi's lock files only: a preview writes no state",
+)
+# Pulumi's file ("diy") backend keeps a stack's files under these paths (pulumi/pulumi,
+# pkg/backend/diy: stacks/<project>/<stack>.json, history/, backups/ and locks/<project>/<stack>/).
+ONE_STACKS_STATE = Condition(
+    title="one-stacks-state-only",
+    expression=" || ".join(
+        f'resource.name.startsWith("{_OBJECTS}/{p}")'
+        for p in ("stacks/{project}/{stack}.json", "history/{project}/{stack}/", "backups/{project}/{stack}/",
+                  "locks/{project}/{stack}/")),
+    description="The state, history, backups and locks of the deployed stack only",
 )
 
 PREVIEW = Identity(
     key="preview",
-    account_id=CI_ACCOUNTS["preview"],
-    description="CI preview: reads the stacks' projects and the state, changes nothing",
+    description="CI preview: reads the stacks' projects and state, changes nothing",
     grants=(
         Grant("roles/compute.networkViewer", PROJECT, why="networks and subnets"),
         Grant("roles/container.viewer", PROJECT, why="clusters, node pools, Kubernetes objects (no Secrets)"),
         Grant("roles/iam.serviceAccountViewer", PROJECT, why="the node service account"),
         Grant("roles/iam.securityReviewer", PROJECT, why="IAM policies the stacks add members to"),
-        Grant("roles/storage.bucketViewer", PROJECT, why="the checkpoint buckets"),
-        Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state"),
-        Grant("roles/storage.objectUser", STATE_BUCKET, LOCKS_ONLY, why="take and release the stack lock"),
-        Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, why="decrypt stack secrets for the plan"),
-        Grant("roles/artifactregistry.reader", PROJECT, why="the worker image repository and its IAM"),
+        Grant("roles/storage.bucketViewer", PROJECT, why="the checkpoint buckets (not their objects)"),
+        Grant(custom("tpuMultisliceRegistryViewer"), PROJECT, why="the worker image repository and its IAM"),
         Grant("roles/monitoring.viewer", PROJECT, why="alert policies, dashboards, notification channels"),
-        Grant("roles/logging.viewer", PROJECT, why="the log-based metrics the alerts read"),
+        Grant(custom("tpuMultisliceLogMetricsViewer"), PROJECT, why="the log-based metrics (not the logs)"),
         Grant("roles/serviceusage.serviceUsageViewer", PROJECT, why="the APIs the stacks enable"),
+        Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state"),
+        Grant("roles/storage.objectUser", STATE_BUCKET, condition=LOCKS_ONLY, why="take and release a stack lock"),
+        Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, why="decrypt stack secrets for the plan"),
     ),
-    # A pull request's job approved in the pr-preview environment, or any workflow on main (merged,
-    # reviewed code; never less trusted than the deploy it runs in).
-    principals=(("sub_event", f"repo:{{repository}}:environment:{PREVIEW_ENVIRONMENT}@pull_request"),
-                ("ref", DEFAULT_BRANCH)),
+    principals=(
+        in_pull_request("pr.yml", PR_PREVIEW),  # a reviewer approved this pull request's run
+        on_main("deploy.yml"),  # deploy's preview job
+        on_main("drills.yml"),  # drift detection
+    ),
 )
 DEPLOY = Identity(
     key="deploy",
-    account_id=CI_ACCOUNTS["deploy"],
-    description="CI deploy: changes what the stacks own, from main in the production environment only",
+    description="CI deploy: changes what the prod stack owns, from main in the production environment only",
     grants=(
-        Grant("roles/container.admin", PROJECT, why="clusters, node pools and the objects applied in them"),
-        Grant("roles/compute.networkAdmin", PROJECT, why="the DCN networks and subnets"),
-        Grant("roles/iam.serviceAccountAdmin", PROJECT, why="create the node service account"),
-        Grant("roles/iam.serviceAccountUser", PROJECT, why="act as the node service account (created by the stack)"),
-        Grant("roles/storage.admin", PROJECT, NOT_STATE, why="the checkpoint buckets and their IAM"),
-        Grant("roles/resourcemanager.projectIamAdmin", PROJECT, NODE_ROLE_ONLY, why="the node account's one role"),
-        Grant("roles/storage.objectAdmin", STATE_BUCKET, why="write the state"),
-        Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, why="encrypt and decrypt stack secrets"),
-        Grant("roles/artifactregistry.admin", PROJECT, why="the worker image repository and its reader/writer IAM"),
-        Grant("roles/monitoring.editor", PROJECT, why="alert policies, the dashboard, notification channels"),
-        Grant("roles/logging.configWriter", PROJECT, why="the log-based metrics the alerts read"),
-        Grant("roles/serviceusage.serviceUsageAdmin", PROJECT, why="enable the APIs the stacks use"),
+        Grant("roles/container.admin", PROJECT, DEPLOYED_STACK,
+              why="clusters, node pools, the objects applied in them"),
+        Grant("roles/compute.networkAdmin", PROJECT, DEPLOYED_STACK, why="the networks, subnets, router and NAT"),
+        Grant(custom("tpuMultisliceBuckets"), PROJECT, DEPLOYED_STACK, why="the checkpoint bucket and its IAM"),
+        Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),
+        Grant("roles/monitoring.editor", PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
+        Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
+        Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),
+        Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
+              why="run the nodes as the node account (GKE checks actAs)"),
+        Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
+        Grant("roles/storage.objectAdmin", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_STATE, why="write prod's state"),
+        Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, DEPLOYED_STACK, why="prod's secrets"),
     ),
-    principals=(("sub_ref", f"repo:{{repository}}:environment:{DEPLOY_ENVIRONMENT}@{DEFAULT_BRANCH}"),),
+    principals=(on_main("deploy.yml", PRODUCTION),),
 )
-DRILL = Identity(
+DRILL_IDENTITY = Identity(
     key="drill",
-    account_id=CI_ACCOUNTS["drill"],
-    description="CI drill: reads the cluster; Kubernetes RBAC in the workload namespace does the rest",
-    grants=(Grant("roles/container.clusterViewer", PROJECT, why="get-credentials; no Kubernetes object access"),),
-    principals=(("workflow_ref", f"{{repository}}/{DRILL_WORKFLOW}@{DEFAULT_BRANCH}"),),
+    description="CI drill: reads prod's cluster; Kubernetes RBAC in the workload namespace does the rest",
+    grants=(Grant("roles/container.clusterViewer", PROJECT, DRILLED_STACK,
+                  why="get-credentials; no Kubernetes object access"),),
+    principals=(on_main("drills.yml", DRILL),),
 )
 # Pushes the worker image: its only grant is roles/artifactregistry.writer on the stack's own
 # repository, which the stack gives it (infra/registry.py); nothing here.
 IMAGE = Identity(
     key="image",
-    account_id=CI_ACCOUNTS["image"],
     description="CI image: pushes the worker image to the stacks' Artifact Registry repositories",
     grants=(),
-    principals=(("workflow_ref", f"{{repository}}/{IMAGE_WORKFLOW}@{DEFAULT_BRANCH}"),),
+    principals=(on_main("image.yml"),),
 )
-IDENTITIES = (PREVIEW, DEPLOY, DRILL, IMAGE)
+IDENTITIES = (PREVIEW, DEPLOY, DRILL_IDENTITY, IMAGE)
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 
 
+def stacks_of(c: BootstrapConfig, of: str) -> tuple[Stack, ...]:
+    return c.stacks if of == EVERY else (c.stack(of),)
+
+
+def role_name(role: str, project: str) -> str:
+    return f"projects/{project}/roles/{role.removeprefix(CUSTOM)}" if role.startswith(CUSTOM) else role
+
+
+# APIs the identities and the stacks call (kept enabled on destroy: other things may use them).
+# The CI project: the token exchange, the state and keys, and the APIs a caller's own project
+# serves (Service Usage and Resource Manager bill the caller's project).
+HOME_SERVICES = ("iam.googleapis.com", "iamcredentials.googleapis.com", "sts.googleapis.com",
+                 "cloudkms.googleapis.com", "storage.googleapis.com", "cloudresourcemanager.googleapis.com",
+                 "serviceusage.googleapis.com")
+STACK_SERVICES = ("container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
+                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com")
+
+
 # --- components --------------------------------------------------------------------------------
+
+
+def _keep(parent: pulumi.Resource) -> dict:
+    # Losing a state bucket or a key loses track of every deployed resource: protected, kept on delete.
+    return {"parent": parent, "protect": True, "retain_on_delete": True}
+
+
+def _state_bucket(name: str, bucket: str, c: BootstrapConfig, parent: pulumi.Resource) -> gcp.storage.Bucket:
+    return gcp.storage.Bucket(
+        name,
+        gcp.storage.BucketArgs(
+            name=bucket,
+            project=c.ci_project,
+            location=c.state_location,
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            force_destroy=False,
+        ),
+        opts=pulumi.ResourceOptions(**_keep(parent)),
+    )
 
 
 @dataclass(frozen=True)
@@ -267,48 +526,96 @@ class StateBackendArgs:
 
 
 class StateBackend(pulumi.ComponentResource):
-    """The Pulumi state bucket and the Cloud KMS key every stack's secrets provider uses."""
+    """Two state buckets and two key rings in the CI project: the bootstrap's (no CI identity may
+    touch them) and the stacks' (one bucket, one key per stack: a stack's secrets open with its key)."""
 
+    bootstrap_bucket: gcp.storage.Bucket
+    bootstrap_key: gcp.kms.CryptoKey
     bucket: gcp.storage.Bucket
-    key_ring: gcp.kms.KeyRing
-    crypto_key: gcp.kms.CryptoKey
+    keys: dict[str, gcp.kms.CryptoKey]
 
     def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:bootstrap:StateBackend", name, None, opts)
         c = args.config
-        # Losing the state or the key loses track of every deployed resource: both are
-        # protected and kept on delete.
-        keep = {"parent": self, "protect": True, "retain_on_delete": True}
-        self.bucket = gcp.storage.Bucket(
-            f"{name}-state",
-            gcp.storage.BucketArgs(
-                name=c.state_bucket,
-                project=c.project,
-                location=c.state_location,
-                versioning=gcp.storage.BucketVersioningArgs(enabled=True),
-                uniform_bucket_level_access=True,
-                public_access_prevention="enforced",
-                force_destroy=False,
-            ),
+        keep = _keep(self)
+        self.bootstrap_bucket = _state_bucket(f"{name}-bootstrap-state", c.bootstrap_state_bucket, c, self)
+        # Adopted on the first run: the bootstrap's own state needs its key before it exists.
+        adopt = c.adopt_kms
+        boot_ring = gcp.kms.KeyRing(
+            f"{name}-bootstrap-keyring",
+            gcp.kms.KeyRingArgs(name=c.bootstrap_key_ring, location=c.kms_location, project=c.ci_project),
+            opts=pulumi.ResourceOptions(**keep, import_=c.key_ring_id(c.bootstrap_key_ring) if adopt else None),
+        )
+        self.bootstrap_key = gcp.kms.CryptoKey(
+            f"{name}-bootstrap-key",
+            gcp.kms.CryptoKeyArgs(name="state", key_ring=boot_ring.id, purpose="ENCRYPT_DECRYPT",
+                                  rotation_period=KEY_ROTATION),
+            opts=pulumi.ResourceOptions(**keep, import_=c.bootstrap_key_id if adopt else None),
+        )
+        # The stacks' state: one bucket (Pulumi logs in to one backend URL; the workflows preview
+        # every stack from it) whose writes IAM conditions split per stack, and one key per stack.
+        self.bucket = _state_bucket(f"{name}-state", c.state_bucket, c, self)
+        ring = gcp.kms.KeyRing(
+            f"{name}-keyring",
+            gcp.kms.KeyRingArgs(name=c.key_ring, location=c.kms_location, project=c.ci_project),
             opts=pulumi.ResourceOptions(**keep),
         )
-        # Adopted on the first run: the bootstrap's own state needs the key before it exists.
-        self.key_ring = gcp.kms.KeyRing(
-            f"{name}-keyring",
-            gcp.kms.KeyRingArgs(name=c.key_ring, location=c.kms_location, project=c.project),
-            opts=pulumi.ResourceOptions(**keep, import_=c.key_ring_id if c.adopt_kms else None),
+        self.keys = {
+            s.name: gcp.kms.CryptoKey(
+                f"{name}-key-{s.name}",
+                gcp.kms.CryptoKeyArgs(name=s.name, key_ring=ring.id, purpose="ENCRYPT_DECRYPT",
+                                      rotation_period=KEY_ROTATION),
+                opts=pulumi.ResourceOptions(**keep),
+            )
+            for s in c.stacks
+        }
+        self.register_outputs({"bucket": self.bucket.name, "bootstrapBucket": self.bootstrap_bucket.name})
+
+
+@dataclass(frozen=True)
+class StackProjectArgs:
+    config: BootstrapConfig
+    stack: Stack
+    custom_roles: tuple[str, ...]  # CUSTOM_ROLES ids granted in this project
+
+
+class StackProject(pulumi.ComponentResource):
+    """What a stack's project gets from the bootstrap: the node service account with its one role,
+    and the custom roles the CI identities hold there. The stack looks the account up; no CI
+    identity can create service accounts or change the project's IAM policy."""
+
+    node_account: gcp.serviceaccount.Account
+    roles: dict[str, gcp.projects.IAMCustomRole]
+
+    def __init__(self, name: str, args: StackProjectArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:bootstrap:StackProject", name, None, opts)
+        s = args.stack
+        child = pulumi.ResourceOptions(parent=self)
+        self.node_account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            gcp.serviceaccount.AccountArgs(account_id=s.node_account_id, project=s.project,
+                                           display_name=f"GKE nodes of {s.cluster} (stack {s.name})"),
+            opts=child,
         )
-        self.crypto_key = gcp.kms.CryptoKey(
-            f"{name}-key",
-            gcp.kms.CryptoKeyArgs(
-                name=c.crypto_key,
-                key_ring=self.key_ring.id,
-                purpose="ENCRYPT_DECRYPT",
-                rotation_period=KEY_ROTATION,
-            ),
-            opts=pulumi.ResourceOptions(**keep, import_=c.crypto_key_id if c.adopt_kms else None),
+        gcp.projects.IAMMember(
+            f"{name}-nodes-role",
+            gcp.projects.IAMMemberArgs(project=s.project, role=NODE_SA_ROLE,
+                                       member=self.node_account.email.apply(lambda e: f"serviceAccount:{e}")),
+            opts=child,
         )
-        self.register_outputs({"bucket": self.bucket.name, "cryptoKey": self.crypto_key.id})
+        self.roles = {
+            rid: gcp.projects.IAMCustomRole(
+                f"{name}-{rid}",
+                gcp.projects.IAMCustomRoleArgs(
+                    project=s.project, role_id=rid, title=CUSTOM_ROLES[rid].title,
+                    description=f"Replaces {CUSTOM_ROLES[rid].replaces} for the CI identities (bootstrap/)",
+                    permissions=list(CUSTOM_ROLES[rid].permissions), stage="GA",
+                ),
+                opts=child,
+            )
+            for rid in args.custom_roles
+        }
+        self.register_outputs({"nodeAccount": self.node_account.email})
 
 
 @dataclass(frozen=True)
@@ -329,7 +636,7 @@ class GitHubFederation(pulumi.ComponentResource):
             f"{name}-pool",
             gcp.iam.WorkloadIdentityPoolArgs(
                 workload_identity_pool_id="github",
-                project=c.project,
+                project=c.ci_project,
                 display_name="GitHub Actions",
                 description=f"CI of {c.repository}",
             ),
@@ -340,7 +647,7 @@ class GitHubFederation(pulumi.ComponentResource):
             gcp.iam.WorkloadIdentityPoolProviderArgs(
                 workload_identity_pool_id=self.pool.workload_identity_pool_id,
                 workload_identity_pool_provider_id="github-actions",
-                project=c.project,
+                project=c.ci_project,
                 display_name="GitHub Actions OIDC",
                 attribute_mapping=ATTRIBUTE_MAPPING,
                 attribute_condition=attribute_condition(c),
@@ -360,10 +667,11 @@ class CiIdentityArgs:
     identity: Identity
     federation: GitHubFederation
     backend: StateBackend
+    projects: dict[str, StackProject]  # by stack name
 
 
 class CiIdentity(pulumi.ComponentResource):
-    """One CI service account: its grants from the role table, and who may act as it."""
+    """One CI service account in the CI project: its grants from the role table, and who may act as it."""
 
     account: gcp.serviceaccount.Account
 
@@ -374,46 +682,62 @@ class CiIdentity(pulumi.ComponentResource):
         self.account = gcp.serviceaccount.Account(
             f"{name}-sa",
             gcp.serviceaccount.AccountArgs(
-                account_id=ident.account_id, project=c.project, display_name=ident.description
+                account_id=ident.account_id, project=c.ci_project, display_name=ident.description
             ),
             opts=child,
         )
         member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
         for grant in ident.grants:
-            slug = grant.role.removeprefix("roles/").replace(".", "-")
-            if grant.on == PROJECT:
-                for project in c.stack_projects:
+            slug = grant.role.removeprefix("roles/").removeprefix(CUSTOM).replace(".", "-")
+            for s in stacks_of(c, grant.of):
+                cond = _condition(grant, c, s)
+                where = args.projects[s.name]
+                if grant.on == PROJECT:
+                    custom_role = where.roles.get(grant.role.removeprefix(CUSTOM))
                     gcp.projects.IAMMember(
-                        f"{name}-{project}-{slug}",
+                        f"{name}-{s.name}-{slug}",
                         gcp.projects.IAMMemberArgs(
-                            project=project, role=grant.role, member=member,
-                            condition=_condition(gcp.projects.IAMMemberConditionArgs, grant, c),
+                            project=s.project,
+                            role=custom_role.name if custom_role else grant.role,
+                            member=member,
+                            condition=cond and gcp.projects.IAMMemberConditionArgs(**cond),
                         ),
                         opts=child,
                     )
-            elif grant.on == STATE_BUCKET:
-                gcp.storage.BucketIAMMember(
-                    f"{name}-state-{slug}",
-                    gcp.storage.BucketIAMMemberArgs(
-                        bucket=args.backend.bucket.name, role=grant.role, member=member,
-                        condition=_condition(gcp.storage.BucketIAMMemberConditionArgs, grant, c),
-                    ),
-                    opts=child,
-                )
-            elif grant.on == KEY:
-                gcp.kms.CryptoKeyIAMMember(
-                    f"{name}-key-{slug}",
-                    gcp.kms.CryptoKeyIAMMemberArgs(
-                        crypto_key_id=args.backend.crypto_key.id, role=grant.role, member=member,
-                        condition=_condition(gcp.kms.CryptoKeyIAMMemberConditionArgs, grant, c),
-                    ),
-                    opts=child,
-                )
-            else:
-                raise ValueError(f"{ident.key}: {grant.role} on {grant.on!r}: no such scope")
-        for attribute, template in ident.principals:
+                elif grant.on == NODE_ACCOUNT:
+                    gcp.serviceaccount.IAMMember(
+                        f"{name}-{s.name}-nodes-{slug}",
+                        gcp.serviceaccount.IAMMemberArgs(
+                            service_account_id=where.node_account.name, role=grant.role, member=member,
+                            condition=cond and gcp.serviceaccount.IAMMemberConditionArgs(**cond),
+                        ),
+                        opts=child,
+                    )
+                elif grant.on == STATE_BUCKET:
+                    gcp.storage.BucketIAMMember(
+                        f"{name}-state-{slug}" + ("" if grant.of == EVERY else f"-{s.name}"),
+                        gcp.storage.BucketIAMMemberArgs(
+                            bucket=args.backend.bucket.name, role=grant.role, member=member,
+                            condition=cond and gcp.storage.BucketIAMMemberConditionArgs(**cond),
+                        ),
+                        opts=child,
+                    )
+                    if grant.of == EVERY:
+                        break  # one bucket: one binding for every stack
+                elif grant.on == KEY:
+                    gcp.kms.CryptoKeyIAMMember(
+                        f"{name}-key-{s.name}-{slug}",
+                        gcp.kms.CryptoKeyIAMMemberArgs(
+                            crypto_key_id=args.backend.keys[s.name].id, role=grant.role, member=member,
+                            condition=cond and gcp.kms.CryptoKeyIAMMemberConditionArgs(**cond),
+                        ),
+                        opts=child,
+                    )
+                else:
+                    raise ValueError(f"{ident.key}: {grant.role} on {grant.on!r}: no such scope")
+        for i, (attribute, template) in enumerate(ident.principals):
             gcp.serviceaccount.IAMMember(
-                f"{name}-wif-{attribute.replace('_', '-')}",
+                f"{name}-wif-{i}",
                 gcp.serviceaccount.IAMMemberArgs(
                     service_account_id=self.account.name,
                     role=WORKLOAD_IDENTITY_USER,
@@ -424,16 +748,86 @@ class CiIdentity(pulumi.ComponentResource):
         self.register_outputs({"email": self.account.email})
 
 
-def _condition(cls, grant: Grant, c: BootstrapConfig):
+def _condition(grant: Grant, c: BootstrapConfig, s: Stack) -> dict | None:
     if grant.condition is None:
         return None
     cond = grant.condition
-    return cls(title=cond.title, description=cond.description,
-               expression=cond.expression.format(state_bucket=c.state_bucket))
+    return {"title": cond.title, "description": cond.description,
+            "expression": cond.expression.format(state_bucket=c.state_bucket, project=names.PROJECT, stack=s.name)}
 
 
-# APIs the identities and the stacks call (kept enabled on destroy: other things may use them).
-HOME_SERVICES = ("iam.googleapis.com", "iamcredentials.googleapis.com", "sts.googleapis.com",
-                 "cloudkms.googleapis.com", "storage.googleapis.com", "cloudresourcemanager.googleapis.com")
-STACK_SERVICES = ("container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
-                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com")
+@dataclass(frozen=True)
+class GitHubRepositoryArgs:
+    config: BootstrapConfig
+    variables: dict[str, pulumi.Input[str]]  # the Actions variables the workflows read
+
+
+class GitHubRepository(pulumi.ComponentResource):
+    """The repository's side of the trust, as code: the environments every cloud job runs in,
+    the protection of main, and the Actions variables (none is a secret; there are no secrets)."""
+
+    environments: dict[str, github.RepositoryEnvironment]
+    protection: github.BranchProtection
+
+    def __init__(self, name: str, args: GitHubRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:bootstrap:GitHubRepository", name, None, opts)
+        c = args.config
+        provider = github.Provider(f"{name}-provider", github.ProviderArgs(owner=c.owner),
+                                   opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        invoke = pulumi.InvokeOutputOptions(parent=self, provider=provider)
+        reviewers = github.RepositoryEnvironmentReviewerArgs(
+            teams=[github.get_team_output(slug=t, summary_only=True, opts=invoke).id.apply(int)
+                   for t in c.reviewer_teams],
+            users=[github.get_user_output(username=u, opts=invoke).id.apply(int) for u in c.reviewer_users],
+        )
+        self.environments = {}
+        for env in ENVIRONMENTS:
+            # docs.github.com/en/actions/reference/workflows-and-actions/deployments-and-environments
+            self.environments[env.name] = github.RepositoryEnvironment(
+                f"{name}-env-{env.name}",
+                github.RepositoryEnvironmentArgs(
+                    repository=c.repository_name,
+                    environment=env.name,
+                    reviewers=[reviewers],
+                    prevent_self_review=True,
+                    can_admins_bypass=False,
+                    deployment_branch_policy=github.RepositoryEnvironmentDeploymentBranchPolicyArgs(
+                        protected_branches=False, custom_branch_policies=True) if env.main_only else None,
+                ),
+                opts=child,
+            )
+            if env.main_only:
+                github.RepositoryEnvironmentDeploymentPolicy(
+                    f"{name}-env-{env.name}-main",
+                    github.RepositoryEnvironmentDeploymentPolicyArgs(
+                        repository=c.repository_name, environment=env.name, branch_pattern=MAIN),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                                depends_on=[self.environments[env.name]]),
+                )
+        self.protection = github.BranchProtection(
+            f"{name}-main",
+            github.BranchProtectionArgs(
+                repository_id=c.repository_name,
+                pattern=MAIN,
+                enforce_admins=True,
+                allows_force_pushes=False,
+                allows_deletions=False,
+                require_conversation_resolution=True,
+                required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(
+                    strict=True, contexts=list(REQUIRED_CHECKS))],
+                required_pull_request_reviews=[github.BranchProtectionRequiredPullRequestReviewArgs(
+                    required_approving_review_count=1,
+                    dismiss_stale_reviews=True,
+                    require_last_push_approval=True,
+                )],
+            ),
+            opts=child,
+        )
+        for var, value in args.variables.items():
+            github.ActionsVariable(
+                f"{name}-var-{var.lower().replace('_', '-')}",
+                github.ActionsVariableArgs(repository=c.repository_name, variable_name=var, value=value),
+                opts=child,
+            )
+        self.register_outputs({"environments": [e.name for e in ENVIRONMENTS]})

@@ -1,10 +1,11 @@
 """The bootstrap program (bootstrap/__main__.py) under Pulumi mocks, and the README against it.
 
-Only GCP and the Pulumi engine are replaced (``pulumi.runtime.set_mocks`` through the offline
-engine's adapter, ``offline.pulumi_runtime``): the real program runs on the real example stack
-file. The mocks answer what only GCP knows (the project number in the pool's name, a service
-account's email). GitHub's token exchange is modelled by evaluating the provider's own
-attribute mapping and condition on the claims GitHub documents for each kind of job.
+Only GCP, GitHub and the Pulumi engine are replaced (``pulumi.runtime.set_mocks`` through the
+offline engine's adapter, ``offline.pulumi_runtime``): the real program runs on the real example
+stack file and the real stack files. The mocks answer what only GCP and GitHub know (the project
+number in the pool's name, a service account's email, a team's or user's id). GitHub's token
+exchange is modelled by evaluating the provider's own attribute mapping and condition on the
+claims GitHub documents for each kind of job.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import pytest
 import yaml
 
 from offline import pulumi_runtime
+from stackspec import names, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOT = ROOT / "bootstrap"
 EXAMPLE = BOOT / "Pulumi.example.yaml"
+WORKFLOWS = ROOT / ".github" / "workflows"
 PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 
 sys.path.insert(0, str(BOOT))
@@ -38,24 +41,30 @@ class BootstrapMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         rid = f"{args.name}-offline-id"
+        i = args.inputs
         if args.typ == "gcp:iam/workloadIdentityPool:WorkloadIdentityPool":
-            state["name"] = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/" + args.inputs[
+            state["name"] = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/" + i[
                 "workloadIdentityPoolId"]
         elif args.typ == "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider":
             state["name"] = (f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
-                             f"{args.inputs['workloadIdentityPoolId']}/providers/"
-                             f"{args.inputs['workloadIdentityPoolProviderId']}")
+                             f"{i['workloadIdentityPoolId']}/providers/{i['workloadIdentityPoolProviderId']}")
         elif args.typ == "gcp:serviceaccount/account:Account":
-            state["email"] = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
-            state["name"] = f"projects/{args.inputs['project']}/serviceAccounts/{state['email']}"
+            state["email"] = f"{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
+            state["name"] = f"projects/{i['project']}/serviceAccounts/{state['email']}"
+        elif args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            state["name"] = f"projects/{i['project']}/roles/{i['roleId']}"
         elif args.typ == "gcp:kms/keyRing:KeyRing":
-            i = args.inputs
             rid = f"projects/{i['project']}/locations/{i['location']}/keyRings/{i['name']}"
         elif args.typ == "gcp:kms/cryptoKey:CryptoKey":
-            rid = f"{args.inputs['keyRing']}/cryptoKeys/{args.inputs['name']}"
+            rid = f"{i['keyRing']}/cryptoKeys/{i['name']}"
         return rid, state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        # GitHub's ids of a team (by slug) and a user (by login): stand-ins derived from the name.
+        if args.token == "github:index/getTeam:getTeam":
+            return {"id": str(1000 + len(args.args["slug"])), "slug": args.args["slug"]}
+        if args.token == "github:index/getUser:getUser":
+            return {"id": str(2000 + len(args.args["username"])), "login": args.args["username"]}
         return {}
 
 
@@ -121,69 +130,203 @@ def boot() -> Boot:
 
 
 CFG = example_config()
-STATE = CFG[f"{ci.NAMESPACE}:stateBucket"]
-REPO = CFG[f"{ci.NAMESPACE}:repository"]
+NS = ci.NAMESPACE
+CI_PROJECT = CFG[f"{NS}:ciProject"]
+STATE = CFG[f"{NS}:stateBucket"]
+BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
+REPO = CFG[f"{NS}:repository"]
+STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+PROD_PROJECT = STACKS[ci.DEPLOYED_STACK].project
 
 
-def test_state_bucket_is_versioned_private_and_kept(boot):
-    bucket = boot.one("gcp:storage/bucket:Bucket")
-    assert bucket.inputs["name"] == STATE
-    assert bucket.inputs["versioning"] == {"enabled": True}
-    assert bucket.inputs["uniformBucketLevelAccess"] is True
-    assert bucket.inputs["publicAccessPrevention"] == "enforced"
-    assert bucket.inputs["forceDestroy"] is False
-    assert bucket.protect and bucket.retain_on_delete
+def member_id(member: str) -> str:
+    """``serviceAccount:ci-deploy@p.iam...`` -> ``ci-deploy``."""
+    return member.removeprefix("serviceAccount:").split("@")[0]
 
 
-def test_one_kms_key_is_every_stacks_secrets_provider(boot):
-    ring, key = boot.one("gcp:kms/keyRing:KeyRing"), boot.one("gcp:kms/cryptoKey:CryptoKey")
-    assert key.inputs["purpose"] == "ENCRYPT_DECRYPT" and key.inputs["rotationPeriod"] == ci.KEY_ROTATION
-    assert ring.protect and key.protect and key.retain_on_delete
-    provider = f"gcpkms://{key.inputs['keyRing']}/cryptoKeys/{key.inputs['name']}"
-    assert boot.exports["secretsprovider"] == provider
-    stack_files = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
-    assert stack_files
-    for f in stack_files:
-        doc = yaml.safe_load(f.read_text())
-        assert doc.get("secretsprovider") == provider, f"{f.name}: secretsprovider"
-        assert "encryptionsalt" not in doc, f"{f.name}: a passphrase provider"
-    scanned = [*ROOT.glob(".github/workflows/*.y*ml"), *ROOT.glob("stacks/*.yaml"), ROOT / ".ci/run",
+# --- state and keys ----------------------------------------------------------------------------
+
+
+def test_two_state_buckets_in_the_ci_project_versioned_private_and_kept(boot):
+    buckets = {r.inputs["name"]: r for r in boot.of("gcp:storage/bucket:Bucket")}
+    assert set(buckets) == {STATE, BOOT_STATE}
+    for b in buckets.values():
+        assert b.inputs["project"] == CI_PROJECT
+        assert b.inputs["versioning"] == {"enabled": True}
+        assert b.inputs["uniformBucketLevelAccess"] is True
+        assert b.inputs["publicAccessPrevention"] == "enforced"
+        assert b.inputs["forceDestroy"] is False
+        assert b.protect and b.retain_on_delete
+    assert boot.exports["PULUMI_STATE_BUCKET"] == STATE and boot.exports["bootstrapStateBucket"] == BOOT_STATE
+
+
+def test_each_stack_has_its_own_key_and_its_stack_file_names_it(boot):
+    keys = {r.inputs["name"]: r for r in boot.of("gcp:kms/cryptoKey:CryptoKey")}
+    rings = {r.inputs["name"]: r for r in boot.of("gcp:kms/keyRing:KeyRing")}
+    assert set(rings) == {"pulumi", "bootstrap"} and all(r.inputs["project"] == CI_PROJECT for r in rings.values())
+    assert set(keys) == {"state", *STACKS}
+    for k in keys.values():
+        assert k.inputs["purpose"] == "ENCRYPT_DECRYPT" and k.inputs["rotationPeriod"] == ci.KEY_ROTATION
+        assert k.protect and k.retain_on_delete
+    assert keys["state"].inputs["keyRing"].endswith("/keyRings/bootstrap")
+    providers = boot.exports["secretsproviders"]
+    assert set(providers) == set(STACKS)
+    for stack, s in STACKS.items():
+        key = keys[stack]
+        assert providers[stack] == f"gcpkms://{key.inputs['keyRing']}/cryptoKeys/{stack}"
+        assert s.secrets_provider == providers[stack], f"stacks/Pulumi.{stack}.yaml: secretsprovider"
+        doc = yaml.safe_load((ROOT / names.stack_file(stack)).read_text())
+        assert "encryptionsalt" not in doc, f"{stack}: a passphrase provider"
+    scanned = [*WORKFLOWS.glob("*.y*ml"), *ROOT.glob("stacks/*.yaml"), ROOT / ".ci/run",
                *(f for f in BOOT.iterdir() if f.is_file())]
     for f in scanned:
         assert "PULUMI_CONFIG_PASSPHRASE" not in f.read_text(), f"{f}: a passphrase"
 
 
+def test_no_ci_identity_can_reach_the_bootstraps_own_state_or_key(boot):
+    for r in boot.of("gcp:storage/bucketIAMMember:BucketIAMMember"):
+        assert r.inputs["bucket"] == STATE
+    boot_key = f"projects/{CI_PROJECT}/locations/global/keyRings/bootstrap/cryptoKeys/state"
+    for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"):
+        assert r.inputs["cryptoKeyId"] != boot_key and r.inputs["cryptoKeyId"].split("/")[-1] in STACKS
+
+
 def test_every_api_the_identities_and_stacks_use_is_enabled(boot):
     enabled = {(r.inputs["project"], r.inputs["service"]) for r in boot.of("gcp:projects/service:Service")}
-    projects = json.loads(CFG[f"{ci.NAMESPACE}:stackProjects"])
-    assert {(CFG["gcp:project"], s) for s in ci.HOME_SERVICES} <= enabled
-    assert {(p, s) for p in projects for s in ci.STACK_SERVICES} <= enabled
+    assert {(CI_PROJECT, s) for s in ci.HOME_SERVICES} <= enabled
+    assert {(s.project, api) for s in STACKS.values() for api in ci.STACK_SERVICES} <= enabled
     assert all(r.inputs["disableOnDestroy"] is False for r in boot.of("gcp:projects/service:Service"))
+
+
+def test_adopting_kms_imports_only_the_bootstraps_gcloud_made_key(boot):
+    """First run: the bootstrap's key ring and key exist already (its own state needs them)."""
+    ring = f"projects/{CI_PROJECT}/locations/global/keyRings/bootstrap"
+    assert boot.imports == {"backend-bootstrap-keyring": ring, "backend-bootstrap-key": f"{ring}/cryptoKeys/state"}
+    later = render({**example_config(), f"{NS}:adoptKms": "false"})
+    assert later.imports == {}
+
+
+# --- the stack projects --------------------------------------------------------------------------
+
+
+def test_the_node_service_account_of_each_stack_is_made_here_with_its_one_role(boot):
+    accounts = {(r.inputs["project"], r.inputs["accountId"]) for r in boot.of("gcp:serviceaccount/account:Account")}
+    for stack, s in STACKS.items():
+        assert (s.project, names.node_service_account_id(s.cluster.name)) in accounts
+        email = f"{names.node_service_account_id(s.cluster.name)}@{s.project}.iam.gserviceaccount.com"
+        assert boot.exports["nodeServiceAccounts"][stack] == email
+    node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == ci.NODE_SA_ROLE]
+    assert {(r.inputs["project"], r.inputs["member"]) for r in node_roles} == {
+        (s.project, f"serviceAccount:{boot.exports['nodeServiceAccounts'][k]}") for k, s in STACKS.items()}
+    # The CI accounts live in the CI project, nowhere else.
+    ci_accounts = {r.inputs["accountId"]: r.inputs["project"] for r in boot.of("gcp:serviceaccount/account:Account")
+                   if r.inputs["accountId"] in names.CI_ACCOUNTS.values()}
+    assert ci_accounts == {a: CI_PROJECT for a in names.CI_ACCOUNTS.values()}
+
+
+def test_custom_roles_are_made_where_granted_and_replace_the_broad_predefined_ones(boot):
+    made = {(r.inputs["project"], r.inputs["roleId"]): r for r in boot.of("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    granted = {(r.inputs["project"], r.inputs["role"].rsplit("/", 1)[1])
+               for r in boot.of("gcp:projects/iAMMember:IAMMember") if "/roles/" in r.inputs["role"]}
+    assert set(made) == granted
+    for (_, rid), r in made.items():
+        assert r.inputs["permissions"] == list(ci.CUSTOM_ROLES[rid].permissions)
+        assert all(re.fullmatch(r"[a-z]+(\.[a-zA-Z]+){2}", p) for p in r.inputs["permissions"]), "no wildcard"
+    replaced = {r.replaces for r in ci.CUSTOM_ROLES.values()}
+    assert {"roles/logging.configWriter", "roles/artifactregistry.admin", "roles/storage.admin",
+            "roles/serviceusage.serviceUsageAdmin"} <= replaced
+    for type_ in SCOPES:
+        for r in boot.of(type_):
+            assert r.inputs["role"] not in replaced, r.name
+
+
+def test_no_ci_identity_can_widen_its_own_power(boot):
+    """No role that creates service accounts, changes a project's IAM policy, mints tokens for
+    another account, or touches the CI project; acting as an account only on prod's node account."""
+    ci_members = {f"serviceAccount:{a}@{CI_PROJECT}.iam.gserviceaccount.com" for a in names.CI_ACCOUNTS.values()}
+    forbidden = {"roles/iam.serviceAccountAdmin", "roles/resourcemanager.projectIamAdmin", "roles/owner",
+                 "roles/editor", "roles/iam.serviceAccountTokenCreator", "roles/iam.securityAdmin",
+                 "roles/iam.workloadIdentityPoolAdmin", "roles/cloudkms.admin", "roles/storage.admin"}
+    for r in boot.of("gcp:projects/iAMMember:IAMMember"):
+        if r.inputs["member"] in ci_members:
+            assert r.inputs["project"] != CI_PROJECT
+            assert r.inputs["role"] not in forbidden | {"roles/iam.serviceAccountUser"}, r.name
+    acts_as = [r for r in boot.of("gcp:serviceaccount/iAMMember:IAMMember") if r.inputs["member"] in ci_members]
+    prod_nodes = boot.exports["nodeServiceAccounts"][ci.DEPLOYED_STACK]
+    assert [(member_id(r.inputs["member"]), r.inputs["role"], r.inputs["serviceAccountId"]) for r in acts_as] == [
+        ("ci-deploy", "roles/iam.serviceAccountUser", f"projects/{PROD_PROJECT}/serviceAccounts/{prod_nodes}")]
+    # Who may act as the CI accounts: the pool's principal sets only.
+    for r in boot.of("gcp:serviceaccount/iAMMember:IAMMember"):
+        if r.inputs["member"] not in ci_members:
+            assert r.inputs["role"] == ci.WORKLOAD_IDENTITY_USER and r.inputs["member"].startswith("principalSet://")
+
+
+def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
+    for r in boot.of("gcp:projects/iAMMember:IAMMember"):
+        if member_id(r.inputs["member"]) in ("ci-deploy", "ci-drill"):
+            assert r.inputs["project"] == PROD_PROJECT, r.name
+    deploy_keys = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1] for r in boot.of(
+        "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember") if member_id(r.inputs["member"]) == "ci-deploy"}
+    assert deploy_keys == {ci.DEPLOYED_STACK}
+    (write,) = [r for r in boot.of("gcp:storage/bucketIAMMember:BucketIAMMember")
+                if member_id(r.inputs["member"]) == "ci-deploy" and r.inputs["role"] == "roles/storage.objectAdmin"]
+    expr = write.inputs["condition"]["expression"]
+    objects = f"projects/_/buckets/{STATE}/objects/.pulumi"
+    # Pulumi's file backend layout for project-scoped stacks; dev's objects stay out of reach.
+    p = names.PROJECT
+    for path in (f"stacks/{p}/prod.json", f"history/{p}/prod/", f"backups/{p}/prod/", f"locks/{p}/prod/"):
+        assert f'resource.name.startsWith("{objects}/{path}")' in expr
+    assert "/dev" not in expr
+
+
+def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod):
+    """The custom roles list what the stack's resources need: a new resource type in the stack
+    program fails here until ci_components.MANAGED_BY (and a role's permissions) cover it."""
+    deploy_roles = {g.role for g in ci.DEPLOY.grants if g.on == ci.PROJECT}
+    types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
+    missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
+    assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
+    assert {ci.MANAGED_BY[t] for t in types if t in ci.MANAGED_BY} <= deploy_roles
+    # The stack's own service accounts and project IAM grants are the node account's (made here).
+    for r in prod.resources:
+        if r.type == "gcp:serviceaccount/account:Account":
+            assert r.inputs["accountId"] == names.node_service_account_id(STACKS["prod"].cluster.name)
+        if r.type == "gcp:projects/iAMMember:IAMMember":
+            assert r.inputs["role"] == ci.NODE_SA_ROLE
+
+
+# --- the pool ---------------------------------------------------------------------------------------
 
 
 def test_pool_admits_only_this_repository_by_name_and_immutable_ids(boot):
     provider = boot.one("gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider")
+    assert provider.inputs["project"] == CI_PROJECT
     assert provider.inputs["oidc"] == {"issuerUri": "https://token.actions.githubusercontent.com"}
     assert provider.inputs["attributeMapping"] == ci.ATTRIBUTE_MAPPING
-    cond = provider.inputs["attributeCondition"]
-    assert cond == (f"assertion.repository == '{REPO}' && assertion.repository_id == "
-                    f"'{CFG[f'{ci.NAMESPACE}:repositoryId']}' && assertion.repository_owner_id == "
-                    f"'{CFG[f'{ci.NAMESPACE}:repositoryOwnerId']}'")
-    provider_name = boot.exports["GCP_WORKLOAD_IDENTITY_PROVIDER"]
-    assert provider_name.endswith("/workloadIdentityPools/github/providers/github-actions")
+    assert provider.inputs["attributeCondition"] == (
+        f"assertion.repository == '{REPO}' && assertion.repository_id == '{CFG[f'{NS}:repositoryId']}' && "
+        f"assertion.repository_owner_id == '{CFG[f'{NS}:repositoryOwnerId']}' && "
+        "assertion.workflow_ref == assertion.job_workflow_ref")
+    assert boot.exports["GCP_WORKLOAD_IDENTITY_PROVIDER"].endswith(
+        "/workloadIdentityPools/github/providers/github-actions")
 
 
 # --- GitHub's token exchange, modelled ---------------------------------------------------------
 
-def evaluate(expression: str, claims: dict) -> object:
-    """The CEL the bootstrap writes: ``assertion.x``, string literals, ``+`` and ``==`` joined by ``&&``.
 
-    A claim the token lacks fails the evaluation (as in CEL): returns None, i.e. not admitted.
+def evaluate(expression: str, claims: dict) -> object:
+    """The CEL the bootstrap writes: ``assertion.x``, ``.extract('{name}suffix')``, string literals,
+    ``+``, and ``==`` joined by ``&&``. A claim the token lacks fails the evaluation (as in CEL): None.
     """
     def term(t: str):
         t = t.strip()
-        if t.startswith("assertion."):
-            return claims.get(t.removeprefix("assertion."))
+        m = re.fullmatch(r"assertion\.(\w+)(?:\.extract\('\{\w+\}([^']*)'\))?", t)
+        if m:
+            value = claims.get(m.group(1))
+            if value is None or m.group(2) is None:
+                return value
+            return value.split(m.group(2), 1)[0] if m.group(2) in value else ""
         m = re.fullmatch(r"""(['"])(.*)\1""", t)
         assert m, f"unsupported CEL term {t!r}"
         return m.group(2)
@@ -197,14 +340,19 @@ def evaluate(expression: str, claims: dict) -> object:
     return concat(expression)
 
 
-def claims(event: str, ref: str, workflow: str, environment: str | None = None, repo: str = REPO) -> dict:
-    """GitHub's OIDC claims for a job (docs: 'About security hardening with OpenID Connect')."""
+MAIN = ci.DEFAULT_BRANCH
+PR_REF = "refs/pull/7/merge"
+
+
+def claims(event: str, ref: str, workflow: str, environment: str | None = None, repo: str = REPO,
+           caller: str | None = None) -> dict:
+    """GitHub's OIDC claims for a job (docs.github.com/en/actions/reference/security/oidc)."""
     sub = (f"repo:{repo}:environment:{environment}" if environment else
            f"repo:{repo}:pull_request" if event == "pull_request" else f"repo:{repo}:ref:{ref}")
-    out = {"sub": sub, "repository": repo, "event_name": event, "ref": ref,
-           "workflow_ref": f"{repo}/.github/workflows/{workflow}@{ref}",
-           "repository_id": CFG[f"{ci.NAMESPACE}:repositoryId"],
-           "repository_owner_id": CFG[f"{ci.NAMESPACE}:repositoryOwnerId"]}
+    job_ref = f"{repo}/.github/workflows/{workflow}@{ref}"
+    out = {"sub": sub, "repository": repo, "event_name": event, "ref": ref, "job_workflow_ref": job_ref,
+           "workflow_ref": f"{repo}/.github/workflows/{caller}@{ref}" if caller else job_ref,
+           "repository_id": CFG[f"{NS}:repositoryId"], "repository_owner_id": CFG[f"{NS}:repositoryOwnerId"]}
     if environment:
         out["environment"] = environment
     return out
@@ -217,76 +365,162 @@ def usable(boot: Boot, token: dict) -> set[str]:
         return set()
     attrs = {k.removeprefix("attribute."): evaluate(v, token)
              for k, v in provider.inputs["attributeMapping"].items() if k.startswith("attribute.")}
-    pool = boot.one("gcp:iam/workloadIdentityPool:WorkloadIdentityPool")
-    prefix = f"principalSet://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/" \
-             f"workloadIdentityPools/{pool.inputs['workloadIdentityPoolId']}/attribute."
     out = set()
-    for b in boot.of("gcp:serviceaccount/iAMMember:IAMMember"):
-        assert b.inputs["role"] == ci.WORKLOAD_IDENTITY_USER and b.inputs["member"].startswith(prefix)
-        attribute, _, value = b.inputs["member"].removeprefix(prefix).partition("/")
+    for attribute, value, account in principals(boot):
         if attrs.get(attribute) == value:
-            out.add(b.inputs["serviceAccountId"].rsplit("/", 1)[1].split("@")[0])
+            out.add(account)
     return out
 
 
-MAIN = "refs/heads/main"
+def principals(boot: Boot) -> set[tuple[str, str, str]]:
+    pool = boot.one("gcp:iam/workloadIdentityPool:WorkloadIdentityPool")
+    prefix = (f"principalSet://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/"
+              f"workloadIdentityPools/{pool.inputs['workloadIdentityPoolId']}/attribute.")
+    out = set()
+    for b in boot.of("gcp:serviceaccount/iAMMember:IAMMember"):
+        if b.inputs["role"] != ci.WORKLOAD_IDENTITY_USER:
+            continue
+        assert b.inputs["member"].startswith(prefix)
+        attribute, _, value = b.inputs["member"].removeprefix(prefix).partition("/")
+        out.add((attribute, value, b.inputs["serviceAccountId"].rsplit("/", 1)[1].split("@")[0]))
+    return out
 
 
 @pytest.mark.parametrize(
     ("what", "token", "expected"),
     [
-        # A pull request's code gets a cloud identity only once a reviewer approves its run in the
-        # pr-preview environment (it could decrypt the stacks' secrets).
-        ("a pull request from a branch, not approved", claims("pull_request", "refs/pull/7/merge", "pr.yml"), set()),
-        ("a pull request's preview approved in pr-preview",
-         claims("pull_request", "refs/pull/7/merge", "pr.yml", ci.PREVIEW_ENVIRONMENT), {"ci-preview"}),
-        ("pr-preview environment on a push to a branch",
-         claims("push", "refs/heads/x", "pr.yml", ci.PREVIEW_ENVIRONMENT), set()),
-        ("another environment in a pull request",
-         claims("pull_request", "refs/pull/7/merge", "pr.yml", "staging"), set()),
-        # On main a job may also read (preview): never less trusted than the deploy it runs in.
-        ("the deploy job: main, production", claims("push", MAIN, "deploy.yml", "production"),
-         {"ci-deploy", "ci-preview"}),
-        ("deploy's preview job on main", claims("push", MAIN, "deploy.yml"), {"ci-preview"}),
-        ("production environment off main", claims("push", "refs/heads/x", "deploy.yml", "production"), set()),
-        ("another environment on main", claims("push", MAIN, "deploy.yml", "staging"), {"ci-preview"}),
+        # A pull request's code gets a cloud identity only once a reviewer approves its run in pr-preview.
+        ("a pull request, no environment", claims("pull_request", PR_REF, "pr.yml"), set()),
+        ("pr.yml's preview approved in pr-preview", claims("pull_request", PR_REF, "pr.yml", "pr-preview"),
+         {"ci-preview"}),
+        ("a new workflow file of a pull request in pr-preview",
+         claims("pull_request", PR_REF, "evil.yml", "pr-preview"), set()),
+        ("deploy.yml edited in a pull request to run in pr-preview",
+         claims("pull_request", PR_REF, "deploy.yml", "pr-preview"), set()),
+        ("a pull request in production (GitHub's branch rule refuses it too)",
+         claims("pull_request", PR_REF, "deploy.yml", "production"), set()),
+        ("pr-preview on a push to a branch", claims("push", "refs/heads/x", "pr.yml", "pr-preview"), set()),
+        ("pull_request_target", claims("pull_request_target", MAIN, "pr.yml", "pr-preview"), set()),
+        # Main: each job gets its own identity only.
+        ("deploy.yml's up: main, production", claims("push", MAIN, "deploy.yml", "production"), {"ci-deploy"}),
+        ("deploy.yml's preview job", claims("push", MAIN, "deploy.yml"), {"ci-preview"}),
+        ("production off main", claims("push", "refs/heads/x", "deploy.yml", "production"), set()),
+        ("production from another workflow on main", claims("push", MAIN, "image.yml", "production"), set()),
+        ("deploy.yml on main in another environment", claims("push", MAIN, "deploy.yml", "staging"), set()),
+        ("the image build on main", claims("push", MAIN, "image.yml"), {"ci-image"}),
+        ("the image build dispatched on a branch", claims("workflow_dispatch", "refs/heads/x", "image.yml"), set()),
+        ("drills.yml's drift job on main", claims("schedule", MAIN, "drills.yml"), {"ci-preview"}),
+        ("drills.yml's cluster drill, approved in drill", claims("schedule", MAIN, "drills.yml", "drill"),
+         {"ci-drill"}),
+        ("the cluster drill dispatched on a branch",
+         claims("workflow_dispatch", "refs/heads/x", "drills.yml", "drill"), set()),
+        ("drill environment from deploy.yml", claims("push", MAIN, "deploy.yml", "drill"), set()),
+        ("a renamed copy of drills.yml on main", claims("schedule", MAIN, "drills2.yml", "drill"), set()),
         ("a push to another branch", claims("push", "refs/heads/x", "pr.yml"), set()),
-        ("the scheduled drills on main", claims("schedule", MAIN, "drills.yml"), {"ci-preview", "ci-drill"}),
-        ("drills dispatched on a branch", claims("workflow_dispatch", "refs/heads/x", "drills.yml"), set()),
-        ("a renamed copy of drills.yml on main", claims("schedule", MAIN, "drills2.yml"), {"ci-preview"}),
-        ("pull_request_target", claims("pull_request_target", MAIN.replace("main", "x"), "pr.yml"), set()),
-        ("another repository", claims("pull_request", "refs/pull/1/merge", "pr.yml", repo="evil/tpu"), set()),
+        ("any other workflow on main", claims("push", MAIN, "other.yml"), set()),
+        # deploy.yml called as a reusable workflow from another file: job_workflow_ref is deploy.yml's.
+        ("deploy.yml reused by another workflow",
+         claims("push", MAIN, "deploy.yml", "production", caller="other.yml"), set()),
+        ("another repository", claims("push", MAIN, "deploy.yml", "production", repo="evil/tpu"), set()),
         ("same name, other repository id",
          {**claims("push", MAIN, "deploy.yml", "production"), "repository_id": "1"}, set()),
+        ("same name, other owner id",
+         {**claims("push", MAIN, "deploy.yml", "production"), "repository_owner_id": "1"}, set()),
     ],
 )
 def test_who_can_act_as_which_identity(boot, what, token, expected):
     assert usable(boot, token) == expected, what
 
 
-# --- the README's table is what the bootstrap grants -------------------------------------------
+# --- GitHub: environments, branch protection, variables ----------------------------------------------
+
+
+def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_declared(boot):
+    envs = {r.inputs["environment"]: r for r in boot.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
+    assert set(envs) == {e.name for e in ci.ENVIRONMENTS} == {"production", "pr-preview", "drill"}
+    policies = {(r.inputs["environment"], r.inputs["branchPattern"]) for r in boot.of(
+        "github:index/repositoryEnvironmentDeploymentPolicy:RepositoryEnvironmentDeploymentPolicy")}
+    teams = json.loads(CFG[f"{NS}:reviewerTeams"])
+    for env in ci.ENVIRONMENTS:
+        r = envs[env.name].inputs
+        assert r["repository"] == REPO.split("/")[1]
+        assert r["preventSelfReview"] is True and r["canAdminsBypass"] is False
+        assert r["reviewers"] == [{"teams": [1000 + len(t) for t in teams], "users": []}]
+        if env.main_only:
+            assert r["deploymentBranchPolicy"] == {"protectedBranches": False, "customBranchPolicies": True}
+            assert (env.name, "main") in policies
+        else:
+            assert "deploymentBranchPolicy" not in r
+    assert {e for e, _ in policies} == {e.name for e in ci.ENVIRONMENTS if e.main_only}
+    assert all("pulumi:providers:github::repository-provider::" in r.provider for r in envs.values())
+
+
+def test_main_is_protected(boot):
+    p = boot.one("github:index/branchProtection:BranchProtection").inputs
+    assert p["pattern"] == "main" and p["repositoryId"] == REPO.split("/")[1]
+    assert p["enforceAdmins"] is True and p["allowsForcePushes"] is False and p["allowsDeletions"] is False
+    assert p["requiredStatusChecks"] == [{"strict": True, "contexts": list(ci.REQUIRED_CHECKS)}]
+    (reviews,) = p["requiredPullRequestReviews"]
+    assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
+    assert reviews["requireLastPushApproval"] is True
+    (provider,) = boot.of("pulumi:providers:github")
+    assert provider.inputs["owner"] == REPO.split("/")[0]
+
+
+def test_actions_variables_are_the_exports_the_workflows_read(boot):
+    workflows = " ".join(p.read_text() for p in WORKFLOWS.glob("*.yml"))
+    used = set(re.findall(r"vars\.([A-Z_]+)", workflows))
+    exported = {k for k in boot.exports if k.isupper()}
+    variables = {r.inputs["variableName"]: r.inputs["value"]
+                 for r in boot.of("github:index/actionsVariable:ActionsVariable")}
+    assert used == exported == set(variables)
+    assert variables == {k: boot.exports[k] for k in exported}
+    assert variables["GCP_DEPLOY_SERVICE_ACCOUNT"] == f"ci-deploy@{CI_PROJECT}.iam.gserviceaccount.com"
+
+
+# --- the README's tables are what the bootstrap grants -------------------------------------------
 
 SCOPES = {
     "gcp:projects/iAMMember:IAMMember": ci.PROJECT,
+    "gcp:serviceaccount/iAMMember:IAMMember": ci.NODE_ACCOUNT,
     "gcp:storage/bucketIAMMember:BucketIAMMember": ci.STATE_BUCKET,
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ci.KEY,
 }
 
 
-def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str]]:
-    projects = set(json.loads(CFG[f"{ci.NAMESPACE}:stackProjects"]))
-    per_project: dict[tuple, set[str]] = {}
-    out = set()
-    for type_, scope in SCOPES.items():
+def rendered_role(role: str) -> str:
+    m = re.fullmatch(r"projects/[^/]+/roles/(\w+)", role)
+    return ci.CUSTOM + m.group(1) if m else role
+
+
+def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
+    """(identity, role, on, of, condition title) of every CI identity's binding."""
+    project_stacks: dict[str, set[str]] = {}
+    for name, s in STACKS.items():
+        project_stacks.setdefault(s.project, set()).add(name)
+    node_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
+                     for k, e in boot.exports["nodeServiceAccounts"].items()}
+    seen: dict[tuple, set[str]] = {}
+    for type_, on in SCOPES.items():
         for r in boot.of(type_):
-            who = r.inputs["member"].removeprefix("serviceAccount:").split("@")[0]
-            cond = r.inputs.get("condition", {}).get("title", "")
-            row = (who, r.inputs["role"], scope, cond)
-            out.add(row)
-            if scope == ci.PROJECT:
-                per_project.setdefault(row, set()).add(r.inputs["project"])
-    # A project grant is made in every stack project, never in some only.
-    assert all(p == projects for p in per_project.values())
+            who = member_id(r.inputs["member"])
+            if who not in names.CI_ACCOUNTS.values() or r.inputs["role"] == ci.NODE_SA_ROLE:
+                continue
+            if on == ci.PROJECT:
+                stacks = project_stacks[r.inputs["project"]]
+            elif on == ci.NODE_ACCOUNT:
+                stacks = {node_accounts[r.inputs["serviceAccountId"]]}
+            elif on == ci.KEY:
+                stacks = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1]}
+            else:  # the state bucket: one stack's objects when its condition names them
+                expr = r.inputs.get("condition", {}).get("expression", "")
+                stacks = {s for s in STACKS if f"/{names.PROJECT}/{s}" in expr} or set(STACKS)
+            row = (who, rendered_role(r.inputs["role"]), on, r.inputs.get("condition", {}).get("title", ""))
+            seen.setdefault(row, set()).update(stacks)
+    out = set()
+    for (who, role, on, cond), stacks in seen.items():
+        (of,) = [ci.EVERY] if stacks == set(STACKS) else stacks
+        out.add((who, role, on, of, cond))
     return out
 
 
@@ -295,12 +529,17 @@ def readme_rows(title: str) -> list[list[str]]:
     lines = (ROOT / "README.md").read_text().split(f"### {title}\n", 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    return [[c.strip().strip("`") for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
+
+
+def ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
 
 
 def test_readme_role_table_is_exactly_what_the_bootstrap_grants(boot):
     rows = readme_rows("Roles the bootstrap grants")
-    table = {(who, role, on, cond) for who, role, on, cond, *_ in rows}
+    table = {(who.strip("`"), role.strip("`"), on, of.strip("`"), cond.strip("`"))
+             for who, role, on, of, cond, *_ in rows}
     assert len(table) == len(rows), "a row is repeated"
     assert table == rendered_grants(boot)
 
@@ -314,46 +553,109 @@ def test_readme_conditions_are_the_rendered_expressions(boot):
                 assert f"`{cond['title']}`: `{cond['expression']}`" in text, cond["title"]
 
 
+def test_readme_custom_roles_are_the_rendered_ones(boot):
+    rows = {role.strip("`"): (ticked(perms), replaces.strip("`"))
+            for role, perms, replaces, *_ in readme_rows("Custom roles")}
+    made = {r.inputs["roleId"]: r.inputs["permissions"] for r in boot.of("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    assert {k.removeprefix(ci.CUSTOM) for k in rows} == set(made)
+    for role, (perms, replaces) in rows.items():
+        rid = role.removeprefix(ci.CUSTOM)
+        assert perms == made[rid] and replaces == ci.CUSTOM_ROLES[rid].replaces, role
+
+
 def test_readme_lists_who_may_act_as_each_identity(boot):
     rows = readme_rows("Who may act as each identity")
-    table = {(who, attribute, value) for who, attribute, value, *_ in rows}
-    prefix = "principalSet://iam.googleapis.com/projects/OFFLINE-PROJECT-NUMBER/locations/global/" \
-             "workloadIdentityPools/github/attribute."
-    rendered = set()
-    for b in boot.of("gcp:serviceaccount/iAMMember:IAMMember"):
-        attribute, _, value = b.inputs["member"].removeprefix(prefix).partition("/")
-        rendered.add((b.inputs["serviceAccountId"].rsplit("/", 1)[1].split("@")[0], attribute, value))
-    assert table == rendered
+    table = {(who.strip("`"), attribute.strip("`"), value.strip("`")) for who, attribute, value, *_ in rows}
+    assert table == {(account, attribute, value) for attribute, value, account in principals(boot)}
 
 
-def test_exports_are_the_workflows_variables(boot):
-    workflows = " ".join(p.read_text() for p in (ROOT / ".github" / "workflows").glob("*.yml"))
-    used = set(re.findall(r"vars\.([A-Z_]+)", workflows))
-    assert used == {k for k in boot.exports if k.isupper()}
-    assert boot.exports["GCP_DEPLOY_SERVICE_ACCOUNT"] == "ci-deploy@my-tpu-project.iam.gserviceaccount.com"
+def workflow_jobs() -> dict[tuple[str, str], dict]:
+    out = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        for job_id, job in doc["jobs"].items():
+            out[(path.name, job_id)] = job
+    return out
+
+
+def job_token(workflow: str, job: dict) -> dict | None:
+    """The token a job of ``workflow`` gets on its usual trigger (None: it may not request one)."""
+    if job.get("permissions", {}).get("id-token") != "write":
+        return None
+    if workflow == "pr.yml":
+        return claims("pull_request", PR_REF, workflow, job.get("environment"))
+    return claims("push", MAIN, workflow, job.get("environment"))
+
+
+def test_readme_threat_table_is_what_each_job_can_mint(boot):
+    """Each CI job's row: the environment it names and the identity its token can be exchanged for
+    (the token model on the real provider). Every job of every workflow has a row."""
+    rows = readme_rows("Threat table: each CI job")
+    jobs = workflow_jobs()
+    seen = set()
+    for job_cell, env_cell, identity_cell, *_ in rows:
+        workflow, _, job_id = ticked(job_cell)[0].partition(" ")
+        assert (workflow, job_id) in jobs, f"README threat table: no job {job_cell}"
+        seen.add((workflow, job_id))
+        job = jobs[(workflow, job_id)]
+        assert (ticked(env_cell) or [None])[0] == job.get("environment"), job_cell
+        token = job_token(workflow, job)
+        identity = (ticked(identity_cell) or [None])[0]
+        assert (usable(boot, token) if token else set()) == ({identity} if identity else set()), job_cell
+    assert seen == set(jobs), f"README threat table misses {sorted(set(jobs) - seen)}"
+
+
+def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_identity(boot, prod):
+    """Each identity's roles: the bootstrap's bindings and those the prod stack makes to it (the
+    image pusher's repository role), by account id."""
+    holds: dict[str, set[str]] = {a: set() for a in names.CI_ACCOUNTS.values()}
+    for who, role, *_ in rendered_grants(boot):
+        holds[who].add(role)
+    for r in prod.resources:
+        member = r.inputs.get("member") if r.type.startswith("gcp:") else None
+        if isinstance(member, str) and member.startswith("serviceAccount:") and member_id(member) in holds:
+            holds[member_id(member)].add(r.inputs["role"])
+    rows = readme_rows("Threat table: each identity")
+    assert [ticked(r[0])[0] for r in rows] == list(names.CI_ACCOUNTS.values())
+    for who, held, yields, *_ in rows:
+        roles = {x for x in ticked(held) if x.startswith(("roles/", ci.CUSTOM))}
+        assert roles == holds[ticked(who)[0]], who
+        assert yields, who
+
+
+# --- bad config ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
+        ("ciProject", "my-tpu-project", "ciProject = 'my-tpu-project': the prod stack deploys into it"),
         ("repository", "not a repo", "repository = 'not a repo': the GitHub repository as owner/name"),
-        ("repositoryId", "12ab", "repositoryId = '12ab': GitHub's numeric id"),
-        ("stackProjects", '["Bad_Project"]', "stackProjects: 'Bad_Project' is not a GCP project ID"),
+        ("repositoryId", "12ab", "repositoryId = '12ab': required, GitHub's numeric id"),
+        ("reviewerTeams", '["Bad Team"]', "reviewerTeams: 'Bad Team' is not a GitHub team slug"),
         ("stateBucket", "Has Caps", "stateBucket = 'Has Caps': not a valid bucket name"),
+        ("bootstrapStateBucket", "my-tpu-ci-pulumi-state", "the stacks' state and the bootstrap's are separate"),
         ("keyRing", "a/b", "keyRing = 'a/b': letters, digits"),
     ],
 )
 def test_bad_config_is_refused_with_every_problem_and_nothing_declared(key, value, message):
-    config = {**example_config(), f"{ci.NAMESPACE}:{key}": value, "gcp:project": "X"}
+    config = {**example_config(), f"{NS}:{key}": value, f"{NS}:repositoryOwnerId": "x"}
     with pytest.raises(pulumi.RunError) as err:
         render(config)
     assert message in str(err.value)
-    assert "gcp:project = 'X'" in str(err.value)  # every problem, not the first
+    assert "repositoryOwnerId = 'x'" in str(err.value)  # every problem, not the first
 
 
-def test_adopting_kms_imports_the_gcloud_made_key_ring_and_key(boot):
-    """First run: the key ring and key exist already (the bootstrap's own state needs them)."""
-    ring = "projects/my-tpu-project/locations/global/keyRings/pulumi"
-    assert boot.imports == {"backend-keyring": ring, "backend-key": f"{ring}/cryptoKeys/state"}
-    later = render({**example_config(), f"{ci.NAMESPACE}:adoptKms": "false"})
-    assert later.imports == {}
+@pytest.mark.parametrize("key", ["ciProject", "repositoryId", "repositoryOwnerId"])
+def test_required_keys(key):
+    config = {k: v for k, v in example_config().items() if k != f"{NS}:{key}"}
+    with pytest.raises(pulumi.RunError) as err:
+        render(config)
+    assert f"{key} = None: required" in str(err.value) or f"{key} = '': required" in str(err.value)
+
+
+def test_no_reviewer_is_refused():
+    config = {**example_config(), f"{NS}:reviewerTeams": "[]", f"{NS}:reviewerUsers": "[]"}
+    with pytest.raises(pulumi.RunError) as err:
+        render(config)
+    assert "at least one reviewer" in str(err.value)

