@@ -44,7 +44,7 @@ gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project
 registry = (
     ImageRegistry(
         f"{name}-images",
-        ImageRegistryArgs(image=spec.image, project=spec.project, node_service_account=gke.node_service_account.email,
+        ImageRegistryArgs(image=spec.image, project=spec.project, node_service_account=gke.node_service_account_email,
                           protected=spec.prod),
     )
     if spec.image is not None
@@ -59,7 +59,7 @@ pools = [
             cluster_name=gke.cluster.name,
             location=spec.cluster.location,
             project=spec.project,
-            node_service_account=gke.node_service_account.email,
+            node_service_account=gke.node_service_account_email,
             additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)),
             image_streaming=streaming,
         ),

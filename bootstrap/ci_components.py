@@ -20,7 +20,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_github as github
 
-from infra.cluster import NODE_SA_ROLE
+from infra.cluster import NODE_SA_ROLE, node_roles
 from stackspec import names, spec
 from stackspec.loader import STACKS_DIR
 
@@ -120,6 +120,8 @@ class Stack:
     name: str
     project: str
     cluster: str
+    # The node account's project roles (infra.cluster.node_roles: with image streaming, Service Usage Consumer too).
+    node_roles: tuple[str, ...] = (NODE_SA_ROLE,)
 
     @property
     def node_account_id(self) -> str:
@@ -180,7 +182,8 @@ def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
             problems.append(f"stacks/{path.name}: not a valid stack spec (`slicectl preview --stack {name}` "
                             f"lists why): {str(err).splitlines()[0]}")
             continue
-        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name))
+        streaming = s.image is not None and s.image.streaming
+        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, node_roles=node_roles(streaming)))
     if not stacks and not problems:
         problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
     return stacks, problems
@@ -330,6 +333,11 @@ CUSTOM_ROLES = {r.id: r for r in (
                tuple(f"storage.buckets.{v}" for v in (
                    "create", "delete", "get", "list", "update", "getIamPolicy", "setIamPolicy")),
                "roles/storage.admin"),
+    # roles/compute.securityAdmin also writes firewall policies, SSL certificates and security policies.
+    CustomRole("tpuMultisliceFirewalls", "tpu-multislice: the DCN networks' firewall rules",
+               (*(f"compute.firewalls.{v}" for v in ("create", "delete", "get", "list", "update")),
+                "compute.networks.updatePolicy"),
+               "roles/compute.securityAdmin"),
     # roles/serviceusage.serviceUsageAdmin also disables APIs (stopping everything that uses them) and sets quotas.
     CustomRole("tpuMultisliceServices", "tpu-multislice: enable the stack's APIs",
                ("serviceusage.services.enable", "serviceusage.services.get", "serviceusage.services.list",
@@ -353,6 +361,8 @@ MANAGED_BY = {
     "gcp:compute/subnetwork:Subnetwork": "roles/compute.networkAdmin",
     "gcp:compute/router:Router": "roles/compute.networkAdmin",
     "gcp:compute/routerNat:RouterNat": "roles/compute.networkAdmin",
+    # compute.networkAdmin excludes firewall rules; compute.securityAdmin also writes firewall policies and SSL.
+    "gcp:compute/firewall:Firewall": custom("tpuMultisliceFirewalls"),
     "gcp:storage/bucket:Bucket": custom("tpuMultisliceBuckets"),
     "gcp:storage/bucketIAMMember:BucketIAMMember": custom("tpuMultisliceBuckets"),
     "gcp:artifactregistry/repository:Repository": custom("tpuMultisliceRegistry"),
@@ -450,6 +460,7 @@ DEPLOY = Identity(
         Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),
         Grant("roles/monitoring.editor", PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
         Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
+        Grant(custom("tpuMultisliceFirewalls"), PROJECT, DEPLOYED_STACK, why="the DCN networks' ingress rules"),
         Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),
         Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
               why="run the nodes as the node account (GKE checks actAs)"),
@@ -597,12 +608,13 @@ class StackProject(pulumi.ComponentResource):
                                            display_name=f"GKE nodes of {s.cluster} (stack {s.name})"),
             opts=child,
         )
-        gcp.projects.IAMMember(
-            f"{name}-nodes-role",
-            gcp.projects.IAMMemberArgs(project=s.project, role=NODE_SA_ROLE,
-                                       member=self.node_account.email.apply(lambda e: f"serviceAccount:{e}")),
-            opts=child,
-        )
+        member = self.node_account.email.apply(lambda e: f"serviceAccount:{e}")
+        for role in s.node_roles:
+            gcp.projects.IAMMember(
+                f"{name}-nodes-role" if role == NODE_SA_ROLE else f"{name}-nodes-{role.split('.')[-1].lower()}",
+                gcp.projects.IAMMemberArgs(project=s.project, role=role, member=member),
+                opts=child,
+            )
         self.roles = {
             rid: gcp.projects.IAMCustomRole(
                 f"{name}-{rid}",

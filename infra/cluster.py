@@ -24,6 +24,11 @@ NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
 # Image streaming with a custom node service account also needs Service Usage Consumer on it
 # (cloud rule gke-image-streaming-node-sa-role); without it every image is pulled whole.
 IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
+
+
+def node_roles(image_streaming: bool) -> tuple[str, ...]:
+    """The project roles the node account holds (granted by the bootstrap, which creates the account)."""
+    return (NODE_SA_ROLE, *((IMAGE_STREAMING_ROLE,) if image_streaming else ()))
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The cluster's primary VPC (GKE's default when none is named; written out so Cloud NAT can name it).
 CLUSTER_NETWORK = "default"
@@ -46,7 +51,7 @@ class GkeCluster(pulumi.ComponentResource):
     """
 
     cluster: gcp.container.Cluster
-    node_service_account: gcp.serviceaccount.Account
+    node_service_account_email: str
     system_pool: gcp.container.NodePool
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -54,26 +59,9 @@ class GkeCluster(pulumi.ComponentResource):
         c = args.cluster
         child = pulumi.ResourceOptions(parent=self)
 
-        self.node_service_account = gcp.serviceaccount.Account(
-            f"{name}-nodes",
-            gcp.serviceaccount.AccountArgs(
-                account_id=names.node_service_account_id(c.name),  # length checked by the spec
-                display_name=f"GKE nodes of {c.name}",
-                project=args.project,
-            ),
-            opts=child,
-        )
-        node_member = self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}")
-        roles = [NODE_SA_ROLE, *([IMAGE_STREAMING_ROLE] if args.image_streaming else [])]
-        self.node_sa_roles = [
-            gcp.projects.IAMMember(
-                f"{name}-nodes-role" if role == NODE_SA_ROLE else f"{name}-nodes-{role.split('.')[-1].lower()}",
-                gcp.projects.IAMMemberArgs(project=args.project, role=role, member=node_member),
-                opts=child,
-            )
-            for role in roles
-        ]
-        self.node_sa_role = self.node_sa_roles[0]
+        # The node account and its roles are the bootstrap's (bootstrap/ci_components.py StackProject): the deploy
+        # identity can neither create service accounts nor change the project's IAM policy, only act as this one.
+        self.node_service_account_email = names.node_service_account_email(c.name, args.project)
 
         self.cluster = gcp.container.Cluster(
             name,
@@ -88,7 +76,7 @@ class GkeCluster(pulumi.ComponentResource):
                 initial_node_count=1,
                 # Even the short-lived default pool runs as the dedicated node account.
                 node_config=gcp.container.ClusterNodeConfigArgs(
-                    service_account=self.node_service_account.email,
+                    service_account=self.node_service_account_email,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 ),
                 networking_mode="VPC_NATIVE",
@@ -128,8 +116,7 @@ class GkeCluster(pulumi.ComponentResource):
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
             ),
-            # Nodes (even the short-lived default pool's) log, pull and stream as the node account: its roles first.
-            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=self.node_sa_roles),
+            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection),
         )
         # Private nodes have no external IPs: Docker Hub (the Ray image) and PyPI go through Cloud NAT.
         self.nat = (
@@ -153,7 +140,7 @@ class GkeCluster(pulumi.ComponentResource):
                     gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
                     if args.image_streaming
                     else None,
-                    service_account=self.node_service_account.email,
+                    service_account=self.node_service_account_email,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA",  # the Ray head's nodeSelector needs the metadata server
@@ -187,7 +174,7 @@ class GkeCluster(pulumi.ComponentResource):
             {
                 "name": self.cluster.name,
                 "endpoint": self.cluster.endpoint,
-                "nodeServiceAccount": self.node_service_account.email,
+                "nodeServiceAccount": self.node_service_account_email,
             }
         )
 

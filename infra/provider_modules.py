@@ -43,7 +43,7 @@ import types
 # module costs nothing until its package is used, then a few ms.
 MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
-    "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "router", "router_nat"),
+    "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "firewall", "router", "router_nat"),
     "pulumi_gcp.container": ("_inputs", "cluster", "node_pool"),
     "pulumi_gcp.iam": ("_inputs", "workload_identity_pool", "workload_identity_pool_provider"),
     "pulumi_gcp.kms": ("_inputs", "key_ring", "crypto_key", "crypto_key_iam_member", "key_ring_iam_member"),

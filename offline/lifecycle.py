@@ -82,10 +82,6 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
                  lambda e: e["type"] == NODE_POOL and bool((e["inputs"].get("networkConfig") or {})
                                                            .get("additionalNodeNetworkConfigs")),
                  _is("gcp:compute/subnetwork:Subnetwork")),
-    Prerequisite("nodes log, pull and stream as the node service account: its roles first",
-                 _is(NODE_POOL),
-                 lambda e: e["type"] == "gcp:projects/iAMMember:IAMMember"
-                 and "-nodes@" in str(e["inputs"].get("member", ""))),
     Prerequisite("a repository needs the Artifact Registry API",
                  _is("gcp:artifactregistry/repository:Repository"),
                  lambda e: e["type"] == "gcp:projects/service:Service"

@@ -67,7 +67,7 @@ RULES: tuple[CloudRule, ...] = (
         "(and the Container File System API); without it images are pulled whole.",
         "https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements; "
         "terraform-google-kubernetes-engine#2251 and PR #2262",
-        ("policy:node-sa-image-streaming-role", "code:infra/cluster.py")),
+        ("policy:node-sa-image-streaming-role", "code:bootstrap/ci_components.py", "code:infra/cluster.py")),
     CloudRule(
         "iam-wi-pool-exists", "IAM",
         "A binding to <project>.svc.id.goog principals fails with 'Identity Pool does not exist' until the first "

@@ -26,6 +26,11 @@ def node_service_account_id(cluster: str) -> str:
     return f"{cluster}-nodes"
 
 
+def node_service_account_email(cluster: str, project: str) -> str:
+    """The nodes' account, which the bootstrap creates in the stack's project."""
+    return f"{node_service_account_id(cluster)}@{project}.iam.gserviceaccount.com"
+
+
 def network_name(cluster: str, index: int) -> str:
     """The default VPC of the ``index``-th (1-based) secondary network."""
     return f"{cluster}-net-{index}"

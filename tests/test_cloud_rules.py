@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,12 +198,29 @@ def test_dranet_needs_its_minimum_version():
 
 @covers("gke-image-streaming-node-sa-role")
 def test_streaming_nodes_hold_service_usage_consumer(prod):
-    roles = {r.inputs["role"] for r in prod.by_type("gcp:projects/iAMMember:IAMMember")}
-    assert {"roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer"} <= roles
-    assert not violations(offline.resources_of(prod), "node-sa-image-streaming-role")
-    resources = [r for r in offline.resources_of(prod) if r.name != "maxtext-tpu-nodes-serviceusageconsumer"]
-    msgs = violations(resources, "node-sa-image-streaming-role")
+    sys.path.insert(0, str(ROOT / "bootstrap"))
+    try:
+        import ci_components as ci  # the bootstrap program's module (bootstrap/ is not a package)
+    finally:
+        sys.path.remove(str(ROOT / "bootstrap"))
+    stacks, problems = ci.read_stacks()
+    assert not problems
+    roles = {s.name: s.node_roles for s in stacks}
+    assert roles["prod"] == ("roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer")
+    pools = prod.by_type("gcp:container/nodePool:NodePool")
+    assert all(p.inputs["nodeConfig"]["serviceAccount"] == "maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"
+               for p in pools)
+    assert not prod.by_type("gcp:serviceaccount/account:Account")  # the bootstrap's, not the stack's
+    # A plan that makes its own node account must grant it the role.
+    res = offline.resources_of(prod)
+    account = type(res[0])("gcp:serviceaccount/account:Account", "nodes", "urn:nodes",
+                           {"accountId": "maxtext-tpu-nodes", "project": "my-tpu-project"})
+    msgs = violations([*res, account], "node-sa-image-streaming-role")
     assert msgs and all("serviceUsageConsumer" in m for m in msgs)
+    grant = type(res[0])("gcp:projects/iAMMember:IAMMember", "g", "urn:g", {
+        "role": "roles/serviceusage.serviceUsageConsumer",
+        "member": "serviceAccount:maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"})
+    assert not violations([*res, account, grant], "node-sa-image-streaming-role")
 
 
 @covers("iam-wi-pool-exists")
@@ -329,7 +347,7 @@ def test_kueue_rayjob_rules_hold_for_every_queued_job(prod):
 def test_the_drift_check_skips_the_kueue_webhook_secret():
     drills = yaml.safe_load((ROOT / ".github/workflows/drills.yml").read_text())
     text = json.dumps(drills["jobs"]["drift"])
-    assert "webhook-server-cert" in text
+    assert kueue.WEBHOOK_SECRET in text and "--exclude" in text and "--expect-no-changes" in text
 
 
 # --------------------------------------------------------------------------- the table itself

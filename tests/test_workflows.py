@@ -212,9 +212,15 @@ def test_each_cloud_job_acts_as_its_own_identity():
                 assert s["with"]["workload_identity_provider"] == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
                 found[(name, job_name)] = s["with"]["service_account"]
             for s in uses(job, "pulumi/actions"):
+                assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
+                if "command" not in s["with"]:  # the CLI only: a run step below calls it (the drift check)
+                    run = " ".join(x.get("run", "") for x in steps(job))
+                    assert "pulumi login \"$PULUMI_BACKEND_URL\"" in run and "--policy-pack policies" in run
+                    assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
+                               for x in steps(job))
+                    continue
                 assert s["with"]["cloud-url"] == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
                 assert s["with"]["policyPacks"] == "policies"
-                assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
                 # GCP credentials come from the auth step that runs before it, and the
                 # Kubernetes provider's kubeconfig needs gke-gcloud-auth-plugin.
                 order = steps(job).index
@@ -307,9 +313,12 @@ def test_drills_workflow(tmp_path):
     assert uses(cluster, "google-github-actions/setup-gcloud")[0]["with"][
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
+    # Drift: refresh everything but the Kueue webhook Secret (ci-preview reads no Secrets), then an empty plan.
     (drift,) = uses(wf["jobs"]["drift"], "pulumi/actions")
-    assert drift["with"]["command"] == "preview"
-    assert drift["with"]["refresh"] is True and drift["with"]["expect-no-changes"] is True
+    assert "command" not in drift["with"]
+    run = next(s["run"] for s in steps(wf["jobs"]["drift"]) if "pulumi refresh" in s.get("run", ""))
+    assert "--preview-only --expect-no-changes" in run and '--exclude "$secret"' in run
+    assert "pulumi preview" in run and run.count("--expect-no-changes") == 2
 
 
 def test_local_drills_are_one_matrix_line_each(tmp_path):

@@ -38,6 +38,10 @@ CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 CHART_VERSION = KUEUE_VERSION
 IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 NAMESPACE = "kueue-system"
+RELEASE = "kueue"
+# The chart templates this Secret empty and Kueue's cert rotator fills it; a read-only identity cannot read
+# Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).
+WEBHOOK_SECRET = f"{RELEASE}-webhook-server-cert"
 # The Kueue frameworks the stack uses: RayJobs with their own cluster, and the long-lived RayCluster.
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 

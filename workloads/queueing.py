@@ -56,6 +56,8 @@ class KueueQueueing(pulumi.ComponentResource):
         )
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
+            # The release name: the chart names its objects kueue-* (the webhook Secret the drift check skips).
+            name=kueue.RELEASE,
             chart=kueue.CHART,
             version=kueue.CHART_VERSION,
             namespace=kueue.NAMESPACE,
