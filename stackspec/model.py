@@ -846,6 +846,8 @@ class StackSpec(BaseModel):
     stack: str
     environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
     project: ProjectId = Field(alias="gcp:project")
+    # The bootstrap's CI project: the CI identities (image pusher, drill user) and the state keys live there.
+    ci_project: ProjectId = Field(alias=_ns("ciProject"))
     region: Region = Field(alias="gcp:region")
     zone: Zone = Field(alias="gcp:zone")
     cluster: Cluster = Field(alias=_ns("cluster"))
@@ -1043,7 +1045,7 @@ class StackSpec(BaseModel):
                 object.__setattr__(self.image, "location", self.region)
             if self.image.pusher is None:
                 object.__setattr__(self.image, "pusher",
-                                   names.ci_account_email("image", self.project))
+                                   names.ci_account_email("image", self.ci_project))
         for i, net in enumerate(self.networks, start=1):
             if net.network is None:
                 object.__setattr__(net, "network", names.network_name(self.cluster.name, i))
@@ -1300,6 +1302,9 @@ class StackSpec(BaseModel):
                      + ": use access: dns (IAM) or private ranges")
 
     def _safety_rules(self, fail) -> None:
+        if self.ci_project == self.project:
+            fail(_ns("ciProject"), self.ci_project, "the CI identities and their federation live in a project of their "
+                 "own (bootstrap/), never in a stack's project: a stack's deploy must not reach them")
         if not self.prod:
             return
         image = self.ray.image
