@@ -84,7 +84,9 @@ class PackProcess:
             resp = self.stub.Analyze(proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn,
                                                           name=r.name))
             take(resp.diagnostics, r.urn)
-        resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+        # As the engine sends them: each resource with the URNs it waits for (stack rules read them).
+        resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
+                                            dependencies=list(r.dependencies))
                      for r in custom]
         take(self.stub.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources)).diagnostics, "")
         return out
