@@ -170,7 +170,8 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             provider=reg.provider.split("::")[-1] or None if reg.provider else None,
             protect=reg.protect,
             retain_on_delete=reg.retain_on_delete,
-            dependencies=tuple(d for d in reg.dependencies if d.split("::")[2] != "pulumi:pulumi:Stack"),
+            # Sorted: the SDK sends them from a set, in an order that changes with the hash seed.
+            dependencies=tuple(sorted(d for d in reg.dependencies if d.split("::")[2] != "pulumi:pulumi:Stack")),
             ignore_changes=reg.ignore_changes,
             provider_urn=reg.provider.rsplit("::", 1)[0] if reg.provider else None,
         )

@@ -7,7 +7,8 @@ fresh clone runs every test; ``../shared`` is compared against them where presen
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,45 @@ def _shipped_renderings() -> dict:
     return {}
 
 
-def _rendering(cache: dict, stack: str):
+# The stack file's key for the paths nothing here can verify (``stackspec.model.Unverified``).
+UNVERIFIED = "tpu-multislice:unverified"
+# prod's capacity fallbacks as the stack once shipped them (a named reservation, then flex-start, then
+# on-demand); prod now holds the seed's fixed on-demand pools, and fallbacks are an opt-in.
+FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
+             {"type": "flex-start", "maxRunDuration": "7d"},
+             {"type": "on-demand"})
+
+
+def opt_in(config: Mapping[str, str], *keys: str) -> dict[str, str]:
+    """A flat stack config with these ``tpu-multislice:unverified`` keys (``draScaleFromZero``,
+    ``rayTokenAuth``) turned on beside the ones the stack already sets (prod keeps rayTokenAuth)."""
+    out = dict(config)
+    out[UNVERIFIED] = json.dumps({**json.loads(out.get(UNVERIFIED) or "{}"), **dict.fromkeys(keys, True)})
+    return out
+
+
+def scale_from_zero(config: Mapping[str, str]) -> dict[str, str]:
+    """Opted in to TPU pools that scale from zero with DRANET (capacity fallbacks, flex-start)."""
+    return opt_in(config, "draScaleFromZero")
+
+
+def with_fallbacks(config: Mapping[str, str], capacity: Sequence[Mapping] = FALLBACKS) -> dict[str, str]:
+    """Every slice lists ``capacity`` (default: :data:`FALLBACKS`), with the opt-in pools from zero need."""
+    key = "tpu-multislice:slices"
+    slices = json.loads(config[key])
+    for s in slices:
+        s["capacity"] = [dict(c) for c in capacity]
+    return scale_from_zero({**config, key: json.dumps(slices)})
+
+
+def _rendering(cache: dict, stack: str, variant: str = "", config: Callable[[], dict[str, str]] | None = None):
     from offline import engine
 
-    if stack not in cache:
-        cache[stack] = engine.render(stack)
+    key = f"{stack}{variant}"
+    if key not in cache:
+        cache[key] = engine.render(stack, config() if config else None)
     # A module's own copy: a test that edits what it reads cannot leak into another module.
-    return copy.deepcopy(cache[stack])
+    return copy.deepcopy(cache[key])
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +112,14 @@ def prod(_shipped_renderings):
 def dev(_shipped_renderings):
     """``stacks/Pulumi.dev.yaml`` as the program declares it."""
     return _rendering(_shipped_renderings, "dev")
+
+
+@pytest.fixture(scope="module")
+def prod_fallbacks(_shipped_renderings):
+    """prod with capacity fallbacks (:data:`FALLBACKS`) on every slice, opted in to pools from zero."""
+    from offline import engine
+
+    return _rendering(_shipped_renderings, "prod", "+fallbacks", lambda: with_fallbacks(engine.stack_config("prod")))
 
 
 @pytest.fixture(scope="session")

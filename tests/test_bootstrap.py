@@ -210,7 +210,7 @@ def test_adopting_kms_imports_only_the_bootstraps_gcloud_made_key(boot):
 # --- the stack projects --------------------------------------------------------------------------
 
 
-def test_the_node_service_account_of_each_stack_is_made_here_with_its_one_role(boot):
+def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot):
     accounts = {(r.inputs["project"], r.inputs["accountId"]) for r in boot.of("gcp:serviceaccount/account:Account")}
     for stack, s in STACKS.items():
         assert (s.project, names.node_service_account_id(s.cluster.name)) in accounts
@@ -219,6 +219,13 @@ def test_the_node_service_account_of_each_stack_is_made_here_with_its_one_role(b
     node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == ci.NODE_SA_ROLE]
     assert {(r.inputs["project"], r.inputs["member"]) for r in node_roles} == {
         (s.project, f"serviceAccount:{boot.exports['nodeServiceAccounts'][k]}") for k, s in STACKS.items()}
+    # Image streaming (a stack with its own image, prod) also needs Service Usage Consumer on the node account.
+    streaming = [r for r in boot.of("gcp:projects/iAMMember:IAMMember")
+                 if r.inputs["role"] == "roles/serviceusage.serviceUsageConsumer"]
+    assert {(r.inputs["project"], r.inputs["member"]) for r in streaming} == {
+        (s.project, f"serviceAccount:{boot.exports['nodeServiceAccounts'][k]}") for k, s in STACKS.items()
+        if s.image is not None and s.image.streaming}
+    assert streaming and all(r.name.endswith("-nodes-serviceusageconsumer") for r in streaming)
     # The CI accounts live in the CI project, nowhere else.
     ci_accounts = {r.inputs["accountId"]: r.inputs["project"] for r in boot.of("gcp:serviceaccount/account:Account")
                    if r.inputs["accountId"] in names.CI_ACCOUNTS.values()}

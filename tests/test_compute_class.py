@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import with_fallbacks
 
 from offline import engine
 from policies import offline as policy
@@ -49,47 +50,86 @@ def validate(doc: dict) -> None:
     jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
 
 
-def test_prod_has_a_schema_valid_compute_class_per_group_in_the_spec_order(prod):
+def test_prod_has_a_schema_valid_compute_class_per_group_in_the_spec_order(prod, prod_fallbacks):
+    # prod as shipped: the seed's on-demand slices, one priority.
     spec = prod.spec
     docs = {d["metadata"]["name"]: d for d in classes(prod)}
     assert set(docs) == {names.compute_class(g.name) for g in spec.groups}
     for g in spec.groups:
         doc = docs[g.compute_class]
         validate(doc)
+        assert [c.type for c in g.capacity] == ["on-demand"]
+        assert doc["spec"]["priorities"] == [{"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"},
+                                              "spot": False}]
+        assert doc["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
+        assert doc["spec"]["nodePoolAutoCreation"] == {"enabled": False}
+        assert "namespace" not in doc["metadata"]  # cluster-scoped
+    # Opted in to fallbacks: one priority per option, in the spec's order.
+    spec = prod_fallbacks.spec
+    docs = {d["metadata"]["name"]: d for d in classes(prod_fallbacks)}
+    assert set(docs) == {names.compute_class(g.name) for g in spec.groups}
+    for g in spec.groups:
+        doc = docs[g.compute_class]
+        validate(doc)
         rules = doc["spec"]["priorities"]
-        assert len(rules) >= 2
-        assert [c.type for c in g.capacity] == ["reservation", "flex-start", "on-demand"]  # the prod stack's order
-        assert rules[0]["reservations"] == {"affinity": "AnyBestEffort"}
+        assert [c.type for c in g.capacity] == ["reservation", "flex-start", "on-demand"]
+        assert rules[0]["reservations"] == {"affinity": "Specific", "specific": [{"name": "v6e-res"}]}
         assert rules[1]["flexStart"] == {"enabled": True} and rules[1]["maxRunDurationSeconds"] == 7 * 86400
         assert rules[2]["spot"] is False and "flexStart" not in rules[2]
+        assert len(rules) == 3
         for rule in rules:
             assert rule["tpu"] == {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
         assert doc["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
         assert doc["spec"]["nodePoolAutoCreation"] == {"enabled": False}
-        assert "namespace" not in doc["metadata"]  # cluster-scoped
 
 
-def test_prod_node_pools_one_per_option_labelled_tainted_and_scaled_from_zero(prod):
+def test_prod_node_pools_labelled_tainted_and_whole(prod):
+    """prod as shipped: one on-demand pool per slice, named for it, the whole slice held as the seed's."""
     pools = {r.inputs["name"]: r.inputs for r in prod.by_type(NODE_POOL) if r.inputs["name"] != "system"}
+    assert set(pools) == {"v6e-16-0", "v6e-16-1"}
+    for p in pools.values():
+        cfg = p["nodeConfig"]
+        assert cfg["labels"][kube.COMPUTE_CLASS_LABEL] == "tpu-group-class"
+        assert cfg["labels"][kube.CAPACITY_LABEL] == "on-demand"
+        assert {"key": kube.COMPUTE_CLASS_LABEL, "value": "tpu-group-class", "effect": "NO_SCHEDULE"} in cfg["taints"]
+        assert p["nodeCount"] == 4 and "autoscaling" not in p
+        assert not cfg.get("flexStart") and not cfg.get("spot") and "reservationAffinity" not in cfg
+
+
+def test_prod_fallback_node_pools_one_per_option_labelled_tainted_and_scaled_from_zero(prod_fallbacks):
+    pools = {r.inputs["name"]: r.inputs for r in prod_fallbacks.by_type(NODE_POOL) if r.inputs["name"] != "system"}
     assert set(pools) == {f"v6e-16-{i}-{o}" for i in (0, 1) for o in ("rsv", "flex", "std")}
     for name, p in pools.items():
         cfg = p["nodeConfig"]
         assert cfg["labels"][kube.COMPUTE_CLASS_LABEL] == "tpu-group-class"
         assert {"key": kube.COMPUTE_CLASS_LABEL, "value": "tpu-group-class", "effect": "NO_SCHEDULE"} in cfg["taints"]
-        # Fallbacks cost nothing unused: every option's pool scales 0 <-> one whole slice (4 hosts).
-        assert p["autoscaling"]["totalMinNodeCount"] == 0 and p["autoscaling"]["totalMaxNodeCount"] == 4
+        # Fallbacks cost nothing unused: every option's pool scales 0 <-> one whole slice (4 hosts), per zone.
+        assert p["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4, "locationPolicy": "ANY"}
         assert "nodeCount" not in p or p["nodeCount"] is None
         if name.endswith("-flex"):
             assert cfg["flexStart"] is True and cfg["maxRunDuration"] == "604800s"
             assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
             assert cfg["labels"][kube.CAPACITY_LABEL] == "flex-start"
             assert p["management"]["autoRepair"] is False
-        elif name.endswith("-rsv"):  # any matching reservation: nothing named, nothing breaks without one
-            assert cfg["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+        elif name.endswith("-rsv"):  # the named reservation
+            assert cfg["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                                  "key": "compute.googleapis.com/reservation-name",
+                                                  "values": ["v6e-res"]}
             assert cfg["labels"][kube.CAPACITY_LABEL] == "reservation" and not cfg.get("spot")
         else:
             assert not cfg.get("flexStart") and not cfg.get("spot") and "reservationAffinity" not in cfg
             assert cfg["labels"][kube.CAPACITY_LABEL] == "on-demand"
+
+
+def test_an_any_reservation_comes_last():
+    """GCE runs an ANY reservation's VMs on demand when none matches: options after it would never be tried."""
+    ahead = [{"type": "reservation", "affinity": "ANY"}, {"type": "flex-start"}, {"type": "on-demand"}]
+    with pytest.raises(SpecError) as e:
+        stack_spec.load("prod", with_fallbacks(engine.stack_config("prod"), ahead))
+    assert f"{NS}:slices[0].capacity[0].affinity" in str(e.value) and "make it the last option" in str(e.value)
+    last = [{"type": "flex-start"}, {"type": "reservation", "affinity": "ANY"}]
+    s = stack_spec.load("prod", with_fallbacks(engine.stack_config("prod"), last))
+    assert [c.type for c in s.slices[0].capacity] == ["flex-start", "reservation"]
 
 
 def test_prod_pods_select_the_class(prod):
@@ -105,9 +145,10 @@ def test_prod_pods_select_the_class(prod):
                 "effect": "NoSchedule"} in pod["tolerations"]
 
 
-def test_prod_passes_the_fallback_policies(prod):
-    found = [v for v in policy.evaluate(prod) if v.rule.startswith("compute-class")]
-    assert found == []
+def test_prod_passes_the_fallback_policies(prod, prod_fallbacks):
+    for r in (prod, prod_fallbacks):
+        found = [v for v in policy.evaluate(r) if v.rule.startswith("compute-class")]
+        assert found == []
 
 
 def test_spot_reservation_and_queued_flex_pools():
@@ -145,14 +186,14 @@ def _with_class(rendering, fn):
     return out
 
 
-def test_policy_refuses_a_fallback_of_another_topology(prod):
+def test_policy_refuses_a_fallback_of_another_topology(prod_fallbacks):
     from policies.registry import rule
 
     def add_4x8(props):
         props["spec"]["priorities"].append({"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x8"},
                                             "spot": False})
 
-    found = rule("compute-class-fits-jobs").check(_with_class(prod, add_4x8), policy.Context("prod"))
+    found = rule("compute-class-fits-jobs").check(_with_class(prod_fallbacks, add_4x8), policy.Context("prod"))
     msgs = [m for _, m in found]
     assert any("priority 4 (on-demand) provisions v6e-32 4x8" in m and "same slice shape" in m for m in msgs)
     # The job's 16-chip ICI mesh cannot tile a 32-chip slice either: the RayJob is named.
@@ -160,14 +201,27 @@ def test_policy_refuses_a_fallback_of_another_topology(prod):
                and "32 chips" in m for m in msgs)
 
 
-def test_policy_refuses_a_single_option_class_in_prod_and_warns_in_dev(prod):
+def test_policy_refuses_a_single_option_class_in_prod_and_warns_in_dev(prod, prod_fallbacks):
     from policies.registry import rule
 
     r = rule("compute-class-has-fallback")
-    one = _with_class(prod, lambda p: p["spec"]["priorities"].__delitem__(slice(1, None)))
+    # Pools that scale from zero behind a class of one option: when it has no capacity the slices wait.
+    one = _with_class(prod_fallbacks, lambda p: p["spec"]["priorities"].__delitem__(slice(1, None)))
     (found,) = r.check(one, policy.Context("prod"))
-    assert "ComputeClass tpu-group-class has 1 capacity option(s) (reservation)" in found[1]
+    assert "ComputeClass tpu-group-class has 1 capacity option(s) (reservation v6e-res)" in found[1]
     assert r.level("prod") == "mandatory" and r.level("dev") == "advisory"
+    # prod as shipped: one option, but every pool of the class holds its whole slice (the seed's): passes.
+    assert r.check(policy.resources_of(prod), policy.Context("prod")) == []
+    # The same class with one of its pools scaling from zero is refused.
+    def autoscaled(res):
+        if res.type == NODE_POOL and res.props.get("name") == "v6e-16-1":
+            props = {k: v for k, v in res.props.items() if k != "nodeCount"}
+            props["autoscaling"] = {"minNodeCount": 0, "maxNodeCount": 4, "locationPolicy": "ANY"}
+            return type(res)(res.type, res.name, res.urn, props)
+        return res
+
+    (found,) = r.check([autoscaled(x) for x in policy.resources_of(prod)], policy.Context("prod"))
+    assert "ComputeClass tpu-group-class has 1 capacity option(s) (on-demand)" in found[1]
 
 
 def test_pool_labelled_for_a_class_without_its_taint_is_refused():

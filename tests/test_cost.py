@@ -53,6 +53,11 @@ def with_capacity(*types: str):
     return edit
 
 
+def from_zero(unverified):
+    """The opt-in prod needs for pools that scale from zero with DRANET (fallbacks, flex-start)."""
+    return {**unverified, "draScaleFromZero": True}
+
+
 def elastic_only(jobs):
     """Spot slices take elastic jobs only (the spec's rule): drop the multislice ones."""
     return [j for j in jobs if j.get("mode") == "elastic"]
@@ -93,7 +98,7 @@ def test_table_relations_spot_and_commitment_below_on_demand():
 
 
 def test_capacity_rows_are_chips_times_price_times_hours():
-    doc = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only)
+    doc = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only, unverified=from_zero)
     hours = doc["hoursPerMonth"]
     assert hours == prices.hours_per_month()
     rows = doc["capacity"]
@@ -134,8 +139,9 @@ def test_missing_prices_are_unknown_and_name_the_key():
 
 
 def test_override_changes_the_figure():
-    base = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only)
-    cheaper = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only, prices={"v6e": {"spot": 1.2}})
+    base = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only, unverified=from_zero)
+    cheaper = doc_of(slices=with_capacity("spot", "on-demand"), jobs=elastic_only, unverified=from_zero,
+                     prices={"v6e": {"spot": 1.2}})
     for b, c in zip(base["capacity"], cheaper["capacity"], strict=True):
         if b["capacity"] == "spot":
             assert (c["usdPerChipHour"], c["priceFrom"], c["source"]) == (1.2, "spec", "prices.v6e.spot")
@@ -145,13 +151,14 @@ def test_override_changes_the_figure():
 
 
 def test_flex_start_scales_to_zero_and_needs_a_price():
-    doc = doc_of(slices=with_capacity("flex-start", "on-demand"))
+    doc = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)
     flex = [r for r in doc["capacity"] if r["capacity"] == "flex-start"]
     assert flex and all(r["usdPerChipHour"] is None and r["usdPerMonth"] is None for r in flex)
     assert "prices.v6e.flexStart" in doc["missing"]
     # Flex-start pools are created empty: nothing of the slices stays up.
     assert [r["item"] for r in doc["standing"]] == ["system node pool"]
-    priced = doc_of(slices=with_capacity("flex-start", "on-demand"), prices={"v6e": {"flexStart": 1.6}})
+    priced = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero,
+                    prices={"v6e": {"flexStart": 1.6}})
     assert all(r["usdPerChipHour"] == 1.6 for r in priced["capacity"] if r["capacity"] == "flex-start")
     assert "prices.v6e.flexStart" not in priced["missing"]
 
@@ -169,7 +176,11 @@ def test_job_run_is_steps_times_step_time_times_chips_times_price():
     assert timed["chips"] == job.slices * group.shape.chips
     assert math.isclose(timed["usd"], timed["chips"] * table_price("on-demand") * hours, abs_tol=0.01)
     assert timed["inStanding"]  # one on-demand option: the slices stay up and the run spends that capacity
-    fallback = doc_of(jobs=step_times)["jobs"][0]  # prod as shipped: pools scale from zero
+    # prod as shipped is the same: the seed's on-demand pools, held.
+    assert doc_of(jobs=step_times)["jobs"][0] == timed
+    # With fallbacks (opted in) the pools scale from zero: the run is not in what stays up.
+    fallbacks = doc_of(jobs=step_times, slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)
+    fallback = fallbacks["jobs"][0]
     assert not fallback["inStanding"]
     assert timed["stepFrom"] == "expectedStepSeconds"
     # The others take the seed's measured step for the same model, shape, batch and length (one fact,
@@ -181,9 +192,9 @@ def test_job_run_is_steps_times_step_time_times_chips_times_price():
                             abs_tol=0.01)
     assert doc["totals"]["jobsComplete"]
     assert math.isclose(doc["totals"]["jobsUsd"], sum(r["usd"] for r in doc["jobs"]), abs_tol=0.02)
-    # Shipped prod prefers flex-start (no published price): the run on the last fallback is still priced.
-    shipped = doc_of(jobs=step_times)["jobs"][0]
-    assert shipped["fallbackCapacity"] == "on-demand" and shipped["usdFallback"] == timed["usd"]
+    # Flex-start first (no published price): the run on the last fallback is still priced.
+    assert fallback["fallbackCapacity"] == "on-demand" and fallback["usdFallback"] == timed["usd"]
+    assert fallback["usd"] is None and "prices.v6e.flexStart" in fallbacks["missing"]
 
 
 def test_spec_refuses_bad_prices():

@@ -15,6 +15,7 @@ import time
 
 import pytest
 import yaml
+from conftest import with_fallbacks
 from kube_standin import Sim, StandIn
 from kubernetes import client
 
@@ -81,14 +82,23 @@ def test_plan_names_come_from_the_stack_spec(prod, prod_plan):
     assert prod_plan.ray_cluster == prod.ray.cluster_name  # a shared-cluster job
     assert prod_plan.group == job.group
     assert prod_plan.hosts == group.shape.hosts and prod_plan.slices == job.slices
-    # Every capacity option's pool: the slice may be on a fallback when the drill runs.
+    # prod: one on-demand pool per slice, named for the slice (the seed's).
     assert prod_plan.node_pools == tuple(pool for s in prod.slices if s.group == job.group for _, pool in s.pools)
-    assert len(prod_plan.node_pools) == 3 * len(group.slices)  # prod: reservation, flex-start, on-demand
+    assert prod_plan.node_pools == tuple(s.name for s in group.slices) == ("v6e-16-0", "v6e-16-1")
     assert prod_plan.ray_auth == (prod.ray.auth == "token")
     assert prod_plan.target_step == job.steps - 1
     assert prod_plan.kube_context == (
         f"gke_{prod.project}_{prod.cluster.location}_{prod.cluster.name}")
     assert prod_plan.elastic
+
+
+def test_plan_names_every_fallback_pool():
+    """With fallbacks every capacity option's pool: the slice may be on a fallback when the drill runs."""
+    fallbacks = spec.load("prod", with_fallbacks(running(engine.stack_config("prod"), JOB)))
+    p = plan(fallbacks, JOB)
+    group = fallbacks.group(p.group)
+    assert p.node_pools == tuple(pool for s in group.slices for _, pool in s.pools)
+    assert p.node_pools == tuple(f"{s.name}-{o}" for s in group.slices for o in ("rsv", "flex", "std"))
 
 
 def test_unknown_job_names_the_stack_file_and_the_allowed_jobs(prod):

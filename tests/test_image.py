@@ -66,42 +66,62 @@ def test_prod_creates_the_repository_with_reader_and_pusher(prod):
                prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")}
     assert members == {
         ("roles/artifactregistry.reader", f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"),
-        ("roles/artifactregistry.writer", f"serviceAccount:ci-image@{spec.project}.iam.gserviceaccount.com"),
+        ("roles/artifactregistry.writer", f"serviceAccount:ci-image@{spec.ci_project}.iam.gserviceaccount.com"),
     }
     apis = {s.inputs["service"] for s in prod.by_type("gcp:projects/service:Service")}
     assert {"artifactregistry.googleapis.com", "containerfilesystem.googleapis.com"} <= apis
 
 
-def test_every_ray_container_runs_the_image_by_digest(prod):
+DIGEST = "sha256:" + "ab" * 32
+
+
+def with_digest(digest: str = DIGEST) -> dict[str, str]:
+    """prod's config with image.digest set (image.yml's output, as a PR sets it)."""
+    cfg = engine.stack_config("prod")
+    cfg[f"{NS}:image"] = json.dumps(json.loads(cfg[f"{NS}:image"]) | {"digest": digest})
+    return cfg
+
+
+def ray_containers(r: engine.Rendering) -> tuple[list[dict], set[str]]:
+    """The RayClusters/RayJobs (applied and held) and where their containers are."""
+    docs = [d for d in (*r.manifests, *r.held) if d["kind"] in ("RayCluster", "RayJob")]
+    return docs, {w if w in ("head", "submitter") else "worker" for d in docs for w, _ in containers(d)}
+
+
+def test_first_phase_runs_the_ray_image_and_installs_maxtext(prod):
+    """No digest yet (day 0: this update creates the repository the image is pushed to): every Ray container
+    runs ray.image, the workers install MaxText at start, and each object says the image is pending."""
     spec = prod.spec
+    assert spec.image is not None and spec.image.pending and not spec.prebuilt_image
+    assert spec.worker_image == spec.ray.image == "rayproject/ray:2.60.0-py312-tpu"
+    docs, seen = ray_containers(prod)
+    assert seen == {"head", "worker", "submitter"}
+    for d in docs:
+        assert all(c["image"] == spec.ray.image for _, c in containers(d)), d["metadata"]["name"]
+        assert d["metadata"]["annotations"][manifests.IMAGE_DIGEST_ANNOTATION] == "pending"
+        if d["kind"] == "RayJob":
+            assert "--prebuilt-image" not in d["spec"]["entrypoint"].split()
+    # The repository and its pusher's grant are there for image.yml to push to.
+    assert prod.by_type("gcp:artifactregistry/repository:Repository")
+
+
+def test_every_ray_container_runs_the_image_by_digest():
+    r = engine.render("prod", with_digest())
+    spec = r.spec
+    assert spec.prebuilt_image and not spec.image.pending
     image = spec.worker_image
     assert image == (f"{names.registry_host(spec.region)}/{spec.project}/{spec.image.repository}/"
-                     f"{spec.image.name}@{stack_spec.PLACEHOLDER_IMAGE_DIGEST}")
-    docs = [*prod.manifests, *prod.held]
-    seen = set()
-    for d in docs:
-        if d["kind"] in ("RayCluster", "RayJob"):
-            for where, c in containers(d):
-                assert c["image"] == image, (d["metadata"]["name"], where)
-                seen.add(where if where in ("head", "submitter") else "worker")
-            # Labelled: this digest is the offline placeholder.
-            assert d["metadata"]["annotations"][manifests.IMAGE_DIGEST_ANNOTATION] == "placeholder"
+                     f"{spec.image.name}@{DIGEST}")
+    docs, seen = ray_containers(r)
     assert seen == {"head", "worker", "submitter"}
-    # Workers install nothing at start: the trainer is told the image holds MaxText.
     for d in docs:
+        for where, c in containers(d):
+            assert c["image"] == image, (d["metadata"]["name"], where)
+        # A known digest: no annotation.
+        assert manifests.IMAGE_DIGEST_ANNOTATION not in d["metadata"].get("annotations", {})
+        # Workers install nothing at start: the trainer is told the image holds MaxText.
         if d["kind"] == "RayJob":
             assert "--prebuilt-image" in d["spec"]["entrypoint"].split()
-
-
-def test_a_known_digest_is_used_and_unlabelled():
-    cfg = engine.stack_config("prod")
-    digest = "sha256:" + "ab" * 32
-    image = json.loads(cfg[f"{NS}:image"]) | {"digest": digest}
-    cfg[f"{NS}:image"] = json.dumps(image)
-    r = engine.render("prod", cfg)
-    ray = [d for d in r.manifests if d["kind"] in ("RayCluster", "RayJob")]
-    assert ray and all(c["image"].endswith("@" + digest) for d in ray for _, c in containers(d))
-    assert all(manifests.IMAGE_DIGEST_ANNOTATION not in d["metadata"].get("annotations", {}) for d in ray)
 
 
 @pytest.mark.parametrize(("digest", "message"), [
@@ -109,20 +129,29 @@ def test_a_known_digest_is_used_and_unlabelled():
     (stack_spec.PLACEHOLDER_IMAGE_DIGEST, "the offline placeholder is not an image"),
 ])
 def test_bad_digests_are_refused(digest, message):
-    cfg = engine.stack_config("prod")
-    cfg[f"{NS}:image"] = json.dumps(json.loads(cfg[f"{NS}:image"]) | {"digest": digest})
     with pytest.raises(stack_spec.SpecError) as e:
-        stack_spec.load("prod", cfg)
+        stack_spec.load("prod", with_digest(digest))
     assert message in str(e.value) and "image.digest" in str(e.value)
 
 
-def test_an_update_refuses_the_placeholder(monkeypatch):
-    """`pulumi up` (not a dry run) stops before declaring anything; previews only warn."""
+@pytest.mark.parametrize("dry_run", [True, False], ids=["preview", "update"])
+def test_an_unset_digest_deploys_the_first_phase_with_a_warning(monkeypatch, dry_run):
+    """`pulumi up` without a digest is the first phase, not a refusal: it declares everything and warns
+    (as the preview does) that the workers run ray.image until image.digest is set."""
     import pulumi
 
-    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
-    with pytest.raises(Exception, match="image.digest is unset"):
-        engine.render("prod")
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: dry_run)
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(str(msg)))
+    r = engine.render("prod")
+    assert r.by_type("gcp:container/cluster:Cluster") and r.by_type("gcp:artifactregistry/repository:Repository")
+    (first,) = [w for w in warnings if "image.digest is unset" in w]
+    assert "first phase" in first and r.spec.ray.image in first
+    assert not [w for w in warnings if "image.digest" in w and w != first]
+    # Set, the warning goes.
+    warnings.clear()
+    engine.render("prod", with_digest())
+    assert not [w for w in warnings if "image.digest" in w]
 
 
 def test_image_streaming_on_every_pool_with_the_image(prod):

@@ -4,16 +4,29 @@
 tests read what it registered, with the inputs as the engine sees them.
 """
 
+import json
+
 import pulumi
 import pytest
+from conftest import FALLBACKS, with_fallbacks
 
 from infra.checkpoints import BUCKET_ROLE, workload_identity_principal
+from infra.cluster import IMAGE_STREAMING_ROLE, NODE_SA_ROLE, node_roles
 from offline import engine
+from stackspec import spec as stack_spec
 from stackspec import tpu
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
+FIREWALL = "gcp:compute/firewall:Firewall"
+IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+
+
+def pool_named(rendering, name: str):
+    """The node pool GKE knows as ``name`` (its ``name`` input, whatever its resource name)."""
+    (pool,) = [p for p in rendering.by_type(POOL) if p.inputs["name"] == name]
+    return pool
 
 
 def test_components_and_parents(prod):
@@ -51,6 +64,24 @@ def test_secondary_networks(prod):
     ]
 
 
+def test_each_secondary_network_admits_its_own_subnet(prod, dev):
+    """A VPC denies ingress by default: each DCN network gets <network>-allow-internal, TCP, UDP and ICMP
+    from its own subnet only."""
+    for r in (prod, dev):
+        nets = {n.urn: n.inputs for n in r.by_type("gcp:compute/network:Network")}
+        rules = r.by_type(FIREWALL)
+        assert len(rules) == len(r.spec.networks) == 2
+        for fw, net in zip(sorted(rules, key=lambda f: f.name), r.spec.networks, strict=True):
+            i = fw.inputs
+            assert i["name"] == f"{net.network}-allow-internal"
+            assert i["direction"] == "INGRESS" and i["sourceRanges"] == [net.cidr]
+            assert sorted(a["protocol"] for a in i["allows"]) == ["icmp", "tcp", "udp"]
+            assert not any(a.get("ports") for a in i["allows"])  # every port: megascale picks its own
+            # On the network itself (its id), which it waits for.
+            (vpc,) = [u for u in fw.dependencies if u in nets]
+            assert nets[vpc]["name"] == net.network
+
+
 def test_cluster(prod):
     (c,) = prod.by_type("gcp:container/cluster:Cluster")
     i = c.inputs
@@ -62,6 +93,16 @@ def test_cluster(prod):
     assert i["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
     assert i["removeDefaultNodePool"] is True
     assert i["deletionProtection"] is True
+    assert i["enableMultiNetworking"] is True  # the DCN NICs (network.secondary)
+    # Even the short-lived default pool runs as the dedicated node account (the bootstrap's).
+    assert i["nodeConfig"]["serviceAccount"] == "maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"
+
+
+def test_no_multi_networking_without_secondary_networks():
+    cfg = dict(engine.stack_config("dev"))
+    cfg["tpu-multislice:network"] = '{"secondary": []}'
+    (c,) = engine.render("dev", cfg).by_type(CLUSTER)
+    assert "enableMultiNetworking" not in c.inputs
 
 
 def test_system_pool_runs_the_ray_head(prod):
@@ -70,23 +111,35 @@ def test_system_pool_runs_the_ray_head(prod):
     assert cfg["machineType"] == "n1-standard-16"
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert cfg["serviceAccount"].startswith("maxtext-tpu-nodes@")
+    # No pinned version: the pool follows the control plane through auto-upgrade.
+    assert "version" not in pool.inputs
 
 
-def test_nodes_use_a_dedicated_least_privilege_account(prod):
-    (role,) = prod.by_type("gcp:projects/iAMMember:IAMMember")
-    assert role.inputs["role"] == "roles/container.defaultNodeServiceAccount"
-    assert role.inputs["member"].startswith("serviceAccount:maxtext-tpu-nodes@")
-    assert not prod.by_type("gcp:serviceaccount/key:Key")
+def test_nodes_use_a_dedicated_least_privilege_account(prod, dev):
+    """Every pool runs as <cluster>-nodes, never the default compute account. The account and its project roles
+    are the bootstrap's (the deploy identity cannot create accounts or change project IAM; tests/test_bootstrap.py):
+    GKE's minimal node role, and Service Usage Consumer where the stack streams its image (prod)."""
+    for r, account in ((prod, "maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"),
+                       (dev, "maxtext-dev-nodes@my-tpu-project-dev.iam.gserviceaccount.com")):
+        pools = r.by_type(POOL)
+        assert pools and {p.inputs["nodeConfig"]["serviceAccount"] for p in pools} == {account}
+        assert not r.by_type("gcp:serviceaccount/account:Account") and not r.by_type(IAM_MEMBER)
+        assert not r.by_type("gcp:serviceaccount/key:Key")
+    assert (NODE_SA_ROLE, IMAGE_STREAMING_ROLE) == (
+        "roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer")
+    assert (node_roles(True), node_roles(False)) == ((NODE_SA_ROLE, IMAGE_STREAMING_ROLE), (NODE_SA_ROLE,))
 
 
 @pytest.mark.parametrize("name", ["v6e-16-0", "v6e-16-1"])
 def test_slice_node_pools_match_the_seed(prod, name):
-    # The preferred option's pool (any reservation, <name>-rsv) keeps the slice's resource name; with
-    # fallbacks (flex-start <name>-flex, on-demand <name>-std) every option's pool scales from 0 to one
-    # slice (tests/test_compute_class.py).
-    i = prod.one(POOL, name).inputs
+    # As the seed's `node-pools create --num-nodes=4`: one on-demand pool per slice, named for the slice,
+    # the whole slice held (no autoscaling); fallbacks are an opt-in (test_fallback_pools_scale_from_zero).
+    pool = prod.one(POOL, name)
+    i = pool.inputs
     shape = tpu.resolve("v6e", "4x4", "ct6e-standard-4t")
-    assert i["name"] == f"{name}-rsv" and i["autoscaling"]["totalMaxNodeCount"] == shape.hosts == 4
+    assert i["name"] == name and i["nodeCount"] == shape.hosts == 4
+    assert "autoscaling" not in i and "initialNodeCount" not in i and "version" not in i
+    assert [p.inputs["name"] for p in prod.children(prod.one("tpu-multislice:infra:SliceNodePool", name))] == [name]
     assert i["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
     assert i["networkConfig"]["additionalNodeNetworkConfigs"] == [
         {"network": "maxtext-tpu-net-1", "subnetwork": "tpu-subnet-1"},
@@ -100,24 +153,70 @@ def test_slice_node_pools_match_the_seed(prod, name):
     assert cfg["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
     assert not cfg["serviceAccount"].endswith("-compute@developer.gserviceaccount.com")
     assert cfg["spot"] is False and not cfg.get("flexStart")
-    assert cfg["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
-    flex = next(p.inputs for p in prod.by_type(POOL) if p.inputs["name"] == f"{name}-flex")["nodeConfig"]
+    assert cfg["labels"]["cloud.google.com/compute-class"] == "tpu-group-class"
+    assert "reservationAffinity" not in cfg  # as the seed: GCE's default for on-demand
+    # The release channel upgrades every pool; runs hold upgrades off with maintenance exclusions.
+    assert i["management"] == {"autoRepair": True, "autoUpgrade": True}
+    # initialNodeCount is a creation value; the pool waits for the system pool (and the cluster).
+    assert pool.ignore_changes == ("initialNodeCount",)
+    assert {prod.one(POOL, "maxtext-tpu-system").urn, prod.one(CLUSTER, "maxtext-tpu").urn} <= set(pool.dependencies)
+
+
+@pytest.mark.parametrize("name", ["v6e-16-0", "v6e-16-1"])
+def test_fallback_pools_scale_from_zero(prod_fallbacks, name):
+    """With fallbacks (opted in: tpu-multislice:unverified.draScaleFromZero) every option's pool scales
+    between 0 and one whole slice, per zone; the reservation is named, flex-start consumes none."""
+    r = prod_fallbacks
+    system = r.one(POOL, "maxtext-tpu-system").urn
+    for suffix in ("rsv", "flex", "std"):
+        pool = pool_named(r, f"{name}-{suffix}")
+        i = pool.inputs
+        assert i["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4, "locationPolicy": "ANY"}
+        assert i["initialNodeCount"] == 0 and "nodeCount" not in i and "version" not in i
+        assert i["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
+        flex = suffix == "flex"
+        assert pool.ignore_changes == (("initialNodeCount", "nodeConfig.labels") if flex else ("initialNodeCount",))
+        assert system in pool.dependencies
+    rsv = pool_named(r, f"{name}-rsv").inputs["nodeConfig"]
+    assert rsv["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                         "key": "compute.googleapis.com/reservation-name", "values": ["v6e-res"]}
+    flex = pool_named(r, f"{name}-flex").inputs["nodeConfig"]
     assert flex["flexStart"] is True
     assert flex["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start consumes none
-    std = next(p.inputs for p in prod.by_type(POOL) if p.inputs["name"] == f"{name}-std")
+    std = pool_named(r, f"{name}-std").inputs
     assert "reservationAffinity" not in std["nodeConfig"]  # as the seed: GCE's default for on-demand
-    # The release channel upgrades every pool; runs hold upgrades off with maintenance exclusions.
     assert std["management"] == {"autoRepair": True, "autoUpgrade": True}
 
 
+def test_fallbacks_with_dranet_need_the_opt_in():
+    cfg = dict(engine.stack_config("prod"))
+    slices = json.loads(cfg["tpu-multislice:slices"])
+    for s in slices:
+        s["capacity"] = [dict(c) for c in FALLBACKS]
+    cfg["tpu-multislice:slices"] = json.dumps(slices)
+    with pytest.raises(stack_spec.SpecError) as e:
+        engine.render("prod", cfg)
+    assert "tpu-multislice:unverified.draScaleFromZero: true" in str(e.value)
+    assert "tpu-multislice:slices[0].capacity" in str(e.value) and "tpu-multislice:slices[1].capacity" in str(e.value)
+    spec = stack_spec.load("prod", with_fallbacks(engine.stack_config("prod")))
+    assert all(s.autoscaled for s in spec.slices)
+    assert set(spec.unverified_paths) == {"tpu-multislice:unverified.draScaleFromZero",
+                                          "tpu-multislice:unverified.rayTokenAuth"}
+
+
 def test_dev_slice_is_spot_and_two_hosts(dev):
-    # dev: Spot first, flex-start as its fallback; both pools scale 0 <-> one 2-host slice.
-    pool = dev.one(POOL, "v6e-8-0")
-    assert pool.inputs["name"] == "v6e-8-0-spot" and pool.inputs["autoscaling"]["totalMaxNodeCount"] == 2
+    # dev: Spot first, flex-start as its fallback (opted in: draScaleFromZero); both pools scale 0 <-> one
+    # 2-host slice, per zone.
+    assert dev.spec.unverified.dra_scale_from_zero
+    pool = pool_named(dev, "v6e-8-0-spot")
+    assert pool.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2, "locationPolicy": "ANY"}
     assert pool.inputs["placementPolicy"]["tpuTopology"] == "2x4"
     cfg = pool.inputs["nodeConfig"]
     assert cfg["spot"] is True
     assert cfg["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    flex = pool_named(dev, "v6e-8-0-flex")
+    assert flex.inputs["autoscaling"] == pool.inputs["autoscaling"]
+    assert flex.ignore_changes == ("initialNodeCount", "nodeConfig.labels")
 
 
 def test_checkpoint_bucket_is_safe(prod, dev):
@@ -129,6 +228,14 @@ def test_checkpoint_bucket_is_safe(prod, dev):
     assert i["deletionPolicy"] == "PREVENT" and i["forceDestroy"] is False
     (d,) = dev.by_type("gcp:storage/bucket:Bucket")
     assert d.inputs["deletionPolicy"] == "DELETE"
+
+
+def test_bucket_binding_waits_for_the_cluster(prod, dev):
+    """The workload identity pool <project>.svc.id.goog exists once the cluster does: the binding waits."""
+    for r in (prod, dev):
+        (m,) = r.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        (c,) = r.by_type(CLUSTER)
+        assert c.urn in m.dependencies
 
 
 def test_bucket_iam_is_the_ksa_principal(prod):
@@ -151,9 +258,10 @@ def test_workloads_use_the_cluster_provider(prod):
     assert k8s and all(r.provider == provider.name + "-offline-id" for r in k8s)
 
 
-def test_outputs(prod):
-    assert sorted(prod.outputs["sliceNodePools"]) == sorted(f"v6e-16-{i}-{o}" for i in (0, 1)
-                                                            for o in ("rsv", "flex", "std"))
+def test_outputs(prod, prod_fallbacks):
+    assert sorted(prod.outputs["sliceNodePools"]) == ["v6e-16-0", "v6e-16-1"]
+    assert sorted(prod_fallbacks.outputs["sliceNodePools"]) == sorted(f"v6e-16-{i}-{o}" for i in (0, 1)
+                                                                      for o in ("rsv", "flex", "std"))
     assert prod.outputs["getCredentials"].startswith("gcloud container clusters get-credentials maxtext-tpu")
 
 
@@ -211,7 +319,6 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
                 cluster_name="c",
                 location="us-east5-b",
                 project="p",
-                version="1.35.2-gke.1842000",
                 node_service_account="n@p.iam.gserviceaccount.com",
             ),
         )
@@ -228,6 +335,8 @@ def test_slice_node_pool_component(mocks, topology, machine, hosts, placement):
             assert "networkConfig" not in sent
             assert sent["nodeConfig"]["spot"] is True
             assert sent["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+            # One option: the whole slice held, no autoscaling, no pinned version.
+            assert "autoscaling" not in sent and "version" not in sent
 
         return pulumi.Output.all(pool.node_pool.node_count, pool.node_pool.placement_policy).apply(verify)
 
@@ -262,7 +371,7 @@ def test_slice_node_pool_capacity(mocks, capacity, expected):
         pool = SliceNodePool("s1", SliceNodePoolArgs(
             slice=Slice(name="s1", topology="4x4", machine_type="ct6e-standard-4t", capacity=cap),
             cluster_name="c", location="us-east5-b",
-            project="p", version="1.35.2-gke.1842000", node_service_account="n@p.iam.gserviceaccount.com"))
+            project="p", node_service_account="n@p.iam.gserviceaccount.com"))
 
         def verify(_):
             sent = mocks.inputs["s1"]
@@ -270,7 +379,8 @@ def test_slice_node_pool_capacity(mocks, capacity, expected):
                 assert sent["nodeConfig"][key] == value, key
             if cap.type == "flex-start":
                 assert "nodeCount" not in sent and sent["initialNodeCount"] == 0
-                assert sent["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": shape.hosts,
+                # Per-zone limits: totals alone send a per-zone maximum of 0, which GKE refuses for a slice.
+                assert sent["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": shape.hosts,
                                                "locationPolicy": "ANY"}
                 assert sent["management"]["autoRepair"] is False
             else:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import with_fallbacks
 
 from offline import engine
 from policies import offline as policy_offline
@@ -29,14 +30,10 @@ KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriority
 
 
 def _flex_config() -> dict[str, str]:
-    """prod with its slices falling back from a reservation to flex-start with queued provisioning (DWS)."""
-    cfg = dict(engine.stack_config("prod"))
-    slices = json.loads(cfg[f"{NS}:slices"])
-    for s in slices:
-        s["capacity"] = [{"type": "reservation", "reservation": "tpu-v6e-res"},
-                         {"type": "flex-start", "queuedProvisioning": True}]
-    cfg[f"{NS}:slices"] = json.dumps(slices)
-    return cfg
+    """prod with its slices falling back from a reservation to flex-start with queued provisioning (DWS),
+    opted in to pools that scale from zero with DRANET (tpu-multislice:unverified.draScaleFromZero)."""
+    return with_fallbacks(engine.stack_config("prod"), [{"type": "reservation", "reservation": "tpu-v6e-res"},
+                                                        {"type": "flex-start", "queuedProvisioning": True}])
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +109,8 @@ def test_prod_declares_and_queues_all_three_jobs(prod):
         # Kueue's rules for a RayJob it manages (pkg/controller/jobs/rayjob/rayjob_webhook.go).
         assert "clusterSelector" not in s and "rayClusterSpec" in s
         assert s["shutdownAfterJobFinishes"] is True
+        # Kueue frees the quota when the job ends: its cluster goes then too (clusterTtlSeconds 0).
+        assert s["ttlSecondsAfterFinished"] == job.cluster_ttl_seconds == 0
         assert not s["rayClusterSpec"].get("enableInTreeAutoscaling")
         assert "suspend" not in s  # Kueue suspends on creation and resumes on admission
     # Multislice jobs are admitted whole: one workload whose TPU pod set is every host of every slice.
@@ -190,6 +189,9 @@ def test_kueue_installed_from_the_pinned_chart(prod):
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert config["integrations"]["frameworks"] == ["ray.io/rayjob", "ray.io/raycluster"]
     assert config["manageJobsWithoutQueueName"] is False
+    # Kueue's default (30 min, then evicted) would delete pods waiting hours for a fallback slice; recovery
+    # eviction off, so an elastic job that lost a slice trains on.
+    assert config["waitForPodsReady"] == {"timeout": "24h", "recoveryTimeout": "0s", "blockAdmission": False}
     # The DRANET claim's device class is mapped, or Kueue's DRA integration leaves the TPU pods inadmissible.
     assert config["resources"]["deviceClassMappings"] == [
         {"name": kube.KUEUE_NETDEV_RESOURCE, "deviceClassNames": [kube.NETDEV_DEVICE_CLASS]}]

@@ -116,11 +116,17 @@ def test_trainer_gets_the_derived_run_name():
 # --------------------------------------------------------------------------- RayJob lifecycle
 
 
+QUEUED = "llama3-8b-queued"
+
+
 def variants():
-    """prod's jobs: one on its own cluster, one on the shared cluster kept after it ends, and a
-    shared one that KubeRay deletes when it ends."""
+    """prod's jobs: one on its own cluster, paused by its operator and kept 600 s after it ends, the same
+    job queued in Kueue (its cluster goes when it ends), one on the shared cluster kept after it ends,
+    and a shared one that KubeRay deletes when it ends."""
     def change(jobs):
-        jobs[0].update(cluster="dedicated", clusterTtlSeconds=600, activeDeadlineSeconds=7200, backoffLimit=2)
+        jobs.append(dict(jobs[0], name=QUEUED, cluster="dedicated"))
+        jobs[0].update(cluster="dedicated", suspend=True, clusterTtlSeconds=600, activeDeadlineSeconds=7200,
+                       backoffLimit=2)
         jobs[1].update(cluster="shared", suspend=True, backoffLimit=0)
         jobs[2].update(cluster="shared", jobTtlSeconds=86400, backoffLimit=0)
     return load(with_jobs(config(), change))
@@ -162,9 +168,15 @@ def test_lifecycle_fields_render_and_validate(kuberay_validator):
         assert s["backoffLimit"] == job.backoff_limit
         assert kuberay.unknown_fields(s, spec.ray.kuberay_version) == []
     dedicated = docs["llama3-8b-multislice"]["spec"]
+    assert dedicated["suspend"] is True  # an operator's pause, outside the queue: it may keep its cluster
     assert (dedicated["shutdownAfterJobFinishes"], dedicated["ttlSecondsAfterFinished"]) == (True, 600)
     assert (dedicated["activeDeadlineSeconds"], dedicated["backoffLimit"]) == (7200, 2)
     assert "deletionStrategy" not in dedicated  # Kueue needs shutdownAfterJobFinishes, exclusive with rules
+    queued = docs[QUEUED]["spec"]
+    assert next(j for j in spec.jobs if j.name == QUEUED).queued
+    # Kueue frees the quota when the job ends: the cluster goes at once (clusterTtlSeconds defaults to 0).
+    assert (queued["shutdownAfterJobFinishes"], queued["ttlSecondsAfterFinished"]) == (True, 0)
+    assert "suspend" not in queued and "deletionStrategy" not in queued
     kept = docs["llama3-70b-multislice"]["spec"]
     assert kept["shutdownAfterJobFinishes"] is False and "deletionStrategy" not in kept
     deleted = docs["llama3-8b-elastic"]["spec"]
@@ -188,6 +200,13 @@ def test_kueue_and_kuberay_rules_are_spec_errors():
     assert f"{JOBS}[2].backoffLimit" in problems(shared_retries)
     dedicated_self_delete = with_jobs(config(), lambda jobs: jobs[0].update(cluster="dedicated", jobTtlSeconds=60))
     assert "shutdownAfterJobFinishes" in problems(dedicated_self_delete)
+    # A queued job's cluster kept after the job holds slices Kueue already counts as free.
+    queued_kept = with_jobs(config(), lambda jobs: jobs[0].update(cluster="dedicated", clusterTtlSeconds=600))
+    found = problems(queued_kept)
+    assert f"{JOBS}[0].clusterTtlSeconds" in found and "0 for a queued job" in found
+    paused_kept = with_jobs(config(), lambda jobs: jobs[0].update(cluster="dedicated", suspend=True,
+                                                                   clusterTtlSeconds=600))
+    assert load(paused_kept).jobs[0].cluster_ttl_seconds == 600
 
 
 def test_version_guard_refuses_fields_an_older_kuberay_lacks():

@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi_policy
 import pytest
+from conftest import with_fallbacks
 from pulumi.runtime import config as runtime_config
 from pulumi_policy.proxy import unknown_checking_proxy
 
@@ -52,6 +53,8 @@ def renderings() -> dict[str, engine.Rendering]:
         "prod-8b": engine.render("prod", _only_job("prod", "llama3-8b-multislice")),
         "prod-70b": engine.render("prod", _only_job("prod", "llama3-70b-multislice")),
         "prod-elastic": engine.render("prod", _only_job("prod", "llama3-8b-elastic")),
+        # prod with capacity fallbacks (opted in): every option's pool autoscales 0 <-> one slice.
+        "prod-fallbacks": engine.render("prod", with_fallbacks(engine.stack_config("prod"))),
     }
 
 
@@ -108,6 +111,8 @@ def _set_arg(r: Res, flag_or_key: str, value: str) -> None:
 
 
 def _pool(rs): return _find(rs, NODE_POOL, "v6e-16-0").props  # noqa: E704
+def _fallback_pool(rs): return _find(rs, NODE_POOL, "v6e-16-0-std").props  # noqa: E704
+def _dev_pool(rs): return _find(rs, NODE_POOL, "v6e-8-0-spot").props  # noqa: E704
 def _cluster(rs): return _find(rs, CLUSTER).props  # noqa: E704
 def _bucket(rs): return _find(rs, BUCKET).props  # noqa: E704
 # The long-lived RayCluster where a stack has one, else the first cluster a (Kueue-queued) job brings.
@@ -120,6 +125,23 @@ def _job(rs, name): return _find(rs, RAY_JOB, name)  # noqa: E704
 def _key_resource(rs: list[Res]) -> None:
     rs.append(Res("gcp:serviceaccount/key:Key", "nodes-key", "urn:nodes-key",
                   {"serviceAccountId": "maxtext-tpu-nodes"}))
+
+
+def _project_storage_admin(rs: list[Res]) -> None:
+    rs.append(Res("gcp:projects/iAMMember:IAMMember", "nodes-storage", "urn:nodes-storage",
+                  {"project": "my-tpu-project", "role": "roles/storage.admin",
+                   "member": "serviceAccount:maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"}))
+
+
+def _node_account_made_here(rs: list[Res]) -> None:
+    """The plan makes the node account (as the stack once did) but grants it nothing for image streaming."""
+    rs.append(Res("gcp:serviceaccount/account:Account", "maxtext-tpu-nodes", "urn:maxtext-tpu-nodes",
+                  {"accountId": "maxtext-tpu-nodes", "project": "my-tpu-project"}))
+
+
+def _binding_before_the_cluster(rs: list[Res]) -> None:
+    i = rs.index(_find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember"))
+    rs[i] = Res(rs[i].type, rs[i].name, rs[i].urn, rs[i].props, ())
 
 
 def _dedicated_job(rs: list[Res]) -> None:
@@ -139,14 +161,59 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      lambda rs: _pool(rs)["nodeConfig"].update(machineType="ct6e-standard-8t"), None,
      "machine type ct6e-standard-8t (8 chips per host) does not fit v6e topology 4x4"),
     ("tpu-node-count-matches-hosts", "prod",
-     lambda rs: _pool(rs)["autoscaling"].update(totalMaxNodeCount=3.0), None,
+     lambda rs: _pool(rs).update(nodeCount=3.0), None,
+     "nodeCount is 3, a v6e-16 (4x4, ct6e-standard-4t) slice has 4 host(s)"),
+    ("tpu-node-count-matches-hosts", "prod-fallbacks",
+     lambda rs: _fallback_pool(rs)["autoscaling"].update(maxNodeCount=3.0), None,
      "autoscaling maximum is 3, a v6e-16 (4x4) slice has 4 host(s)"),
+    ("tpu-node-count-matches-hosts", "prod-fallbacks",
+     lambda rs: _fallback_pool(rs).update(initialNodeCount=3.0), None,
+     "starts with 3 node(s), a v6e-16 (4x4) slice has 4 host(s): 0 or 4"),
     ("tpu-compact-placement", "prod",
      lambda rs: _pool(rs)["placementPolicy"].update(type="SPREAD"), None,
      "multi-host topology 4x4 needs placementPolicy.type COMPACT"),
+    ("tpu-compact-placement", "prod",
+     lambda rs: _pool(rs).pop("placementPolicy"), None,
+     "4 TPU hosts without placementPolicy.tpuTopology are separate single-host slices"),
+    # An autoscaled pool: its size is the per-zone maximum (dev's pools scale from zero).
     ("tpu-compact-placement", "dev",
-     lambda rs: _find(rs, NODE_POOL, "v6e-8-0").props.pop("placementPolicy"), None,
+     lambda rs: _dev_pool(rs).pop("placementPolicy"), None,
      "2 TPU hosts without placementPolicy.tpuTopology are separate single-host slices"),
+    ("tpu-autoscaling-per-zone", "dev",
+     lambda rs: _dev_pool(rs).update(autoscaling={"totalMinNodeCount": 0.0, "totalMaxNodeCount": 2.0,
+                                                  "locationPolicy": "ANY"}), None,
+     "node pool v6e-8-0-spot: autoscaling.maxNodeCount is unset (total limits set instead: the provider sends a "
+     "per-zone maximum of 0)"),
+    ("tpu-autoscaling-per-zone", "prod-fallbacks",
+     lambda rs: _fallback_pool(rs)["autoscaling"].update(maxNodeCount=1.0), None,
+     "node pool v6e-16-0-std: autoscaling.maxNodeCount is 1; GKE validates a v6e-16 slice pool"),
+    ("gke-node-version-unpinned", "prod",
+     lambda rs: _pool(rs).update(version="1.35.2-gke.1842000"), None,
+     "node pool v6e-16-0: version 1.35.2-gke.1842000 is pinned while auto-upgrade is on"),
+    ("gke-node-version-unpinned", "dev",
+     lambda rs: _find(rs, NODE_POOL, "system").props.update(version="1.35.2-gke.1842000"), None,
+     "node pool system: version 1.35.2-gke.1842000 is pinned while auto-upgrade is on"),
+    ("dcn-network-firewall", "prod",
+     lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":Firewall")]), None,
+     "network maxtext-tpu-net-1: TPU pools attach it as an extra NIC, but no INGRESS firewall allows TCP"),
+    ("dcn-network-firewall", "dev",
+     lambda rs: _find(rs, "gcp:compute/firewall:Firewall", "maxtext-dev-net-2-allow-internal").props.update(
+         sourceRanges=["10.50.0.0/16"]), None,
+     "network maxtext-dev-net-2: TPU pools attach it as an extra NIC, but no INGRESS firewall allows TCP on every "
+     "port from its subnet(s) ['10.60.0.0/16']"),
+    ("dcn-network-firewall", "prod",
+     lambda rs: _find(rs, "gcp:compute/firewall:Firewall", "maxtext-tpu-net-1-allow-internal").props.update(
+         allows=[{"protocol": "tcp", "ports": ["22"]}]), None,
+     "network maxtext-tpu-net-1: TPU pools attach it as an extra NIC, but no INGRESS firewall allows TCP"),
+    ("gke-multi-networking", "prod", lambda rs: _cluster(rs).pop("enableMultiNetworking"), None,
+     "cluster maxtext-tpu: node pools attach additional node networks but enableMultiNetworking is not true"),
+    ("gke-multi-networking", "dev", lambda rs: _cluster(rs).update(datapathProvider="LEGACY_DATAPATH"), None,
+     "cluster maxtext-dev: multi-networking needs Dataplane V2"),
+    ("node-sa-image-streaming-role", "prod", _node_account_made_here, None,
+     "node pool v6e-16-0: image streaming is on but its service account "
+     "maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com is not granted roles/serviceusage.serviceUsageConsumer"),
+    ("wi-binding-after-cluster", "prod", _binding_before_the_cluster, None,
+     "binds ns/default/sa/maxtext-ksa in the workload identity pool before any cluster exists"),
     ("dranet-label-needs-networks", "prod",
      lambda rs: _pool(rs).pop("networkConfig"), None,
      "label cloud.google.com/gke-networking-dra-driver=true without networkConfig"),
@@ -270,9 +337,7 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
     ("bucket-protected-in-prod", "prod",
      lambda rs: _bucket(rs).update(deletionPolicy="DELETE"), None,
      "deletionPolicy is DELETE, must be PREVENT in prod"),
-    ("iam-bucket-scoped", "prod",
-     lambda rs: _find(rs, "gcp:projects/iAMMember:IAMMember").props.update(
-         role="roles/storage.admin"), None,
+    ("iam-bucket-scoped", "prod", _project_storage_admin, None,
      "project IAM grants roles/storage.admin"),
     ("iam-bucket-scoped", "prod",
      lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
@@ -328,11 +393,19 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      lambda rs: _find(rs, "kubernetes:core/v1:ConfigMap").props["metadata"].pop("labels"), None,
      "lacks ['app.kubernetes.io/part-of']"),
     ("compute-class-fits-jobs", "prod",
+     lambda rs: _find(rs, COMPUTE_CLASS).props["spec"]["priorities"][0]["tpu"].update(topology="4x8"), None,
+     "priority 1 (on-demand) provisions v6e-32 4x8"),
+    ("compute-class-fits-jobs", "prod-fallbacks",
      lambda rs: _find(rs, COMPUTE_CLASS).props["spec"]["priorities"][2]["tpu"].update(topology="4x8"), None,
      "priority 3 (on-demand) provisions v6e-32 4x8"),
-    ("compute-class-has-fallback", "prod",
+    ("compute-class-has-fallback", "prod-fallbacks",
      lambda rs: _find(rs, COMPUTE_CLASS).props["spec"]["priorities"].__delitem__(slice(1, None)), None,
-     "ComputeClass tpu-group-class has 1 capacity option(s) (reservation)"),
+     "ComputeClass tpu-group-class has 1 capacity option(s) (reservation v6e-res)"),
+    # prod's one option passes only while its pools hold whole slices: one that scales from zero has nothing
+    # to fall back to.
+    ("compute-class-has-fallback", "prod",
+     lambda rs: _pool(rs).update(autoscaling={"minNodeCount": 0.0, "maxNodeCount": 4.0, "locationPolicy": "ANY"}),
+     None, "ComputeClass tpu-group-class has 1 capacity option(s) (on-demand)"),
     ("compute-class-pool-tainted", "prod",
      lambda rs: _pool(rs)["nodeConfig"].update(taints=[]), None,
      "labelled cloud.google.com/compute-class=tpu-group-class without the taint"),
@@ -355,7 +428,10 @@ def test_every_rule_has_a_failing_case():
     assert {c[0] for c in FAILING} == {r.name for r in registry.RULES}
 
 
-@pytest.mark.parametrize("stack", ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic"])
+STACKS = ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic", "prod-fallbacks"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("rule", [r.name for r in registry.RULES])
 def test_rule_passes_rendering(renderings, stack, rule):
     assert _messages(_resources(renderings, stack), _env(renderings, stack), rule) == []
@@ -372,7 +448,7 @@ def test_rule_fails_on_one_changed_field(renderings, rule, stack, mutate, config
     assert any(expected in m for m in messages), messages
 
 
-@pytest.mark.parametrize("stack", ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_whole_rendering_has_no_mandatory_violation(renderings, stack):
     found = offline.evaluate(renderings[stack])
     assert [v for v in found if v.mandatory] == []
@@ -417,7 +493,7 @@ def test_preview_report_prints_fix_and_writes_policy_json(renderings, tmp_path):
     rendering = copy.copy(renderings["prod"])
     rendering.resources = copy.deepcopy(renderings["prod"].resources)
     pool = next(r for r in rendering.resources if r.type == NODE_POOL and r.name == "v6e-16-0")
-    pool.inputs["autoscaling"]["totalMaxNodeCount"] = 3.0  # pools with capacity fallbacks scale from 0
+    pool.inputs["nodeCount"] = 3.0  # prod's pools hold the whole slice (the seed's)
     out = io.StringIO()
     code = report.check(rendering, tmp_path, out)
     text = out.getvalue()
@@ -498,8 +574,8 @@ def test_pack_policies_validate_engine_props(registered, renderings, monkeypatch
         assert any("deletionPolicy is DELETE, must be PREVENT in prod" in m
                    for m in prod_messages), prod_messages
 
-        pool = _find(resources, NODE_POOL, "v6e-8-0")
-        pool.props["autoscaling"]["totalMaxNodeCount"] = 1.0  # dev's pools have capacity fallbacks: from 0
+        pool = _find(resources, NODE_POOL, "v6e-8-0-spot")
+        pool.props["autoscaling"]["maxNodeCount"] = 1.0  # dev's pools have capacity fallbacks: from 0
         assert "autoscaling maximum is 1" in validate("tpu-node-count-matches-hosts", pool, "dev")[0][0]
 
         _worker_group(_raycluster(resources))["replicas"] = 2.0
@@ -534,12 +610,20 @@ def test_stack_policies_run_on_preview_outputs_with_unknowns(registered, renderi
         elif r.type == NODE_POOL and "networkConfig" not in r.props:
             r.props["networkConfig"] = UNKNOWN_OBJECT_VALUE
     subnet = next(r for r in resources if r.type == "gcp:compute/subnetwork:Subnetwork")
+    # Its network's DCN firewall admits the subnet's new range (only subnets-no-overlap is to fire).
+    firewall = next(r for r in resources if r.type == "gcp:compute/firewall:Firewall"
+                    and r.props["sourceRanges"] == [subnet.props["ipCidrRange"]])
     subnet.props["ipCidrRange"] = "10.60.128.0/17"  # now overlaps tpu-subnet-2
+    firewall.props["sourceRanges"] = ["10.60.128.0/17"]
 
     def run(name: str) -> list[tuple[str, str | None]]:
         stack_res = [pulumi_policy.PolicyResource(
             r.type, unknown_checking_proxy(copy.deepcopy(dict(r.props))), r.urn, r.name, opts,
             None, None, [], {}) for r in resources]
+        # What each waits for, as the engine hands them (the IAM binding waits for the cluster).
+        by_urn = {r.urn: r for r in stack_res}
+        for r, res in zip(resources, stack_res, strict=True):
+            res.dependencies = [by_urn[u] for u in r.dependencies if u in by_urn]
         seen, report_violation = _report()
         policies[name].validate(pulumi_policy.StackValidationArgs(stack_res, {}), report_violation)
         return seen

@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
+from conftest import with_fallbacks
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
@@ -140,12 +141,17 @@ CASES = {
     "dev": ("dev", None, None),
     "prod, public bucket": ("prod", lambda r: _mutate(r, "gcp:storage/bucket:Bucket",
                                                        lambda i: i.update(publicAccessPrevention="inherited")), None),
-    # prod's slice pools autoscale 0 <-> one slice (capacity fallbacks): a maximum that is not a slice.
+    # prod's slice pools hold the whole slice (the seed's): a size that is not a slice.
     "prod, node pool of the wrong size": ("prod", lambda r: _mutate(
-        r, "gcp:container/nodePool:NodePool", lambda i: i["autoscaling"].update(totalMaxNodeCount=3),
-        name="v6e-16-0"), None),
-    "prod, node pool starting with part of a slice": ("prod", lambda r: _mutate(
-        r, "gcp:container/nodePool:NodePool", lambda i: i.update(initialNodeCount=3), name="v6e-16-0-std"), None),
+        r, "gcp:container/nodePool:NodePool", lambda i: i.update(nodeCount=3), name="v6e-16-0"), None),
+    # With capacity fallbacks (opted in) every option's pool autoscales 0 <-> one slice, per zone.
+    "prod with fallbacks, autoscaled pool of the wrong size": ("prod", lambda r: _mutate(
+        r, "gcp:container/nodePool:NodePool", lambda i: i["autoscaling"].update(maxNodeCount=3),
+        name="v6e-16-0-rsv"), None, with_fallbacks),
+    "prod with fallbacks, node pool starting with part of a slice": ("prod", lambda r: _mutate(
+        r, "gcp:container/nodePool:NodePool", lambda i: i.update(initialNodeCount=3), name="v6e-16-0-std"), None,
+        with_fallbacks),
+    "prod with fallbacks": ("prod", None, None, with_fallbacks),
     "prod, worker group that does not match its slice": (
         # prod's jobs are queued by Kueue, each on its own cluster: break the one a job brings.
         "prod", lambda r: _mutate(r, "kubernetes:ray.io/v1:RayJob", _broken_worker), None),
@@ -165,8 +171,10 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_pack_and_offline_evaluation_agree(case, packs):
-    stack, mutate, policy_config = CASES[case]
+    stack, mutate, policy_config, *edit = CASES[case]
     config = engine.stack_config(stack)
+    if edit:  # a variant of the stack file (capacity fallbacks)
+        config = edit[0](config)
     rendering = engine.render(stack, config)
     if mutate:
         rendering = mutate(rendering)
@@ -176,7 +184,7 @@ def test_pack_and_offline_evaluation_agree(case, packs):
     assert online == offline_verdict(rendering, policy_config)
     if mutate or (policy_config and case.startswith("prod")):
         assert any(level == "mandatory" for *_, level in online), f"{case}: the broken stack passed"
-    if case in ("prod", "dev"):
+    if case in ("prod", "dev", "prod with fallbacks"):
         assert not any(level == "mandatory" for *_, level in online)
 
 

@@ -454,9 +454,11 @@ def test_entrypoint_runs_the_mounted_trainer(prod):
         argv = shlex.split(job_doc(prod, job.name)["spec"]["entrypoint"])
         assert argv == ["python", script, "--script-sha256", cm["metadata"]["annotations"][
             manifests.TRAINER_HASH_ANNOTATION], *trainer_argv(spec, job, local=False)]
-        # MaxText is in the worker image: the trainer's own flag says so (before MaxText's settings).
+        # MaxText is in the worker image only once its digest is set: the trainer's own flag says so
+        # (before MaxText's settings). prod as shipped is in the first phase: ray.image, MaxText installed.
         own = argv[:argv.index("--")]
-        assert ("--prebuilt-image" in own) == (spec.image is not None)
+        assert ("--prebuilt-image" in own) == spec.prebuilt_image
+        assert "--prebuilt-image" not in own and spec.image is not None and spec.image.pending
 
 
 def test_shared_and_dedicated_jobs(shapes):
@@ -474,9 +476,11 @@ def test_shared_and_dedicated_jobs(shapes):
             assert "rayClusterSpec" not in s and s["shutdownAfterJobFinishes"] is False
             assert "deletionStrategy" not in s  # feature-gated in KubeRay; the default is right
         else:
-            # Its own cluster: the job's group only, sized to the job's slices, gone after it.
+            # Its own cluster: the job's group only, sized to the job's slices, gone when it ends (queued:
+            # Kueue frees its quota then, so clusterTtlSeconds is 0).
             assert "clusterSelector" not in s
-            assert s["shutdownAfterJobFinishes"] is True and s["ttlSecondsAfterFinished"] > 0
+            assert job.queued and s["shutdownAfterJobFinishes"] is True
+            assert s["ttlSecondsAfterFinished"] == job.cluster_ttl_seconds == 0
             assert "deletionStrategy" not in s
             (g,) = s["rayClusterSpec"]["workerGroupSpecs"]
             assert g["groupName"] == job.group

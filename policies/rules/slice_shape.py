@@ -117,7 +117,7 @@ def node_pool_compact_placement(type_: str, props: Mapping[str, Any], ctx: Conte
     placement = get(props, "placementPolicy", {})
     topo = get(placement, "tpuTopology")
     count = as_int(get(props, "nodeCount", get(props, "initialNodeCount"))) or 0
-    top = as_int(get(props, "autoscaling.totalMaxNodeCount")) or 0
+    top = as_int(get(props, "autoscaling.totalMaxNodeCount", get(props, "autoscaling.maxNodeCount"))) or 0
     shape = None
     if topo:
         try:
