@@ -121,7 +121,7 @@ def gke_changes(state: Mapping[str, dict[str, Any]], version: str = "1.35.3-gke.
     """The state after GKE's own changes between two runs, and what they were: every pool and the control
     plane auto-upgraded to ``version``, GKE's label on each flex-start pool, the autoscaler's node counts."""
     out, what = copy.deepcopy(dict(state)), []
-    for urn, e in out.items():
+    for e in out.values():
         o = e["outputs"]
         if e["type"] == CLUSTER:
             o["masterVersion"] = o["nodeVersion"] = version
