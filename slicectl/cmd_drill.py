@@ -15,6 +15,7 @@ from pathlib import Path
 
 from drills.cluster import TARGETS
 from drills.local import SCENARIOS
+from slicectl import extras
 from slicectl.argtypes import integer, seconds
 from slicectl.exits import Exit, UsageError
 
@@ -97,7 +98,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.local:
+        # The local cluster, the trainer and the report's timeline picture.
+        extras.require("slicectl drill --local", extras.TRAIN + extras.PICTURES)
         return run_local(args)
+    if args.ray_address:  # job logs through Ray's job client (else the API server's proxy: no Ray needed)
+        extras.require("slicectl drill --ray-address", ("ray",))
     return run_cluster(args)
 
 

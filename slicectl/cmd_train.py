@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from drills.local_train import default_run_dir, load_job, train_local
+from slicectl import extras
 from slicectl.argtypes import integer, seconds
 from slicectl.exits import Exit, UsageError
 
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         print("slicectl train runs --local only: on GKE a job runs as its RayJob "
               "(slicectl preview shows it; pulumi up applies it)")
         return Exit.USAGE
+    extras.require("slicectl train --local")
     spec, job = load_job(args.stack, args.job)
     # One local node per slice and one worker per node: a one-slice job (dev's, two hosts
     # on TPU) still trains on two processes here, as its hosts do on the slice.

@@ -25,14 +25,17 @@ def indent(text: str) -> str:
 
 def cost_text(doc: dict) -> str:
     lines = []
-    for title, header, rows in cost.tables(doc):
+    views, sources = cost.tables(doc)
+    for title, header, rows in views:
         lines += [f"{title}:", indent(text_table(header, rows)), ""]
-    return "\n".join(lines + cost.footer(doc))
+    return "\n".join(lines + cost.footer(doc) + ["Price sources:", *map(indent, sources)])
 
 
 def cost_markdown(doc: dict) -> str:
     parts = []
-    for title, header, rows in cost.tables(doc):
+    views, sources = cost.tables(doc)
+    for title, header, rows in views:
         parts += [f"#### {title}", md_table(header, rows)]
     parts.append("\n".join(f"- {line}" for line in cost.footer(doc)))
+    parts.append("Price sources:\n\n" + "\n".join(f"- {line}" for line in sources))
     return "\n\n".join(parts)

@@ -7,20 +7,25 @@ Three views, each a list of rows (plain dicts, the shape of ``build/<stack>/cost
 - ``standing``: what stays up all month: the system node pool, each slice pool whose first
   option is not flex-start (flex-start pools scale to zero), the bucket when its size is given;
 - ``jobs``: one run of each job at ``expectedStepSeconds``: steps × seconds × chips × price,
-  at the job's largest slice count and its group's first capacity option.
+  at the job's largest slice count, on its group's first capacity option and on its last fallback.
 
-A price the table lacks and the spec does not give is ``None`` ("unknown") with the key to set;
-totals add what is known and say whether anything was left out.
+Every row carries its price as ``{usd, from, source, published, read, key}``: ``from`` is ``table``
+(``source`` is the page, with the date its figure was published and the date it was read),
+``spec`` (the stack's override key) or ``missing``. A missing price is ``None``, never zero. A total
+is ``{usd, knownUsd, unknown}``: ``usd`` is ``None`` as soon as one part is unknown, ``knownUsd``
+adds the known parts and ``unknown`` lists the keys to set; the views print it as
+"≥ $X (N prices unknown)" or "unknown".
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 from . import prices
 
-SCHEMA_ID = "tpu-multislice/cost/v1"
+SCHEMA_ID = "tpu-multislice/cost/v2"
 UNKNOWN = "unknown"
 
 
@@ -61,6 +66,17 @@ def _mul(*xs: float | None) -> float | None:
     return out
 
 
+def total(parts: list[tuple[float | None, list[str]]]) -> dict:
+    """A total of ``(usd, keys that make it unknown)`` parts: ``usd`` is None if any part is unknown."""
+    unknown = sorted({k for usd_, keys in parts if usd_ is None for k in keys})
+    known = round(float(sum(usd_ for usd_, _ in parts if usd_ is not None)), 2)
+    return {"usd": None if unknown else known, "knownUsd": known, "unknown": unknown}
+
+
+def _missing(*prices_: prices.Price) -> list[str]:
+    return [p.key for p in prices_ if not p.known]
+
+
 def compute(spec: Any) -> dict:
     """The cost document of one stack (see the module docstring), JSON-ready."""
     hours = prices.hours_per_month()
@@ -68,26 +84,33 @@ def compute(spec: Any) -> dict:
     tpu_over = over.tpu_overrides()
     region = spec.region
     capacity, standing, jobs = [], [], []
+    first_parts, last_parts = [], []  # per slice: its first option and its last fallback, all month
 
     for s in spec.slices:
         shape = s.shape
-        for rank, opt in enumerate(capacity_options(s), start=1):
+        options = capacity_options(s)
+        for rank, opt in enumerate(options, start=1):
             p = prices.tpu(shape.generation.name, opt.type, region, tpu_over)
             per_hour = _mul(shape.chips, p.usd)
+            per_month = _round(_mul(per_hour, hours))
             capacity.append({
                 "slice": s.name, "group": s.group, "podType": shape.pod_type, "chips": shape.chips,
                 "rank": rank, "capacity": opt.type, "reservation": opt.reservation, "region": region,
-                "usdPerChipHour": p.usd, "usdPerHour": _round(per_hour), "usdPerMonth": _round(_mul(per_hour, hours)),
-                "priceFrom": p.origin, "source": p.source,
+                "usdPerHour": _round(per_hour), "usdPerMonth": per_month, "price": p.as_json(),
             })
+            if rank == 1:
+                first_parts.append((per_month, _missing(p)))
+            if rank == len(options):
+                last_parts.append((per_month, _missing(p)))
 
     c = spec.cluster
     mp = prices.machine(c.system_machine_type, region, over.machines)
     standing.append({
         "item": "system node pool", "what": f"{c.system_node_count} x {c.system_machine_type}",
         "usdPerHour": _round(_mul(c.system_node_count, mp.usd)),
-        "usdPerMonth": _round(_mul(c.system_node_count, mp.usd, hours)), "priceFrom": mp.origin, "source": mp.source,
+        "usdPerMonth": _round(_mul(c.system_node_count, mp.usd, hours)), "price": mp.as_json(),
     })
+    standing_parts = [(standing[0]["usdPerMonth"], _missing(mp))]
     for s in spec.slices:
         if not stays_up(s):
             continue
@@ -96,8 +119,9 @@ def compute(spec: Any) -> dict:
         standing.append({
             "item": f"slice {s.name}", "what": f"{s.shape.pod_type} ({s.shape.chips} chips), {first.type}",
             "usdPerHour": _round(_mul(s.shape.chips, p.usd)), "usdPerMonth": _round(_mul(s.shape.chips, p.usd, hours)),
-            "priceFrom": p.origin, "source": p.source,
+            "price": p.as_json(),
         })
+        standing_parts.append((standing[-1]["usdPerMonth"], _missing(p)))
     notes = []
     st = spec.storage
     if over.bucket_gb is not None:
@@ -105,47 +129,50 @@ def compute(spec: Any) -> dict:
         standing.append({
             "item": f"bucket {st.bucket}", "what": f"{over.bucket_gb:g} GB {st.storage_class}",
             "usdPerHour": _round(_mul(over.bucket_gb, sp.usd, 1 / hours)),
-            "usdPerMonth": _round(_mul(over.bucket_gb, sp.usd)), "priceFrom": sp.origin, "source": sp.source,
+            "usdPerMonth": _round(_mul(over.bucket_gb, sp.usd)), "price": sp.as_json(),
         })
+        standing_parts.append((standing[-1]["usdPerMonth"], _missing(sp)))
     else:
         notes.append("bucket storage not estimated: set prices.bucketGb (expected GB kept)")
 
     up = {s.group for s in spec.slices if stays_up(s)}
-    for j in spec.jobs:
+    job_first, job_last = [], []
+    for i, j in enumerate(spec.jobs):
         g = spec.group(j.group)
-        first = capacity_options(g.slices[0])[0]
-        p = prices.tpu(g.shape.generation.name, first.type, region, tpu_over)
+        options = capacity_options(g.slices[0])
+        p = prices.tpu(g.shape.generation.name, options[0].type, region, tpu_over)
+        # The last option is what a run costs when no cheaper capacity comes (usually on-demand).
+        worst = prices.tpu(g.shape.generation.name, options[-1].type, region, tpu_over)
         chips = (j.slices or 0) * g.shape.chips
         step = spec.step_time(j)  # the job's expectedStepSeconds, else the seed's measured step
         run_hours = None if step is None else j.steps * step[0] / 3600
-        # The last option is what a run costs when no cheaper capacity comes (usually on-demand).
-        last = capacity_options(g.slices[0])[-1]
-        worst = prices.tpu(g.shape.generation.name, last.type, region, tpu_over)
+        no_step = [] if step is not None else [f"jobs[{i}].expectedStepSeconds"]
         jobs.append({
             "job": j.name, "group": g.name, "slices": j.slices, "chips": chips, "steps": j.steps,
             "expectedStepSeconds": None if step is None else step[0],
             "stepFrom": None if step is None else step[1],
             "hours": None if run_hours is None else round(run_hours, 3),
-            "capacity": first.type, "usdPerChipHour": p.usd, "usd": _round(_mul(chips, p.usd, run_hours)),
-            "fallbackCapacity": last.type, "usdFallback": _round(_mul(chips, worst.usd, run_hours)),
+            "capacity": options[0].type, "usd": _round(_mul(chips, p.usd, run_hours)), "price": p.as_json(),
+            "fallbackCapacity": options[-1].type, "usdFallback": _round(_mul(chips, worst.usd, run_hours)),
+            "fallbackPrice": worst.as_json(),
             # On slice pools that stay up, a run spends standing capacity rather than adding to it.
             "inStanding": g.name in up,
-            "priceFrom": p.origin if run_hours is not None else "missing",
-            "source": p.source if run_hours is not None else f"set jobs[{spec.jobs.index(j)}].expectedStepSeconds",
         })
+        job_first.append((jobs[-1]["usd"], [*no_step, *_missing(p)]))
+        job_last.append((jobs[-1]["usdFallback"], [*no_step, *_missing(worst)]))
 
-    missing = sorted({r["source"].rsplit("set ", 1)[-1] for r in [*capacity, *standing, *jobs]
-                      if r["priceFrom"] == "missing"})
-    known = [r["usdPerMonth"] for r in standing if r["usdPerMonth"] is not None]
+    missing = sorted({r[f]["key"] for r in [*capacity, *standing, *jobs] for f in ("price", "fallbackPrice")
+                      if f in r and r[f]["from"] == "missing"}
+                     | {k for parts in (standing_parts, job_first, job_last) for usd_, keys in parts
+                        if usd_ is None for k in keys})
     return {
         "schema": SCHEMA_ID, "stack": spec.stack, "currency": prices.table()["currency"], "region": region,
         "hoursPerMonth": hours, "priceTable": {"file": prices.TABLE_FILE, "read": prices.table_date()},
         "capacity": capacity, "standing": standing, "jobs": jobs,
         "totals": {
-            "standingUsdPerMonth": round(sum(known), 2),
-            "standingComplete": len(known) == len(standing),
-            "jobsUsd": round(sum(r["usd"] for r in jobs if r["usd"] is not None), 2),
-            "jobsComplete": all(r["usd"] is not None for r in jobs),
+            "standingPerMonth": total(standing_parts),
+            "capacityPerMonth": {"firstChoice": total(first_parts), "lastFallback": total(last_parts)},
+            "jobs": {"firstChoice": total(job_first), "lastFallback": total(job_last)},
         },
         "missing": missing, "notes": notes,
     }
@@ -154,7 +181,19 @@ def compute(spec: Any) -> dict:
 # --------------------------------------------------------------------------- the document's schema
 
 _NUM = {"type": ["number", "null"]}
-_ROW_BASE = {"priceFrom": {"enum": ["table", "spec", "missing"]}, "source": {"type": "string"}}
+_STR = {"type": "string"}
+_PRICE = {
+    "type": "object", "additionalProperties": False,
+    "required": ["usd", "from", "source", "published", "read", "key"],
+    "properties": {"usd": _NUM, "from": {"enum": ["table", "spec", "missing"]}, "source": _STR,
+                   "published": {"type": ["string", "null"]}, "read": {"type": ["string", "null"]}, "key": _STR},
+}
+_TOTAL = {
+    "type": "object", "additionalProperties": False, "required": ["usd", "knownUsd", "unknown"],
+    "properties": {"usd": _NUM, "knownUsd": {"type": "number"}, "unknown": {"type": "array", "items": _STR}},
+}
+_CHOICES = {"type": "object", "additionalProperties": False, "required": ["firstChoice", "lastFallback"],
+            "properties": {"firstChoice": _TOTAL, "lastFallback": _TOTAL}}
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -162,40 +201,37 @@ SCHEMA = {
     "required": ["schema", "stack", "currency", "region", "hoursPerMonth", "priceTable", "capacity", "standing",
                  "jobs", "totals", "missing", "notes"],
     "properties": {
-        "schema": {"const": SCHEMA_ID}, "stack": {"type": "string"}, "currency": {"type": "string"},
-        "region": {"type": "string"}, "hoursPerMonth": {"type": "number"},
+        "schema": {"const": SCHEMA_ID}, "stack": _STR, "currency": _STR,
+        "region": _STR, "hoursPerMonth": {"type": "number"},
         "priceTable": {"type": "object", "required": ["file", "read"], "additionalProperties": False,
-                       "properties": {"file": {"type": "string"}, "read": {"type": "string"}}},
+                       "properties": {"file": _STR, "read": _STR}},
         "capacity": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["slice", "group", "podType", "chips", "rank", "capacity", "reservation", "region",
-                         "usdPerChipHour", "usdPerHour", "usdPerMonth", "priceFrom", "source"],
-            "properties": {"slice": {"type": "string"}, "group": {"type": "string"}, "podType": {"type": "string"},
-                           "chips": {"type": "integer"}, "rank": {"type": "integer"}, "capacity": {"type": "string"},
-                           "reservation": {"type": ["string", "null"]}, "region": {"type": "string"},
-                           "usdPerChipHour": _NUM, "usdPerHour": _NUM, "usdPerMonth": _NUM, **_ROW_BASE}}},
+                         "usdPerHour", "usdPerMonth", "price"],
+            "properties": {"slice": _STR, "group": _STR, "podType": _STR,
+                           "chips": {"type": "integer"}, "rank": {"type": "integer"}, "capacity": _STR,
+                           "reservation": {"type": ["string", "null"]}, "region": _STR,
+                           "usdPerHour": _NUM, "usdPerMonth": _NUM, "price": _PRICE}}},
         "standing": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
-            "required": ["item", "what", "usdPerHour", "usdPerMonth", "priceFrom", "source"],
-            "properties": {"item": {"type": "string"}, "what": {"type": "string"}, "usdPerHour": _NUM,
-                           "usdPerMonth": _NUM, **_ROW_BASE}}},
+            "required": ["item", "what", "usdPerHour", "usdPerMonth", "price"],
+            "properties": {"item": _STR, "what": _STR, "usdPerHour": _NUM, "usdPerMonth": _NUM, "price": _PRICE}}},
         "jobs": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
-            "required": ["job", "group", "slices", "chips", "steps", "expectedStepSeconds", "hours", "capacity",
-                         "stepFrom", "usdPerChipHour", "usd", "fallbackCapacity", "usdFallback", "inStanding",
-                         "priceFrom", "source"],
-            "properties": {"job": {"type": "string"}, "group": {"type": "string"}, "slices": {"type": "integer"},
+            "required": ["job", "group", "slices", "chips", "steps", "expectedStepSeconds", "stepFrom", "hours",
+                         "capacity", "usd", "price", "fallbackCapacity", "usdFallback", "fallbackPrice",
+                         "inStanding"],
+            "properties": {"job": _STR, "group": _STR, "slices": {"type": "integer"},
                            "chips": {"type": "integer"}, "steps": {"type": "integer"}, "expectedStepSeconds": _NUM,
-                           "stepFrom": {"type": ["string", "null"]},
-                           "hours": _NUM, "capacity": {"type": "string"}, "usdPerChipHour": _NUM, "usd": _NUM,
-                           "fallbackCapacity": {"type": "string"}, "usdFallback": _NUM,
-                           "inStanding": {"type": "boolean"}, **_ROW_BASE}}},
+                           "stepFrom": {"type": ["string", "null"]}, "hours": _NUM, "capacity": _STR, "usd": _NUM,
+                           "price": _PRICE, "fallbackCapacity": _STR, "usdFallback": _NUM, "fallbackPrice": _PRICE,
+                           "inStanding": {"type": "boolean"}}}},
         "totals": {"type": "object", "additionalProperties": False,
-                   "required": ["standingUsdPerMonth", "standingComplete", "jobsUsd", "jobsComplete"],
-                   "properties": {"standingUsdPerMonth": {"type": "number"}, "standingComplete": {"type": "boolean"},
-                                  "jobsUsd": {"type": "number"}, "jobsComplete": {"type": "boolean"}}},
-        "missing": {"type": "array", "items": {"type": "string"}},
-        "notes": {"type": "array", "items": {"type": "string"}},
+                   "required": ["standingPerMonth", "capacityPerMonth", "jobs"],
+                   "properties": {"standingPerMonth": _TOTAL, "capacityPerMonth": _CHOICES, "jobs": _CHOICES}},
+        "missing": {"type": "array", "items": _STR},
+        "notes": {"type": "array", "items": _STR},
     },
 }
 
@@ -211,37 +247,89 @@ def _rate(x: float | None) -> str:
     return UNKNOWN if x is None else f"${x:,.4f}".rstrip("0").rstrip(".")
 
 
-def tables(doc: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of the three views and the totals, as text cells."""
-    t = doc["totals"]
+def _unknowns(keys: list[str]) -> str:
+    noun = "price" if all(k.startswith("prices.") for k in keys) else "input"
+    return f"{len(keys)} {noun}{'s' if len(keys) != 1 else ''} unknown"
+
+
+def total_text(t: dict) -> str:
+    """``$X``, ``≥ $X (N prices unknown)`` when some parts are unknown, ``unknown (...)`` when none is known."""
+    if not t["unknown"]:
+        return usd(t["usd"])
+    if not t["knownUsd"]:
+        return f"{UNKNOWN} ({_unknowns(t['unknown'])})"
+    return f"≥ {usd(t['knownUsd'])} ({_unknowns(t['unknown'])})"
+
+
+class _Sources:
+    """Footnotes: each distinct price source once, numbered in order of first use."""
+
+    def __init__(self) -> None:
+        self.notes: dict[tuple, int] = {}
+
+    def cell(self, p: dict) -> str:
+        key = (p["from"], p["source"], p["published"], p["read"])
+        n = self.notes.setdefault(key, len(self.notes) + 1)
+        return f"{p['from']} [{n}]"
+
+    def lines(self) -> list[str]:
+        out = []
+        for (origin, source, published, read), n in self.notes.items():
+            if origin == "table":
+                out.append(f"[{n}] {source}, published {published}, read {read}{_age(published, read)}")
+            elif origin == "spec":
+                out.append(f"[{n}] the stack file: tpu-multislice:{source}")
+            else:
+                out.append(f"[{n}] unknown: {source}")
+        return out
+
+
+def _age(published: str | None, read: str | None) -> str:
+    """' (N months old when read)' when the published figure predates the reading by 3 months or more."""
+    try:
+        months = (dt.date.fromisoformat(read) - dt.date.fromisoformat(published)).days // 30
+    except (TypeError, ValueError):  # an undated copy: the date text says so
+        return ""
+    return f" ({months} months old when read: check the page)" if months >= 3 else ""
+
+
+def tables(doc: dict) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
+    """(title, header, rows) of the three views with their totals, as text cells, and the sources' footnotes."""
+    t, src = doc["totals"], _Sources()
     cap = [[r["slice"], str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
-            str(r["chips"]), _rate(r["usdPerChipHour"]), usd(r["usdPerHour"]), usd(r["usdPerMonth"]), r["priceFrom"]]
-           for r in doc["capacity"]]
-    up = [[r["item"], r["what"], usd(r["usdPerHour"]), usd(r["usdPerMonth"]), r["priceFrom"]] for r in doc["standing"]]
-    up.append(["total", "" if t["standingComplete"] else "known rows only", "",
-               usd(t["standingUsdPerMonth"]), ""])
+            str(r["chips"]), _rate(r["price"]["usd"]), usd(r["usdPerHour"]), usd(r["usdPerMonth"]),
+            src.cell(r["price"])] for r in doc["capacity"]]
+    if cap:
+        cap += [["total", "", "each slice's first choice", "", "", "", total_text(t["capacityPerMonth"]["firstChoice"]),
+                 ""],
+                ["total", "", "each slice's last fallback", "", "", "",
+                 total_text(t["capacityPerMonth"]["lastFallback"]), ""]]
+    up = [[r["item"], r["what"], usd(r["usdPerHour"]), usd(r["usdPerMonth"]), src.cell(r["price"])]
+          for r in doc["standing"]]
+    up.append(["total", "", "", total_text(t["standingPerMonth"]), ""])
     jobs = [[r["job"], str(r["slices"]), str(r["chips"]), str(r["steps"]),
              UNKNOWN if r["expectedStepSeconds"] is None else f"{r['expectedStepSeconds']:g}",
-             UNKNOWN if r["hours"] is None else f"{r['hours']:g}", r["capacity"], usd(r["usd"]),
-             f"{usd(r['usdFallback'])} ({r['fallbackCapacity']})", "yes" if r["inStanding"] else "no"]
+             UNKNOWN if r["hours"] is None else f"{r['hours']:g}", r["capacity"], usd(r["usd"]), src.cell(r["price"]),
+             r["fallbackCapacity"], usd(r["usdFallback"]), src.cell(r["fallbackPrice"]),
+             "yes" if r["inStanding"] else "no"]
             for r in doc["jobs"]]
     if jobs:
-        fallback = sum(r["usdFallback"] or 0 for r in doc["jobs"])
-        jobs.append(["total", "", "", "", "", "", "", usd(t["jobsUsd"]) + ("" if t["jobsComplete"] else
-                                                                          " (known rows only)"),
-                     usd(fallback), ""])
-    return [
+        jobs.append(["total", "", "", "", "", "", "", total_text(t["jobs"]["firstChoice"]), "", "",
+                     total_text(t["jobs"]["lastFallback"]), "", ""])
+    views = [
         ("Capacity options (per slice, in the order GKE tries them)",
          ["slice", "#", "capacity", "chips", "$/chip-h", "$/hour", "$/month", "price"], cap),
         ("Stays up (per month)", ["item", "what", "$/hour", "$/month", "price"], up),
-        ("One run of each job", ["job", "slices", "chips", "steps", "s/step", "hours", "capacity", "cost",
-                                 "cost on the last fallback", "on standing pools"], jobs),
+        ("One run of each job (first choice, and the last fallback when nothing cheaper comes)",
+         ["job", "slices", "chips", "steps", "s/step", "hours", "capacity", "cost", "price",
+          "last fallback", "cost", "price", "on standing pools"], jobs),
     ]
+    return views, src.lines()
 
 
 def footer(doc: dict) -> list[str]:
-    lines = [f"Prices: {doc['priceTable']['file']} (read {doc['priceTable']['read']}), {doc['currency']}, "
-             f"{doc['hoursPerMonth']:g} h/month; overrides under tpu-multislice:prices."]
+    lines = [f"Prices: {doc['priceTable']['file']}, {doc['currency']}, {doc['hoursPerMonth']:g} h/month; "
+             f"overrides under tpu-multislice:prices."]
     lines += [f"unknown until set: {m}" for m in doc["missing"]]
     lines += doc["notes"]
     return lines
@@ -250,49 +338,96 @@ def footer(doc: dict) -> list[str]:
 # --------------------------------------------------------------------------- change against a base
 
 
-def _keyed(doc: dict | None) -> dict[tuple[str, str], float | None]:
+def _v1_totals(doc: dict) -> dict:
+    """The totals of a ``cost/v1`` document (the default branch before v2) in the v2 shape."""
+    t, missing = doc["totals"], doc.get("missing", [])
+
+    def old(known: float, complete: bool) -> dict:
+        return {"usd": known if complete else None, "knownUsd": known, "unknown": [] if complete else missing}
+
+    def rows(values: list[float | None]) -> dict:
+        return total([(v, missing or ["(unknown in the base)"]) for v in values])
+
+    last: dict[str, dict] = {}
+    for r in doc.get("capacity", []):
+        last[r["slice"]] = r  # rows come in rank order
+    return {
+        "standingPerMonth": old(t["standingUsdPerMonth"], t["standingComplete"]),
+        "capacityPerMonth": {"firstChoice": rows([r["usdPerMonth"] for r in doc.get("capacity", []) if r["rank"] == 1]),
+                             "lastFallback": rows([r["usdPerMonth"] for r in last.values()])},
+        "jobs": {"firstChoice": old(t["jobsUsd"], t["jobsComplete"]),
+                 "lastFallback": rows([r.get("usdFallback") for r in doc.get("jobs", [])])},
+    }
+
+
+def _keyed(doc: dict | None) -> dict[tuple[str, str], Any]:
+    """Each figure of a document by (view, row): a number or None, a total dict for the totals."""
     if not doc:
         return {}
-    out: dict[tuple[str, str], float | None] = {}
+    t = doc["totals"] if doc.get("schema") == SCHEMA_ID else _v1_totals(doc)
+    out: dict[tuple[str, str], Any] = {}
     for r in doc.get("standing", []):
         out[("stays up, per month", r["item"])] = r["usdPerMonth"]
-    out[("stays up, per month", "total")] = doc["totals"]["standingUsdPerMonth"]
+    out[("stays up, per month", "total")] = t["standingPerMonth"]
     for r in doc.get("capacity", []):
         out[("capacity option, per month", f"{r['slice']} #{r['rank']} {r['capacity']}")] = r["usdPerMonth"]
+    out[("capacity option, per month", "total, first choice")] = t["capacityPerMonth"]["firstChoice"]
+    out[("capacity option, per month", "total, last fallback")] = t["capacityPerMonth"]["lastFallback"]
     for r in doc.get("jobs", []):
         out[("job run", r["job"])] = r["usd"]
-    out[("job run", "total")] = doc["totals"]["jobsUsd"]
+    out[("job run", "total, first choice")] = t["jobs"]["firstChoice"]
+    out[("job run", "total, last fallback")] = t["jobs"]["lastFallback"]
     return out
 
 
-def _change(old: float | None, new: float | None, present: tuple[bool, bool]) -> str:
-    if not present[0]:
-        return "added"
-    if not present[1]:
-        return "removed"
-    if old is None or new is None:
-        return "unchanged" if old == new else "now known" if new is not None else "now unknown"
-    d = new - old
-    if abs(d) < 0.005:
-        return "unchanged"
+def _signed(d: float, old: float | None) -> str:
     pct = f" ({d / old:+.0%})" if old else ""
     return f"{'+' if d > 0 else '-'}${abs(d):,.2f}{pct}"
 
 
-def diff_markdown(stack: str, base: dict | None, head: dict) -> str:
-    """The cost change of one stack against the default branch, as Markdown (changed rows and the totals)."""
+def _change(old: Any, new: Any, present: tuple[bool, bool]) -> str:
+    if not present[0]:
+        return "added"
+    if not present[1]:
+        return "removed"
+    if isinstance(old, dict) and isinstance(new, dict):  # totals
+        if not old["unknown"] and not new["unknown"]:
+            return _change(old["usd"], new["usd"], present)
+        d = new["knownUsd"] - old["knownUsd"]
+        known = "known part unchanged" if abs(d) < 0.005 else f"{_signed(d, old['knownUsd'])} on the known part"
+        return f"{known}; {_unknowns(new['unknown'])}" if new["unknown"] else f"now known; {known}"
+    if old is None or new is None:
+        return "unchanged" if old == new else "now known" if new is not None else "now unknown"
+    d = new - old
+    return "unchanged" if abs(d) < 0.005 else _signed(d, old)
+
+
+def _shown(x: Any) -> str:
+    return total_text(x) if isinstance(x, dict) else usd(x)
+
+
+def changes(base: dict | None, head: dict) -> list[dict]:
+    """The rows that changed, and every total: ``{view, row, base, head, change}`` (figures as text)."""
     b, h = _keyed(base), _keyed(head)
-    rows = []
+    out = []
     for key in [*h, *(k for k in b if k not in h)]:
-        old, new = b.get(key), h.get(key)
-        change = _change(old, new, (key in b, key in h))
-        if change != "unchanged" or key[1] == "total":
-            rows.append(f"| {key[0]} | {key[1]} | {usd(old) if key in b else '—'} | {usd(new) if key in h else '—'} "
-                        f"| {change} |")
-    lines = [f"### Cost of `{stack}` against the default branch", ""]
+        change = _change(b.get(key), h.get(key), (key in b, key in h))
+        if change != "unchanged" or key[1].startswith("total"):
+            out.append({"view": key[0], "row": key[1], "base": _shown(b[key]) if key in b else None,
+                        "head": _shown(h[key]) if key in h else None, "change": change})
+    return out
+
+
+def diff_markdown(stack: str, base: dict | None, head: dict, against: str = "the default branch") -> str:
+    """The cost change of one stack against a base (changed rows and the totals), as Markdown."""
+    lines = [f"### Cost of `{stack}` against {against}", ""]
     if base is None:
-        lines += ["The default branch has no cost for this stack (new stack, or before cost.json existed): "
-                  "every row is new.", ""]
-    lines += ["| view | row | base | this PR | change |", "|---|---|---|---|---|", *rows, ""]
+        lines += ["The base has no cost for this stack (a new stack): every row is new.", ""]
+    lines += ["| view | row | base | this change | change |", "|---|---|---|---|---|"]
+    lines += [f"| {c['view']} | {c['row']} | {c['base'] or '—'} | {c['head'] or '—'} | {c['change']} |"
+              for c in changes(base, head)]
+    lines.append("")
+    _, sources = tables(head)
     lines += [f"- {line}" for line in footer(head)]
+    lines += [f"- price source: {line.split('] ', 1)[1]}" for line in sources if "] unknown: " not in line]
     return "\n".join(lines)

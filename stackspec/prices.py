@@ -21,12 +21,18 @@ OVERRIDE_KEYS = {"on-demand": "onDemand", "spot": "spot", "flex-start": "flexSta
 
 @dataclass(frozen=True)
 class Price:
-    """One unit price and where it came from: ``table`` (with its source), ``spec`` or ``missing``."""
+    """One unit price and where it came from: ``table`` (its page and dates), ``spec`` or ``missing``."""
 
     usd: float | None
     origin: str  # "table", "spec" or "missing"
-    source: str  # a URL and dates, the spec key that set it, or the spec key to set
+    source: str  # the page's URL, the spec key that set it, or what the table lacks and the key to set
     key: str  # the override key, e.g. prices.v6e.spot
+    published: str | None = None  # table only: the date the page's figure was transcribed
+    read: str | None = None  # table only: the date the page was read
+
+    def as_json(self) -> dict:
+        return {"usd": self.usd, "from": self.origin, "source": self.source, "published": self.published,
+                "read": self.read, "key": self.key}
 
     @property
     def known(self) -> bool:
@@ -48,8 +54,8 @@ def table_date() -> str:
     return max(e["read"] for section in ("tpu", "storage", "machines") for e in t[section])
 
 
-def _cite(entry: dict) -> str:
-    return f"{entry['source']} (published {entry['published']}, read {entry['read']})"
+def _cited(usd: float, entry: dict, key: str) -> Price:
+    return Price(float(usd), "table", entry["source"], key, entry["published"], entry["read"])
 
 
 def tpu(generation: str, capacity: str, region: str, overrides: dict | None = None) -> Price:
@@ -60,7 +66,7 @@ def tpu(generation: str, capacity: str, region: str, overrides: dict | None = No
         return Price(float(given), "spec", key, key)
     for e in table()["tpu"]:
         if (e["generation"], e["capacity"], e["region"]) == (generation, capacity, region):
-            return Price(float(e["usdPerChipHour"]), "table", _cite(e), key)
+            return _cited(e["usdPerChipHour"], e, key)
     return Price(None, "missing", f"no {generation} {capacity} price for {region} in {TABLE_FILE}: set {key}", key)
 
 
@@ -72,7 +78,7 @@ def machine(name: str, region: str, overrides: dict | None = None) -> Price:
         return Price(float(given), "spec", key, key)
     for e in table()["machines"]:
         if (e["machineType"], e["region"]) == (name, region):
-            return Price(float(e["usdPerHour"]), "table", _cite(e), key)
+            return _cited(e["usdPerHour"], e, key)
     return Price(None, "missing", f"no {name} price for {region} in {TABLE_FILE}: set {key}", key)
 
 
@@ -83,5 +89,5 @@ def storage(storage_class: str, region: str, override: float | None = None) -> P
         return Price(float(override), "spec", key, key)
     for e in table()["storage"]:
         if (e["storageClass"], e["region"]) == (storage_class, region):
-            return Price(float(e["usdPerGbMonth"]), "table", _cite(e), key)
+            return _cited(e["usdPerGbMonth"], e, key)
     return Price(None, "missing", f"no {storage_class} storage price for {region} in {TABLE_FILE}: set {key}", key)

@@ -11,6 +11,8 @@ import copy
 import json
 import math
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -18,11 +20,14 @@ import pytest
 
 from offline import engine
 from slicectl import cli
+from slicectl.tables import cost_markdown, cost_text
 from stackspec import cost, model, prices, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = spec.PROJECT
 SCHEMA_REFERENCE = ROOT / "tests" / "reference" / "cost.schema.json"
+# A cost.json the default branch wrote before cost/v2 (slicectl cost --stack prod --json): still a readable base.
+V1_BASE = ROOT / "tests" / "reference" / "cost-v1.prod.json"
 
 
 def config(stack: str = "prod", **sections) -> dict[str, str]:
@@ -105,18 +110,30 @@ def test_capacity_rows_are_chips_times_price_times_hours():
     assert [(r["slice"], r["rank"], r["capacity"]) for r in rows] == [
         (s, rank, t) for s in ("v6e-16-0", "v6e-16-1") for rank, t in ((1, "spot"), (2, "on-demand"))]
     for r in rows:
-        assert r["usdPerChipHour"] == table_price(r["capacity"]) and r["priceFrom"] == "table"
-        assert math.isclose(r["usdPerHour"], r["chips"] * r["usdPerChipHour"], abs_tol=0.01)
-        assert math.isclose(r["usdPerMonth"], r["chips"] * r["usdPerChipHour"] * hours, abs_tol=0.01)
+        p = r["price"]
+        assert p["usd"] == table_price(r["capacity"]) and p["from"] == "table"
+        # The row shows the page and both dates of the table's entry.
+        (entry,) = [e for e in prices.table()["tpu"]
+                    if (e["generation"], e["capacity"], e["region"]) == ("v6e", r["capacity"], "us-east5")]
+        assert (p["source"], p["published"], p["read"]) == (entry["source"], entry["published"], entry["read"])
+        assert math.isclose(r["usdPerHour"], r["chips"] * p["usd"], abs_tol=0.01)
+        assert math.isclose(r["usdPerMonth"], r["chips"] * p["usd"] * hours, abs_tol=0.01)
     spot, on_demand = rows[0], rows[1]
     assert spot["usdPerMonth"] < on_demand["usdPerMonth"]
+    # All month on each slice's first choice (spot) and on its last fallback (on-demand).
+    totals = doc["totals"]["capacityPerMonth"]
+    for which, rank in (("firstChoice", 1), ("lastFallback", 2)):
+        t = totals[which]
+        assert t["unknown"] == [] and t["usd"] == t["knownUsd"]
+        assert math.isclose(t["usd"], sum(r["usdPerMonth"] for r in rows if r["rank"] == rank), abs_tol=0.02)
+    assert totals["firstChoice"]["usd"] < totals["lastFallback"]["usd"]
 
 
 def test_standing_total_is_the_sum_of_its_rows():
     doc = doc_of(prices={"machines": {"n1-standard-16": 0.9}, "bucketGb": 2000})
-    rows, totals = doc["standing"], doc["totals"]
-    assert totals["standingComplete"] and all(r["usdPerMonth"] is not None for r in rows)
-    assert math.isclose(totals["standingUsdPerMonth"], sum(r["usdPerMonth"] for r in rows), abs_tol=0.01)
+    rows, standing = doc["standing"], doc["totals"]["standingPerMonth"]
+    assert standing["unknown"] == [] and all(r["usdPerMonth"] is not None for r in rows)
+    assert math.isclose(standing["usd"], sum(r["usdPerMonth"] for r in rows), abs_tol=0.01)
     system = next(r for r in rows if r["item"] == "system node pool")
     s = spec.load("prod", config())
     assert math.isclose(system["usdPerMonth"], s.cluster.system_node_count * 0.9 * doc["hoursPerMonth"], abs_tol=0.01)
@@ -126,16 +143,43 @@ def test_standing_total_is_the_sum_of_its_rows():
     assert math.isclose(bucket["usdPerMonth"], 2000 * standard["usdPerGbMonth"], abs_tol=0.01)
 
 
-def test_missing_prices_are_unknown_and_name_the_key():
+def test_missing_prices_are_unknown_never_zero():
     doc = doc_of()  # prod gives no system machine price; the table has none for n1 in us-east5
     system = next(r for r in doc["standing"] if r["item"] == "system node pool")
-    assert system["usdPerMonth"] is None and system["priceFrom"] == "missing"
-    assert "prices.machines.n1-standard-16" in doc["missing"]
-    assert not doc["totals"]["standingComplete"]
-    # The known rows still add up.
-    known = [r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None]
-    assert math.isclose(doc["totals"]["standingUsdPerMonth"], sum(known), abs_tol=0.01)
+    assert system["usdPerMonth"] is None and system["price"]["from"] == "missing"
+    assert system["price"]["key"] == "prices.machines.n1-standard-16" in doc["missing"]
+    assert (system["price"]["published"], system["price"]["read"]) == (None, None)
+    # prod holds its slices (known) but the system pool's price is missing: the total is a lower bound.
+    standing = doc["totals"]["standingPerMonth"]
+    slices = sum(r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None)
+    assert standing == {"usd": None, "knownUsd": slices, "unknown": ["prices.machines.n1-standard-16"]}
+    assert cost.total_text(standing) == f"≥ {cost.usd(slices)} (1 price unknown)"
+    # Where nothing is known, the total says unknown, never $0.00.
+    flex = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)["totals"]["standingPerMonth"]
+    assert flex["usd"] is None and flex["knownUsd"] == 0.0
+    assert cost.total_text(flex) == "unknown (1 price unknown)"
     assert any("prices.bucketGb" in n for n in doc["notes"])
+
+
+def test_a_total_with_unknown_parts_is_a_lower_bound():
+    # One on-demand option: both slices stay up (known); the system pool's price is still missing.
+    doc = doc_of(slices=with_capacity("on-demand"))
+    standing = doc["totals"]["standingPerMonth"]
+    known = [r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None]
+    assert len(known) == 2 and standing["usd"] is None and standing["unknown"] == ["prices.machines.n1-standard-16"]
+    assert math.isclose(standing["knownUsd"], sum(known), abs_tol=0.01)
+    shown = cost.total_text(standing)
+    assert shown == f"≥ {cost.usd(standing['knownUsd'])} (1 price unknown)"
+    text = cost_text(doc)
+    assert re.search(r"^\s+total\s+≥ \$[\d,.]+ \(1 price unknown\)$", text, re.M), text
+    assert "$0.00" not in text
+    md = cost_markdown(doc)
+    assert f"| total |  |  | {shown} |  |" in md
+    # Given the price, the total is the sum of every row.
+    priced = doc_of(slices=with_capacity("on-demand"), prices={"machines": {"n1-standard-16": 0.8}})
+    t = priced["totals"]["standingPerMonth"]
+    assert t["unknown"] == [] and math.isclose(t["usd"], sum(r["usdPerMonth"] for r in priced["standing"]),
+                                               abs_tol=0.01)
 
 
 def test_override_changes_the_figure():
@@ -144,7 +188,8 @@ def test_override_changes_the_figure():
                      prices={"v6e": {"spot": 1.2}})
     for b, c in zip(base["capacity"], cheaper["capacity"], strict=True):
         if b["capacity"] == "spot":
-            assert (c["usdPerChipHour"], c["priceFrom"], c["source"]) == (1.2, "spec", "prices.v6e.spot")
+            p = c["price"]
+            assert (p["usd"], p["from"], p["source"], p["published"]) == (1.2, "spec", "prices.v6e.spot", None)
             assert math.isclose(c["usdPerMonth"] / b["usdPerMonth"], 1.2 / table_price("spot"), rel_tol=1e-3)
         else:
             assert c == b  # on-demand untouched
@@ -153,13 +198,17 @@ def test_override_changes_the_figure():
 def test_flex_start_scales_to_zero_and_needs_a_price():
     doc = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)
     flex = [r for r in doc["capacity"] if r["capacity"] == "flex-start"]
-    assert flex and all(r["usdPerChipHour"] is None and r["usdPerMonth"] is None for r in flex)
+    assert flex and all(r["price"]["usd"] is None and r["usdPerMonth"] is None for r in flex)
     assert "prices.v6e.flexStart" in doc["missing"]
+    # First choice unknown, last fallback known: the two capacity totals say which is which.
+    first, last = doc["totals"]["capacityPerMonth"]["firstChoice"], doc["totals"]["capacityPerMonth"]["lastFallback"]
+    assert (first["usd"], first["knownUsd"], first["unknown"]) == (None, 0.0, ["prices.v6e.flexStart"])
+    assert last["unknown"] == [] and last["usd"] > 0
     # Flex-start pools are created empty: nothing of the slices stays up.
     assert [r["item"] for r in doc["standing"]] == ["system node pool"]
     priced = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero,
                     prices={"v6e": {"flexStart": 1.6}})
-    assert all(r["usdPerChipHour"] == 1.6 for r in priced["capacity"] if r["capacity"] == "flex-start")
+    assert all(r["price"]["usd"] == 1.6 for r in priced["capacity"] if r["capacity"] == "flex-start")
     assert "prices.v6e.flexStart" not in priced["missing"]
 
 
@@ -190,8 +239,10 @@ def test_job_run_is_steps_times_step_time_times_chips_times_price():
         assert (r["expectedStepSeconds"], r["stepFrom"]) == s.step_time(j) and r["stepFrom"].startswith("seeds/")
         assert math.isclose(r["usd"], r["chips"] * table_price("on-demand") * j.steps * r["expectedStepSeconds"] / 3600,
                             abs_tol=0.01)
-    assert doc["totals"]["jobsComplete"]
-    assert math.isclose(doc["totals"]["jobsUsd"], sum(r["usd"] for r in doc["jobs"]), abs_tol=0.02)
+    jobs = doc["totals"]["jobs"]
+    assert jobs["firstChoice"]["unknown"] == [] == jobs["lastFallback"]["unknown"]
+    assert math.isclose(jobs["firstChoice"]["usd"], sum(r["usd"] for r in doc["jobs"]), abs_tol=0.02)
+    assert math.isclose(jobs["lastFallback"]["usd"], sum(r["usdFallback"] for r in doc["jobs"]), abs_tol=0.02)
     # Flex-start first (no published price): the run on the last fallback is still priced.
     assert fallback["fallbackCapacity"] == "on-demand" and fallback["usdFallback"] == timed["usd"]
     assert fallback["usd"] is None and "prices.v6e.flexStart" in fallbacks["missing"]
@@ -228,11 +279,15 @@ def test_diff_markdown_shows_what_changed():
     row = next(line for line in md.splitlines() if "| slice v6e-16-0 |" in line)
     assert f"-${abs(per_slice):,.2f}" in row
     total = next(line for line in md.splitlines() if line.startswith("| stays up, per month | total |"))
-    assert f"-${abs(2 * per_slice):,.2f}" in total
+    # The system pool's price is unknown on both sides: the known part changed, the total says what is unknown.
+    assert f"-${abs(2 * per_slice):,.2f}" in total and "on the known part; 1 price unknown" in total
+    assert "| capacity option, per month | total, first choice |" in md
+    assert "| capacity option, per month | total, last fallback |" in md
     assert "| v6e-16-0 #1 spot |" in md and "| v6e-16-0 #1 on-demand |" in md  # the option replaced
     assert "added" in md and "removed" in md
     assert "| system node pool |" not in md  # unchanged rows are left out (totals stay)
-    assert "| job run | total |" in md
+    assert "| job run | total, first choice |" in md and "| job run | total, last fallback |" in md
+    assert "price source: https://cloud.google.com/spot-vms/pricing, published " in md  # head: Spot only
     same = cost.diff_markdown("prod", base, base)
     assert "-$" not in same and "+$" not in same and "unchanged" in same
 
@@ -242,22 +297,104 @@ def test_cli_cost_diff_and_json(tmp_path, capsys):
     assert cli.main(["cost", "--stack", "prod", "--json", str(out), "--format", "json"]) == 0
     jsonschema.validate(json.loads(out.read_text()), cost.SCHEMA)
     capsys.readouterr()
-    assert cli.main(["cost", "--stack", "prod", "--base", str(tmp_path / "absent.json")]) == 0
+    # A base that does not exist is refused, unless it may be missing (the PR workflow: a new stack).
+    absent = str(tmp_path / "absent.json")
+    assert cli.main(["cost", "--stack", "prod", "--base", absent]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --base {absent}: no such file; --base takes ")
+    assert cli.main(["cost", "--stack", "prod", "--base", absent, "--base-may-be-missing"]) == 0
     assert "every row is new" in capsys.readouterr().out
     assert cli.main(["cost", "--stack", "prod", "--base", str(out)]) == 0
     md = capsys.readouterr().out
     assert "| stays up, per month | total |" in md and "-$" not in md and "+$" not in md
+    assert cli.main(["cost", "--stack", "prod", "--base", str(out), "--format", "json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["base"] == both["head"] and all(c["change"] != "added" for c in both["changes"])
     (tmp_path / "bad.json").write_text("{not json")
     assert cli.main(["cost", "--stack", "prod", "--base", str(tmp_path / "bad.json")]) == 2
     assert "not a cost.json" in capsys.readouterr().err
+    # A readable base of another stack is not this stack's base.
+    assert cli.main(["cost", "--stack", "dev", "--base", str(out)]) == 2
+    assert "the cost of stack 'prod', not 'dev'" in capsys.readouterr().err
+
+
+def test_cli_cost_base_is_a_stack_name_a_stack_file_or_a_v1_document(capsys):
+    # A stack name: the other stack's file in stacks/ (how prod compares with dev).
+    assert cli.main(["cost", "--stack", "prod", "--base", "dev"]) == 0
+    md = capsys.readouterr().out
+    prod, dev = doc_of("prod"), doc_of("dev")
+    assert md.startswith("### Cost of `prod` against the stack `dev`")
+    first = [prod["totals"]["capacityPerMonth"]["firstChoice"], dev["totals"]["capacityPerMonth"]["firstChoice"]]
+    row = next(line for line in md.splitlines() if "| total, first choice |" in line and "capacity" in line)
+    assert f"| {cost.total_text(first[1])} | {cost.total_text(first[0])} |" in row
+    assert "| v6e-16-0 #1 on-demand | — |" in md  # prod's options are not dev's
+    # A stack file path is priced like the stack itself: the same file, no change.
+    assert cli.main(["cost", "--stack", "prod", "--base", str(ROOT / "stacks" / "Pulumi.prod.yaml")]) == 0
+    md = capsys.readouterr().out
+    assert "-$" not in md and "+$" not in md and "added" not in md
+    # The default branch's cost.json from before v2 still reads as a base.
+    assert json.loads(V1_BASE.read_text())["schema"] == "tpu-multislice/cost/v1"
+    assert cli.main(["cost", "--stack", "prod", "--base", str(V1_BASE)]) == 0
+    md = capsys.readouterr().out
+    assert "| job run | total, first choice |" in md and "| capacity option, per month | total, last fallback |" in md
+
+
+def _git(cwd: Path, *argv: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
+    """``--base REF``: the same stack file at that commit (git show REF:stacks/Pulumi.<stack>.yaml)."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    shutil.copy(ROOT / "stacks" / "Pulumi.prod.yaml", stacks)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "prod")
+    # The change under review: the system pool gets its price.
+    text = (stacks / "Pulumi.prod.yaml").read_text()
+    assert "\n  tpu-multislice:prices:" not in text
+    assert text.count("\nconfig:\n") == 1
+    (stacks / "Pulumi.prod.yaml").write_text(text.replace(
+        "\nconfig:\n", "\nconfig:\n  tpu-multislice:prices:\n    machines: {n1-standard-16: 0.76}\n"))
+    args = ["cost", "--stack", "prod", "--stacks-dir", str(stacks)]
+    assert cli.main([*args, "--base", "HEAD"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("### Cost of `prod` against `HEAD`")
+    system = next(line for line in md.splitlines() if "| system node pool |" in line)
+    assert "| unknown | $" in system and system.endswith("| now known |")
+    total = next(line for line in md.splitlines() if line.startswith("| stays up, per month | total |"))
+    assert "| ≥ $" in total and "(1 price unknown) | $" in total
+    # A stack the ref does not have, a ref that is no commit, a readable ref with a broken stack file: exit 2.
+    shutil.copy(ROOT / "stacks" / "Pulumi.dev.yaml", stacks)
+    dev = ["cost", "--stack", "dev", "--stacks-dir", str(stacks)]
+    assert cli.main([*dev, "--base", "HEAD"]) == 2
+    assert "HEAD has no stacks/Pulumi.dev.yaml" in capsys.readouterr().err
+    assert cli.main([*dev, "--base", "HEAD", "--base-may-be-missing"]) == 0
+    assert "every row is new" in capsys.readouterr().out
+    assert cli.main([*args, "--base", "no-such-ref"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a file, a stack under stacks/ or a git commit; --base takes" in err
+    (stacks / "Pulumi.prod.yaml").write_text("config: [broken\n")
+    _git(tmp_path, "commit", "-qam", "broken")
+    (stacks / "Pulumi.prod.yaml").write_text(text)
+    assert cli.main([*args, "--base", "HEAD"]) == 2
+    assert "HEAD:stacks/Pulumi.prod.yaml is not a valid stack spec" in capsys.readouterr().err
 
 
 def test_cli_cost_text_table(capsys):
     assert cli.main(["cost", "--stack", "prod"]) == 0
     text = capsys.readouterr().out
     assert "Capacity options (per slice, in the order GKE tries them):" in text
-    assert "Stays up (per month):" in text and "One run of each job:" in text
+    assert "Stays up (per month):" in text and "One run of each job (first choice, " in text
     assert "unknown until set: prices.machines.n1-standard-16" in text
+    # Each price names its page and the dates it was published and read, by footnote.
+    (entry,) = [e for e in prices.table()["tpu"]
+                if (e["generation"], e["capacity"], e["region"]) == ("v6e", "on-demand", "us-east5")]
+    note = re.search(r"^\s+v6e-16-0\s+1\s+on-demand\s.*table \[(\d+)\]$", text, re.M)
+    assert note, text
+    assert f"[{note[1]}] {entry['source']}, published {entry['published']}, read {entry['read']}" in text
 
 
 def test_cli_cost_refuses_to_write_anything_but_a_json_file(tmp_path, capsys):
@@ -270,3 +407,18 @@ def test_cli_cost_refuses_to_write_anything_but_a_json_file(tmp_path, capsys):
     binary = tmp_path / "base.json"
     binary.write_bytes(b"\xc8\x00\xff")
     assert main(["cost", "--stack", "prod", "--base", str(binary)]) == 2
+
+
+def test_the_pr_workflows_cost_command_runs(tmp_path, capsys):
+    """pr.yml's `slicectl cost ... --base` line, as written, on a stack the default branch has no cost for."""
+    import shlex
+
+    import yaml
+
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "pr.yml").read_text())["jobs"]["cost"]["steps"]
+    script = "\n".join(s.get("run", "") for s in steps)
+    (line,) = [x.strip() for x in script.splitlines() if x.strip().startswith("uv run slicectl cost")]
+    argv = shlex.split(line.split(">>")[0].replace("$stack", "prod").replace("build/", f"{tmp_path}/"))[3:]
+    assert "--base" in argv
+    assert cli.main(argv) == 0
+    assert "every row is new" in capsys.readouterr().out
