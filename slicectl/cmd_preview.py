@@ -150,10 +150,14 @@ SLICE_HEADER = ["slice", "worker group", "pod type", "topology", "hosts", "chips
 def _tree(rendering: engine.Rendering) -> list[tuple[int, engine.Resource]]:
     """Resources in component order: each top-level resource, then its children, depth-first."""
     out: list[tuple[int, engine.Resource]] = []
+    children: dict[str, list[engine.Resource]] = {}
+    for r in rendering.resources:
+        if r.parent is not None:
+            children.setdefault(r.parent, []).append(r)
 
     def walk(r: engine.Resource, depth: int) -> None:
         out.append((depth, r))
-        for c in sorted(rendering.children(r), key=lambda c: (c.custom, c.type, c.name)):
+        for c in sorted(children.get(r.urn, ()), key=lambda c: (c.custom, c.type, c.name)):
             walk(c, depth + 1)
 
     for r in sorted((r for r in rendering.resources if r.parent is None), key=lambda r: (r.custom, r.type, r.name)):
