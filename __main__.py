@@ -14,6 +14,7 @@ from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
 from infra.monitoring import StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
+from infra.refusals import enforce as enforce_refusals
 from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from stackspec import spec as stack_spec
@@ -28,13 +29,13 @@ except stack_spec.SpecError as e:
         pulumi.log.error(problem.render(e.source))
     raise pulumi.RunError(f"{len(e.problems)} problem(s) in {e.source}; nothing was declared") from None
 name = spec.cluster.name
-# No registry holds the placeholder digest: previews (offline and real) warn, an update refuses it.
+# What `pulumi up` refuses, before anything is declared: previews (offline and real) warn, an update stops.
+refusals = []
+# No registry holds the placeholder digest.
 if spec.image is not None and spec.image.placeholder:
-    message = (f"tpu-multislice:image.digest is unset, so the workers' image is the placeholder {spec.worker_image}: "
-               "set it to the digest .github/workflows/image.yml printed")
-    if not pulumi.runtime.is_dry_run():
-        raise pulumi.RunError(message + "; nothing was deployed")
-    pulumi.log.warn(message)
+    refusals.append(f"tpu-multislice:image.digest is unset, so the workers' image is the placeholder "
+                    f"{spec.worker_image}: set it to the digest .github/workflows/image.yml printed")
+enforce_refusals(refusals)
 streaming = spec.image is not None and spec.image.streaming
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
