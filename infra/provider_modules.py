@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import importlib
 import importlib.util
+import marshal
 import os
 import re
 import sys
@@ -162,8 +164,8 @@ _CLASS_NAME = re.compile(r"class (\w+)")
 _WORDS = re.compile(r"[A-Za-z_]\w*")
 _ALL = re.compile(r"^__all__ = \[.*?^\]\n", re.M | re.S)
 
-# A slice is compiled from source on every run (no bytecode is written for it): worth it only
-# when it keeps a small part of the module. container's Cluster names most of container's types.
+# A slice is compiled from source once, then its bytecode is cached (below); the real module's own
+# bytecode loads faster than a slice keeping most of it. container's Cluster names most of container's types.
 WORTH_SLICING = 0.3
 # module -> (classes kept, classes in the real module), for the benchmark and the README.
 SLICED: dict[str, tuple[int, int]] = {}
@@ -209,45 +211,108 @@ def _slice_type_modules(package: LightPackage) -> None:
     if not listed or os.environ.get("SLICECTL_WHOLE_TYPE_MODULES"):
         return  # a package of types only (meta/v1), or asked for the real modules: as they are
     directory = package.__path__[0]
-    roots: set[str] = set()
-    for module_name in listed:
-        path = os.path.join(directory, module_name + ".py")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                roots.update(_WORDS.findall(f.read()))
+    listed_paths = [p for p in (os.path.join(directory, m + ".py") for m in listed) if os.path.isfile(p)]
+    roots: set[str] | None = None
     modules = []
     for module_name in TYPE_MODULES:
         qualified = f"{package.__name__}.{module_name}"
         path = os.path.join(directory, module_name + ".py")
         if qualified in sys.modules or not os.path.isfile(path):
             continue
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-        try:
-            sliced, kept = slice_source(source, roots)
-        except ValueError:
-            continue  # not the generated layout: the real module, whole
-        total = len(_class_blocks(source)[1])
-        if len(kept) > total * WORTH_SLICING:
-            continue  # most of it is needed anyway: the real module, from its bytecode, is quicker
+        key = _cache_key(qualified, [path, *listed_paths])
+        cached = _cache_read(key)
+        if cached is None:
+            if roots is None:
+                roots = set()
+                for listed_path in listed_paths:
+                    with open(listed_path, encoding="utf-8") as f:
+                        roots.update(_WORDS.findall(f.read()))
+            cached = _slice_code(path, roots)
+            _cache_write(key, cached)
+        kept, total, code = cached
+        if code is None:
+            continue  # not the generated layout, or most of it needed: the real module, from its bytecode
         module = types.ModuleType(qualified)
         module.__file__ = path
         module.__package__ = package.__name__
         module.__spec__ = importlib.util.spec_from_file_location(qualified, path)
-        module.__dict__["_light_slice"] = (source, len(kept))
+        module.__dict__["_light_slice"] = kept
         module.__dict__["__getattr__"] = _slice_getattr(module)
-        modules.append((module, sliced, total))
+        modules.append((module, code, total))
         sys.modules[qualified] = module
         setattr(package, module_name, module)
-    for module, sliced, total in modules:
-        exec(compile(sliced, module.__file__, "exec"), module.__dict__)  # noqa: S102 (the provider's own code)
-        SLICED[module.__name__] = (module.__dict__["_light_slice"][1], total)
+    for module, code, total in modules:
+        exec(code, module.__dict__)  # noqa: S102 (the provider's own code)
+        SLICED[module.__name__] = (module.__dict__["_light_slice"], total)
+
+
+def _slice_code(path: str, roots: set[str]) -> tuple[int, int, types.CodeType | None]:
+    """(classes kept, classes in the module, the slice compiled; None where the real module is better)."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    try:
+        sliced, kept = slice_source(source, roots)
+    except ValueError:
+        return 0, 0, None  # not the generated layout: the real module, whole
+    total = len(_class_blocks(source)[1])
+    if len(kept) > total * WORTH_SLICING:
+        return len(kept), total, None  # most of it is needed anyway: the real module, from its bytecode, is quicker
+    return len(kept), total, compile(sliced, path, "exec")
+
+
+# A slice's bytecode, kept as Python keeps a module's (no source is read, split or compiled again): keyed by the
+# interpreter, this file and the provider files it was cut from (path, size, mtime), so an upgrade of either
+# cuts a new one. ``SLICECTL_CACHE_DIR`` moves it (empty: none); unwritable, it is simply not kept.
+def _cache_dir() -> str | None:
+    configured = os.environ.get("SLICECTL_CACHE_DIR")
+    if configured is not None:
+        return configured or None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "slicectl", "provider-slices")
+
+
+def _cache_key(qualified: str, paths: list[str]) -> str:
+    parts = [sys.version, importlib.util.MAGIC_NUMBER.hex(), qualified, str(WORTH_SLICING)]
+    for path in (__file__, *paths):
+        st = os.stat(path)
+        parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _cache_read(key: str) -> tuple[int, int, types.CodeType | None] | None:
+    directory = _cache_dir()
+    if directory is None:
+        return None
+    try:
+        with open(os.path.join(directory, key), "rb") as f:
+            return marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def _cache_write(key: str, entry: tuple[int, int, types.CodeType | None]) -> None:
+    directory = _cache_dir()
+    if directory is None:
+        return
+    try:
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f"{key}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            marshal.dump(entry, f)
+        os.replace(tmp, os.path.join(directory, key))  # whole or not at all, for concurrent runs
+    except OSError:
+        pass
+
+
+def _real_source(module: types.ModuleType) -> str:
+    with open(module.__file__, encoding="utf-8") as f:
+        return f.read()
 
 
 def _slice_getattr(module: types.ModuleType):
     def __getattr__(name: str):  # noqa: N807 (a module's own __getattr__)
-        source, _ = module.__dict__.get("_light_slice") or (None, 0)
-        if source is not None and not name.startswith("__") and re.search(rf"\nclass {re.escape(name)}\b", source):
+        sliced = "_light_slice" in module.__dict__
+        if sliced and not name.startswith("__") and re.search(rf"\nclass {re.escape(name)}\b", _real_source(module)):
             MISSES.append((module.__name__, name))
             _complete(module)
             return module.__dict__[name]
@@ -259,10 +324,9 @@ def _slice_getattr(module: types.ModuleType):
 def _complete(module: types.ModuleType) -> None:
     """The real module in place of the slice (same module object: importers keep working)."""
     with _lock:
-        source, _ = module.__dict__.pop("_light_slice", (None, 0))
-        if source is not None:
+        if module.__dict__.pop("_light_slice", None) is not None:
             with _long_lived():
-                exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102
+                exec(compile(_real_source(module), module.__file__, "exec"), module.__dict__)  # noqa: S102
             SLICED.pop(module.__name__, None)
 
 

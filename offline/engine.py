@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import runpy
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 import pulumi
 
+from infra import refusals as program_refusals
 from offline import pulumi_runtime
 from stackspec import spec as stack_spec
 
@@ -72,6 +74,12 @@ class Rendering:
     # RayJobs of suspended shared-cluster jobs: rendered for review, not applied (KubeRay
     # refuses ``suspend`` with ``clusterSelector``, so such a job is held back, not declared).
     held: list[dict[str, Any]] = field(default_factory=list)
+    # What the program declared ``pulumi up`` would refuse (``infra/refusals.py``), in its order,
+    # and the warnings it logged (``pulumi.log.warn``) besides: a preview shows both first.
+    refusals: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # The stack file it was rendered from (its lines place policy violations), when there is one.
+    document: Any = None
 
     def by_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -152,6 +160,27 @@ class _Mocks(pulumi.runtime.Mocks):
         return {}
 
 
+class _Log(logging.Handler):
+    """The program's log as the mock engine hands it on (``pulumi.log`` -> ``MockEngine`` -> a logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def at(self, level: int) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno == level]
+
+
+def _log() -> tuple[logging.Logger, _Log]:
+    handler = _Log()
+    logger = logging.Logger("offline-engine", logging.INFO)  # not registered: nothing else logs to it; no SDK debug
+    logger.addHandler(handler)
+    return logger, handler
+
+
 def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
     """Keeps what the stock mock monitor drops: each registration's parent and provider."""
     if reg.type == "pulumi:pulumi:Stack":
@@ -225,10 +254,11 @@ def render(
     it runs with its own directory as the working directory and first on ``sys.path``.
     """
     # Fail fast, outside the engine: a bad spec never reaches a resource.
+    document = _document(stack, stacks_dir)
     if config is None:
         config = stack_config(stack, stacks_dir)
         spec = stack_spec.load_stack(stack, stacks_dir, config)
-    elif _document(stack, stacks_dir) is not None:
+    elif document is not None:
         spec = stack_spec.load_stack(stack, stacks_dir, config)  # an edited copy: lines from the file
     else:
         spec = stack_spec.load(stack, config)
@@ -236,7 +266,8 @@ def render(
     recorded: list[Resource] = []
     mocks = _Mocks()
     monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg))
-    pulumi_runtime.start(mocks, monitor, project=PROJECT, stack=stack, config=config)  # a fresh root stack
+    logger, log = _log()
+    pulumi_runtime.start(mocks, monitor, project=PROJECT, stack=stack, config=config, logger=logger)  # fresh root
 
     program = Path(program).resolve()
     # The project root stays importable (stackspec, infra, ...) for a program kept elsewhere.
@@ -251,7 +282,8 @@ def render(
                 sys.path.remove(path)
 
     cwd = os.getcwd()
-    # pulumi logs to stdout/stderr under mocks; keep the CLI's output ours.
+    # The program's log reaches ``logger`` (the rendering keeps its warnings); anything else the SDK
+    # prints under mocks stays out of the CLI's output.
     with contextlib.redirect_stderr(io.StringIO()):
         try:
             os.chdir(program.parent)
@@ -263,4 +295,7 @@ def render(
     held = [manifests.ray_job(spec, j) for j in manifests.held_jobs(spec)]
     # Registration order follows the engine's async scheduling: sort, so builds diff cleanly.
     resources = sorted(recorded, key=lambda r: r.urn)
-    return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held)
+    warned = log.at(logging.WARNING)
+    refused = [w.removeprefix(program_refusals.PREFIX) for w in warned if w.startswith(program_refusals.PREFIX)]
+    return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held, refusals=refused,
+                     warnings=[w for w in warned if not w.startswith(program_refusals.PREFIX)], document=document)

@@ -3,7 +3,11 @@
 The engine uses only Pulumi's public runtime API (``reset_options``, ``set_mocks``,
 ``set_all_config``, ``test``, ``get_root_resource``, the ``rpc`` helpers) plus two things
 that are public but not documented as stable: subclassing ``MockMonitor`` to see each
-``RegisterResource`` request, and the fields of that gRPC request. They live here, and
+``RegisterResource`` request (answered here with one deserialization and no event loop, where
+``MockMonitor`` deserializes, serializes back through asyncio, and the recording deserialized again),
+the fields of that gRPC request, and ``pulumi.runtime.resource._get_stack_trace``, which walks the
+Python stack for every resource to tell the engine its source position (no engine reads it here:
+skipped while the program runs, a tenth of a large stack's time). They live here, and
 ``tests/test_engine_adapter.py`` checks each of them against the installed Pulumi, so an
 upgrade that moves one fails there, by name, rather than as a wrong rendering.
 """
@@ -11,6 +15,9 @@ upgrade that moves one fails there, by name, rather than as a wrong rendering.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,9 +25,13 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
+from google.protobuf import struct_pb2
+from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2, source_pb2
 
+_ABSENT = object()
 # Fields of ``pulumirpc.RegisterResourceRequest`` the engine reads.
 REQUEST_FIELDS = ("type", "name", "parent", "custom", "provider", "object", "protect", "retainOnDelete",
                   "dependencies", "ignoreChanges")
@@ -51,7 +62,11 @@ class RecordingMonitor(MockMonitor):
         self._on_register = on_register
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
-        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack" or request.transforms:
+            response = super().RegisterResource(request)
+            inputs = rpc.deserialize_properties(request.object)
+        else:
+            response, inputs = self._register(request)
         self._on_register(
             Registration(
                 urn=response.urn,
@@ -59,7 +74,7 @@ class RecordingMonitor(MockMonitor):
                 name=request.name,
                 parent=request.parent or None,
                 custom=bool(request.custom),
-                inputs=rpc.deserialize_properties(request.object),
+                inputs=inputs,
                 provider=request.provider or None,
                 protect=request.HasField("protect") and request.protect,
                 retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
@@ -69,14 +84,40 @@ class RecordingMonitor(MockMonitor):
         )
         return response
 
+    def _register(self, request) -> tuple[resource_pb2.RegisterResourceResponse, dict[str, Any]]:
+        """``MockMonitor.RegisterResource`` with one deserialization and no event loop.
+
+        The answer is the request's own properties with what the mocks changed: the same values
+        ``MockMonitor`` would serialize back (the mocks return plain data and never change an input in
+        place), without the round trip through ``rpc.serialize_properties`` for every property.
+        """
+        urn = self.make_urn(request.parent, request.type, request.name)
+        inputs = rpc.deserialize_properties(request.object)
+        id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
+            typ=request.type, name=request.name, inputs=dict(inputs), provider=request.provider,
+            resource_id=request.importId, custom=request.custom or False))
+        obj = struct_pb2.Struct()
+        obj.CopyFrom(request.object)
+        changed = {k: v for k, v in state.items() if inputs.get(k, _ABSENT) != v}
+        for k in [k for k in obj.keys() if k not in state]:  # dropped by the mocks, or unknown
+            del obj[k]
+        if changed:
+            obj.update(changed)
+        self.resources[urn] = MockMonitor.ResourceRegistration(urn, id_, state)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj), inputs
+
 
 def start(
-    mocks: pulumi.runtime.Mocks, monitor: MockMonitor, project: str, stack: str, config: dict[str, str]
+    mocks: pulumi.runtime.Mocks, monitor: MockMonitor, project: str, stack: str, config: dict[str, str],
+    logger: logging.Logger | None = None,
 ) -> None:
-    """A fresh deployment under mocks: new settings, a new root stack, ``config`` as the stack's config."""
+    """A fresh deployment under mocks: new settings, a new root stack, ``config`` as the stack's config.
+
+    ``logger`` gets what the program logs (``pulumi.log.warn`` and the like, through the mock engine).
+    """
     _ensure_event_loop()
     pulumi.runtime.reset_options(project=project, stack=stack, preview=True)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor, logger=logger)
     pulumi.runtime.set_all_config(dict(config))
 
 
@@ -104,8 +145,29 @@ def run(program: Callable[[], None]) -> dict[str, Any]:
         # Resolved by ``test`` before it returns; unknown exports leave ``exports`` empty.
         return pulumi.Output.from_input(dict(root.outputs)).apply(lambda v: exports.update(v or {}))
 
-    pulumi.runtime.test(body)()
+    with _lean():
+        pulumi.runtime.test(body)()
     return exports
+
+
+@contextlib.contextmanager
+def _lean():
+    """What a program of thousands of resources does not need offline, off while it runs: the source
+    positions no engine reads, and the cyclic garbage collector (the SDK's futures and outputs are
+    alive until the program ends; each full collection walks them all: half of 1,024 slices' time)."""
+    stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
+    runtime_resource._get_stack_trace = _NO_STACK_TRACE
+    gc.disable()
+    try:
+        yield
+    finally:
+        runtime_resource._get_stack_trace = stack_trace
+        if collecting:
+            gc.enable()
+
+
+def _NO_STACK_TRACE() -> source_pb2.StackTrace:  # noqa: N802 (stands in for a function)
+    return source_pb2.StackTrace()
 
 
 def is_secret(value: Any) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from . import locate
 from .registry import ADVISORY, MANDATORY, RESOURCE, RULES, Rule
 from .rules.common import Context, Res
 
@@ -27,10 +28,20 @@ class Violation:
     resource_type: str | None  # None: the stack as a whole
     resource_name: str | None
     urn: str | None
+    # Where in the stack file it comes from (policies/locate.py): the key, the file, its line.
+    key: str | None = None
+    source: str | None = None
+    line: int | None = None
 
     @property
     def mandatory(self) -> bool:
         return self.enforcement == MANDATORY
+
+    def render(self) -> str:
+        """One line as a linter prints it, file and line first (``<file>:<line>: <key>: [<level>] <rule>: ...``)."""
+        where = f"{self.source}:{self.line}: " if self.source and self.line else \
+            (f"{self.source}: " if self.source else "")
+        return f"{where}{self.key + ': ' if self.key else ''}[{self.enforcement}] {self.rule}: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,9 +93,10 @@ def _overrides(rule: Rule, config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def evaluate_resources(
-    resources: list[Res], environment: str, config: Mapping[str, Any] | None = None
+    resources: list[Res], environment: str, config: Mapping[str, Any] | None = None, spec_only: bool = False
 ) -> list[Violation]:
-    """Run every enabled rule over ``resources`` (custom resources only, as Pulumi does)."""
+    """Run every enabled rule (``spec_only``: those that need only the spec) over ``resources`` (custom
+    resources only, as Pulumi does)."""
     config = config or {}
     unknown = sorted(set(config) - {r.name for r in RULES} - {"all"})
     if unknown:
@@ -92,6 +104,8 @@ def evaluate_resources(
                          f"allowed: all, {', '.join(r.name for r in RULES)}")
     out: list[Violation] = []
     for rule in RULES:
+        if spec_only and not rule.spec_only:
+            continue
         level = _level(rule, config, environment)
         if level == "disabled":
             continue
@@ -111,6 +125,18 @@ def resources_of(rendering: Any) -> list[Res]:
     return [Res(r.type, r.name, r.urn, r.inputs, r.dependencies) for r in rendering.resources if r.custom]
 
 
-def evaluate(rendering: Any, config: Mapping[str, Any] | None = None) -> list[Violation]:
-    """Every violation of the pack's rules in an offline rendering of a stack."""
-    return evaluate_resources(resources_of(rendering), rendering.spec.environment, config)
+def evaluate(rendering: Any, config: Mapping[str, Any] | None = None, spec_only: bool = False) -> list[Violation]:
+    """Every violation of the pack's rules (``spec_only``: of those needing only the spec, as ``slicectl
+    lint`` runs them) in an offline rendering of a stack, each with its stack-file key and line."""
+    resources = resources_of(rendering)
+    by_urn = {r.urn: r for r in resources}
+    spec, document = rendering.spec, getattr(rendering, "document", None)
+    out = []
+    for v in evaluate_resources(resources, spec.environment, config, spec_only):
+        key = locate.spec_key(by_urn.get(v.urn), spec, _RULES[v.rule].spec)
+        out.append(replace(v, key=key, source=document.source if document else None,
+                           line=locate.line(key, document)))
+    return sorted(out, key=lambda v: (not v.mandatory, v.line or 0, v.rule))
+
+
+_RULES = {r.name: r for r in RULES}

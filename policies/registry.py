@@ -16,6 +16,7 @@ from typing import Any
 from stackspec import spec as stack_spec
 
 from .rules import cluster, gke, queueing, safety, slice_shape, stack
+from .rules.common import BUCKET, CLUSTER, COMPUTE_CLASS, NODE_POOL, SUBNETWORK
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -24,6 +25,7 @@ STACK = "stack"
 
 # The stack config key that tells a rule it is looking at production (see Context).
 ENVIRONMENT_KEY = f"{stack_spec.PROJECT}:environment"
+_NS = stack_spec.PROJECT
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,14 @@ class Rule:
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The level in a dev stack when it differs (a prod-mandatory rule that only warns in dev).
     dev_enforcement: str | None = None
+    # Set when the rule needs only the spec (a valid stack file can trip it): ``slicectl lint`` runs it
+    # too. Resource type ("*": any) -> the spec field it judges, under the resource's own spec entry
+    # (``capacity`` of a node pool's slice) or a whole key (``gcp:region``); see policies/locate.py.
+    spec: Mapping[str, str] | None = None
+
+    @property
+    def spec_only(self) -> bool:
+        return self.spec is not None
 
     def level(self, environment: str) -> str:
         """The rule's level for a stack's environment (anything but dev is held to prod's)."""
@@ -50,8 +60,8 @@ class Rule:
         return out
 
 
-def _r(name, description, enforcement, kind, check, remediation, config=None, dev=None) -> Rule:
-    return Rule(name, description, enforcement, kind, check, remediation, config or {}, dev)
+def _r(name, description, enforcement, kind, check, remediation, config=None, dev=None, spec=None) -> Rule:
+    return Rule(name, description, enforcement, kind, check, remediation, config or {}, dev, spec)
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -91,7 +101,8 @@ RULES: tuple[Rule, ...] = (
        f"{slice_shape.MIN_FALLBACK_OPTIONS} capacity options (mandatory in prod, a warning in dev).",
        MANDATORY, STACK, slice_shape.compute_class_fallbacks,
        "Add a fallback under slices[*].capacity, e.g. [{type: flex-start}, {type: on-demand}] or "
-       "[{type: reservation, reservation: NAME}, {type: on-demand}].", dev=ADVISORY),
+       "[{type: reservation, reservation: NAME}, {type: on-demand}].", dev=ADVISORY,
+       spec={COMPUTE_CLASS: "capacity"}),
     _r("compute-class-pool-tainted", "A node pool labelled for a ComputeClass carries the class's NoSchedule "
        "taint.",
        MANDATORY, RESOURCE, slice_shape.node_pool_compute_class,
@@ -100,7 +111,8 @@ RULES: tuple[Rule, ...] = (
     # ---------------------------------------------------------------- networks
     _r("dcn-network-mtu", "Networks attached to TPU node pools as extra NICs use MTU 8896.",
        MANDATORY, STACK, stack.dcn_network_mtu,
-       f"Set network.mtu: {stack_spec.DCN_MTU} in the stack file (the DCN needs jumbo frames)."),
+       f"Set network.mtu: {stack_spec.DCN_MTU} in the stack file (the DCN needs jumbo frames).",
+       spec={"*": f"{_NS}:network.mtu"}),
     _r("subnets-no-overlap", "Subnet ranges overlap neither each other nor the cluster's "
        "(or reserved) ranges.",
        MANDATORY, STACK, stack.dcn_subnets_no_overlap,
@@ -110,7 +122,8 @@ RULES: tuple[Rule, ...] = (
                            "description": "CIDRs already used elsewhere (e.g. the cluster VPC)."},
         "requirePinnedClusterRanges": {"type": "boolean", "default": True,
                                        "description": "With DRANET, the cluster's pod and service "
-                                                      "ranges must be pinned, not left to GKE."}}),
+                                                      "ranges must be pinned, not left to GKE."}},
+       spec={SUBNETWORK: "cidr", CLUSTER: "podCidr"}),
     # ---------------------------------------------------------------- Ray worker groups
     _r("ray-worker-hosts-match-topology", "A Ray TPU worker group's numOfHosts equals the "
        "hosts of the topology in its node selector.",
@@ -216,19 +229,21 @@ RULES: tuple[Rule, ...] = (
        "node pool auto-upgrades and auto-repairs with it.",
        MANDATORY, RESOURCE, cluster.release_channel,
        "Set cluster.releaseChannel (REGULAR by default) and keep management.autoUpgrade/autoRepair true; "
-       "hold upgrades off a run with cluster.maintenance.exclusions.", dev=ADVISORY),
+       "hold upgrades off a run with cluster.maintenance.exclusions.", dev=ADVISORY,
+       spec={CLUSTER: "releaseChannel"}),
     _r("gke-no-public-control-plane", "The control plane is reached through its DNS endpoint (IAM) or a "
        "private IP endpoint: no public endpoint, no public authorized network.",
        MANDATORY, RESOURCE, cluster.no_public_control_plane,
        "Use cluster.controlPlane.access: dns (the default), or authorized-networks with private ranges only.",
-       dev=ADVISORY),
+       dev=ADVISORY, spec={CLUSTER: "controlPlane"}),
     _r("gke-private-nodes", "Nodes have internal IPs only (egress through Cloud NAT).",
        MANDATORY, RESOURCE, cluster.private_nodes,
-       "Keep cluster.privateNodes true (the default); the stack adds Cloud NAT for egress.", dev=ADVISORY),
+       "Keep cluster.privateNodes true (the default); the stack adds Cloud NAT for egress.", dev=ADVISORY,
+       spec={CLUSTER: "privateNodes"}),
     _r("gke-shielded-nodes", "Shielded GKE Nodes on the cluster; no node pool turns secure boot or "
        "integrity monitoring off.",
        MANDATORY, RESOURCE, cluster.shielded_nodes,
-       "Keep cluster.shieldedNodes true (the default).", dev=ADVISORY),
+       "Keep cluster.shieldedNodes true (the default).", dev=ADVISORY, spec={CLUSTER: "shieldedNodes"}),
     # ---------------------------------------------------------------- safety
     _r("bucket-uniform-access", "The checkpoint bucket uses uniform bucket-level access.",
        MANDATORY, RESOURCE, safety.bucket_uniform_access,
@@ -292,7 +307,9 @@ RULES: tuple[Rule, ...] = (
        "Move gcp:region/gcp:zone (and storage.location) to an allowed location, or ask for "
        "the pack config to allow it.",
        {"allowedRegions": {**_STRINGS, "default": [], "description": "Empty: any region."},
-        "allowedZones": {**_STRINGS, "default": [], "description": "Empty: any zone."}}),
+        "allowedZones": {**_STRINGS, "default": [], "description": "Empty: any zone."}},
+       spec={CLUSTER: "gcp:zone", NODE_POOL: "gcp:zone", SUBNETWORK: "gcp:region",
+             BUCKET: f"{_NS}:storage.location"}),
     _r("required-labels", "Kubernetes objects and labelled GCP resources carry the "
        "organisation's labels.",
        ADVISORY, RESOURCE, safety.required_labels,

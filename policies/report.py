@@ -15,25 +15,30 @@ from typing import Any, TextIO
 from .offline import Violation, evaluate
 from .registry import RULES
 
-__all__ = ["POLICY_FILE", "Violation", "check", "evaluate", "markdown", "print_violations",
+__all__ = ["POLICY_FILE", "Violation", "check", "evaluate", "markdown", "print_violations", "text",
            "write_policy_json"]
 
 POLICY_FILE = "policy.json"
 
 
-def print_violations(violations: Sequence[Violation], out: TextIO) -> None:
-    """Each violation with its level, rule, resource, message and how to fix it."""
+def text(violations: Sequence[Violation]) -> str:
+    """Each violation as a linter line (file, line, spec key first), the resource, and how to fix it."""
     mandatory = [v for v in violations if v.mandatory]
     advisory = [v for v in violations if not v.mandatory]
     if not violations:
-        print(f"Policies: all {len(RULES)} rules pass", file=out)
-        return
-    print(f"Policies: {len(mandatory)} mandatory, {len(advisory)} advisory violation(s)", file=out)
+        return f"Policies: all {len(RULES)} rules pass"
+    lines = [f"Policies: {len(mandatory)} mandatory, {len(advisory)} advisory violation(s)"]
     for v in (*mandatory, *advisory):
         where = f"{v.resource_type} {v.resource_name}" if v.resource_type else "the stack"
-        print(f"  [{v.enforcement}] {v.rule}  ({where})", file=out)
-        print(f"      {v.message}", file=out)
-        print(f"      fix: {v.remediation}", file=out)
+        at = f"{v.source}:{v.line}: " if v.source and v.line else ""
+        lines.append(f"  {at}{v.key + ': ' if v.key else ''}[{v.enforcement}] {v.rule}  ({where})")
+        lines.append(f"      {v.message}")
+        lines.append(f"      fix: {v.remediation}")
+    return "\n".join(lines)
+
+
+def print_violations(violations: Sequence[Violation], out: TextIO) -> None:
+    print(text(violations), file=out)
 
 
 def policy_document(violations: Sequence[Violation]) -> dict[str, Any]:
@@ -58,10 +63,11 @@ def markdown(violations: Sequence[Violation]) -> str:
     """A section for a CI job summary."""
     if not violations:
         return f"### Policies\n\nAll {len(RULES)} rules pass."
-    rows = ["| level | rule | resource | message | fix |", "|---|---|---|---|---|"]
+    rows = ["| level | rule | where | resource | message | fix |", "|---|---|---|---|---|---|"]
     for v in sorted(violations, key=lambda v: not v.mandatory):
         cell = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-        rows.append(f"| {v.enforcement} | `{v.rule}` | {cell(v.resource_name or 'stack')} | "
+        where = f"`{v.source}:{v.line}` `{v.key}`" if v.source and v.line else (f"`{v.key}`" if v.key else "")
+        rows.append(f"| {v.enforcement} | `{v.rule}` | {cell(where)} | {cell(v.resource_name or 'stack')} | "
                     f"{cell(v.message)} | {cell(v.remediation)} |")
     return "### Policies\n\n" + "\n".join(rows)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from policies import report as policies
 from slicectl.exits import Exit, UsageError
 from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
 from stackspec import checkpoints, cost
+from stackspec.loader import key_path
 from stackspec.spec import StackSpec
 
 
@@ -62,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
     rendering = engine.render(args.stack, stacks_dir=args.stacks_dir)
     elapsed = time.perf_counter() - started
     write(rendering, out)
-    text = markdown(rendering) if args.format == "markdown" else plain(rendering)
-    print(text)
-    # The policy pack's rules on the same rendering; a mandatory violation fails the preview.
-    print()
-    failed = policies.check(rendering, out, sys.stdout, policy_config, as_markdown=args.format == "markdown")
+    # The policy pack's rules on the same rendering; a mandatory violation fails the preview. What `pulumi up`
+    # would refuse, the program's warnings and the violations print first, before the long plan.
+    violations = policy_rules.evaluate(rendering, policy_config)
+    policies.write_policy_json(violations, out / policies.POLICY_FILE)
+    print(markdown(rendering, violations) if args.format == "markdown" else plain(rendering, violations))
+    failed = any(v.mandatory for v in violations)
     print(
         f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/cost.json, {out}/{policies.POLICY_FILE} and "
         f"{len(rendering.manifests)} manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
@@ -150,10 +153,14 @@ SLICE_HEADER = ["slice", "worker group", "pod type", "topology", "hosts", "chips
 def _tree(rendering: engine.Rendering) -> list[tuple[int, engine.Resource]]:
     """Resources in component order: each top-level resource, then its children, depth-first."""
     out: list[tuple[int, engine.Resource]] = []
+    children: dict[str, list[engine.Resource]] = {}
+    for r in rendering.resources:
+        if r.parent is not None:
+            children.setdefault(r.parent, []).append(r)
 
     def walk(r: engine.Resource, depth: int) -> None:
         out.append((depth, r))
-        for c in sorted(rendering.children(r), key=lambda c: (c.custom, c.type, c.name)):
+        for c in sorted(children.get(r.urn, ()), key=lambda c: (c.custom, c.type, c.name)):
             walk(c, depth + 1)
 
     for r in sorted((r for r in rendering.resources if r.parent is None), key=lambda r: (r.custom, r.type, r.name)):
@@ -161,13 +168,42 @@ def _tree(rendering: engine.Rendering) -> list[tuple[int, engine.Resource]]:
     return out
 
 
-def plain(rendering: engine.Rendering) -> str:
+_KEY = re.compile(r"^((?:gcp|tpu-multislice):[\w.\[\]-]+)")
+
+
+def _placed(rendering: engine.Rendering, message: str) -> str:
+    """A program message that starts with a stack-file key, with the file and line first."""
+    doc = rendering.document
+    m = _KEY.match(message)
+    line = doc.line(key_path(m.group(1))) if doc is not None and m else None
+    return f"{doc.source}:{line}: {message}" if line else message
+
+
+def problem_lines(rendering: engine.Rendering) -> list[str]:
+    """What `pulumi up` would refuse (the program's declared refusals), then the program's warnings."""
+    lines = []
+    if rendering.refusals:
+        lines += [f"pulumi up would refuse this stack ({len(rendering.refusals)}):"]
+        lines += [f"  refused: {_placed(rendering, r)}" for r in rendering.refusals]
+    if rendering.warnings:
+        lines += [f"Warnings ({len(rendering.warnings)}):"]
+        lines += [f"  warning: {_placed(rendering, w)}" for w in rendering.warnings]
+    return lines
+
+
+def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     spec = rendering.spec
     custom = [r for r in rendering.resources if r.custom]
     lines = [
         f"Stack {spec.stack} ({spec.environment}) in {spec.project} / {spec.cluster.location}: "
         f"{len(custom)} resources in {len(rendering.resources) - len(custom)} components",
         "",
+    ]
+    if problems := problem_lines(rendering):
+        lines += [*problems, ""]
+    if violations is not None:
+        lines += [policies.text(violations), ""]
+    lines += [
         "Plan (# component, + resource; children indented under their parent):",
     ]
     for depth, r in _tree(rendering):
@@ -263,14 +299,24 @@ def mermaid(spec: StackSpec) -> str:
     return "\n".join(lines)
 
 
-def markdown(rendering: engine.Rendering) -> str:
+def markdown(rendering: engine.Rendering, violations: list | None = None) -> str:
     spec = rendering.spec
     plan_rows = [
         [("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
         for d, r in _tree(rendering)
     ]
+    first = []
+    if rendering.refusals:
+        first += [f"> [!CAUTION]\n> **`pulumi up` would refuse this stack** ({len(rendering.refusals)}):\n"
+                  + "\n".join(f"> - {_placed(rendering, r)}" for r in rendering.refusals)]
+    if rendering.warnings:
+        first += ["> [!WARNING]\n> **Warnings** (" + str(len(rendering.warnings)) + "):\n"
+                  + "\n".join(f"> - {_placed(rendering, w)}" for w in rendering.warnings)]
+    if violations is not None:
+        first += [policies.markdown(violations)]
     parts = [
         f"## `{spec.stack}` stack ({spec.environment}): {spec.cluster.name} in {spec.cluster.location}",
+        *first,
         "### Slices",
         md_table(SLICE_HEADER, slice_rows(spec)),
         "### Topology",

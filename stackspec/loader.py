@@ -99,7 +99,7 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     problems += sink
     if problems:
         if document:
-            problems = [p if p.line else Problem(p.key, p.value, p.message, document.line(_path(p.key)))
+            problems = [p if p.line else Problem(p.key, p.value, p.message, document.line(key_path(p.key)))
                         for p in problems]
         raise SpecError(src, _unique(problems))
     assert spec is not None
@@ -209,7 +209,7 @@ def environment_of(config: Mapping[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- messages
 
 
-def _path(key: str) -> tuple[str | int, ...]:
+def key_path(key: str) -> tuple[str | int, ...]:
     """``tpu-multislice:slices[0].topology`` -> ``("config", "tpu-multislice:slices", 0, "topology")``."""
     if key in ("secretsprovider", "encryptionsalt", "encryptedkey"):
         return (key,)

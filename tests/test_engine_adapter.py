@@ -11,7 +11,7 @@ import inspect
 import pulumi
 import pulumi.runtime
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2
@@ -123,3 +123,50 @@ def test_a_failing_program_raises_after_the_rpcs_drain():
     with pytest.raises(pulumi.RunError, match="bad spec"):
         pulumi_runtime.run(program)
     assert "before" in {r.name for r in seen}, UPGRADE + "registrations before the error were not drained"
+
+
+class _Answering(_Echo):
+    """Mocks that answer with more (and less) than the inputs, as the engine's do."""
+
+    def new_resource(self, args):
+        state = {k: v for k, v in args.inputs.items() if k != "dropped"}
+        return f"{args.name}-id", {**state, "computed": {"endpoint": "E"}, "size": args.inputs["size"] + 1}
+
+
+def test_the_recording_monitor_answers_as_the_mock_monitor_would():
+    """The engine's own RegisterResource answer (no serialize round trip) is MockMonitor's, field for field."""
+    request = resource_pb2.RegisterResourceRequest(type="test:index:Thing", name="t", custom=True)
+    request.object.update({"size": 2, "dropped": "x", "token": rpc.wrap_rpc_secret("s"), "later": rpc.UNKNOWN})
+    mocks = _Answering()
+    pulumi_runtime.start(mocks, MockMonitor(mocks), project="adapter-test", stack="answer", config={})
+    stock = MockMonitor(mocks).RegisterResource(request)
+    ours = pulumi_runtime.RecordingMonitor(mocks, lambda reg: None).RegisterResource(request)
+    assert (ours.urn, ours.id) == (stock.urn, stock.id)
+    assert json_format.MessageToDict(ours.object) == json_format.MessageToDict(stock.object), UPGRADE + \
+        "MockMonitor.RegisterResource answers differently from the engine's faster copy"
+
+
+def test_what_runs_lean_is_there():
+    """The engine skips the SDK's source positions while a program runs (no engine reads them offline)."""
+    from pulumi.runtime import resource as runtime_resource
+
+    assert callable(getattr(runtime_resource, "_get_stack_trace", None)), UPGRADE + "_get_stack_trace is gone"
+    assert "_get_stack_trace()" in inspect.getsource(runtime_resource.register_resource), UPGRADE + \
+        "register_resource no longer gets its stack trace from _get_stack_trace"
+    original = runtime_resource._get_stack_trace
+    _deploy(lambda: _Thing("t", {"n": 1}))
+    assert runtime_resource._get_stack_trace is original, "the engine did not put the SDK back"
+
+
+def test_the_programs_log_reaches_the_engines_logger():
+    import logging
+
+    records: list[logging.LogRecord] = []
+    logger = logging.Logger("adapter-test", logging.INFO)
+    logger.addHandler(type("H", (logging.Handler,), {"emit": lambda self, r: records.append(r)})())
+    mocks = _Echo()
+    pulumi_runtime.start(mocks, pulumi_runtime.RecordingMonitor(mocks, lambda reg: None), "adapter-test", "log", {},
+                         logger=logger)
+    pulumi_runtime.run(lambda: pulumi.log.warn("careful"))
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "careful")], \
+        UPGRADE + "pulumi.log no longer reaches the mocks' logger"

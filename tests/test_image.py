@@ -173,3 +173,21 @@ def test_image_workflow_pushes_by_digest_as_its_own_identity():
     run = " ".join(s.get("run", "") for s in build["steps"])
     assert 'docker push "$IMAGE:$GITHUB_SHA"' in run and 'echo "digest=$digest" >> "$GITHUB_OUTPUT"' in run
     assert build["outputs"]["digest"] == "${{ steps.push.outputs.digest }}"
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_the_preview_shows_the_first_phase_warning_first(fmt, tmp_path, capsys):
+    """The program's warnings (the day-0 image phase, the unverified opt-ins) come first, on their stack-file
+    line, before the policies and the plan, in the terminal and in the PR comment (markdown)."""
+    from slicectl import cli
+
+    assert cli.main(["preview", "--stack", "prod", "--out", str(tmp_path), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    first = out.index("image.digest is unset: first phase")
+    assert first < out.index("Policies") < out.index("Plan")
+    assert "unverified, opted in with tpu-multislice:unverified.rayTokenAuth" in out[:out.index("Plan")]
+    line = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text().splitlines().index("  tpu-multislice:image:") + 1
+    assert f"Pulumi.prod.yaml:{line}: tpu-multislice:image.digest is unset" in out
+    rendering = engine.render("prod")
+    assert rendering.refusals == []  # day 0 is a phase, not a refusal
+    assert rendering.warnings[0].startswith("tpu-multislice:image.digest is unset: first phase")

@@ -501,6 +501,10 @@ def test_preview_report_prints_fix_and_writes_policy_json(renderings, tmp_path):
     assert "[mandatory] tpu-node-count-matches-hosts  (gcp:container/nodePool:NodePool v6e-16-0)" \
         in text
     assert f"fix: {registry.rule('tpu-node-count-matches-hosts').remediation}" in text
+    # On the stack file's line of the slice the pool was built from.
+    line = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text().splitlines().index("    - name: v6e-16-0") + 1
+    assert f"Pulumi.prod.yaml:{line}: tpu-multislice:slices[0]: [mandatory] tpu-node-count-matches-hosts" \
+        in text
     doc = json.loads((tmp_path / report.POLICY_FILE).read_text())
     assert doc["passed"] is False and doc["mandatory"] == 1
     assert doc["violations"][0]["urn"] == pool.urn

@@ -1,0 +1,54 @@
+"""A 1,024-slice stack (``benchmarks/preview.py``'s scale run) renders every slice as the 2-slice stack
+renders one: the engine's fast paths (its own RegisterResource answer, no GC or source positions while
+the program runs) change nothing at scale."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from offline import engine
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from preview import scaled_stack  # noqa: E402
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+SLICE_POOL = "tpu-multislice:infra:SliceNodePool"
+
+
+def _renamed(value, old: str, new: str):
+    return json.loads(re.sub(rf"{re.escape(old)}(?![0-9])", new, json.dumps(value)))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scale")
+    return (engine.render("prod", stacks_dir=scaled_stack(2, tmp / "2").parent),
+            engine.render("prod", stacks_dir=scaled_stack(1024, tmp / "1024").parent))
+
+
+def test_1024_slices_render_every_slice(pair):
+    small, large = pair
+    per_slice = len(small.by_type(NODE_POOL)) - 1  # the system pool is the cluster's
+    options = len(small.spec.slices[0].capacity)
+    assert per_slice == 2 * options
+    assert len(large.by_type(NODE_POOL)) == 1024 * options + 1
+    assert len(large.by_type(SLICE_POOL)) == 1024
+    assert len(large.resources) == len(small.resources) + 1022 * (options + 1)
+
+
+@pytest.mark.parametrize("index", [1, 517, 1023])
+def test_a_sample_slice_renders_as_the_small_stacks_slice(pair, index):
+    small, large = pair
+    for pool in small.by_type(NODE_POOL):
+        if not pool.name.startswith("v6e-16-1"):
+            continue
+        name = pool.name.replace("v6e-16-1", f"v6e-16-{index}", 1)
+        got = large.one(NODE_POOL, name)
+        want = _renamed(pool.to_json(), "v6e-16-1", f"v6e-16-{index}")
+        assert got.to_json() == want, name
