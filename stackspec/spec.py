@@ -43,7 +43,6 @@ from .model import (
     Slice,
     StackSpec,
     Storage,
-    Unverified,
     WorkerGroup,
     WorkerImage,
     gke_version_key,
