@@ -174,7 +174,8 @@ class GkeCluster(pulumi.ComponentResource):
                 location=c.location,
                 project=args.project,
                 node_count=c.system_node_count,
-                # No version: the pool follows the control plane through auto-upgrade (gke-node-version-with-auto-upgrade).
+                # No version: the pool follows the control plane through auto-upgrade
+                # (gke-node-version-with-auto-upgrade).
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=c.system_machine_type,
                     gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)

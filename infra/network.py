@@ -15,7 +15,6 @@ import pulumi_gcp as gcp
 from stackspec import names
 from stackspec.spec import SecondaryNetwork
 
-
 # What megascale (gRPC over TCP) and diagnostics (ping) use between hosts; UDP as cluster-toolkit allows it.
 DCN_PROTOCOLS = ("tcp", "udp", "icmp")
 

@@ -2,9 +2,10 @@
 
 The ``default`` network comes with firewall rules open to the internet (SSH and RDP from 0.0.0.0/0) and
 organisations that skip it refuse a cluster that names it (CIS Google Cloud Foundations Benchmark 3.1,
-"Ensure that the default network does not exist in a project"). Private Google Access lets the private nodes reach Google APIs and Artifact Registry with internal
-addresses only (https://cloud.google.com/vpc/docs/private-google-access); pods and services take the
-subnet's secondary ranges (VPC-native, https://cloud.google.com/kubernetes-engine/docs/concepts/alias-ips).
+"Ensure that the default network does not exist in a project"). Private Google Access lets the private
+nodes reach Google APIs and Artifact Registry with internal addresses only
+(https://cloud.google.com/vpc/docs/private-google-access); pods and services take the subnet's secondary
+ranges (VPC-native, https://cloud.google.com/kubernetes-engine/docs/concepts/alias-ips).
 """
 
 from __future__ import annotations

@@ -69,7 +69,13 @@ def secrets_key(cluster: str) -> str:
 
 
 def secrets_key_id(project: str, region: str, cluster: str) -> str:
-    return f"projects/{project}/locations/{region}/keyRings/{secrets_key_ring(cluster)}/cryptoKeys/{secrets_key(cluster)}"
+    ring = f"projects/{project}/locations/{region}/keyRings/{secrets_key_ring(cluster)}"
+    return f"{ring}/cryptoKeys/{secrets_key(cluster)}"
+
+
+def gke_service_agent(project_number: str) -> str:
+    """GKE's service agent in a project (https://cloud.google.com/iam/docs/service-agents)."""
+    return f"service-{project_number}@container-engine-robot.iam.gserviceaccount.com"
 
 
 def notifications_topic(cluster: str) -> str:
