@@ -662,7 +662,8 @@ class StackProject(pulumi.ComponentResource):
         )
         # The agent exists once the Kubernetes Engine API is on; ServiceIdentity makes sure and names it.
         agent = gcp.projects.ServiceIdentity(
-            f"{name}-gke-agent", gcp.projects.ServiceIdentityArgs(project=s.project, service="container.googleapis.com"),
+            f"{name}-gke-agent",
+            gcp.projects.ServiceIdentityArgs(project=s.project, service="container.googleapis.com"),
             opts=child,
         )
         number = gcp.organizations.get_project_output(project_id=s.project).number

@@ -1037,7 +1037,7 @@ class StackSpec(BaseModel):
             self._kuberay_rules(fail)
         self._resource_rules(fail)
         self._unverified_rules(fail)
-        self._safety_rules(fail)
+        self._safety_rules(fail, stack_file=bool((info.context or {}).get("stack_file")))
         self._hardening_rules(fail)
         for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
@@ -1337,7 +1337,7 @@ class StackSpec(BaseModel):
                      + (" and never opens it to the internet" if n.cidr.endswith("/0") else "")
                      + ": use access: dns (IAM) or private ranges")
 
-    def _safety_rules(self, fail) -> None:
+    def _safety_rules(self, fail, stack_file: bool = False) -> None:
         if not self.prod:
             return
         image = self.ray.image
@@ -1351,11 +1351,11 @@ class StackSpec(BaseModel):
         kms = "pulumi stack change-secrets-provider gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K"
         if self.encryption_salt is not None:
             fail("encryptionsalt", "(passphrase)", f"prod stacks keep secrets with Cloud KMS, not a passphrase: {kms}")
-        elif self.secrets_provider is None:
+        elif self.secrets_provider is None and stack_file:
             # Without one Pulumi falls back to its service backend's key or a passphrase; neither is the stack's key.
             fail("secretsprovider", MISSING, f"prod stacks keep secrets with their own Cloud KMS key (made by "
                  f"bootstrap/): {kms}")
-        elif not self.secrets_provider.startswith("gcpkms://"):
+        elif self.secrets_provider is not None and not self.secrets_provider.startswith("gcpkms://"):
             fail("secretsprovider", self.secrets_provider, "prod stacks keep secrets with Cloud KMS: gcpkms://...")
 
 

@@ -137,10 +137,10 @@ def test_bucket_iam_is_the_ksa_principal(prod):
     assert m.inputs["bucket"] == "my-tpu-project-maxtext-checkpoints"
     assert m.inputs["member"] == (
         f"principal://iam.googleapis.com/projects/{engine.PLACEHOLDER_PROJECT_NUMBER}/locations/global/"
-        "workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/default/sa/maxtext-ksa"
+        "workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/maxtext/sa/maxtext-ksa"
     )
     (ksa,) = [d for d in prod.manifests if d["kind"] == "ServiceAccount"]
-    assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "default"
+    assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "maxtext"
 
 
 def test_workloads_use_the_cluster_provider(prod):
@@ -300,7 +300,7 @@ def test_dev_networks_and_bucket_access(dev):
     assert subnets == {"dev-tpu-subnet-1": "10.50.0.0/16", "dev-tpu-subnet-2": "10.60.0.0/16"}
     (member,) = dev.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert member.inputs["role"] == "roles/storage.objectUser"
-    assert member.inputs["member"].endswith("/subject/ns/default/sa/maxtext-ksa")
+    assert member.inputs["member"].endswith("/subject/ns/maxtext/sa/maxtext-ksa")
 
 
 def test_cluster_pins_pod_and_service_ranges(prod):

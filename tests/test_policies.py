@@ -303,10 +303,10 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "container ray-head is privileged but requests no google.com/tpu"),
     ("ray-head-network-policy", "prod",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
-     "no NetworkPolicy in namespace default restricts ingress to its head"),
+     "no NetworkPolicy in namespace maxtext restricts ingress to its head"),
     ("ray-head-network-policy", "dev",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
-     "no NetworkPolicy in namespace default restricts ingress to its head"),
+     "no NetworkPolicy in namespace maxtext restricts ingress to its head"),
     ("ray-pods-no-token-automount", "prod",
      lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].pop(
          "automountServiceAccountToken"), None,
