@@ -12,12 +12,16 @@ import pulumi_kubernetes as k8s
 
 from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
+from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.monitoring import StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
+from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import spec as stack_spec
+from workloads import kueue
 from workloads.component import RayWorkloads, RayWorkloadsArgs
+from workloads.namespace import WorkloadNamespace, WorkloadNamespaceArgs
 
 # Validate everything before declaring anything: a bad spec deploys nothing. Each problem
 # is logged as one line (file, line, key, value, what is allowed), with no traceback.
@@ -34,13 +38,26 @@ if spec.image is not None and spec.image.pending:
     pulumi.log.warn(f"tpu-multislice:image.digest is unset: first phase. This update creates the image repository and "
                     f"its pusher's grant, and the workers run {spec.ray.image}, installing MaxText at start; once "
                     ".github/workflows/image.yml has pushed the image, set image.digest to switch them")
+if spec.storage.namespace == "default":
+    pulumi.log.warn("tpu-multislice:storage.namespace is default: the stack creates no namespace and sets no Pod "
+                    "Security labels; anyone who may create a pod there can run as the checkpoint KSA")
 for key, why in spec.unverified_paths.items():
     pulumi.log.warn(f"unverified, opted in with {key}: {why}")
 streaming = spec.image is not None and spec.image.streaming
 
 dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
-gke = GkeCluster(name, GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region,
-                                      image_streaming=streaming, multi_networking=spec.dranet))
+vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=spec.network.primary, cluster=spec.cluster,
+                                                          region=spec.region, project=spec.project))
+# Security bulletins' topic and the Binary Authorization policy (Kueue's controller image admitted beside GKE's).
+security = ClusterSecurity(f"{name}-security", ClusterSecurityArgs(spec=spec, system_images=(kueue.IMAGE_REPOSITORY,)))
+gke = GkeCluster(
+    name,
+    GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region, network=vpc.network.name,
+                   subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
+                   multi_networking=spec.dranet),
+    # The policy's API and the policy itself before the cluster evaluates it.
+    opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
+)
 registry = (
     ImageRegistry(
         f"{name}-images",
@@ -76,12 +93,16 @@ provider = k8s.Provider(
     opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
 )
 
+# The workload namespace (Pod Security labels) before anything namespaced.
+namespace = WorkloadNamespace(f"{name}-namespace", WorkloadNamespaceArgs(spec=spec, k8s_provider=provider))
+in_namespace = [namespace.namespace] if namespace.namespace else []
+
 project_number = gcp.organizations.get_project_output(project_id=spec.project).number
 checkpoints = CheckpointStore(
     f"{name}-checkpoints",
     CheckpointStoreArgs(
         storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider,
-        workload_pool=[gke.cluster],
+        workload_pool=[gke.cluster], namespace=in_namespace,
     ),
 )
 
@@ -89,7 +110,8 @@ checkpoints = CheckpointStore(
 # after its bucket role is granted (a job's first checkpoint write must not race the grant).
 workloads = RayWorkloads(
     f"{name}-workloads",
-    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account, checkpoints.binding]),
+    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account, checkpoints.binding],
+                     namespace=in_namespace),
 )
 
 monitoring = StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=spec)) if spec.monitoring.enabled else None
@@ -98,6 +120,9 @@ pulumi.export("cluster", gke.cluster.name)
 pulumi.export("workerImage", spec.worker_image)
 pulumi.export("location", spec.cluster.location)
 pulumi.export("bucket", checkpoints.bucket.name)
+pulumi.export("namespace", spec.storage.namespace)
+pulumi.export("network", vpc.network.name)
+pulumi.export("securityBulletinsTopic", security.topic.name)
 pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
 # Every option's pool of every slice (a slice with capacity fallbacks has one per option).
 pulumi.export("sliceNodePools", [np.name for p in pools for np in p.node_pools])

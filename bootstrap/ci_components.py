@@ -120,6 +120,7 @@ class Stack:
     name: str
     project: str
     cluster: str
+    region: str = ""  # where the cluster's Secrets key lives (GKE asks for the cluster's location)
     # The node account's project roles (infra.cluster.node_roles: with image streaming, Service Usage Consumer too).
     node_roles: tuple[str, ...] = (NODE_SA_ROLE,)
 
@@ -183,7 +184,8 @@ def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
                             f"lists why): {str(err).splitlines()[0]}")
             continue
         streaming = s.image is not None and s.image.streaming
-        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, node_roles=node_roles(streaming)))
+        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, region=s.region,
+                            node_roles=node_roles(streaming)))
     if not stacks and not problems:
         problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
     return stacks, problems
@@ -338,6 +340,10 @@ CUSTOM_ROLES = {r.id: r for r in (
                (*(f"compute.firewalls.{v}" for v in ("create", "delete", "get", "list", "update")),
                 "compute.networks.updatePolicy"),
                "roles/compute.securityAdmin"),
+    # roles/pubsub.editor also publishes and consumes every topic and subscription of the project.
+    CustomRole("tpuMultisliceTopics", "tpu-multislice: the security bulletins topic",
+               tuple(f"pubsub.topics.{v}" for v in ("create", "delete", "get", "list", "update")),
+               "roles/pubsub.editor"),
     # roles/serviceusage.serviceUsageAdmin also disables APIs (stopping everything that uses them) and sets quotas.
     CustomRole("tpuMultisliceServices", "tpu-multislice: enable the stack's APIs",
                ("serviceusage.services.enable", "serviceusage.services.get", "serviceusage.services.list",
@@ -372,6 +378,9 @@ MANAGED_BY = {
     "gcp:monitoring/dashboard:Dashboard": "roles/monitoring.editor",
     "gcp:monitoring/notificationChannel:NotificationChannel": "roles/monitoring.editor",
     "gcp:projects/service:Service": custom("tpuMultisliceServices"),
+    "gcp:pubsub/topic:Topic": custom("tpuMultisliceTopics"),
+    # The project's one policy: get and update it, nothing else (no attestors).
+    "gcp:binaryauthorization/policy:Policy": "roles/binaryauthorization.policyEditor",
 }
 # Resource types the stack declares today that move to the bootstrap (the stack looks them up).
 MOVED_TO_BOOTSTRAP = {
@@ -439,6 +448,8 @@ PREVIEW = Identity(
         Grant("roles/monitoring.viewer", PROJECT, why="alert policies, dashboards, notification channels"),
         Grant(custom("tpuMultisliceLogMetricsViewer"), PROJECT, why="the log-based metrics (not the logs)"),
         Grant("roles/serviceusage.serviceUsageViewer", PROJECT, why="the APIs the stacks enable"),
+        Grant("roles/pubsub.viewer", PROJECT, why="the security bulletins topic (not its messages)"),
+        Grant("roles/binaryauthorization.policyViewer", PROJECT, why="the Binary Authorization policy"),
         Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state"),
         Grant("roles/storage.objectUser", STATE_BUCKET, condition=LOCKS_ONLY, why="take and release a stack lock"),
         Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, why="decrypt stack secrets for the plan"),
@@ -462,6 +473,9 @@ DEPLOY = Identity(
         Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
         Grant(custom("tpuMultisliceFirewalls"), PROJECT, DEPLOYED_STACK, why="the DCN networks' ingress rules"),
         Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),
+        Grant(custom("tpuMultisliceTopics"), PROJECT, DEPLOYED_STACK, why="the security bulletins topic"),
+        Grant("roles/binaryauthorization.policyEditor", PROJECT, DEPLOYED_STACK,
+              why="the project's Binary Authorization policy"),
         Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
               why="run the nodes as the node account (GKE checks actAs)"),
         Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
@@ -504,7 +518,12 @@ HOME_SERVICES = ("iam.googleapis.com", "iamcredentials.googleapis.com", "sts.goo
                  "cloudkms.googleapis.com", "storage.googleapis.com", "cloudresourcemanager.googleapis.com",
                  "serviceusage.googleapis.com")
 STACK_SERVICES = ("container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
-                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com")
+                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "cloudkms.googleapis.com")
+# GKE's service agent encrypts and decrypts the cluster's Secrets with the key made here
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets; cloud rule gke-secrets-kms-key).
+GKE_SECRETS_KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+# Rotated every 90 days (CIS Google Cloud Foundations 1.10); old versions stay and still decrypt.
+SECRETS_KEY_ROTATION = f"{90 * 86400}s"
 
 
 # --- components --------------------------------------------------------------------------------
@@ -597,6 +616,7 @@ class StackProject(pulumi.ComponentResource):
 
     node_account: gcp.serviceaccount.Account
     roles: dict[str, gcp.projects.IAMCustomRole]
+    secrets_key: gcp.kms.CryptoKey
 
     def __init__(self, name: str, args: StackProjectArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:bootstrap:StackProject", name, None, opts)
@@ -627,7 +647,34 @@ class StackProject(pulumi.ComponentResource):
             )
             for rid in args.custom_roles
         }
-        self.register_outputs({"nodeAccount": self.node_account.email})
+        # The cluster's Secrets key, in its region, and GKE's service agent on it: made here so the deploy identity
+        # needs no Cloud KMS admin; the stack names it (stackspec.names.secrets_key_id).
+        ring = gcp.kms.KeyRing(
+            f"{name}-gke-ring",
+            gcp.kms.KeyRingArgs(name=names.secrets_key_ring(s.cluster), location=s.region, project=s.project),
+            opts=pulumi.ResourceOptions(**_keep(self)),
+        )
+        self.secrets_key = gcp.kms.CryptoKey(
+            f"{name}-gke-secrets",
+            gcp.kms.CryptoKeyArgs(name=names.secrets_key(s.cluster), key_ring=ring.id, purpose="ENCRYPT_DECRYPT",
+                                  rotation_period=SECRETS_KEY_ROTATION),
+            opts=pulumi.ResourceOptions(**_keep(self)),
+        )
+        # The agent exists once the Kubernetes Engine API is on; ServiceIdentity makes sure and names it.
+        agent = gcp.projects.ServiceIdentity(
+            f"{name}-gke-agent",
+            gcp.projects.ServiceIdentityArgs(project=s.project, service="container.googleapis.com"),
+            opts=child,
+        )
+        number = gcp.organizations.get_project_output(project_id=s.project).number
+        gcp.kms.CryptoKeyIAMMember(
+            f"{name}-gke-secrets-agent",
+            gcp.kms.CryptoKeyIAMMemberArgs(
+                crypto_key_id=self.secrets_key.id, role=GKE_SECRETS_KEY_ROLE,
+                member=number.apply(lambda n: f"serviceAccount:{names.gke_service_agent(n)}")),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[agent]),
+        )
+        self.register_outputs({"nodeAccount": self.node_account.email, "secretsKey": self.secrets_key.id})
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ class CheckpointStoreArgs:
     # What creates the workload identity pool <project>.svc.id.goog: the first cluster with workload
     # identity. IAM refuses a binding to a pool that does not exist yet (cloud rule iam-wi-pool-exists).
     workload_pool: Sequence[pulumi.Resource] = ()
+    # The workload namespace (workloads/namespace.py): the KSA is created in it.
+    namespace: Sequence[pulumi.Resource] = ()
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -71,7 +73,7 @@ class CheckpointStore(pulumi.ComponentResource):
             # No pod of this account calls the Kubernetes API; workload identity (the GKE metadata
             # server) and the GCS FUSE CSI driver (kubelet token requests) need no mounted token.
             automount_service_account_token=False,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.namespace)),
         )
         self.member = pulumi.Output.from_input(args.project_number).apply(
             lambda number: workload_identity_principal(number, args.project, st.namespace, st.service_account)

@@ -3,7 +3,9 @@
 Hardening (README "Cluster hardening", after GKE's "Harden your cluster's security"): a release
 channel with auto-upgrade and auto-repair on every pool, a maintenance window and exclusions from the
 spec, private nodes with Cloud NAT egress, the control plane behind its DNS endpoint (IAM) or
-authorized networks, and Shielded GKE Nodes.
+authorized networks, Shielded GKE Nodes, its own VPC (``infra/vpc.py``), Secrets encrypted with the
+bootstrap's Cloud KMS key, the kubelet's read-only port off on every pool, Binary Authorization and
+security bulletins on Pub/Sub (``infra/cluster_security.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.cluster_security import EVALUATION_MODE, SECURITY_BULLETIN_EVENT
 from infra.nat import CloudNat, CloudNatArgs
 from stackspec import names
 from stackspec.model import rfc3339
@@ -30,8 +33,19 @@ def node_roles(image_streaming: bool) -> tuple[str, ...]:
     """The project roles the node account holds (granted by the bootstrap, which creates the account)."""
     return (NODE_SA_ROLE, *((IMAGE_STREAMING_ROLE,) if image_streaming else ()))
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-# The cluster's primary VPC (GKE's default when none is named; written out so Cloud NAT can name it).
-CLUSTER_NETWORK = "default"
+# The kubelet's unauthenticated read-only port (10255) off on every node: it serves pod specs and metrics to
+# anything that reaches the node (https://cloud.google.com/kubernetes-engine/docs/how-to/disable-kubelet-readonly-port;
+# CIS GKE Benchmark "Ensure that the --read-only-port argument is set to 0"). The provider takes "TRUE"/"FALSE".
+KUBELET_READONLY_PORT = "FALSE"
+# Application-layer Secrets encryption (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets):
+# the key must exist and GKE's service agent must hold cryptoKeyEncrypterDecrypter on it before the cluster
+# (cloud rule gke-secrets-kms-key); the bootstrap makes both, the stack names the key.
+DATABASE_ENCRYPTION = "ENCRYPTED"
+
+
+def kubelet_config(cls):
+    """A pool's kubelet settings (``cls`` the provider's ...KubeletConfigArgs of that node config)."""
+    return cls(insecure_kubelet_readonly_port_enabled=KUBELET_READONLY_PORT)
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,9 @@ class GkeClusterArgs:
     cluster: Cluster
     project: str
     region: str  # Cloud NAT's router lives in the cluster's region
+    network: pulumi.Input[str]  # the cluster's own VPC and its nodes' subnet (infra/vpc.py)
+    subnetwork: pulumi.Input[str]
+    notifications_topic: pulumi.Input[str]  # projects/<p>/topics/<t>: security bulletins (infra/cluster_security.py)
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
     multi_networking: bool = False  # node pools attach extra (DCN) networks
 
@@ -58,6 +75,8 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("tpu-multislice:infra:GkeCluster", name, None, opts)
         c = args.cluster
         child = pulumi.ResourceOptions(parent=self)
+        # A component's depends_on does not hold its children back: the cluster takes it.
+        after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
 
         # The node account and its roles are the bootstrap's (bootstrap/ci_components.py StackProject): the deploy
         # identity can neither create service accounts nor change the project's IAM policy, only act as this one.
@@ -78,12 +97,32 @@ class GkeCluster(pulumi.ComponentResource):
                 node_config=gcp.container.ClusterNodeConfigArgs(
                     service_account=self.node_service_account_email,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                    kubelet_config=kubelet_config(gcp.container.ClusterNodeConfigKubeletConfigArgs),
+                ),
+                # Pools the cluster creates later (auto-provisioned) get the same kubelet setting.
+                node_pool_defaults=gcp.container.ClusterNodePoolDefaultsArgs(
+                    node_config_defaults=gcp.container.ClusterNodePoolDefaultsNodeConfigDefaultsArgs(
+                        insecure_kubelet_readonly_port_enabled=KUBELET_READONLY_PORT,
+                    ),
                 ),
                 networking_mode="VPC_NATIVE",
-                # Pinned where the spec says: GKE would pick without seeing the DCN VPCs.
+                # Pinned where the spec says (GKE would pick without seeing the DCN VPCs): the subnet's secondary
+                # ranges, declared by infra/vpc.py; unpinned, GKE creates them in the subnet.
                 ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
-                    cluster_ipv4_cidr_block=c.pod_cidr,
-                    services_ipv4_cidr_block=c.service_cidr,
+                    cluster_secondary_range_name=names.POD_RANGE if c.pod_cidr else None,
+                    services_secondary_range_name=names.SERVICE_RANGE if c.service_cidr else None,
+                ),
+                database_encryption=gcp.container.ClusterDatabaseEncryptionArgs(
+                    state=DATABASE_ENCRYPTION, key_name=names.secrets_key_id(args.project, args.region, c.name),
+                ),
+                binary_authorization=gcp.container.ClusterBinaryAuthorizationArgs(evaluation_mode=EVALUATION_MODE),
+                notification_config=gcp.container.ClusterNotificationConfigArgs(
+                    pubsub=gcp.container.ClusterNotificationConfigPubsubArgs(
+                        enabled=True,
+                        topic=args.notifications_topic,
+                        filter=gcp.container.ClusterNotificationConfigPubsubFilterArgs(
+                            event_types=[SECURITY_BULLETIN_EVENT]),
+                    ),
                 ),
                 datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2
                 # Extra node networks: both apply-tested peers turn multi-networking on (it needs Dataplane V2 and
@@ -109,18 +148,19 @@ class GkeCluster(pulumi.ComponentResource):
                     ),
                 ),
                 deletion_protection=c.deletion_protection,
-                network=CLUSTER_NETWORK,
+                network=args.network,
+                subnetwork=args.subnetwork,
                 enable_shielded_nodes=c.shielded_nodes,
                 private_cluster_config=private_cluster_config(c),
                 control_plane_endpoints_config=control_plane_endpoints(c),
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection),
+            opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=after),
         )
         # Private nodes have no external IPs: Docker Hub (the Ray image) and PyPI go through Cloud NAT.
         self.nat = (
-            CloudNat(f"{name}-nat", CloudNatArgs(cluster_name=c.name, network=CLUSTER_NETWORK, region=args.region,
+            CloudNat(f"{name}-nat", CloudNatArgs(cluster_name=c.name, network=args.network, region=args.region,
                                                  project=args.project), opts=child)
             if c.private_nodes
             else None
@@ -134,7 +174,8 @@ class GkeCluster(pulumi.ComponentResource):
                 location=c.location,
                 project=args.project,
                 node_count=c.system_node_count,
-                # No version: the pool follows the control plane (gke-node-version-with-auto-upgrade).
+                # No version: the pool follows the control plane through auto-upgrade
+                # (gke-node-version-with-auto-upgrade).
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=c.system_machine_type,
                     gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True)
@@ -145,6 +186,7 @@ class GkeCluster(pulumi.ComponentResource):
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA",  # the Ray head's nodeSelector needs the metadata server
                     ),
+                    kubelet_config=kubelet_config(gcp.container.NodePoolNodeConfigKubeletConfigArgs),
                     # Secure boot refuses unsigned kernel modules; the system pool loads none.
                     shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                         enable_secure_boot=True,

@@ -45,6 +45,7 @@ import types
 # module costs nothing until its package is used, then a few ms.
 MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
+    "pulumi_gcp.binaryauthorization": ("_inputs", "policy"),
     "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "firewall", "router", "router_nat"),
     "pulumi_gcp.container": ("_inputs", "cluster", "node_pool"),
     "pulumi_gcp.iam": ("_inputs", "workload_identity_pool", "workload_identity_pool_provider"),
@@ -52,6 +53,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_gcp.monitoring": ("_inputs", "alert_policy", "dashboard", "notification_channel"),
     "pulumi_gcp.organizations": ("get_project", "get_client_config"),
+    "pulumi_gcp.pubsub": ("_inputs", "topic"),
     "pulumi_gcp.projects": ("_inputs", "iam_member", "service", "service_identity"),
     "pulumi_gcp.serviceaccount": ("_inputs", "account", "iam_member"),
     "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_member", "get_project_service_account"),

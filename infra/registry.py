@@ -10,6 +10,9 @@ import pulumi_gcp as gcp
 from stackspec.spec import WorkerImage
 
 ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
+# Artifact Analysis scans every image pushed to the repository for vulnerabilities once this API is on
+# (https://cloud.google.com/artifact-analysis/docs/enable-automatic-scanning); the repository inherits it.
+CONTAINER_SCANNING_API = "containerscanning.googleapis.com"
 # GKE image streaming reads images through the Container File System API.
 CONTAINER_FILESYSTEM_API = "containerfilesystem.googleapis.com"
 # Repository-scoped grants: the nodes pull (image streaming reads through the same permission),
@@ -40,7 +43,7 @@ class ImageRegistry(pulumi.ComponentResource):
         super().__init__("tpu-multislice:infra:ImageRegistry", name, None, opts)
         img = args.image
         child = pulumi.ResourceOptions(parent=self)
-        apis = [ARTIFACT_REGISTRY_API, *([CONTAINER_FILESYSTEM_API] if img.streaming else [])]
+        apis = [ARTIFACT_REGISTRY_API, CONTAINER_SCANNING_API, *([CONTAINER_FILESYSTEM_API] if img.streaming else [])]
         self.services = [
             gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}-api",
@@ -58,6 +61,9 @@ class ImageRegistry(pulumi.ComponentResource):
                 project=args.project,
                 description="Ray TPU worker images (Dockerfile at the repository root), deployed by digest",
                 docker_config=gcp.artifactregistry.RepositoryDockerConfigArgs(immutable_tags=True),
+                # Scanning follows the project's Container Scanning API (on, above); DISABLED would opt out.
+                vulnerability_scanning_config=gcp.artifactregistry.RepositoryVulnerabilityScanningConfigArgs(
+                    enablement_config="INHERITED"),
                 cleanup_policies=[
                     gcp.artifactregistry.RepositoryCleanupPolicyArgs(
                         id="delete-old-untagged",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.cluster import CLOUD_PLATFORM_SCOPE
+from infra.cluster import CLOUD_PLATFORM_SCOPE, kubelet_config
 from stackspec import kube, names
 from stackspec.spec import Capacity, Slice
 from stackspec.tpu import DRANET_LABEL
@@ -147,6 +147,8 @@ class SliceNodePool(pulumi.ComponentResource):
                         workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                             mode="GKE_METADATA",
                         ),
+                        # The kubelet's read-only port off, as on every pool (infra/cluster.py).
+                        kubelet_config=kubelet_config(gcp.container.NodePoolNodeConfigKubeletConfigArgs),
                     ),
                     # The release channel keeps auto-upgrade on (GKE refuses it off in a channel); an upgrade
                     # recreates every host of a slice, so runs hold it off with the spec's maintenance exclusions

@@ -169,6 +169,35 @@ RULES: tuple[CloudRule, ...] = (
         "cluster-toolkit modules/compute/gke-node-pool (placement preconditions); xpk --placement-type=COMPACT "
         "--tpu-topology",
         ("policy:tpu-compact-placement",)),
+    CloudRule(
+        "gke-secrets-kms-key", "GKE",
+        "Application-layer Secrets encryption needs the Cloud KMS key to exist, in the cluster's location (its region "
+        "for a zonal cluster), with GKE's service agent holding cryptoKeyEncrypterDecrypter on it, before the cluster "
+        "uses it: the bootstrap makes the key and the grant, the stack names the key.",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets",
+        ("code:bootstrap/ci_components.py", "code:infra/cluster.py")),
+    CloudRule(
+        "gke-notifications-topic-same-project", "GKE",
+        "A cluster publishes its notifications (filtered by event type, e.g. SECURITY_BULLETIN_EVENT) only to a "
+        "Pub/Sub topic in its own project, named projects/<project>/topics/<topic>.",
+        "pulumi-gcp ClusterNotificationConfigPubsubArgs (topic, filter.event_types); "
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-notifications",
+        ("code:infra/cluster_security.py",)),
+    CloudRule(
+        "binauthz-project-singleton-policy", "GKE",
+        "With evaluation mode PROJECT_SINGLETON_POLICY_ENFORCE the cluster admits a pod only if every image matches "
+        "the project's one policy: an allow-list pattern, Google's system policy (globalPolicyEvaluationMode "
+        "ENABLE) or the default rule; ALWAYS_DENY in DRYRUN_AUDIT_LOG_ONLY logs what it would refuse and admits it.",
+        "https://cloud.google.com/binary-authorization/docs/key-concepts; "
+        "https://cloud.google.com/binary-authorization/docs/policy-yaml-reference",
+        ("code:infra/cluster_security.py", "spec:tpu-multislice:unverified.binaryAuthorizationEnforce")),
+    CloudRule(
+        "gce-subnet-ranges-disjoint", "GCE",
+        "A subnet's primary and secondary ranges, and those of every subnet a VM's NICs reach, must not overlap; a "
+        "VPC-native cluster takes its pod and service ranges from the subnet's named secondary ranges.",
+        "https://cloud.google.com/vpc/docs/subnets#valid-ranges; "
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/alias-ips",
+        ("spec:tpu-multislice:network.primary.cidr", "policy:subnets-no-overlap", "code:infra/vpc.py")),
 )
 
 

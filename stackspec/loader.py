@@ -93,7 +93,8 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     sink: list[Problem] = []
     spec = None
     try:
-        spec = StackSpec.model_validate(data, context={"problems": sink})
+        # The stack file's own keys (the secrets provider) are checked only when the file was read.
+        spec = StackSpec.model_validate(data, context={"problems": sink, "stack_file": document is not None})
     except ValidationError as e:
         problems += [_problem(err, data) for err in e.errors(include_url=False)]
     problems += sink

@@ -302,8 +302,17 @@ class SecondaryNetwork(Section):
     cidr: SubnetCidr
 
 
+class PrimaryNetwork(Section):
+    """The cluster's own VPC and its nodes' subnet (never the project's ``default`` network)."""
+
+    network: NetworkName | None = None  # <cluster>-vpc by default
+    subnet: SubnetName | None = None  # <cluster>-nodes by default
+    cidr: SubnetCidr = "10.0.0.0/20"  # the nodes' addresses (4092 usable)
+
+
 class Network(Section):
     mtu: int = Field(DCN_MTU, ge=1300, le=8896, description="8896 for the TPU DCN (jumbo frames)")
+    primary: PrimaryNetwork = Field(default_factory=PrimaryNetwork)
     secondary: tuple[SecondaryNetwork, ...] = ()
 
 
@@ -494,7 +503,12 @@ class Storage(Section):
     bucket: BucketName
     location: str | None = None  # the region by default
     storage_class: Literal[STORAGE_CLASSES] = "STANDARD"
-    namespace: Namespace = "default"
+    # The workload namespace the stack creates (Pod Security labels, README "Inside the cluster"); prod refuses
+    # ``default``, and a namespace Kubernetes, GKE or Kueue owns is refused everywhere.
+    namespace: Annotated[Namespace, _check(lambda v: f"{v} belongs to Kubernetes, GKE or Kueue; name the stack's own "
+                                           f"(default {names.DEFAULT_NAMESPACE})"
+                                           if v in names.SYSTEM_NAMESPACES or v.startswith("kube-") else None)] = (
+        names.DEFAULT_NAMESPACE)
     service_account: KsaName  # the Kubernetes service account of the workloads
     protected: bool | None = None  # refuse deletion, keep the bucket on destroy; on in prod
     # Most one run's checkpoints may hold (GB): more is a preview warning and a policy warning.
@@ -781,6 +795,10 @@ class Unverified(Section):
     # Ray token auth through KubeRay's authOptions (KubeRay >= 1.5.1): GKE does not publish the Ray add-on's
     # KubeRay version, and an older RayCluster CRD prunes the field silently, leaving the head open.
     ray_token_auth: bool = False
+    # Binary Authorization blocking (ENFORCED_BLOCK_AND_AUDIT_LOG) rather than logging (DRYRUN_AUDIT_LOG_ONLY): the
+    # images GKE itself runs on the nodes (its system policy's list) and the GCS FUSE sidecar GKE injects are not
+    # checked here against the policy, and a refused system pod stops the cluster's add-ons.
+    binary_authorization_enforce: bool = False
 
 
 UNVERIFIED = {
@@ -789,6 +807,9 @@ UNVERIFIED = {
     "rayTokenAuth": "ray.auth: token relies on the GKE Ray add-on running KubeRay >= 1.5.1 (authOptions), which GKE "
                     "does not publish: an older CRD drops the field and the head runs without a token (the cluster "
                     "drill checks that the head refuses a request without one)",
+    "binaryAuthorizationEnforce": "Binary Authorization blocks every image its policy does not allow: the images GKE "
+                                  "runs for itself are trusted through Google's system policy, which no test here "
+                                  "can list; a refused system pod stops the cluster's add-ons (the default only logs)",
 }
 
 
@@ -961,6 +982,9 @@ class StackSpec(BaseModel):
         if self.image is not None:
             out.append(d(_ns("image.repository"), self.image.repository, limits.ARTIFACT_REPOSITORY,
                          "the Artifact Registry repository"))
+        primary = self.network.primary
+        out += [d(_ns("network.primary.network"), primary.network, limits.COMPUTE_NETWORK, "the cluster's VPC"),
+                d(_ns("network.primary.subnet"), primary.subnet, limits.COMPUTE_SUBNETWORK, "the nodes' subnet")]
         for i, net in enumerate(self.networks):
             k = _ns(f"network.secondary[{i}]")
             out += [d(f"{k}.network", net.network, limits.COMPUTE_NETWORK, "a secondary VPC"),
@@ -1015,7 +1039,7 @@ class StackSpec(BaseModel):
             self._kuberay_rules(fail)
         self._resource_rules(fail)
         self._unverified_rules(fail)
-        self._safety_rules(fail)
+        self._safety_rules(fail, stack_file=bool((info.context or {}).get("stack_file")))
         self._hardening_rules(fail)
         for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
@@ -1046,13 +1070,20 @@ class StackSpec(BaseModel):
             if self.image.pusher is None:
                 object.__setattr__(self.image, "pusher",
                                    names.ci_account_email("image", self.ci_project))
+        primary = self.network.primary
+        if primary.network is None:
+            object.__setattr__(primary, "network", names.cluster_network(self.cluster.name))
+        if primary.subnet is None:
+            object.__setattr__(primary, "subnet", names.cluster_subnet(self.cluster.name))
         for i, net in enumerate(self.networks, start=1):
             if net.network is None:
                 object.__setattr__(net, "network", names.network_name(self.cluster.name, i))
 
     def _network_rules(self, fail) -> None:
         c, key = self.cluster, _ns("cluster")
-        ranges = [(f"{_ns('network.secondary')}[{i}].cidr", n.cidr) for i, n in enumerate(self.networks)]
+        primary = self.network.primary
+        ranges = [(_ns("network.primary.cidr"), primary.cidr)]
+        ranges += [(f"{_ns('network.secondary')}[{i}].cidr", n.cidr) for i, n in enumerate(self.networks)]
         ranges += [(f"{key}.{k}", v) for k, v in (("podCidr", c.pod_cidr), ("serviceCidr", c.service_cidr)) if v]
         for i, (k, cidr) in enumerate(ranges):
             for other_key, other in ranges[:i]:
@@ -1067,12 +1098,19 @@ class StackSpec(BaseModel):
             fail(f"{key}.{'serviceCidr' if c.pod_cidr else 'podCidr'}", MISSING,
                  "podCidr and serviceCidr are pinned together")
         vpcs = [n.network for n in self.networks]
+        if primary.network in vpcs:
+            fail(_ns("network.primary.network"), primary.network, "the cluster's VPC is not a secondary (DCN) one")
+        if primary.subnet in [n.subnet for n in self.networks]:
+            fail(_ns("network.primary.subnet"), primary.subnet, "a secondary network has a subnet of this name")
         if len(set(vpcs)) != len(vpcs):
             fail(_ns("network.secondary"), vpcs, "each secondary network needs its own VPC (a NIC per VPC)")
         subnets = [n.subnet for n in self.networks]
         if len(set(subnets)) != len(subnets):  # one project and region: GCP refuses the second
             fail(_ns("network.secondary"), subnets, "each secondary network needs its own subnet name")
         hosts = sum(s.shape.hosts for s in self.slices)
+        if hosts + c.system_node_count > limits.usable_addresses(primary.cidr):
+            fail(_ns("network.primary.cidr"), primary.cidr, f"{limits.usable_addresses(primary.cidr)} usable "
+                 f"addresses, the cluster has {hosts + c.system_node_count} nodes")
         if c.pod_cidr:
             nodes = hosts + c.system_node_count
             room = ipaddress.ip_network(c.pod_cidr).num_addresses // limits.POD_RANGE_PER_NODE
@@ -1301,7 +1339,7 @@ class StackSpec(BaseModel):
                      + (" and never opens it to the internet" if n.cidr.endswith("/0") else "")
                      + ": use access: dns (IAM) or private ranges")
 
-    def _safety_rules(self, fail) -> None:
+    def _safety_rules(self, fail, stack_file: bool = False) -> None:
         if self.ci_project == self.project:
             fail(_ns("ciProject"), self.ci_project, "the CI identities and their federation live in a project of their "
                  "own (bootstrap/), never in a stack's project: a stack's deploy must not reach them")
@@ -1311,9 +1349,17 @@ class StackSpec(BaseModel):
         if image.endswith((":latest", ":nightly")) or ":nightly-" in image or (":" not in image and "@" not in image):
             fail(_ns("ray.image"), image, f"prod pins a released image (e.g. {DEFAULT_RAY_IMAGE}) or a digest, "
                  "not latest or nightly")
+        if self.storage.namespace == "default":
+            fail(_ns("storage.namespace"), "default", "prod runs its workloads in a namespace of their own (anyone who "
+                 f"may create a pod in default could run as the checkpoint KSA): e.g. {names.DEFAULT_NAMESPACE}, "
+                 "which the stack creates with Pod Security labels")
+        kms = "pulumi stack change-secrets-provider gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K"
         if self.encryption_salt is not None:
-            fail("encryptionsalt", "(passphrase)", "prod stacks keep secrets with Cloud KMS, not a passphrase: "
-                 "pulumi stack change-secrets-provider gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K")
+            fail("encryptionsalt", "(passphrase)", f"prod stacks keep secrets with Cloud KMS, not a passphrase: {kms}")
+        elif self.secrets_provider is None and stack_file:
+            # Without one Pulumi falls back to its service backend's key or a passphrase; neither is the stack's key.
+            fail("secretsprovider", MISSING, f"prod stacks keep secrets with their own Cloud KMS key (made by "
+                 f"bootstrap/): {kms}")
         elif self.secrets_provider is not None and not self.secrets_provider.startswith("gcpkms://"):
             fail("secretsprovider", self.secrets_provider, "prod stacks keep secrets with Cloud KMS: gcpkms://...")
 

@@ -36,6 +36,53 @@ def network_name(cluster: str, index: int) -> str:
     return f"{cluster}-net-{index}"
 
 
+# The workload namespace (never ``default``: anyone who may create a pod there could run as the checkpoint KSA).
+DEFAULT_NAMESPACE = "maxtext"
+# Namespaces Kubernetes, GKE, Google Managed Prometheus and Kueue own: the stack never creates or labels them.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "gmp-system", "gmp-public", "gke-managed-system",
+                     "gke-gmp-system", "kueue-system")
+
+
+def cluster_network(cluster: str) -> str:
+    """The cluster's own (primary) VPC: ``<cluster>-vpc``."""
+    return f"{cluster}-vpc"
+
+
+def cluster_subnet(cluster: str) -> str:
+    """The cluster's nodes' subnet in its VPC: ``<cluster>-nodes``."""
+    return f"{cluster}-nodes"
+
+
+# The secondary ranges of the cluster's subnet (VPC-native pods and services).
+POD_RANGE = "pods"
+SERVICE_RANGE = "services"
+
+
+def secrets_key_ring(cluster: str) -> str:
+    """The Cloud KMS key ring (in the cluster's region) the bootstrap makes for the cluster's Secrets key."""
+    return f"{cluster}-gke"
+
+
+def secrets_key(cluster: str) -> str:
+    """The Cloud KMS key GKE encrypts the cluster's Secrets with (application-layer secrets encryption)."""
+    return f"{cluster}-secrets"
+
+
+def secrets_key_id(project: str, region: str, cluster: str) -> str:
+    ring = f"projects/{project}/locations/{region}/keyRings/{secrets_key_ring(cluster)}"
+    return f"{ring}/cryptoKeys/{secrets_key(cluster)}"
+
+
+def gke_service_agent(project_number: str) -> str:
+    """GKE's service agent in a project (https://cloud.google.com/iam/docs/service-agents)."""
+    return f"service-{project_number}@container-engine-robot.iam.gserviceaccount.com"
+
+
+def notifications_topic(cluster: str) -> str:
+    """The Pub/Sub topic GKE publishes the cluster's security bulletins to."""
+    return f"{cluster}-gke-notifications"
+
+
 def dcn_firewall(network: str) -> str:
     """The ingress firewall of a secondary (DCN) network: ``<network>-allow-internal``."""
     return f"{network}-allow-internal"

@@ -38,6 +38,7 @@ from .model import (
     Monitoring,
     Network,
     NotificationChannel,
+    PrimaryNetwork,
     RaySettings,
     SecondaryNetwork,
     Slice,
@@ -52,7 +53,8 @@ from .names import PROJECT, stack_file
 __all__ = [
     "CAPACITY_TYPES", "DCN_MTU", "DRANET_MIN_VERSION", "ENVIRONMENTS", "MIN_ELASTIC_MAX_FAILURES", "MISSING",
     "NOTIFICATION_CHANNEL_TYPES", "PLACEHOLDER_IMAGE_DIGEST", "Monitoring", "NotificationChannel", "WorkerImage",
-    "PROJECT", "RELEASE_CHANNELS", "STORAGE_CLASSES", "Capacity", "Cluster", "Job", "Network", "Problem",
+    "PROJECT", "RELEASE_CHANNELS", "STORAGE_CLASSES", "Capacity", "Cluster", "Job", "Network", "PrimaryNetwork",
+    "Problem",
     "RaySettings", "SecondaryNetwork", "Slice", "SpecError", "StackFileError", "StackSpec", "Storage",
     "UnknownName", "WorkerGroup", "environment_of", "flat_config", "from_pulumi", "gke_version_key", "load",
     "load_file", "load_stack", "stack_config", "stack_file",

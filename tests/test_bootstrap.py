@@ -161,9 +161,15 @@ def test_two_state_buckets_in_the_ci_project_versioned_private_and_kept(boot):
     assert boot.exports["PULUMI_STATE_BUCKET"] == STATE and boot.exports["bootstrapStateBucket"] == BOOT_STATE
 
 
+def in_ci_project(r) -> bool:
+    """A key or key ring of the CI project (the stacks' Secrets keys live in their own projects)."""
+    ring = r.inputs.get("keyRing", "")
+    return r.inputs.get("project") == CI_PROJECT or ring.startswith(f"projects/{CI_PROJECT}/")
+
+
 def test_each_stack_has_its_own_key_and_its_stack_file_names_it(boot):
-    keys = {r.inputs["name"]: r for r in boot.of("gcp:kms/cryptoKey:CryptoKey")}
-    rings = {r.inputs["name"]: r for r in boot.of("gcp:kms/keyRing:KeyRing")}
+    keys = {r.inputs["name"]: r for r in boot.of("gcp:kms/cryptoKey:CryptoKey") if in_ci_project(r)}
+    rings = {r.inputs["name"]: r for r in boot.of("gcp:kms/keyRing:KeyRing") if in_ci_project(r)}
     assert set(rings) == {"pulumi", "bootstrap"} and all(r.inputs["project"] == CI_PROJECT for r in rings.values())
     assert set(keys) == {"state", *STACKS}
     for k in keys.values():
@@ -188,8 +194,38 @@ def test_no_ci_identity_can_reach_the_bootstraps_own_state_or_key(boot):
     for r in boot.of("gcp:storage/bucketIAMMember:BucketIAMMember"):
         assert r.inputs["bucket"] == STATE
     boot_key = f"projects/{CI_PROJECT}/locations/global/keyRings/bootstrap/cryptoKeys/state"
+    secrets_keys = {names.secrets_key_id(s.project, s.region, s.cluster.name) for s in STACKS.values()}
     for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"):
+        if r.inputs["cryptoKeyId"] in secrets_keys:  # a cluster's Secrets key: GKE's service agent only
+            assert "@container-engine-robot.iam.gserviceaccount.com" in r.inputs["member"], r.name
+            continue
         assert r.inputs["cryptoKeyId"] != boot_key and r.inputs["cryptoKeyId"].split("/")[-1] in STACKS
+
+
+def test_each_cluster_gets_its_secrets_key_in_its_region_with_gkes_agent_on_it(boot, prod):
+    """Application-layer Secrets encryption (cloud rule gke-secrets-kms-key): the key the prod cluster names is
+    made here, in the cluster's region and project, before any stack runs, with GKE's service agent on it."""
+    keys = {f"{r.inputs['keyRing']}/cryptoKeys/{r.inputs['name']}": r for r in boot.of("gcp:kms/cryptoKey:CryptoKey")}
+    rings = {f"projects/{r.inputs['project']}/locations/{r.inputs['location']}/keyRings/{r.inputs['name']}": r
+             for r in boot.of("gcp:kms/keyRing:KeyRing")}
+    (cluster,) = prod.by_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["databaseEncryption"]["state"] == "ENCRYPTED"
+    named = cluster.inputs["databaseEncryption"]["keyName"]
+    for s in STACKS.values():
+        key_id = names.secrets_key_id(s.project, s.region, s.cluster.name)
+        key = keys[key_id]
+        assert key.inputs["keyRing"] in rings and key.protect and key.retain_on_delete
+        assert key.inputs["rotationPeriod"] == ci.SECRETS_KEY_ROTATION
+        (grant,) = [r for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+                    if r.inputs["cryptoKeyId"] == key_id]
+        assert grant.inputs["role"] == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+        assert grant.inputs["member"].startswith("serviceAccount:service-")
+        assert grant.inputs["member"].endswith("@container-engine-robot.iam.gserviceaccount.com")
+    assert named == names.secrets_key_id(STACKS["prod"].project, STACKS["prod"].region, STACKS["prod"].cluster.name)
+    assert named in keys
+    # No CI identity holds anything on a Secrets key (the deploy identity needs no Cloud KMS admin).
+    assert not [r for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+                if r.inputs["cryptoKeyId"] == named and "container-engine-robot" not in r.inputs["member"]]
 
 
 def test_every_api_the_identities_and_stacks_use_is_enabled(boot):

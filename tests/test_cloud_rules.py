@@ -18,7 +18,7 @@ import yaml
 from offline import engine
 from policies import offline
 from policies.registry import BY_NAME
-from stackspec import cloud_rules, zones
+from stackspec import cloud_rules, names, zones
 from stackspec import spec as stack_spec
 from workloads import kueue
 
@@ -375,3 +375,82 @@ def test_the_readme_table_is_the_module_table():
     start = readme.index("| rule | system | what it accepts or does | source | checks |")
     table = [line for line in readme[start:].splitlines()[2:] if line.startswith("| `")]
     assert table[:len(rows)] == rows
+
+
+# --------------------------------------------------------------------------- cluster hardening (issue 17)
+
+
+@covers("gke-secrets-kms-key")
+def test_the_cluster_names_the_bootstraps_secrets_key_in_its_region(prod):
+    sys.path.insert(0, str(ROOT / "bootstrap"))
+    try:
+        import ci_components as ci  # the bootstrap program's module (bootstrap/ is not a package)
+    finally:
+        sys.path.remove(str(ROOT / "bootstrap"))
+    (stack,) = [s for s in ci.read_stacks()[0] if s.name == "prod"]
+    key = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu").inputs["databaseEncryption"]["keyName"]
+    # The key's location is the zonal cluster's region, and it is the key the bootstrap makes for this stack.
+    assert key.split("/")[3] == prod.spec.region == stack.region
+    assert key == names.secrets_key_id(stack.project, stack.region, stack.cluster)
+    assert ci.GKE_SECRETS_KEY_ROLE == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    assert "cloudkms.googleapis.com" in ci.STACK_SERVICES
+
+
+@covers("gke-notifications-topic-same-project")
+def test_bulletins_go_to_a_topic_of_the_clusters_project(prod):
+    cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
+    (topic,) = prod.by_type("gcp:pubsub/topic:Topic")
+    assert topic.inputs["project"] == cluster.inputs["project"]
+    assert cluster.inputs["notificationConfig"]["pubsub"]["filter"]["eventTypes"] == ["SECURITY_BULLETIN_EVENT"]
+    assert topic.urn in cluster.dependencies
+
+
+@covers("binauthz-project-singleton-policy")
+def test_binary_authorization_admits_the_images_the_stack_runs(prod):
+    from infra.cluster_security import admission_patterns, repository_pattern
+
+    assert repository_pattern("rayproject/ray:2.60.0-py312-tpu") == "docker.io/rayproject/*"
+    assert repository_pattern("ubuntu") == "docker.io/library/*"
+    assert repository_pattern("registry.k8s.io/kueue/kueue") == "registry.k8s.io/kueue/*"
+    assert repository_pattern("us-east5-docker.pkg.dev/p/r/i@sha256:" + "0" * 64) == "us-east5-docker.pkg.dev/p/r/*"
+    patterns = admission_patterns(prod.spec, (kueue.IMAGE_REPOSITORY,))
+    # Every image the rendered pods name is admitted by a pattern (a trailing * matches within the last segment).
+    images = {c["image"] for d in prod.manifests for c in _containers(d)}
+    assert images
+    for image in images:
+        ref = image if "/" in image.split("@")[0].split(":")[0].split("/")[0] or "." in image.split("/")[0] else (
+            "docker.io/" + image)
+        assert any(ref.startswith(p[:-1]) and "/" not in ref[len(p) - 1:].split("@")[0] for p in patterns), image
+    cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
+    assert cluster.inputs["binaryAuthorization"]["evaluationMode"] == "PROJECT_SINGLETON_POLICY_ENFORCE"
+
+
+def _containers(doc: dict) -> list[dict]:
+    out = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            if "containers" in x and isinstance(x["containers"], list):
+                out.extend(c for c in x["containers"] if isinstance(c, dict) and "image" in c)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return out
+
+
+@covers("gce-subnet-ranges-disjoint")
+def test_the_cluster_subnet_is_checked_by_spec_and_policy(prod):
+    msg = spec_problems(config("prod", network={**json.loads(engine.stack_config("prod")[f"{NS}:network"]),
+                                                "primary": {"cidr": "10.100.0.0/20"}}))
+    assert "overlaps 10.100.0.0/20 at tpu-multislice:network.primary.cidr" in msg
+    assert not violations(offline.resources_of(prod), "subnets-no-overlap")
+
+    def overlap(props):
+        props["ipCidrRange"] = "10.104.0.0/24"  # inside the service range
+    msgs = violations(edited(prod, "gcp:compute/subnetwork:Subnetwork", "maxtext-tpu-network-subnet", overlap),
+                      "subnets-no-overlap")
+    assert msgs and any("10.104.0.0/24" in m for m in msgs)

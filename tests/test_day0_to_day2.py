@@ -151,8 +151,10 @@ def test_setting_the_image_digest_moves_only_the_workloads_to_it(prod_days):
     _, _, state, _ = prod_days
     plan = plan_to("prod", state, lambda cfg: _section(cfg, "image",
                                                          lambda i: i.update(digest="sha256:" + "a" * 64)))
-    assert {s.type for s in plan.changes} == {"kubernetes:ray.io/v1:RayJob"}
-    assert all(s.op == "replace" for s in plan.changes)
+    # ... and Binary Authorization stops admitting ray.image's Docker Hub repository (day 0 is over).
+    assert {s.type for s in plan.changes} == {"kubernetes:ray.io/v1:RayJob", "gcp:binaryauthorization/policy:Policy"}
+    assert all(s.op == "replace" for s in plan.changes if s.type == "kubernetes:ray.io/v1:RayJob")
+    assert [s.op for s in plan.changes if s.type.startswith("gcp:")] == ["update"]
 
 
 # --------------------------------------------------------------------------- the command

@@ -46,7 +46,7 @@ def test_prod_cluster_shows_every_hardening_setting(prod):
     assert i["maintenancePolicy"] == {"recurringWindow": {
         "startTime": "2026-01-03T02:00:00Z", "endTime": "2026-01-03T10:00:00Z",
         "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"}}
-    assert i["network"] == "default"
+    assert i["network"] == "maxtext-tpu-vpc" and i["subnetwork"] == "maxtext-tpu-nodes"
     assert prod.outputs["getCredentials"] == ("gcloud container clusters get-credentials maxtext-tpu "
                                               "--location=us-east5-b --project=my-tpu-project --dns-endpoint")
 
@@ -271,3 +271,109 @@ def test_unquoted_yaml_timestamps_load(tmp_path):
                                     "        end: 2026-01-03T10:00:00+02:00\n")
     w = stack_spec.load_stack("dev", d).cluster.maintenance.window
     assert (w.start.isoformat(), w.end.isoformat()) == ("2026-01-03T02:00:00+00:00", "2026-01-03T08:00:00+00:00")
+
+
+# --------------------------------------------------------------------------- issue 17, item 5
+
+
+def test_prod_cluster_encrypts_secrets_scans_admits_and_notifies(prod):
+    (c,) = prod.by_type(CLUSTER)
+    i = c.inputs
+    assert i["databaseEncryption"] == {
+        "state": "ENCRYPTED",
+        "keyName": "projects/my-tpu-project/locations/us-east5/keyRings/maxtext-tpu-gke/cryptoKeys/maxtext-tpu-secrets"}
+    assert i["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    (topic,) = prod.by_type("gcp:pubsub/topic:Topic")
+    assert topic.inputs["name"] == "maxtext-tpu-gke-notifications" and topic.inputs["project"] == "my-tpu-project"
+    pubsub = i["notificationConfig"]["pubsub"]
+    assert pubsub["enabled"] is True and pubsub["filter"] == {"eventTypes": ["SECURITY_BULLETIN_EVENT"]}
+    assert topic.urn in c.dependencies  # the topic (and the policy, below) exist before the cluster uses them
+    (policy,) = prod.by_type("gcp:binaryauthorization/policy:Policy")
+    assert policy.urn in c.dependencies
+    (repo,) = prod.by_type("gcp:artifactregistry/repository:Repository")
+    assert repo.inputs["vulnerabilityScanningConfig"] == {"enablementConfig": "INHERITED"}
+    apis = {r.inputs["service"] for r in prod.by_type("gcp:projects/service:Service")}
+    assert {"containerscanning.googleapis.com", "binaryauthorization.googleapis.com", "pubsub.googleapis.com"} <= apis
+
+
+def test_the_kubelet_read_only_port_is_off_on_every_pool(prod):
+    (c,) = prod.by_type(CLUSTER)
+    assert c.inputs["nodeConfig"]["kubeletConfig"] == {"insecureKubeletReadonlyPortEnabled": "FALSE"}
+    assert c.inputs["nodePoolDefaults"] == {"nodeConfigDefaults": {"insecureKubeletReadonlyPortEnabled": "FALSE"}}
+    pools = prod.by_type(POOL)
+    assert len(pools) == 1 + len(prod.spec.slices)  # the system pool and every TPU slice
+    for p in pools:
+        assert p.inputs["nodeConfig"]["kubeletConfig"] == {"insecureKubeletReadonlyPortEnabled": "FALSE"}, p.name
+
+
+def test_the_cluster_has_its_own_vpc_with_private_google_access_and_secondary_ranges(prod):
+    (c,) = prod.by_type(CLUSTER)
+    vpc = prod.one("gcp:compute/network:Network", "maxtext-tpu-network-vpc")
+    subnet = prod.one("gcp:compute/subnetwork:Subnetwork", "maxtext-tpu-network-subnet")
+    assert vpc.inputs["name"] == c.inputs["network"] != "default" and vpc.inputs["autoCreateSubnetworks"] is False
+    assert subnet.inputs["name"] == c.inputs["subnetwork"] and subnet.inputs["privateIpGoogleAccess"] is True
+    assert subnet.inputs["ipCidrRange"] == "10.0.0.0/20" and subnet.inputs["region"] == "us-east5"
+    assert subnet.inputs["secondaryIpRanges"] == [{"rangeName": "pods", "ipCidrRange": "10.100.0.0/14"},
+                                                  {"rangeName": "services", "ipCidrRange": "10.104.0.0/20"}]
+    assert c.inputs["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods",
+                                              "servicesSecondaryRangeName": "services"}
+    assert c.inputs["networkingMode"] == "VPC_NATIVE"
+    (router,) = prod.by_type("gcp:compute/router:Router")
+    assert router.inputs["network"] == vpc.inputs["name"]
+
+
+def test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in(prod):
+    (policy,) = prod.by_type("gcp:binaryauthorization/policy:Policy")
+    i = policy.inputs
+    assert i["globalPolicyEvaluationMode"] == "ENABLE"
+    assert i["defaultAdmissionRule"] == {"evaluationMode": "ALWAYS_DENY", "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY"}
+    patterns = [p["namePattern"] for p in i["admissionWhitelistPatterns"]]
+    assert "us-east5-docker.pkg.dev/my-tpu-project/tpu-multislice/*" in patterns
+    assert "registry.k8s.io/kueue/*" in patterns
+    # Day 0: no digest yet, the workers run ray.image from Docker Hub, so its repository is admitted.
+    assert prod.spec.image.pending and "docker.io/rayproject/*" in patterns
+    cfg = engine.stack_config("prod")
+    image = {**json.loads(cfg[f"{stack_spec.PROJECT}:image"]), "digest": "sha256:" + "a" * 64}
+    unverified = {**json.loads(cfg[f"{stack_spec.PROJECT}:unverified"]), "binaryAuthorizationEnforce": True}
+    r = engine.render("prod", {**cfg, f"{stack_spec.PROJECT}:image": json.dumps(image),
+                               f"{stack_spec.PROJECT}:unverified": json.dumps(unverified)})
+    (policy,) = r.by_type("gcp:binaryauthorization/policy:Policy")
+    assert policy.inputs["defaultAdmissionRule"]["enforcementMode"] == "ENFORCED_BLOCK_AND_AUDIT_LOG"
+    patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
+    assert "docker.io/rayproject/*" not in patterns  # the digest is set: only the stack's own image
+    assert "tpu-multislice:unverified.binaryAuthorizationEnforce" in r.spec.unverified_paths
+
+
+def _prod_problems(tmp_path: Path, old: str, new: str) -> tuple[list[str], int]:
+    text = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    assert old in text
+    (tmp_path / "Pulumi.prod.yaml").write_text(text.replace(old, new, 1))
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load_stack("prod", tmp_path)
+    lines = (tmp_path / "Pulumi.prod.yaml").read_text().splitlines()
+    line = next((n for n, x in enumerate(lines, start=1) if new.strip() and new.strip().splitlines()[0] in x), 0)
+    return [p.render(e.value.source) for p in e.value.problems], line
+
+
+def test_prod_refuses_a_stack_file_without_a_secrets_provider(tmp_path):
+    text = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    provider = next(x for x in text.splitlines() if x.startswith("secretsprovider:"))
+    problems, _ = _prod_problems(tmp_path, provider + "\n", "")
+    assert any("Pulumi.prod.yaml" in p and "secretsprovider" in p and "(missing)" in p and "Cloud KMS key" in p
+               for p in problems), problems
+    # dev may keep its secrets however it likes
+    dev = (engine.ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    dev = "\n".join(x for x in dev.splitlines() if not x.startswith("secretsprovider:"))
+    (tmp_path / "Pulumi.dev.yaml").write_text(dev)
+    assert stack_spec.load_stack("dev", tmp_path).secrets_provider is None
+
+
+def test_the_primary_subnet_may_not_overlap_the_other_ranges(tmp_path):
+    problems, _ = _prod_problems(tmp_path, "      cidr: 10.0.0.0/20", "      cidr: 10.50.0.0/20")
+    lines = (tmp_path / "Pulumi.prod.yaml").read_text().splitlines()
+    dcn = next(n for n, x in enumerate(lines, start=1) if "cidr: 10.50.0.0/16" in x)
+    assert any(f"Pulumi.prod.yaml:{dcn}: tpu-multislice:network.secondary[0].cidr" in p and "overlaps 10.50.0.0/20 "
+               "at tpu-multislice:network.primary.cidr" in p for p in problems), problems
+    problems, line = _prod_problems(tmp_path, "      cidr: 10.0.0.0/20", "      cidr: 10.0.0.0/29")
+    assert any(f"Pulumi.prod.yaml:{line}: tpu-multislice:network.primary.cidr" in p and "the cluster has 11 nodes"
+               in p for p in problems), problems

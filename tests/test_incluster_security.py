@@ -189,7 +189,7 @@ def test_renderings_pass_every_in_cluster_rule(renderings, stack):
 def test_prod_without_a_head_network_policy_is_refused(renderings, stack):
     rs = [r for r in _resources(renderings[stack]) if r.type != NETPOL]
     [v, *more] = _violations(rs, "prod", "ray-head-network-policy")
-    assert v.mandatory and "no NetworkPolicy in namespace default restricts ingress to its head" in v.message
+    assert v.mandatory and "no NetworkPolicy in namespace maxtext restricts ingress to its head" in v.message
     assert len(more) + 1 == len([r for r in rs if r.type == RAY_CLUSTER
                                  or (r.type == RAY_JOB and "rayClusterSpec" in r.props["spec"])])
     assert registry.rule("ray-head-network-policy").level("dev") == "advisory"
@@ -201,7 +201,7 @@ def test_a_policy_open_to_every_source_or_missing_the_head_does_not_count(render
                and r.props["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL))
     pol.props["spec"]["ingress"].append({"ports": [{"port": 6379}]})  # no "from": any pod, any namespace
     assert _messages(rs, "prod", "ray-head-network-policy") == [
-        "RayCluster maxtext-tpu-cluster: no NetworkPolicy in namespace default restricts ingress to its head "
+        "RayCluster maxtext-tpu-cluster: no NetworkPolicy in namespace maxtext restricts ingress to its head "
         "(GCS, client and dashboard ports open to every pod)"]
     rs = _resources(renderings["prod-shared"])
     pol = next(r for r in rs if r.type == NETPOL
@@ -274,3 +274,94 @@ def test_auth_version_rule_refuses_a_token_cluster_below_ray_2_52(renderings):
     job.props["spec"]["rayClusterSpec"].update(authOptions={"mode": "token"}, rayVersion="2.50.0")
     [v] = _violations(rs, "prod", "ray-auth-version")
     assert v.mandatory and "KubeRay refuses it below 2.52.0" in v.message
+
+
+# --------------------------------------------------------------------------- the workload namespace (issue 17, item 4)
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev"])
+def test_the_stack_creates_its_workload_namespace_with_pod_security_labels(renderings, stack):
+    r = renderings[stack]
+    ns = r.spec.storage.namespace
+    assert ns == "maxtext" != "default"
+    namespaces = [res for res in r.by_type("kubernetes:core/v1:Namespace") if res.inputs["metadata"]["name"] == ns]
+    assert len(namespaces) == 1
+    (namespace,) = namespaces
+    doc = engine.kubernetes_manifest(namespace)
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    labels = doc["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.35"
+    # Everything namespaced lives there and waits for it (the RayJobs through the RayCluster's needs, or directly).
+    namespaced = [res for res in r.resources if engine.is_kubernetes_object(res)
+                  and res.inputs.get("metadata", {}).get("namespace") not in (None, "kueue-system")]
+    kinds = {res.inputs["kind"] if "kind" in res.inputs else res.type.rsplit(":", 1)[1] for res in namespaced}
+    assert {"ServiceAccount", "NetworkPolicy", "Role", "RoleBinding", "LocalQueue", "ConfigMap",
+            "PodMonitoring"} <= kinds, kinds
+    for res in namespaced:
+        assert res.inputs["metadata"]["namespace"] == ns, res.name
+        assert namespace.urn in res.dependencies, res.name
+    # The ClusterQueue admits only the workload namespace; the bucket grant names its KSA there.
+    (cq,) = [d for d in _docs(r) if d["kind"] == "ClusterQueue"]
+    assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    (binding,) = r.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert binding.inputs["member"].endswith(f"/subject/ns/{ns}/sa/{r.spec.storage.service_account}")
+    assert r.outputs["namespace"] == ns
+
+
+def test_the_ray_pods_meet_the_enforced_baseline_level(renderings):
+    """What Pod Security's baseline refuses (kubernetes.io/docs/concepts/security/pod-security-standards):
+    privileged containers, host namespaces, hostPath volumes, host ports, added capabilities outside its list."""
+    allowed_caps = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+                    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+    pods = 0
+    for stack in ("prod", "dev"):
+        for doc in _docs(renderings[stack]):
+            for pod in _pod_specs(doc):
+                pods += 1
+                assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), doc["metadata"]["name"]
+                assert not any("hostPath" in v for v in pod.get("volumes", []))
+                for c in pod.get("containers", []) + pod.get("initContainers", []):
+                    sc = c.get("securityContext", {})
+                    assert sc.get("privileged") is not True
+                    assert set(sc.get("capabilities", {}).get("add", [])) <= allowed_caps
+                    assert not any(p.get("hostPort") for p in c.get("ports", []))
+    assert pods >= 4
+
+
+def _pod_specs(x) -> list[dict]:
+    out = []
+    if isinstance(x, dict):
+        if "containers" in x and isinstance(x["containers"], list):
+            out.append(x)
+        for v in x.values():
+            out += _pod_specs(v)
+    elif isinstance(x, list):
+        for v in x:
+            out += _pod_specs(v)
+    return out
+
+
+def test_prod_refuses_the_default_namespace_and_every_stack_refuses_a_system_one():
+    cfg = engine.stack_config("prod")
+    storage = json.loads(cfg[f"{stack_spec.PROJECT}:storage"])
+    with pytest.raises(SpecError) as e:
+        stack_spec.load_stack("prod", config={**cfg, f"{stack_spec.PROJECT}:storage":
+                                              json.dumps({**storage, "namespace": "default"})})
+    text = str(e.value)
+    assert "Pulumi.prod.yaml" in text and 'tpu-multislice:storage.namespace = "default"' in text
+    assert "namespace of their own" in text
+    for ns in ("kube-system", "kueue-system", "gmp-system"):
+        with pytest.raises(SpecError) as e:
+            stack_spec.load_stack("dev", config={**engine.stack_config("dev"), f"{stack_spec.PROJECT}:storage":
+                                                 json.dumps({**storage, "namespace": ns})})
+        assert "belongs to Kubernetes, GKE or Kueue" in str(e.value), ns
+
+
+def test_dev_on_default_creates_no_namespace_and_says_so():
+    cfg = engine.stack_config("dev")
+    storage = json.loads(cfg[f"{stack_spec.PROJECT}:storage"])
+    r = engine.render("dev", {**cfg, f"{stack_spec.PROJECT}:storage": json.dumps({**storage, "namespace": "default"})})
+    assert [n.inputs["metadata"]["name"] for n in r.by_type("kubernetes:core/v1:Namespace")] == ["kueue-system"]
+    assert security.workload_namespace(r.spec) is None

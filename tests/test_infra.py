@@ -33,6 +33,8 @@ def test_components_and_parents(prod):
     components = {(r.type, r.name) for r in prod.resources if not r.custom}
     assert components == {
         ("tpu-multislice:infra:SecondaryNetworks", "maxtext-tpu-dcn"),
+        ("tpu-multislice:infra:ClusterNetwork", "maxtext-tpu-network"),
+        ("tpu-multislice:infra:ClusterSecurity", "maxtext-tpu-security"),
         ("tpu-multislice:infra:GkeCluster", "maxtext-tpu"),
         ("tpu-multislice:infra:CloudNat", "maxtext-tpu-nat"),
         ("tpu-multislice:infra:SliceNodePool", "v6e-16-0"),
@@ -51,13 +53,18 @@ def test_components_and_parents(prod):
             assert r.name.startswith(parent_name), (r.name, parent_name)
 
 
+def _dcn(rendering, type_: str) -> list:
+    """The secondary (DCN) networks' resources, not the cluster's own VPC (infra/vpc.py)."""
+    return [r for r in rendering.by_type(type_) if "SecondaryNetworks" in (r.parent or "")]
+
+
 def test_secondary_networks(prod):
-    nets = sorted(prod.by_type("gcp:compute/network:Network"), key=lambda r: r.name)
+    nets = sorted(_dcn(prod, "gcp:compute/network:Network"), key=lambda r: r.name)
     assert [(n.inputs["name"], n.inputs["mtu"], n.inputs["autoCreateSubnetworks"]) for n in nets] == [
         ("maxtext-tpu-net-1", 8896, False),
         ("maxtext-tpu-net-2", 8896, False),
     ]
-    subs = sorted(prod.by_type("gcp:compute/subnetwork:Subnetwork"), key=lambda r: r.name)
+    subs = sorted(_dcn(prod, "gcp:compute/subnetwork:Subnetwork"), key=lambda r: r.name)
     assert [(s.inputs["name"], s.inputs["ipCidrRange"], s.inputs["region"]) for s in subs] == [
         ("tpu-subnet-1", "10.50.0.0/16", "us-east5"),
         ("tpu-subnet-2", "10.60.0.0/16", "us-east5"),
@@ -244,10 +251,10 @@ def test_bucket_iam_is_the_ksa_principal(prod):
     assert m.inputs["bucket"] == "my-tpu-project-maxtext-checkpoints"
     assert m.inputs["member"] == (
         f"principal://iam.googleapis.com/projects/{engine.PLACEHOLDER_PROJECT_NUMBER}/locations/global/"
-        "workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/default/sa/maxtext-ksa"
+        "workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/maxtext/sa/maxtext-ksa"
     )
     (ksa,) = [d for d in prod.manifests if d["kind"] == "ServiceAccount"]
-    assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "default"
+    assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "maxtext"
 
 
 def test_workloads_use_the_cluster_provider(prod):
@@ -403,17 +410,20 @@ def test_prod_is_protected_from_deletion_and_dev_is_not(prod, dev):
 
 
 def test_dev_networks_and_bucket_access(dev):
-    nets = {n.name: n.inputs for n in dev.by_type("gcp:compute/network:Network")}
+    nets = {n.name: n.inputs for n in _dcn(dev, "gcp:compute/network:Network")}
     assert {i["name"] for i in nets.values()} == {"maxtext-dev-net-1", "maxtext-dev-net-2"}
     assert all(i["mtu"] == 8896 and i["autoCreateSubnetworks"] is False for i in nets.values())
-    subnets = {s.inputs["name"]: s.inputs["ipCidrRange"] for s in dev.by_type("gcp:compute/subnetwork:Subnetwork")}
+    subnets = {s.inputs["name"]: s.inputs["ipCidrRange"] for s in _dcn(dev, "gcp:compute/subnetwork:Subnetwork")}
     assert subnets == {"dev-tpu-subnet-1": "10.50.0.0/16", "dev-tpu-subnet-2": "10.60.0.0/16"}
     (member,) = dev.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert member.inputs["role"] == "roles/storage.objectUser"
-    assert member.inputs["member"].endswith("/subject/ns/default/sa/maxtext-ksa")
+    assert member.inputs["member"].endswith("/subject/ns/maxtext/sa/maxtext-ksa")
 
 
 def test_cluster_pins_pod_and_service_ranges(prod):
+    # Pinned as the cluster subnet's secondary ranges (infra/vpc.py), named to GKE.
     policy = prod.one(CLUSTER, "maxtext-tpu").inputs["ipAllocationPolicy"]
-    assert policy == {"clusterIpv4CidrBlock": prod.spec.cluster.pod_cidr,
-                      "servicesIpv4CidrBlock": prod.spec.cluster.service_cidr}
+    assert policy == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+    subnet = prod.one("gcp:compute/subnetwork:Subnetwork", "maxtext-tpu-network-subnet").inputs
+    assert {r["rangeName"]: r["ipCidrRange"] for r in subnet["secondaryIpRanges"]} == {
+        "pods": prod.spec.cluster.pod_cidr, "services": prod.spec.cluster.service_cidr}

@@ -708,7 +708,8 @@ def test_agreements_with_cluster_toolkit_networks_and_firewall(compared):
 
 def test_every_dcn_network_has_jumbo_frames_and_its_own_firewall(ours_plan, prod):
     assert ours_plan["networks.dcnCount"] == 2
-    assert {number(n.inputs["mtu"]) for n in prod.by_type(NETWORK)} == {8896}
+    dcn = {n.network for n in prod.spec.networks}
+    assert {number(n.inputs["mtu"]) for n in prod.by_type(NETWORK) if n.inputs["name"] in dcn} == {8896}
     assert ours_plan["firewall.internalIngress"] is True
     assert ours_plan["firewall.sourceIsOwnSubnet"] is True
     assert ours_plan["nodePool.dranetLabel"] is True  # GKE managed DRANET attaches the extra NICs, as xpk's pools

@@ -213,7 +213,7 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "node pool v6e-16-0: image streaming is on but its service account "
      "maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com is not granted roles/serviceusage.serviceUsageConsumer"),
     ("wi-binding-after-cluster", "prod", _binding_before_the_cluster, None,
-     "binds ns/default/sa/maxtext-ksa in the workload identity pool before any cluster exists"),
+     "binds ns/maxtext/sa/maxtext-ksa in the workload identity pool before any cluster exists"),
     ("dranet-label-needs-networks", "prod",
      lambda rs: _pool(rs).pop("networkConfig"), None,
      "label cloud.google.com/gke-networking-dra-driver=true without networkConfig"),
@@ -368,10 +368,10 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "container ray-head is privileged but requests no google.com/tpu"),
     ("ray-head-network-policy", "prod",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
-     "no NetworkPolicy in namespace default restricts ingress to its head"),
+     "no NetworkPolicy in namespace maxtext restricts ingress to its head"),
     ("ray-head-network-policy", "dev",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if not r.type.endswith(":NetworkPolicy")]), None,
-     "no NetworkPolicy in namespace default restricts ingress to its head"),
+     "no NetworkPolicy in namespace maxtext restricts ingress to its head"),
     ("ray-pods-no-token-automount", "prod",
      lambda rs: _dedicated(rs).props["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].pop(
          "automountServiceAccountToken"), None,
@@ -613,10 +613,11 @@ def test_stack_policies_run_on_preview_outputs_with_unknowns(registered, renderi
             r.props["clusterIpv4Cidr"] = UNKNOWN_STRING_VALUE
         elif r.type == NODE_POOL and "networkConfig" not in r.props:
             r.props["networkConfig"] = UNKNOWN_OBJECT_VALUE
-    subnet = next(r for r in resources if r.type == "gcp:compute/subnetwork:Subnetwork")
-    # Its network's DCN firewall admits the subnet's new range (only subnets-no-overlap is to fire).
-    firewall = next(r for r in resources if r.type == "gcp:compute/firewall:Firewall"
-                    and r.props["sourceRanges"] == [subnet.props["ipCidrRange"]])
+    # A DCN subnet; its network's firewall admits the subnet's new range (only subnets-no-overlap is to fire).
+    walls = [r for r in resources if r.type == "gcp:compute/firewall:Firewall"]
+    subnet = next(r for r in resources if r.type == "gcp:compute/subnetwork:Subnetwork"
+                  and any(w.props["sourceRanges"] == [r.props["ipCidrRange"]] for w in walls))
+    firewall = next(w for w in walls if w.props["sourceRanges"] == [subnet.props["ipCidrRange"]])
     subnet.props["ipCidrRange"] = "10.60.128.0/17"  # now overlaps tpu-subnet-2
     firewall.props["sourceRanges"] = ["10.60.128.0/17"]
 

@@ -73,8 +73,8 @@ def test_a_name_outside_the_table_falls_back_to_the_whole_subpackage():
         instance = gcp.compute.Instance  # not in the table: the whole compute package
         from pulumi_gcp.compute.instance import Instance
         pod = k8s.core.v1.Pod  # a module named like its class: the class, as the real package gives
-        topic = gcp.pubsub.Topic  # a package the table does not list at all
-        from pulumi_gcp.pubsub.topic import Topic
+        topic = gcp.dns.ManagedZone  # a package the table does not list at all
+        from pulumi_gcp.dns.managed_zone import ManagedZone as Topic
         deployment = k8s.apps.v1.Deployment  # ... nor its version package
         from pulumi_kubernetes.apps.v1.Deployment import Deployment
         try:
@@ -99,7 +99,7 @@ def test_a_name_outside_the_table_falls_back_to_the_whole_subpackage():
     assert result["misses"] == [
         ["pulumi_gcp.compute", "Instance"],
         ["pulumi_kubernetes.core.v1", "Pod"],
-        ["pulumi_gcp.pubsub", "Topic"],
+        ["pulumi_gcp.dns", "ManagedZone"],
         ["pulumi_kubernetes.apps.v1", "Deployment"],
         ["pulumi_gcp.container", "NoSuchThing"],
     ]

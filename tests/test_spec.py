@@ -47,7 +47,7 @@ def test_prod_is_the_seed_deployment():
         ("v6e-16-1", "4x4", 4, "ct6e-standard-4t"),
     ]
     assert s.storage.storage_class == "STANDARD" and s.storage.location == "us-east5"
-    assert s.storage.namespace == "default" and s.storage.protected
+    assert s.storage.namespace == "maxtext" and s.storage.protected
     (group,) = s.groups
     assert (group.name, group.replicas, group.shape.hosts) == ("tpu-group", 2, 4)
 

@@ -25,6 +25,8 @@ class RayWorkloadsArgs:
     k8s_provider: k8s.Provider
     # What the pods need before they start: the checkpoint store's KSA (workload identity).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # The workload namespace (workloads/namespace.py): every namespaced object here waits for it.
+    namespace: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # The trainer script's text; None reads workloads/trainer/maxtext_trainer.py.
     trainer_source: str | None = None
 
@@ -60,7 +62,7 @@ class RayWorkloads(pulumi.ComponentResource):
     def __init__(self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:workloads:RayWorkloads", name, None, opts)
         spec = args.spec
-        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.namespace))
         needs = list(args.depends_on)
 
         self.claim_template = None
@@ -99,7 +101,8 @@ class RayWorkloads(pulumi.ComponentResource):
         self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, base) for d in security.drill_rbac(spec)]
 
         # Kueue and the stack's queues: the RayCluster and RayJobs it manages come once its webhook serves.
-        self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider),
+        self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider,
+                                                                         namespace=tuple(args.namespace)),
                                       pulumi.ResourceOptions(parent=self))
         needs.append(self.queueing)
 

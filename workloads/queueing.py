@@ -10,7 +10,8 @@ webhook is serving before any of them is created (else KubeRay would start them 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -24,6 +25,8 @@ from workloads import kueue
 class KueueQueueingArgs:
     spec: StackSpec
     k8s_provider: k8s.Provider
+    # The workload namespace: the LocalQueue lives there (the ClusterQueue's namespaceSelector names it).
+    namespace: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class KueueObject(pulumi.CustomResource):
@@ -65,7 +68,8 @@ class KueueQueueing(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])),
         )
         # The CRDs and the webhook come with the chart: the objects wait for it.
-        after_chart = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.chart]))
+        after_chart = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+            depends_on=[self.chart, *args.namespace]))
         self.objects = {
             f"{doc['kind']}/{doc['metadata']['name']}": KueueObject(
                 f"{name}-{doc['kind'].lower()}-{doc['metadata']['name']}", doc, after_chart)

@@ -13,6 +13,7 @@ declares them.
   ``gmp-system`` (the metrics port: Google Managed Prometheus's collectors).
 - The drill identity's RBAC: exactly the calls ``drills/cluster.py``'s ``Kube`` makes.
 - Ray token authentication (``ray.auth: token``): KubeRay's ``authOptions`` (>= 1.5.1, Ray >= 2.52).
+- The workload namespace the stack creates, with its Pod Security admission labels.
 """
 
 from __future__ import annotations
@@ -39,6 +40,37 @@ GMP_NAMESPACE = "gmp-system"
 # services/proxy, which the cluster drill reads the Ray job log through, and the KubeRay operator,
 # which GKE's Ray add-on hosts outside the nodes and which polls the dashboard's job API).
 CONTROL_PLANE_NAMESPACE = "kube-system"
+
+
+# Pod Security admission (https://kubernetes.io/docs/concepts/security/pod-security-admission/): the namespace
+# enforces `baseline` and warns and audits at `restricted`. Baseline is the strictest level the pods meet:
+# no privileged container, host namespace, hostPath or added capability (TPU workers run unprivileged: GKE >= 1.28
+# gives a container its TPU devices through the google.com/tpu request, cloud.google.com/kubernetes-engine/docs/
+# how-to/tpus "privileged mode"). `restricted` also asks runAsNonRoot, all capabilities dropped and a seccomp
+# profile on every container, which the Ray images (rayproject/ray and ours FROM it) and the pods as KubeRay
+# renders them do not set; its warnings show what is left (kubectl prints them, the audit log keeps them).
+PSA_ENFORCE = "baseline"
+PSA_WARN = PSA_AUDIT = "restricted"
+PSA_LABEL = "pod-security.kubernetes.io"
+
+
+def pod_security_labels(spec: StackSpec) -> dict[str, str]:
+    """The namespace's PSA labels, each level pinned to the cluster's minor version (the checks of that release)."""
+    version = ".".join(spec.cluster.version.split(".")[:2])
+    out = {}
+    for mode, level in (("enforce", PSA_ENFORCE), ("warn", PSA_WARN), ("audit", PSA_AUDIT)):
+        out[f"{PSA_LABEL}/{mode}"] = level
+        out[f"{PSA_LABEL}/{mode}-version"] = f"v{version}"
+    return out
+
+
+def workload_namespace(spec: StackSpec) -> dict[str, Any] | None:
+    """The workload namespace (``storage.namespace``), or None for ``default`` (dev only: Kubernetes owns it)."""
+    ns = spec.storage.namespace
+    if ns == "default":
+        return None
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {**_labels(spec, "workload-namespace"), **pod_security_labels(spec)}}}
 
 
 def _labels(spec: StackSpec, component: str) -> dict[str, str]:

@@ -97,6 +97,8 @@ def _cluster_ranges(resources: Sequence[Res]) -> list[tuple[Res, str, str]]:
 def dcn_subnets_no_overlap(resources: Sequence[Res], ctx: Context) -> Violations:
     """Subnet ranges overlap neither each other, nor the cluster's ranges, nor reserved ones."""
     ranges: list[tuple[Res | None, str, str]] = []
+    declared = {get(sec, "rangeName") for r in _of(resources, SUBNETWORK)
+                for sec in items(get(r.props, "secondaryIpRanges", [])) if get(sec, "ipCidrRange")}
     for r in _of(resources, SUBNETWORK):
         label = f"subnet {get(r.props, 'name', r.name)}"
         if cidr := get(r.props, "ipCidrRange"):
@@ -112,8 +114,11 @@ def dcn_subnets_no_overlap(resources: Sequence[Res], ctx: Context) -> Violations
         # ranges seeing only the cluster's VPC, and may land on a DCN subnet.
         for r in _of(resources, CLUSTER):
             # (the legacy top-level clusterIpv4Cidr pins the pod range too)
-            pods = get(r.props, "ipAllocationPolicy.clusterIpv4CidrBlock") or get(r.props, "clusterIpv4Cidr")
-            services = get(r.props, "ipAllocationPolicy.servicesIpv4CidrBlock")
+            # ... or names secondary ranges a declared subnet pins (infra/vpc.py: VPC-native on its own subnet).
+            pods = (get(r.props, "ipAllocationPolicy.clusterIpv4CidrBlock") or get(r.props, "clusterIpv4Cidr")
+                    or get(r.props, "ipAllocationPolicy.clusterSecondaryRangeName") in declared)
+            services = (get(r.props, "ipAllocationPolicy.servicesIpv4CidrBlock")
+                        or get(r.props, "ipAllocationPolicy.servicesSecondaryRangeName") in declared)
             missing = [k for k, v in (("clusterIpv4CidrBlock", pods), ("servicesIpv4CidrBlock", services))
                        if not v]
             if missing:
