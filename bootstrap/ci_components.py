@@ -123,6 +123,7 @@ class Stack:
     region: str = ""  # where the cluster's Secrets key lives (GKE asks for the cluster's location)
     # The node account's project roles (infra.cluster.node_roles: with image streaming, Service Usage Consumer too).
     node_roles: tuple[str, ...] = (NODE_SA_ROLE,)
+    ci_project: str | None = None  # the stack file's tpu-multislice:ciProject (its CI emails are built from it)
 
     @property
     def node_account_id(self) -> str:
@@ -185,7 +186,7 @@ def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
             continue
         streaming = s.image is not None and s.image.streaming
         stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, region=s.region,
-                            node_roles=node_roles(streaming)))
+                            node_roles=node_roles(streaming), ci_project=s.ci_project))
     if not stacks and not problems:
         problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
     return stacks, problems
@@ -232,6 +233,10 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = S
     stacks, stack_problems = read_stacks(stacks_dir)
     problems += stack_problems
     for s in stacks:
+        if s.ci_project is not None and s.ci_project != ci_project:
+            problems.append(f"stacks/Pulumi.{s.name}.yaml: tpu-multislice:ciProject = {s.ci_project!r}, but the "
+                            f"bootstrap's ciProject is {ci_project!r}: the stack's image pusher and drill user "
+                            "would name accounts that do not exist")
         if s.project == ci_project:
             problems.append(f"{NAMESPACE}:ciProject = {ci_project!r}: the {s.name} stack deploys into it "
                             f"(stacks/Pulumi.{s.name}.yaml gcp:project); the CI project holds no stack")

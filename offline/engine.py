@@ -20,7 +20,6 @@ from typing import Any
 
 import pulumi
 
-from infra import refusals as program_refusals
 from offline import pulumi_runtime
 from stackspec import spec as stack_spec
 
@@ -74,9 +73,8 @@ class Rendering:
     # RayJobs of suspended shared-cluster jobs: rendered for review, not applied (KubeRay
     # refuses ``suspend`` with ``clusterSelector``, so such a job is held back, not declared).
     held: list[dict[str, Any]] = field(default_factory=list)
-    # What the program declared ``pulumi up`` would refuse (``infra/refusals.py``), in its order,
-    # and the warnings it logged (``pulumi.log.warn``) besides: a preview shows both first.
-    refusals: list[str] = field(default_factory=list)
+    # The warnings the program logged (``pulumi.log.warn``: the day-0 image phase, unverified opt-ins):
+    # a preview shows them first.
     warnings: list[str] = field(default_factory=list)
     # The stack file it was rendered from (its lines place policy violations), when there is one.
     document: Any = None
@@ -295,7 +293,5 @@ def render(
     held = [manifests.ray_job(spec, j) for j in manifests.held_jobs(spec)]
     # Registration order follows the engine's async scheduling: sort, so builds diff cleanly.
     resources = sorted(recorded, key=lambda r: r.urn)
-    warned = log.at(logging.WARNING)
-    refused = [w.removeprefix(program_refusals.PREFIX) for w in warned if w.startswith(program_refusals.PREFIX)]
-    return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held, refusals=refused,
-                     warnings=[w for w in warned if not w.startswith(program_refusals.PREFIX)], document=document)
+    return Rendering(spec=spec, resources=resources, outputs=_plain(outputs), held=held,
+                     warnings=log.at(logging.WARNING), document=document)

@@ -37,13 +37,16 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     NODE_POOL: ("version", "nodeCount", "instanceGroupUrls", "managedInstanceGroupUrls", "nodeLocations"),
     CLUSTER: ("masterVersion", "nodeVersion", "endpoint", "labelFingerprint"),
 }
-# Inputs a change of which replaces the resource (ForceNew in the provider), beyond replaceOnChanges.
+# Inputs a change of which replaces the resource, beyond replaceOnChanges: ForceNew in terraform-provider-google
+# (resource_container_node_pool.go, node_config.go: spot, flex_start, reservation_affinity;
+# resource_container_cluster.go; resource_compute_network.go; resource_compute_subnetwork.go;
+# resource_storage_bucket.go). A machine type, an MTU or multi-networking change updates in place there.
 FORCE_NEW: dict[str, tuple[str, ...]] = {
-    NODE_POOL: ("name", "cluster", "location", "placementPolicy", "networkConfig", "nodeConfig.machineType",
+    NODE_POOL: ("name", "cluster", "location", "placementPolicy", "networkConfig.additionalNodeNetworkConfigs",
                 "nodeConfig.spot", "nodeConfig.flexStart", "nodeConfig.reservationAffinity", "queuedProvisioning",
                 "initialNodeCount"),
-    CLUSTER: ("name", "location", "enableMultiNetworking", "networkingMode", "datapathProvider"),
-    "gcp:compute/network:Network": ("name", "mtu", "autoCreateSubnetworks"),
+    CLUSTER: ("name", "location", "networkingMode", "datapathProvider"),
+    "gcp:compute/network:Network": ("name", "autoCreateSubnetworks"),
     "gcp:compute/subnetwork:Subnetwork": ("name", "network", "region"),
     "gcp:storage/bucket:Bucket": ("name", "location"),
 }

@@ -180,11 +180,8 @@ def _placed(rendering: engine.Rendering, message: str) -> str:
 
 
 def problem_lines(rendering: engine.Rendering) -> list[str]:
-    """What `pulumi up` would refuse (the program's declared refusals), then the program's warnings."""
+    """The program's warnings (the day-0 image phase, the unverified paths the stack opts in to)."""
     lines = []
-    if rendering.refusals:
-        lines += [f"pulumi up would refuse this stack ({len(rendering.refusals)}):"]
-        lines += [f"  refused: {_placed(rendering, r)}" for r in rendering.refusals]
     if rendering.warnings:
         lines += [f"Warnings ({len(rendering.warnings)}):"]
         lines += [f"  warning: {_placed(rendering, w)}" for w in rendering.warnings]
@@ -306,9 +303,6 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
         for d, r in _tree(rendering)
     ]
     first = []
-    if rendering.refusals:
-        first += [f"> [!CAUTION]\n> **`pulumi up` would refuse this stack** ({len(rendering.refusals)}):\n"
-                  + "\n".join(f"> - {_placed(rendering, r)}" for r in rendering.refusals)]
     if rendering.warnings:
         first += ["> [!WARNING]\n> **Warnings** (" + str(len(rendering.warnings)) + "):\n"
                   + "\n".join(f"> - {_placed(rendering, w)}" for w in rendering.warnings)]

@@ -45,12 +45,10 @@ def capacity_options(slice_: Any) -> list[Option]:
 
 
 def stays_up(slice_: Any) -> bool:
-    """Whether a slice's pool is a whole slice all month (infra/slice_pool.py): one option that is not
-    flex-start. Flex-start pools, every pool of a slice with fallbacks and pools GKE auto-creates scale
-    from zero: they cost only while pods hold them (the job rows)."""
-    options = capacity_options(slice_)
-    return (len(options) == 1 and options[0].type != "flex-start"
-            and not getattr(slice_, "node_pool_auto_creation", False))
+    """Whether a slice's pool is a whole slice all month (``Slice.autoscaled``, which infra/slice_pool.py
+    sizes by). Autoscaled pools and pools GKE auto-creates scale from zero: they cost only while pods hold
+    them (the job rows)."""
+    return not slice_.autoscaled and not slice_.node_pool_auto_creation
 
 
 def _round(x: float | None) -> float | None:

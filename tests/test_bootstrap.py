@@ -673,6 +673,9 @@ def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_i
     ("key", "value", "message"),
     [
         ("ciProject", "my-tpu-project", "ciProject = 'my-tpu-project': the prod stack deploys into it"),
+        # The stacks name the CI project their CI emails come from: the bootstrap must be that project.
+        ("ciProject", "other-ci-project", "tpu-multislice:ciProject = 'my-tpu-ci', but the bootstrap's ciProject "
+                                          "is 'other-ci-project'"),
         ("repository", "not a repo", "repository = 'not a repo': the GitHub repository as owner/name"),
         ("repositoryId", "12ab", "repositoryId = '12ab': required, GitHub's numeric id"),
         ("reviewerTeams", '["Bad Team"]', "reviewerTeams: 'Bad Team' is not a GitHub team slug"),

@@ -28,7 +28,7 @@ import yaml
 
 from stackspec import kube, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
-from stackspec.spec import Slice, StackSpec, WorkerGroup
+from stackspec.spec import Capacity, Slice, StackSpec, WorkerGroup
 from workloads import manifests
 
 KUEUE_VERSION = "0.19.2"
@@ -49,7 +49,6 @@ FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 # ProvisioningRequest admission check controller (GA since Kueue 0.14: no feature gate to open).
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 DWS_PROVISIONING_CLASS = "queued-provisioning.gke.io"
-FLEX_START = "flex-start"
 
 # Node labels a flavor may carry: those GKE puts on a slice's nodes and the pods select.
 FLAVOR_LABEL_KEYS = (kube.ACCELERATOR_LABEL, kube.TOPOLOGY_LABEL, kube.COMPUTE_CLASS_LABEL)
@@ -83,16 +82,14 @@ def _doc(kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- capacity
 
 
-def _queued_flex(option: Any) -> bool:
-    # A flex-start option whose pool only ProvisioningRequests scale (queuedProvisioning; an older model
-    # without that key: every flex-start option).
-    return str(option.type) == FLEX_START and getattr(option, "queued_provisioning", True)
+def _queued_flex(option: Capacity) -> bool:
+    """A flex-start option whose pool only ProvisioningRequests scale (queuedProvisioning)."""
+    return option.flex_start and option.queued_provisioning
 
 
-def capacity_options(s: Slice) -> list[Any]:
-    """A slice's capacity options in fallback order (a list of options, or the older single mapping)."""
-    cap = s.capacity
-    return list(cap) if isinstance(cap, list | tuple) else [cap]
+def capacity_options(s: Slice) -> list[Capacity]:
+    """A slice's capacity options in fallback order (the model makes a single mapping a list of one)."""
+    return list(s.capacity)
 
 
 def capacity_types(s: Slice) -> list[str]:
