@@ -48,7 +48,14 @@ def run(args: argparse.Namespace) -> int:
     if args.state:
         if not args.state.is_file():
             raise UsageError(f"--state {args.state}: no such file (slicectl lifecycle writes build/<stack>/state.json)")
-        state = lc.load(args.state)
+        try:
+            state = lc.load(args.state)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise UsageError(f"--state {args.state}: not a state slicectl lifecycle wrote ({e})") from None
+        if not isinstance(state, dict) or not all(isinstance(e, dict) and {"type", "name", "inputs", "outputs"}
+                                                   <= set(e) for e in state.values()):
+            raise UsageError(f"--state {args.state}: not a state slicectl lifecycle wrote (a JSON object of "
+                             "URN -> {type, name, inputs, outputs, ...})")
         print(f"Day 0: skipped, starting from {args.state}")
     else:
         first = lc.first_up(rendering)

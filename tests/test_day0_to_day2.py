@@ -179,3 +179,9 @@ def test_slicectl_lifecycle_shows_each_day_and_carries_state(tmp_path):
     missing = subprocess.run([*cmd[:6], "--state", str(tmp_path / "nope.json")], cwd=ROOT, capture_output=True,
                              text=True, timeout=300)
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    for bad in ("{not json", '{"urn": 1}'):
+        broken = tmp_path / "broken.json"
+        broken.write_text(bad)
+        out = subprocess.run([*cmd[:6], "--state", str(broken)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and "not a state slicectl lifecycle wrote" in out.stderr
+        assert "Traceback" not in out.stderr
