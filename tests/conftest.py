@@ -221,6 +221,17 @@ def local_cluster():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+# The collected test files, the number of tests and of slow ones (``tests/test_readme.py``).
+COLLECTED = pytest.StashKey[tuple[tuple[str, ...], int, int]]()
+
+
+@pytest.fixture
+def collected(request) -> tuple[tuple[str, ...], int, int]:
+    """The test files collected, the number of tests and of slow ones, before any deselection."""
+    return request.config.stash.get(COLLECTED, ((), 0, 0))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs of one module stay
     on one worker, in order, sharing their module fixtures (the local cluster, test_train_local's
@@ -229,6 +240,9 @@ def pytest_collection_modifyitems(config, items):
     the kill and the failure verdict), so two side by side use the two cores. All share the
     persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and
     compiles. Without xdist this changes nothing."""
+    # What was collected before any deselection (``-m``, ``-k``): the README's test counts are checked against it.
+    config.stash[COLLECTED] = (tuple(sorted({str(item.path) for item in items})), len(items),
+                               sum(1 for item in items if item.get_closest_marker("slow")))
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))
