@@ -358,3 +358,36 @@ def test_the_token_script_reports_each_failure_and_keeps_going(manager, regions,
     assert set(state["secrets"]) == {"tpu-euw4-multikueue", mk.METRICS_SECRET}  # the others were written
     with pytest.raises(tok.TokenError, match="metadata server: HTTP 404"):
         tok.google_access_token(base + "/nowhere")
+
+
+# --------------------------------------------------------------------------- the components, under the engine
+
+
+@pytest.fixture(scope="module")
+def components():
+    from pathlib import Path
+    return engine.render("prod", program=Path(__file__).with_name("programs") / "multikueue.py")
+
+
+def test_components_declare_every_document(components, manager, regions, kueue_validator):
+    types = {r.type for r in components.resources}
+    assert {"tpu-multislice:workloads:MultiKueueManager", "tpu-multislice:workloads:MultiKueueWorker"} <= types
+    got = {(m["kind"], m["metadata"]["name"]) for m in components.manifests}
+    want = {(d["kind"], d["metadata"]["name"]) for d in [
+        *mk.manager_objects(manager, regions), *mk.manager_access_objects(manager, regions, ENDPOINTS),
+        *(d for r in regions for d in [*mk.worker_objects(r, manager), *mk.metrics_objects(r.stack, r.cluster.name)])]}
+    assert want <= got, want - got
+    for m in components.manifests:
+        if m["apiVersion"].startswith("kueue.x-k8s.io/"):
+            assert kueue_validator(m) == [], m["metadata"]["name"]
+    # The endpoints reach the token job's ConfigMap once the clusters' outputs resolve.
+    cm = next(m for m in components.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == mk.MANAGER_KSA)
+    servers = [t["server"] for t in json.loads(cm["data"]["targets.json"])["targets"] if t["kind"] == "kubeconfig"]
+    assert servers == ["https://gke-tpu-use5.us-east5.gke.goog", "https://gke-tpu-euw4.europe-west4.gke.goog"]
+    # IAM: the Google identity, its workload identity binding, the viewer role on the workers' project.
+    (wi,) = components.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert wi.inputs["member"] == mk.workload_identity_member(manager)
+    (viewer,) = components.by_type("gcp:projects/iAMMember:IAMMember")
+    assert viewer.inputs["role"] == "roles/container.clusterViewer"
+    (chart,) = [c for c in components.by_type("kubernetes:helm.sh/v4:Chart")]
+    assert "multiKueue" in chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
