@@ -474,10 +474,3 @@ def metrics_objects(stack: str, cluster: str, with_job: bool = True) -> list[dic
         docs += token_job(stack, name, name, {"namespace": ns, "targets": [metrics_target()]})
     return docs
 
-
-# Kueue's histograms (pkg/metrics/metrics.go at v0.19.2; subsystem "kueue"), each labelled cluster_queue,
-# priority_class, replica_role; GMP adds the scraping cluster as ``cluster``.
-ADMISSION_WAIT = "kueue_admission_wait_time_seconds"  # created or requeued -> admitted
-CHECKS_WAIT = "kueue_admission_checks_wait_time_seconds"  # quota reserved -> admitted (DWS, MultiKueue)
-READY_WAIT = "kueue_admitted_until_ready_wait_time_seconds"  # admitted -> pods ready (slices arrive)
-DISPATCHED = "kueue_multikueue_workloads_dispatched_total"  # manager only: per cluster_queue and cluster
