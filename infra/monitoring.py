@@ -181,6 +181,35 @@ def dashboard(spec: StackSpec, policy_names: list[str] | None = None) -> dict[st
             "mosaicLayout": {"columns": 48, "tiles": tiles}}
 
 
+# Kueue's wait histograms (kubernetes-sigs/kueue pkg/metrics/metrics.go at v0.19.2, subsystem "kueue"; labels
+# cluster_queue, priority_class, replica_role; GMP adds the scraping GKE cluster as ``cluster``), scraped from
+# each Kueue by the PodMonitoring of workloads/multikueue.py.
+KUEUE_WAITS = {
+    "kueue_admission_wait_time_seconds": "queued until admitted",
+    "kueue_admission_checks_wait_time_seconds": "quota reserved until admitted (DWS, MultiKueue)",
+    "kueue_admitted_until_ready_wait_time_seconds": "admitted until every pod ready (slices arrive)",
+}
+# The manager's dispatches (subsystem "multikueue"), labelled with the worker as "cluster": Prometheus keeps a
+# scraped label that collides with a target label (GMP's cluster) as exported_cluster.
+KUEUE_DISPATCHED = "multikueue_workloads_dispatched_total"
+
+
+def scheduling_tiles(clusters: list[str], y: int = 0) -> list[dict[str, Any]]:
+    """Scheduling goodput across regions: mean wait per region (GKE cluster) and ClusterQueue for each of
+    Kueue's waits, and the manager's dispatches per region. Only the multi-region dashboard has them (a
+    single-region stack renders as before)."""
+    sel = f'cluster=~"{"|".join(clusters)}"'
+    tiles = []
+    for i, (metric, what) in enumerate(KUEUE_WAITS.items()):
+        query = (f"sum by (cluster, cluster_queue) (rate({metric}_sum{{{sel}}}[1h]))\n/ "
+                 f"sum by (cluster, cluster_queue) (rate({metric}_count{{{sel}}}[1h]))")
+        tiles.append(_chart(f"Mean wait, {what} (s, per region and ClusterQueue)", query, (i % 2) * 24,
+                            y + (i // 2) * 16, "s"))
+    tiles.append(_chart("Jobs dispatched per region (MultiKueue, per hour)",
+                        f"sum by (exported_cluster) (increase({KUEUE_DISPATCHED}[1h]))", 24, y + 16))
+    return tiles
+
+
 @dataclass(frozen=True)
 class StackMonitoringArgs:
     spec: StackSpec

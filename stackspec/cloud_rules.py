@@ -198,6 +198,52 @@ RULES: tuple[CloudRule, ...] = (
         "https://cloud.google.com/vpc/docs/subnets#valid-ranges; "
         "https://cloud.google.com/kubernetes-engine/docs/concepts/alias-ips",
         ("spec:tpu-multislice:network.primary.cidr", "policy:subnets-no-overlap", "code:infra/vpc.py")),
+    CloudRule(
+        "kueue-multikueue-kubeconfig", "Kueue",
+        "MultiKueue reads a worker's kubeconfig from key 'kubeconfig' of a Secret in Kueue's namespace, refuses "
+        "token files, CA files, insecure TLS, exec plugins and auth providers, and reconnects when the Secret "
+        "changes: one-hour tokens written by a CronJob, no long-lived token Secret.",
+        "kubernetes-sigs/kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go "
+        "(validateKubeconfig, validateRestConfig, secretHandler); apis/kueue/v1beta2/multikueue_types.go",
+        ("code:workloads/multikueue_token.py", "code:workloads/multikueue.py")),
+    CloudRule(
+        "kueue-multikueue-cluster-queue", "Kueue",
+        "A ClusterQueue with more than one MultiKueue check, one applied per flavor, one beside a "
+        "ProvisioningRequest check, or naming a missing flavor stays inactive: the manager's queue has one "
+        "whole-queue MultiKueue check, the DWS check stays on the workers'.",
+        "kubernetes-sigs/kueue v0.19.2 pkg/cache/scheduler/clusterqueue.go (updateQueueStatus, "
+        "MultiKueueWithProvisioningRequest); site docs concepts/multikueue.md",
+        ("code:workloads/multikueue.py",)),
+    CloudRule(
+        "kueue-multikueue-dispatch-order", "Kueue",
+        "A MultiKueueConfig lists 1 to 20 unique clusters; the incremental dispatcher nominates them in that order "
+        "(stepSize at a time, a round every 5 minutes) since 0.19: the stack's regions, cheapest first, one by one.",
+        "kubernetes-sigs/kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go (CRD CEL); site docs "
+        "concepts/multikueue.md (Incremental; MultiKueueIncrementalDispatcherRespectConfigOrder Beta)",
+        ("code:workloads/multikueue.py",)),
+    CloudRule(
+        "gke-google-identity-rbac-user", "GKE",
+        "GKE accepts a Google service account's OAuth token and names it by its email for RBAC (a User subject); "
+        "the account needs container.clusters.get, and container.clusters.connect through the DNS-based endpoint "
+        "(roles/container.clusterViewer), and nothing else in IAM.",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/role-based-access-control; "
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation (DNS-based endpoint)",
+        ("code:workloads/multikueue.py",)),
+    CloudRule(
+        "kueue-multikueue-clusterprofile-alpha", "Kueue",
+        "ClusterProfile access needs Kueue's MultiKueueClusterProfile gate (Alpha, off in 0.19), a credentials "
+        "plugin in the controller's pod (no official GKE image yet) and, in GKE's sample, container.developer "
+        "project-wide: not the stack's default path.",
+        "kubernetes-sigs/kueue v0.19.2 pkg/features/kube_features.go, site docs tasks/manage/setup_multikueue.md; "
+        "GoogleCloudPlatform/gke-fleet-management multikueue-clusterprofile (commit dbf58b5)",
+        ("code:workloads/multikueue.py",)),
+    CloudRule(
+        "kueue-metrics-authenticated", "Kueue",
+        "Kueue serves /metrics over HTTPS on its metrics port behind authentication and authorization: a scraper "
+        "needs a bearer token whose identity holds the chart's <release>-metrics-reader role.",
+        "kubernetes-sigs/kueue v0.19.2 cmd/kueue/main.go (SecureServing, WithAuthenticationAndAuthorization); "
+        "charts/kueue/templates/rbac/metrics_reader_role.yaml",
+        ("code:workloads/multikueue.py",)),
 )
 
 

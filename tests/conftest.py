@@ -148,7 +148,40 @@ KUEUE_KINDS = {
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Topology": "kueue.x-k8s.io_topologies.yaml",
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
+    "MultiKueueCluster": "kueue.x-k8s.io_multikueueclusters.yaml",
+    "MultiKueueConfig": "kueue.x-k8s.io_multikueueconfigs.yaml",
+    "Workload": "kueue.x-k8s.io_workloads.yaml",
 }
+
+# The CEL rules (x-kubernetes-validations) of the MultiKueue CRDs, which jsonschema does not read, as Python:
+# the rule text is the CRD's, so a CRD whose rules change fails here until they are translated again.
+KUEUE_CEL: dict[str, Callable[[Any], bool]] = {
+    "[has(self.kubeConfig),has(self.clusterProfileRef)].filter(x,x==true).size() == 1":
+        lambda v: ("kubeConfig" in v) + ("clusterProfileRef" in v) == 1,
+    "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0": lambda v: len(set(v)) == len(v),
+}
+CEL_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
+
+
+def cel_errors(schema: Any, value: Any, path: str = "") -> list[str]:
+    """Every CEL rule on the nodes of ``value``, evaluated through :data:`KUEUE_CEL` (unknown: an error)."""
+    out = []
+    if not isinstance(schema, dict):
+        return out
+    for rule in schema.get("x-kubernetes-validations", []):
+        check = KUEUE_CEL.get(rule["rule"])
+        if check is None:
+            out.append(f"{path or '<root>'}: CEL rule not translated: {rule['rule']}")
+        elif not check(value):
+            out.append(f"{path or '<root>'}: {rule.get('message', rule['rule'])}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in schema.get("properties", {}):
+                out += cel_errors(schema["properties"][k], v, f"{path}/{k}".lstrip("/"))
+    elif isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            out += cel_errors(schema["items"], v, f"{path}/{i}".lstrip("/"))
+    return out
 
 
 def _python_patterns(schema: Any) -> Any:
@@ -180,8 +213,11 @@ def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
         key = (doc["kind"], version)
         if key not in cache:
             cache[key] = jsonschema.Draft7Validator(kueue_schema(*key))
-        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-                for e in cache[key].iter_errors(doc)]
+        errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+                  for e in cache[key].iter_errors(doc)]
+        if doc["kind"] in CEL_KINDS:
+            errors += cel_errors(cache[key].schema, doc)
+        return errors
 
     return validate
 

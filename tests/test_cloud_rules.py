@@ -350,6 +350,86 @@ def test_the_drift_check_skips_the_kueue_webhook_secret():
     assert kueue.WEBHOOK_SECRET in text and "--exclude" in text and "--expect-no-changes" in text
 
 
+# --------------------------------------------------------------------------- MultiKueue across regions (issue 19)
+
+
+def _mk_regions():
+    from test_multikueue import _region
+
+    return [_region("tpu-use5", "us-east5", "us-east5-b"), _region("tpu-euw4", "europe-west4", "europe-west4-a")]
+
+
+def _mk_manager(regions):
+    from workloads import multikueue as mk
+
+    return mk.Manager("tpu-manager", "my-tpu-project", "us-central1", regions[0].storage.namespace, "multiregion")
+
+
+@covers("kueue-multikueue-kubeconfig")
+def test_multikueue_credentials_are_short_lived_kubeconfigs_kueue_accepts():
+    from workloads import multikueue as mk
+    from workloads import multikueue_token as tok
+
+    regions = _mk_regions()
+    m = _mk_manager(regions)
+    config = yaml.safe_load(tok.kubeconfig("tpu-use5", "https://gke-a.us-east5.gke.goog", "t"))
+    assert config["users"][0]["user"] == {"token": "t"}  # no tokenFile, exec or auth-provider
+    assert set(config["clusters"][0]["cluster"]) == {"server"}  # no CA file, no insecure TLS
+    for cluster in (d for d in mk.manager_objects(m, regions) if d["kind"] == "MultiKueueCluster"):
+        assert cluster["spec"]["clusterSource"]["kubeConfig"]["locationType"] == "Secret"
+    docs = mk.manager_access_objects(m, regions, ["https://a", "https://b"])
+    assert not [d for d in docs if d["kind"] == "Secret"]  # Secrets only from the job, with one-hour tokens
+    assert {t["expirationSeconds"] for d in docs if d["kind"] == "ConfigMap"
+            for t in json.loads(d["data"]["targets.json"])["targets"]} == {3600}
+
+
+@covers("kueue-multikueue-cluster-queue", "kueue-multikueue-dispatch-order")
+def test_the_manager_queue_and_config_follow_kueues_rules():
+    from workloads import multikueue as mk
+
+    regions = _mk_regions()
+    docs = mk.manager_objects(_mk_manager(regions), regions)
+    assert mk.cluster_queue_rules(docs) == []
+    (config,) = [d for d in docs if d["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == [r.cluster.name for r in regions]
+    broken = copy.deepcopy(docs) + kueue.provisioning_objects(
+        stack_spec.load("prod", prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}],
+                                                   draScaleFromZero=True)))
+    cq = next(d for d in broken if d["kind"] == "ClusterQueue")
+    dws = next(d for d in broken if d["kind"] == "AdmissionCheck"
+               and d["spec"]["controllerName"] == kueue.PROVISIONING_CONTROLLER)
+    cq["spec"]["admissionChecksStrategy"]["admissionChecks"].append({"name": dws["metadata"]["name"]})
+    assert any("ProvisioningRequest" in p for p in mk.cluster_queue_rules(broken))
+    assert any("1 to 20" in p for p in mk.problems(_mk_manager(regions), regions * 11))
+
+
+@covers("gke-google-identity-rbac-user", "kueue-multikueue-clusterprofile-alpha")
+def test_the_manager_reaches_workers_as_a_google_identity_with_one_permission():
+    from workloads import multikueue as mk
+
+    regions = _mk_regions()
+    m = _mk_manager(regions)
+    assert [g.role for g in mk.iam_grants(m, regions)] == ["roles/container.clusterViewer"]
+    binding = next(d for d in mk.worker_objects(regions[0], m) if d["kind"] == "RoleBinding")
+    assert binding["subjects"][0]["kind"] == "User" and binding["subjects"][0]["name"] == m.google_service_account
+    # The default path is the kubeconfig one: no ClusterProfile, no alpha gate.
+    values = mk.manager_helm_values(m, regions)
+    assert "clusterProfile" not in values["managerConfig"]["controllerManagerConfigYaml"]
+    assert "featureGates" not in values["controllerManager"]
+
+
+@covers("kueue-metrics-authenticated")
+def test_kueue_metrics_are_scraped_with_a_reader_token():
+    from workloads import multikueue as mk
+
+    docs = mk.metrics_objects("prod", "maxtext-tpu")
+    (pm,) = [d for d in docs if d["kind"] == "PodMonitoring"]
+    ep = pm["spec"]["endpoints"][0]
+    assert ep["scheme"] == "https" and ep["authorization"]["credentials"]["secret"]["name"] == mk.METRICS_SECRET
+    crb = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert crb["roleRef"]["name"] == f"{kueue.RELEASE}-metrics-reader"
+
+
 # --------------------------------------------------------------------------- the table itself
 
 

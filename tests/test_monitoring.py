@@ -175,3 +175,16 @@ def test_bad_channels_and_thresholds_are_refused():
     text = str(e.value)
     assert "projects/<project>/topics/<topic>" in text and "dutyCycleLowPercent" in text
     assert re.search(r"monitoring", text)
+
+
+def test_scheduling_tiles_are_for_the_multi_region_dashboard_only(prod):
+    tiles = monitoring.scheduling_tiles(["tpu-use5", "tpu-euw4"], y=64)
+    queries = [t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"] for t in tiles]
+    for metric in monitoring.KUEUE_WAITS:  # each Kueue wait, per region (GKE cluster) and ClusterQueue
+        assert any(f"rate({metric}_sum{{cluster=~\"tpu-use5|tpu-euw4\"}}[1h])" in q
+                   and "by (cluster, cluster_queue)" in q for q in queries), metric
+    assert any("multikueue_workloads_dispatched_total" in q and "exported_cluster" in q for q in queries)
+    assert all(t["yPos"] >= 64 for t in tiles)
+    # A single-region stack's dashboard is unchanged: no Kueue tiles.
+    text = json.dumps(monitoring.dashboard(prod.spec))
+    assert "kueue_" not in text and "multikueue" not in text

@@ -1,0 +1,476 @@
+"""Across regions: Kueue's MultiKueue on a manager cluster dispatching jobs to regional TPU clusters.
+
+Pure functions (no Pulumi), rendered for Kueue v0.19.2 (``kueue.x-k8s.io/v1beta2``; CRDs vendored in
+``tests/reference/kueue/``). ``regions`` are single-region stack views in dispatch order (cheapest first).
+
+On the manager (:func:`manager_objects`, :func:`manager_helm_values`):
+
+- a ``MultiKueueCluster`` per region, named after its GKE cluster, reading a kubeconfig Secret
+  (``spec.clusterSource.kubeConfig``; v1beta2 takes exactly one of kubeConfig and clusterProfileRef);
+- one ``MultiKueueConfig`` listing them in dispatch order, and the ``kueue.x-k8s.io/multikueue``
+  ``AdmissionCheck`` naming it;
+- the ClusterQueue jobs queue in, whose quota is the workers' total (the sum of every region's ClusterQueue,
+  flavor by flavor), with the MultiKueue check and never a ProvisioningRequest check (Kueue marks such a
+  queue inactive, ``MultiKueueWithProvisioningRequest``: the DWS check stays on the workers' queues);
+- the workers' LocalQueue and WorkloadPriorityClasses under the same names (Kueue's setup_multikueue.md:
+  workers mirror the manager's namespaces and LocalQueues), and label-less flavors of the same names;
+- Kueue configured with the incremental dispatcher, one region at a time in the config's order.
+
+Access from the manager to each worker, without a key (:func:`manager_access_objects`,
+:func:`worker_objects`, :func:`iam_grants`): a CronJob on the manager runs as a Google service account
+(workload identity) and mints a one-hour token for a ServiceAccount on each worker (TokenRequest), which it
+writes into the kubeconfig Secret Kueue reads (``workloads/multikueue_token.py``). The worker grants that
+ServiceAccount exactly what Kueue's own example grants for the two frameworks the project dispatches, and the
+Google identity only ``create`` on that one ServiceAccount's token. GKE fleet ClusterProfiles need Kueue's
+alpha ``MultiKueueClusterProfile`` gate and a credentials plugin image that has no official release: see
+the README ("Across regions: MultiKueue").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stackspec import kube, limits, names
+from stackspec.model import WORKLOAD_PRIORITIES
+from stackspec.spec import StackSpec
+from workloads import kueue
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # apis/kueue/v1beta2/multikueue_types.go
+INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+# One region per 5-minute round, in MultiKueueConfig order (MultiKueueIncrementalDispatcherRespectConfigOrder
+# and MultiKueueIncrementalDispatcherConfig are Beta and on in 0.19: concepts/multikueue.md "Incremental").
+DISPATCH_STEP = 1
+MAX_CLUSTERS = 20  # MultiKueueConfig spec.clusters: 1..20, unique (CRD validation)
+KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
+
+# The worker side's identity for the manager: a ServiceAccount in kueue-system (as Kueue's example names it
+# multikueue-sa), whose tokens the manager's CronJob requests.
+WORKER_SA = "multikueue"
+TOKEN_SECONDS = 3600
+TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
+TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
+# An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim). Its repository goes into
+# Binary Authorization's allow-list with Kueue's (SYSTEM_IMAGES).
+TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
+SYSTEM_IMAGES = (kueue.IMAGE_REPOSITORY, TOKEN_IMAGE)
+MANAGER_KSA = "multikueue-token"  # the CronJob's Kubernetes service account on the manager
+
+# Least privilege on a worker: Kueue's example (site/static/examples/multikueue/create-multikueue-kubeconfig.sh
+# at v0.19.2, lines 112-140 for Workloads and queues, 221-255 for RayJobs and RayClusters), only the rules for
+# the frameworks this project dispatches (ray.io/rayjob, ray.io/raycluster). No batch Jobs or pods: KubeRay
+# creates those on the worker from the RayJob; MultiKueue only creates, watches and deletes the RayJob
+# (or RayCluster: update/patch carry elastic replica changes) and the Workload, cluster-wide (its remote watch
+# is a cluster-wide list by the multikueue-origin label: multikueuecluster.go establishWatch).
+WORKER_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads"],
+     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["get"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"],
+     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters/status"], "verbs": ["get"]},
+)
+# What the manager's Google identity needs on a worker's project to reach its API server: authenticate
+# (container.clusters.get) and pass the DNS-based endpoint (container.clusters.connect); nothing inside the
+# cluster, which is RBAC's (worker_objects). https://cloud.google.com/kubernetes-engine/docs/how-to/iam,
+# https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation (DNS-based endpoint).
+WORKER_PROJECT_ROLE = "roles/container.clusterViewer"
+
+
+@dataclass(frozen=True)
+class Manager:
+    """The manager cluster: small, without TPUs; it holds the queues and dispatches."""
+
+    name: str  # its GKE cluster name
+    project: str
+    region: str
+    namespace: str  # the workload namespace (the regions' storage.namespace: LocalQueues mirror it)
+    stack: str
+
+    @property
+    def google_service_account_id(self) -> str:
+        """The Google service account the token CronJob runs as (<= 30 characters)."""
+        return f"{self.name[:19]}-multikueue"
+
+    @property
+    def google_service_account(self) -> str:
+        return f"{self.google_service_account_id}@{self.project}.iam.gserviceaccount.com"
+
+
+@dataclass(frozen=True)
+class IamGrant:
+    """A project-level role for a member (the program declares it with pulumi-gcp)."""
+
+    project: str
+    role: str
+    member: str
+
+
+def _meta(stack: str, name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {
+        kube.PART_OF_LABEL: kube.PART_OF_VALUE, kube.COMPONENT_LABEL: component,
+        kube.MANAGED_BY_LABEL: "pulumi", kube.STACK_LABEL: stack}}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _kueue(kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
+    return {"apiVersion": kueue.KUEUE_API, "kind": kind, "metadata": meta, **body}
+
+
+def _rbac(kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, **body}
+
+
+# --------------------------------------------------------------------------- names
+
+
+def check_name(manager: Manager) -> str:
+    """The MultiKueue AdmissionCheck and its MultiKueueConfig."""
+    return f"{manager.name}-multikueue"
+
+
+def kubeconfig_secret(cluster: str) -> str:
+    """The Secret in kueue-system (the manager) holding a worker's kubeconfig."""
+    return f"{cluster}-multikueue"
+
+
+METRICS_SA = "kueue-metrics"
+METRICS_SECRET = "kueue-metrics-token"
+
+
+# --------------------------------------------------------------------------- the regions agree
+
+
+def problems(manager: Manager, regions: Sequence[StackSpec]) -> list[str]:
+    """What MultiKueue needs the regions to agree on, one sentence each (empty: fine)."""
+    out = []
+    if not 1 <= len(regions) <= MAX_CLUSTERS:
+        out.append(f"MultiKueue dispatches to 1 to {MAX_CLUSTERS} worker clusters; the stack has {len(regions)}")
+    clusters = [r.cluster.name for r in regions]
+    if len(set(clusters)) != len(clusters):
+        out.append(f"worker cluster names must be unique (MultiKueueCluster names): {clusters}")
+    if manager.name in clusters:
+        out.append(f"the manager {manager.name} cannot also be a worker (Kueue concepts/multikueue.md)")
+    for what, get in (("storage.namespace", lambda r: r.storage.namespace),
+                      ("ray.clusterName (the LocalQueue and ClusterQueue names)", lambda r: r.ray.cluster_name),
+                      ("ray.kuberayVersion", lambda r: r.ray.kuberay_version)):
+        values = {r.cluster.name: get(r) for r in regions}
+        if len(set(values.values())) > 1:
+            out.append(f"every region must have the same {what}: {values}")
+    if regions and manager.namespace != regions[0].storage.namespace:
+        out.append(f"the manager's namespace {manager.namespace} must be the regions' storage.namespace "
+                   f"{regions[0].storage.namespace} (workers mirror its LocalQueue)")
+    return out
+
+
+def _check(manager: Manager, regions: Sequence[StackSpec]) -> None:
+    if found := problems(manager, regions):
+        raise ValueError("; ".join(found))
+
+
+# --------------------------------------------------------------------------- quota
+
+
+def total_quota(regions: Sequence[StackSpec]) -> dict[tuple[int, str], dict[str, dict[str, str]]]:
+    """Every region's ClusterQueue quota summed: {(group index, flavor): {resource: quantity}}.
+
+    The resource groups are the workers' (CPU and memory on the pod flavor; TPU, and DRANET NICs where a
+    region has them, on each slice shape's flavor); a flavor a region lacks counts 0 there.
+    """
+    sums: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in regions:
+        for gi, group in enumerate(kueue.cluster_queue(r)["spec"]["resourceGroups"]):
+            for f in group["flavors"]:
+                slot = sums.setdefault((gi, f["name"]), {})
+                for res in f["resources"]:
+                    slot[res["name"]] = slot.get(res["name"], 0) + limits.quantity(res["nominalQuota"])
+    out: dict[tuple[int, str], dict[str, str]] = {}
+    for key, resources in sums.items():
+        out[key] = {name: (kueue._cpu(v) if name == "cpu" else kueue._memory(v) if name == "memory" else str(int(v)))
+                    for name, v in resources.items()}
+    return out
+
+
+def manager_cluster_queue(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, Any]:
+    first = regions[0]
+    quota = total_quota(regions)
+    groups = []
+    for gi in sorted({gi for gi, _ in quota}):
+        flavors = [name for g, name in quota if g == gi]
+        covered = list(dict.fromkeys(res for name in flavors for res in quota[(gi, name)]))
+        groups.append({"coveredResources": covered, "flavors": [
+            {"name": name, "resources": [{"name": res, "nominalQuota": quota[(gi, name)].get(res, "0")}
+                                         for res in covered]} for name in flavors]})
+    return _kueue("ClusterQueue", _meta(manager.stack, names.cluster_queue(first.ray.cluster_name), "multikueue"),
+                  spec={
+                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": manager.namespace}},
+                      "queueingStrategy": kueue.QUEUEING_STRATEGY,
+                      "preemption": dict(kueue.PREEMPTION),
+                      "resourceGroups": groups,
+                      # One MultiKueue check, on the whole queue (Kueue refuses it per flavor).
+                      "admissionChecksStrategy": {"admissionChecks": [{"name": check_name(manager)}]},
+                  })
+
+
+def cluster_queue_rules(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """Kueue's rules on a ClusterQueue's admission checks that no schema expresses: a queue breaking them
+    stays inactive (pkg/cache/scheduler/clusterqueue.go at v0.19.2, lines 253-262 and 334-346): its flavors and checks
+    exist, at most one MultiKueue check, never per flavor, and no ProvisioningRequest check beside it."""
+    controllers = {d["metadata"]["name"]: d["spec"]["controllerName"] for d in docs if d["kind"] == "AdmissionCheck"}
+    out = []
+    for cq in (d for d in docs if d["kind"] == "ClusterQueue"):
+        name = cq["metadata"]["name"]
+        checks = cq["spec"].get("admissionChecksStrategy", {}).get("admissionChecks", [])
+        checks = [*checks, *({"name": n} for n in cq["spec"].get("admissionChecks", []))]
+        mk = [c for c in checks if controllers.get(c["name"]) == MULTIKUEUE_CONTROLLER]
+        if len(mk) > 1:
+            out.append(f"ClusterQueue {name}: more than one MultiKueue check ({[c['name'] for c in mk]})")
+        if any(c.get("onFlavors") for c in mk):
+            out.append(f"ClusterQueue {name}: a MultiKueue check cannot apply per flavor (onFlavors)")
+        if mk and any(controllers.get(c["name"]) == kueue.PROVISIONING_CONTROLLER for c in checks):
+            out.append(f"ClusterQueue {name}: a ProvisioningRequest check beside MultiKueue (it belongs on the "
+                       "workers' queues)")
+        if missing := [c["name"] for c in checks if c["name"] not in controllers]:
+            out.append(f"ClusterQueue {name}: admission checks not declared: {missing}")
+        flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
+        used = [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+        if missing := [f for f in used if f not in flavors]:
+            out.append(f"ClusterQueue {name}: ResourceFlavors not declared: {missing}")
+    return out
+
+
+# --------------------------------------------------------------------------- the manager's objects
+
+
+def manager_objects(manager: Manager, regions: Sequence[StackSpec]) -> list[dict[str, Any]]:
+    """Every Kueue object on the manager, in apply order (what others refer to first)."""
+    _check(manager, regions)
+    first = regions[0]
+    flavor_names = list(dict.fromkeys(name for _, name in total_quota(regions)))
+    flavors = [_kueue("ResourceFlavor", _meta(manager.stack, name, "multikueue"), spec={})
+               for name in flavor_names]
+    priorities = [_kueue("WorkloadPriorityClass", _meta(manager.stack, name, "multikueue"), value=value,
+                         description=f"tpu-multislice jobs with priority: {name}")
+                  for name, value in WORKLOAD_PRIORITIES.items()]
+    clusters = [_kueue("MultiKueueCluster", _meta(manager.stack, r.cluster.name, "multikueue"), spec={
+        "clusterSource": {"kubeConfig": {"location": kubeconfig_secret(r.cluster.name), "locationType": "Secret"}}})
+        for r in regions]
+    config = _kueue("MultiKueueConfig", _meta(manager.stack, check_name(manager), "multikueue"), spec={
+        "clusters": [r.cluster.name for r in regions]})
+    check = _kueue("AdmissionCheck", _meta(manager.stack, check_name(manager), "multikueue"), spec={
+        "controllerName": MULTIKUEUE_CONTROLLER,
+        "parameters": {"apiGroup": kube.KUEUE_GROUP, "kind": "MultiKueueConfig", "name": check_name(manager)}})
+    local_queue = _kueue("LocalQueue", _meta(manager.stack, names.local_queue(first.ray.cluster_name), "multikueue",
+                                             manager.namespace),
+                         spec={"clusterQueue": names.cluster_queue(first.ray.cluster_name)})
+    return [*flavors, *priorities, *clusters, config, check, manager_cluster_queue(manager, regions), local_queue]
+
+
+def manager_config(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, Any]:
+    """The workers' Kueue configuration (same integrations, waitForPodsReady, DRA mapping) plus MultiKueue."""
+    _check(manager, regions)
+    config = kueue.manager_config(next((r for r in regions if r.dranet), regions[0]))
+    config["multiKueue"] = {
+        "dispatcherName": INCREMENTAL_DISPATCHER,
+        "incrementalDispatcherConfig": {"stepSize": DISPATCH_STEP},
+    }
+    return config
+
+
+def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, Any]:
+    """The chart's values on the manager. The kubeconfig path needs no feature gate: MultiKueue and the
+    incremental dispatcher's options are Beta and on in 0.19 (pkg/features/kube_features.go)."""
+    values = kueue.helm_values(regions[0])
+    values["managerConfig"] = {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(manager, regions),
+                                                                             sort_keys=False)}
+    return values
+
+
+# --------------------------------------------------------------------------- access without a key
+
+
+def worker_objects(region: StackSpec, manager: Manager) -> list[dict[str, Any]]:
+    """On a worker: the ServiceAccount the manager acts as, its least-privilege role, and the one permission
+    the manager's Google identity holds (a token for that ServiceAccount)."""
+    ns, stack = kueue.NAMESPACE, region.stack
+    role = f"{manager.name}-multikueue"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, WORKER_SA, "multikueue", ns),
+         "automountServiceAccountToken": False},
+        _rbac("ClusterRole", _meta(stack, role, "multikueue"), rules=[dict(r) for r in WORKER_RULES]),
+        _rbac("ClusterRoleBinding", _meta(stack, role, "multikueue"),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+              subjects=[{"kind": "ServiceAccount", "name": WORKER_SA, "namespace": ns}]),
+        _rbac("Role", _meta(stack, f"{role}-token", "multikueue", ns), rules=[
+            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [WORKER_SA],
+             "verbs": ["create"]}]),
+        # GKE names a Google service account's requests after its email: RBAC's User subject
+        # (https://cloud.google.com/kubernetes-engine/docs/how-to/role-based-access-control, "Define subjects").
+        _rbac("RoleBinding", _meta(stack, f"{role}-token", "multikueue", ns),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{role}-token"},
+              subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                         "name": manager.google_service_account}]),
+    ]
+
+
+def iam_grants(manager: Manager, regions: Sequence[StackSpec]) -> list[IamGrant]:
+    """Project roles the manager's Google identity needs: the cluster viewer role on each worker project, and
+    workload identity for the CronJob's KSA on its own account (the program binds it on the account)."""
+    return [IamGrant(p, WORKER_PROJECT_ROLE, f"serviceAccount:{manager.google_service_account}")
+            for p in dict.fromkeys(r.project for r in regions)]
+
+
+def workload_identity_member(manager: Manager) -> str:
+    """The member bound with roles/iam.workloadIdentityUser on the Google service account."""
+    return f"serviceAccount:{manager.project}.svc.id.goog[{kueue.NAMESPACE}/{MANAGER_KSA}]"
+
+
+def token_targets(manager: Manager, regions: Sequence[StackSpec], endpoints: Sequence[str],
+                  metrics: bool = True) -> dict[str, Any]:
+    """What the CronJob does each run: a kubeconfig per worker, the metrics token of its own cluster.
+
+    ``endpoints``: each worker's API server URL, in region order (the cluster's DNS-based endpoint,
+    ``https://gke-....<region>.gke.goog``, served with a publicly trusted certificate: no CA inline).
+    """
+    if len(endpoints) != len(regions):
+        raise ValueError(f"{len(regions)} regions, {len(endpoints)} endpoints")
+    targets: list[dict[str, Any]] = [
+        {"kind": "kubeconfig", "cluster": r.cluster.name, "server": e, "tokenNamespace": kueue.NAMESPACE,
+         "serviceAccount": WORKER_SA, "secret": kubeconfig_secret(r.cluster.name), "expirationSeconds": TOKEN_SECONDS}
+        for r, e in zip(regions, endpoints, strict=True)]
+    if metrics:
+        targets.append(metrics_target())
+    return {"namespace": kueue.NAMESPACE, "targets": targets}
+
+
+def metrics_target() -> dict[str, Any]:
+    return {"kind": "token", "tokenNamespace": kueue.NAMESPACE, "serviceAccount": METRICS_SA,
+            "secret": METRICS_SECRET, "expirationSeconds": TOKEN_SECONDS}
+
+
+def _secret_rules(secrets: list[str], service_accounts: list[str]) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = [
+        # create cannot be limited by name (the name is not known to RBAC before the object exists).
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["patch"]},
+    ]
+    if service_accounts:
+        rules.append({"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": service_accounts,
+                      "verbs": ["create"]})
+    return rules
+
+
+def token_job(stack: str, name: str, ksa: str, config: dict[str, Any], annotations: dict[str, str] | None = None,
+              workload_identity: bool = False) -> list[dict[str, Any]]:
+    """The CronJob that refreshes the tokens, its ServiceAccount, its Role and the script as a ConfigMap."""
+    ns = kueue.NAMESPACE
+    secrets = [t["secret"] for t in config["targets"]]
+    local_sas = [t["serviceAccount"] for t in config["targets"] if t["kind"] == "token"]
+    sa_meta = _meta(stack, ksa, "multikueue", ns)
+    if annotations:
+        sa_meta["annotations"] = dict(annotations)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": ksa,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "token",
+            "image": TOKEN_IMAGE,
+            "command": ["python3", "/token/multikueue_token.py", "/token/targets.json"],
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "token", "mountPath": "/token", "readOnly": True}],
+        }],
+        "volumes": [{"name": "token", "configMap": {"name": name}}],
+    }
+    if workload_identity:
+        pod_spec["nodeSelector"] = dict(kube.METADATA_SERVER_SELECTOR)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta},
+        _rbac("Role", _meta(stack, name, "multikueue", ns), rules=_secret_rules(secrets, local_sas)),
+        _rbac("RoleBinding", _meta(stack, name, "multikueue", ns),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+              subjects=[{"kind": "ServiceAccount", "name": ksa, "namespace": ns}]),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(stack, name, "multikueue", ns), "data": {
+            "multikueue_token.py": TOKEN_SCRIPT.read_text(), "targets.json": json.dumps(config, indent=1)}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(stack, name, "multikueue", ns), "spec": {
+            "schedule": TOKEN_SCHEDULE,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 300,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 2, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 3600,
+                                     "template": {"metadata": {"labels": {kube.COMPONENT_LABEL: "multikueue"}},
+                                                  "spec": pod_spec}}},
+        }},
+    ]
+
+
+def manager_access_objects(manager: Manager, regions: Sequence[StackSpec],
+                           endpoints: Sequence[str]) -> list[dict[str, Any]]:
+    """On the manager: the token CronJob (running as the Google service account through workload identity),
+    and Kueue's own metrics scraping."""
+    config = token_targets(manager, regions, endpoints)
+    job = token_job(manager.stack, MANAGER_KSA, MANAGER_KSA, config,
+                    annotations={"iam.gke.io/gcp-service-account": manager.google_service_account},
+                    workload_identity=True)
+    return [*job, *metrics_objects(manager.stack, manager.name, with_job=False)]
+
+
+# --------------------------------------------------------------------------- scheduling goodput metrics
+
+# Kueue serves /metrics on :8443 (HTTPS; the chart's manager container port "metrics", manager.yaml),
+# behind authentication and authorization (cmd/kueue/main.go: SecureServing with
+# filters.WithAuthenticationAndAuthorization): a bearer token whose identity may GET /metrics (the chart's
+# <release>-metrics-reader ClusterRole). The certificate is Kueue's self-signed one.
+METRICS_PORT = "metrics"
+METRICS_READER_ROLE = f"{kueue.RELEASE}-metrics-reader"
+# charts/kueue/templates/_helpers.tpl kueue.selectorLabels (release "kueue").
+KUEUE_POD_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": kueue.RELEASE,
+                    "control-plane": "controller-manager"}
+GMP_COLLECTOR = ("gmp-system", "collector")  # GMP's collector reads the Secrets a PodMonitoring names
+
+
+def metrics_objects(stack: str, cluster: str, with_job: bool = True) -> list[dict[str, Any]]:
+    """Kueue's metrics into Google Managed Prometheus: a PodMonitoring on the controller's HTTPS port with a
+    one-hour bearer token of a metrics-reader ServiceAccount (minted by the token job) that only GMP's
+    collector may read. ``with_job``: this cluster's own token job (the manager's job does it there)."""
+    ns = kueue.NAMESPACE
+    reader = f"{METRICS_SA}-reader"
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, METRICS_SA, "kueue-metrics", ns),
+         "automountServiceAccountToken": False},
+        _rbac("ClusterRoleBinding", _meta(stack, reader, "kueue-metrics"),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER_ROLE},
+              subjects=[{"kind": "ServiceAccount", "name": METRICS_SA, "namespace": ns}]),
+        _rbac("Role", _meta(stack, f"{METRICS_SECRET}-reader", "kueue-metrics", ns), rules=[
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [METRICS_SECRET], "verbs": ["get"]}]),
+        _rbac("RoleBinding", _meta(stack, f"{METRICS_SECRET}-reader", "kueue-metrics", ns),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{METRICS_SECRET}-reader"},
+              subjects=[{"kind": "ServiceAccount", "name": GMP_COLLECTOR[1], "namespace": GMP_COLLECTOR[0]}]),
+        {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+         "metadata": _meta(stack, "kueue-metrics", "kueue-metrics", ns), "spec": {
+             "selector": {"matchLabels": dict(KUEUE_POD_LABELS)},
+             "endpoints": [{"port": METRICS_PORT, "scheme": "https", "interval": "30s", "path": "/metrics",
+                            "authorization": {"type": "Bearer", "credentials": {
+                                "secret": {"name": METRICS_SECRET, "key": "token"}}},
+                            # Kueue's own self-signed serving certificate (no CA to pin from outside).
+                            "tls": {"insecureSkipVerify": True}}],
+         }},
+    ]
+    if with_job:
+        name = f"{METRICS_SA}-token"
+        docs += token_job(stack, name, name, {"namespace": ns, "targets": [metrics_target()]})
+    return docs
+

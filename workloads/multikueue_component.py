@@ -1,0 +1,127 @@
+"""MultiKueueManager and MultiKueueWorker: the documents of ``workloads/multikueue.py`` declared on each cluster.
+
+The manager component installs Kueue from the same pinned chart as the workers (with the MultiKueue
+configuration), then its queues, a MultiKueueCluster per region, the token CronJob and Kueue's metrics
+scraping; it also creates the Google service account the CronJob runs as, its workload identity binding and
+the cluster viewer role on each worker's project (pulumi-gcp). The worker component adds, beside a region's
+own KueueQueueing, the ServiceAccount the manager acts as with its RBAC, and Kueue's metrics scraping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from stackspec.spec import StackSpec
+from workloads import kueue
+from workloads import multikueue as mk
+from workloads.component import _custom, _rbac
+from workloads.queueing import KueueObject
+
+
+def _declare(name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    kind = doc["kind"]
+    rname = f"{name}-{kind.lower()}-{doc['metadata']['name']}"
+    if doc["apiVersion"] == kueue.KUEUE_API:
+        return KueueObject(rname, doc, opts)
+    if kind == "ServiceAccount":
+        return k8s.core.v1.ServiceAccount(rname, metadata=doc["metadata"],
+                                          automount_service_account_token=doc.get("automountServiceAccountToken"),
+                                          opts=opts)
+    if kind == "ConfigMap":
+        return k8s.core.v1.ConfigMap(rname, metadata=doc["metadata"], data=doc["data"], opts=opts)
+    if kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+        return _rbac(rname, doc, opts)
+    return _custom(rname, doc, opts)  # CronJob, PodMonitoring: everything under spec
+
+
+@dataclass(frozen=True)
+class MultiKueueManagerArgs:
+    manager: mk.Manager
+    regions: Sequence[StackSpec]  # single-region views, in dispatch order
+    k8s_provider: k8s.Provider
+    # Each worker's API server URL (its DNS-based endpoint), in region order.
+    endpoints: Sequence[pulumi.Input[str]]
+    # The manager's workload namespace (the LocalQueue lives there) and its cluster (workload identity's
+    # pool exists only once it does: cloud rule iam-wi-pool-exists).
+    namespace: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    cluster: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class MultiKueueManager(pulumi.ComponentResource):
+    """Kueue with MultiKueue on the manager cluster, its queues, and its keyless access to the workers."""
+
+    def __init__(self, name: str, args: MultiKueueManagerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:workloads:MultiKueueManager", name, None, opts)
+        m, regions = args.manager, list(args.regions)
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
+
+        self.account = gcp.serviceaccount.Account(f"{name}-gsa", gcp.serviceaccount.AccountArgs(
+            account_id=m.google_service_account_id, project=m.project,
+            display_name=f"MultiKueue token minter of {m.name} (one-hour worker tokens)"),
+            opts=pulumi.ResourceOptions(parent=self))
+        self.workload_identity = gcp.serviceaccount.IAMMember(f"{name}-gsa-wi", gcp.serviceaccount.IAMMemberArgs(
+            service_account_id=self.account.name, role="roles/iam.workloadIdentityUser",
+            member=mk.workload_identity_member(m)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster)))
+        self.grants = [gcp.projects.IAMMember(f"{name}-{g.project}-viewer", gcp.projects.IAMMemberArgs(
+            project=g.project, role=g.role, member=self.account.email.apply(lambda e: f"serviceAccount:{e}")),
+            opts=pulumi.ResourceOptions(parent=self)) for g in mk.iam_grants(m, regions)]
+
+        self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata=kueue.namespace(regions[0])["metadata"],
+                                               opts=base)
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart", name=kueue.RELEASE, chart=kueue.CHART, version=kueue.CHART_VERSION,
+            namespace=kueue.NAMESPACE, values=mk.manager_helm_values(m, regions),
+            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])))
+        after_chart = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+            depends_on=[self.chart, *args.namespace]))
+        self.objects = {f"{d['kind']}/{d['metadata']['name']}": _declare(name, d, after_chart)
+                        for d in mk.manager_objects(m, regions)}
+
+        # The token job: its ConfigMap carries the endpoints, known once the clusters exist.
+        placeholder = ["https://endpoint"] * len(regions)
+        access = mk.manager_access_objects(m, regions, placeholder)
+        endpoints = pulumi.Output.all(*args.endpoints)
+        self.access = {}
+        for d in access:
+            if d["kind"] == "ConfigMap":
+                data = endpoints.apply(lambda eps, d=d: {
+                    **d["data"], "targets.json": json.dumps(mk.token_targets(m, regions, list(eps)), indent=1)})
+                d = {**d, "data": data}
+            self.access[f"{d['kind']}/{d['metadata']['name']}"] = _declare(
+                name, d, pulumi.ResourceOptions.merge(after_chart, pulumi.ResourceOptions(
+                    depends_on=[self.chart, self.workload_identity, *self.grants])))
+        self.register_outputs({
+            "chart": f"{kueue.CHART}:{kueue.CHART_VERSION}",
+            "dispatchOrder": [r.cluster.name for r in regions],
+            "googleServiceAccount": self.account.email,
+            "objects": [*self.objects, *self.access],
+        })
+
+
+@dataclass(frozen=True)
+class MultiKueueWorkerArgs:
+    region: StackSpec
+    manager: mk.Manager
+    k8s_provider: k8s.Provider
+    # The region's KueueQueueing (its chart: kueue-system and Kueue's metrics reader role come with it).
+    queueing: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class MultiKueueWorker(pulumi.ComponentResource):
+    """On a region's cluster: the manager's ServiceAccount and RBAC, and Kueue's metrics scraping."""
+
+    def __init__(self, name: str, args: MultiKueueWorkerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:workloads:MultiKueueWorker", name, None, opts)
+        r = args.region
+        after = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.queueing))
+        docs = [*mk.worker_objects(r, args.manager), *mk.metrics_objects(r.stack, r.cluster.name)]
+        self.objects = {f"{d['kind']}/{d['metadata']['name']}": _declare(name, d, after) for d in docs}
+        self.register_outputs({"objects": list(self.objects), "managerUser": args.manager.google_service_account})
