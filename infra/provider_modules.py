@@ -45,11 +45,13 @@ import types
 # module costs nothing until its package is used, then a few ms.
 MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
-    "pulumi_gcp.binaryauthorization": ("_inputs", "policy"),
+    "pulumi_gcp.binaryauthorization": ("_inputs", "policy", "attestor", "attestor_iam_member"),
+    "pulumi_gcp.containeranalysis": ("_inputs", "note", "note_iam_member"),
     "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "firewall", "router", "router_nat"),
     "pulumi_gcp.container": ("_inputs", "cluster", "node_pool"),
     "pulumi_gcp.iam": ("_inputs", "workload_identity_pool", "workload_identity_pool_provider"),
-    "pulumi_gcp.kms": ("_inputs", "key_ring", "crypto_key", "crypto_key_iam_member", "key_ring_iam_member"),
+    "pulumi_gcp.kms": ("_inputs", "key_ring", "crypto_key", "crypto_key_iam_member", "key_ring_iam_member",
+                       "get_kms_crypto_key_version"),
     "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_gcp.monitoring": ("_inputs", "alert_policy", "dashboard", "notification_channel"),
     "pulumi_gcp.organizations": ("get_project", "get_client_config"),
