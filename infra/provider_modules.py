@@ -59,6 +59,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "pulumi_gcp.projects": ("_inputs", "iam_member", "service", "service_identity"),
     "pulumi_gcp.serviceaccount": ("_inputs", "account", "iam_member"),
     "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_member", "get_project_service_account"),
+    "pulumi_kubernetes.admissionregistration.v1": ("_inputs", "ValidatingAdmissionPolicy",
+                                                   "ValidatingAdmissionPolicyBinding"),
     "pulumi_kubernetes.apiextensions": ("CustomResource",),
     "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "ServiceAccount"),
     "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
