@@ -41,7 +41,7 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # Google Managed Prometheus's collectors (the PodMonitoring scrapers) run here.
 GMP_NAMESPACE = "gmp-system"
 # GKE's control plane reaches pods through the Konnectivity agents in kube-system (the API server's
-# services/proxy, which the cluster drill reads the Ray job log through, and the KubeRay operator,
+# services/proxy, which the cluster drill checks a token-auth head through, and the KubeRay operator,
 # which GKE's Ray add-on hosts outside the nodes and which polls the dashboard's job API).
 CONTROL_PLANE_NAMESPACE = "kube-system"
 
