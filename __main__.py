@@ -49,7 +49,7 @@ dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.netwo
 vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=spec.network.primary, cluster=spec.cluster,
                                                           region=spec.region, project=spec.project))
 # Security bulletins' topic and the Binary Authorization policy (Kueue's controller image admitted beside GKE's).
-security = ClusterSecurity(f"{name}-security", ClusterSecurityArgs(spec=spec, system_images=(kueue.IMAGE_REPOSITORY,)))
+security = ClusterSecurity(f"{name}-security", ClusterSecurityArgs(spec=spec, system_images=(kueue.IMAGE,)))
 gke = GkeCluster(
     name,
     GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region, network=vpc.network.name,

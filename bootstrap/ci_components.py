@@ -305,6 +305,8 @@ def attribute_condition(c: BootstrapConfig) -> str:
 # Where a grant applies: a stack's project, its node service account (created here), the stacks'
 # state bucket, or a stack's secrets key; ``of`` is EVERY stack or one stack's name.
 PROJECT, NODE_ACCOUNT, STATE_BUCKET, KEY = "project", "node account", "state bucket", "state key"
+# The worker image's signing: the stack's image signing key, its attestor's note and the attestor (made here).
+SIGNING_KEY, NOTE, ATTESTOR = "signing key", "attestor note", "attestor"
 EVERY = "every stack"
 
 
@@ -349,6 +351,10 @@ CUSTOM_ROLES = {r.id: r for r in (
     CustomRole("tpuMultisliceTopics", "tpu-multislice: the security bulletins topic",
                tuple(f"pubsub.topics.{v}" for v in ("create", "delete", "get", "list", "update")),
                "roles/pubsub.editor"),
+    # roles/containeranalysis.occurrences.editor also updates and deletes every occurrence of the project (the
+    # scanner's vulnerability findings included): attaching an attestation needs occurrences.create only.
+    CustomRole("tpuMultisliceAttestations", "tpu-multislice: attach the worker image's attestations",
+               ("containeranalysis.occurrences.create",), "roles/containeranalysis.occurrences.editor"),
     # roles/serviceusage.serviceUsageAdmin also disables APIs (stopping everything that uses them) and sets quotas.
     CustomRole("tpuMultisliceServices", "tpu-multislice: enable the stack's APIs",
                ("serviceusage.services.enable", "serviceusage.services.get", "serviceusage.services.list",
@@ -496,12 +502,20 @@ DRILL_IDENTITY = Identity(
                   why="get-credentials; no Kubernetes object access"),),
     principals=(on_main("drills.yml", DRILL),),
 )
-# Pushes the worker image: its only grant is roles/artifactregistry.writer on the stack's own
-# repository, which the stack gives it (infra/registry.py); nothing here.
+# Pushes the worker image (roles/artifactregistry.writer on the stack's own repository, which the stack gives it,
+# infra/registry.py) and signs the digest it pushed: an attestation Binary Authorization admits the workers by
+# (infra/cluster_security.py). The roles gcloud's `container binauthz attestations sign-and-create` needs, each on
+# the one resource (https://cloud.google.com/binary-authorization/docs/making-attestations): sign with the key,
+# read the attestor (its note), attach an occurrence to the note, create the occurrence in the project.
 IMAGE = Identity(
     key="image",
-    description="CI image: pushes the worker image to the stacks' Artifact Registry repositories",
-    grants=(),
+    description="CI image: pushes the worker image and signs its digest for Binary Authorization",
+    grants=(
+        Grant("roles/cloudkms.signerVerifier", SIGNING_KEY, DEPLOYED_STACK, why="sign the pushed image's digest"),
+        Grant("roles/binaryauthorization.attestorsViewer", ATTESTOR, DEPLOYED_STACK, why="the attestor's note"),
+        Grant("roles/containeranalysis.notes.attacher", NOTE, DEPLOYED_STACK, why="attach the attestation to the note"),
+        Grant(custom("tpuMultisliceAttestations"), PROJECT, DEPLOYED_STACK, why="create the attestation occurrence"),
+    ),
     principals=(on_main("image.yml"),),
 )
 IDENTITIES = (PREVIEW, DEPLOY, DRILL_IDENTITY, IMAGE)
@@ -523,12 +537,16 @@ HOME_SERVICES = ("iam.googleapis.com", "iamcredentials.googleapis.com", "sts.goo
                  "cloudkms.googleapis.com", "storage.googleapis.com", "cloudresourcemanager.googleapis.com",
                  "serviceusage.googleapis.com")
 STACK_SERVICES = ("container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
-                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "cloudkms.googleapis.com")
+                  "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "cloudkms.googleapis.com",
+                  "binaryauthorization.googleapis.com", "containeranalysis.googleapis.com")
 # GKE's service agent encrypts and decrypts the cluster's Secrets with the key made here
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets; cloud rule gke-secrets-kms-key).
 GKE_SECRETS_KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 # Rotated every 90 days (CIS Google Cloud Foundations 1.10); old versions stay and still decrypt.
 SECRETS_KEY_ROTATION = f"{90 * 86400}s"
+# The worker image's signing key: asymmetric, EC P-256 with SHA-256, one of the algorithms Binary Authorization's
+# PKIX attestors verify (https://cloud.google.com/binary-authorization/docs/creating-attestors-cli, Cloud KMS keys).
+IMAGE_SIGNING_ALGORITHM = "EC_SIGN_P256_SHA256"
 
 
 # --- components --------------------------------------------------------------------------------
@@ -622,6 +640,9 @@ class StackProject(pulumi.ComponentResource):
     node_account: gcp.serviceaccount.Account
     roles: dict[str, gcp.projects.IAMCustomRole]
     secrets_key: gcp.kms.CryptoKey
+    signing_key: gcp.kms.CryptoKey
+    note: gcp.containeranalysis.Note
+    attestor: gcp.binaryauthorization.Attestor
 
     def __init__(self, name: str, args: StackProjectArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:bootstrap:StackProject", name, None, opts)
@@ -679,7 +700,43 @@ class StackProject(pulumi.ComponentResource):
                 member=number.apply(lambda n: f"serviceAccount:{names.gke_service_agent(n)}")),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[agent]),
         )
-        self.register_outputs({"nodeAccount": self.node_account.email, "secretsKey": self.secrets_key.id})
+        # The worker image's signing key (beside the Secrets key), the attestor's note and the attestor holding the
+        # key's public half: Binary Authorization admits the workers' image only with its attestation, which only
+        # ci-image can make (its grants, above). Made here so no deploy identity holds an attestor or a key role.
+        self.signing_key = gcp.kms.CryptoKey(
+            f"{name}-image-signer",
+            gcp.kms.CryptoKeyArgs(
+                name=names.image_signing_key(s.cluster), key_ring=ring.id, purpose="ASYMMETRIC_SIGN",
+                version_template=gcp.kms.CryptoKeyVersionTemplateArgs(algorithm=IMAGE_SIGNING_ALGORITHM)),
+            opts=pulumi.ResourceOptions(**_keep(self)),
+        )
+        self.note = gcp.containeranalysis.Note(
+            f"{name}-image-note",
+            gcp.containeranalysis.NoteArgs(
+                name=names.image_attestor(s.cluster), project=s.project,
+                attestation_authority=gcp.containeranalysis.NoteAttestationAuthorityArgs(
+                    hint=gcp.containeranalysis.NoteAttestationAuthorityHintArgs(
+                        human_readable_name=f"worker image of {s.cluster}, signed by image.yml (ci-image)"))),
+            opts=child,
+        )
+        version = gcp.kms.get_kms_crypto_key_version_output(crypto_key=self.signing_key.id,
+                                                            version=names.IMAGE_SIGNING_KEY_VERSION)
+        self.attestor = gcp.binaryauthorization.Attestor(
+            f"{name}-image-attestor",
+            gcp.binaryauthorization.AttestorArgs(
+                name=names.image_attestor(s.cluster), project=s.project,
+                attestation_authority_note=gcp.binaryauthorization.AttestorAttestationAuthorityNoteArgs(
+                    note_reference=self.note.name,
+                    public_keys=[gcp.binaryauthorization.AttestorAttestationAuthorityNotePublicKeyArgs(
+                        # A Cloud KMS key's id is its version's resource name with this prefix (provider docs).
+                        id=version.id.apply(lambda v: f"//cloudkms.googleapis.com/v1/{v}"),
+                        pkix_public_key=gcp.binaryauthorization.AttestorAttestationAuthorityNotePublicKeyPkixPublicKeyArgs(
+                            public_key_pem=version.public_keys[0].pem,
+                            signature_algorithm=version.public_keys[0].algorithm))])),
+            opts=child,
+        )
+        self.register_outputs({"nodeAccount": self.node_account.email, "secretsKey": self.secrets_key.id,
+                               "attestor": self.attestor.name})
 
 
 @dataclass(frozen=True)
@@ -788,6 +845,27 @@ class CiIdentity(pulumi.ComponentResource):
                     )
                     if grant.of == EVERY:
                         break  # one bucket: one binding for every stack
+                elif grant.on == SIGNING_KEY:
+                    gcp.kms.CryptoKeyIAMMember(
+                        f"{name}-{s.name}-signing-{slug}",
+                        gcp.kms.CryptoKeyIAMMemberArgs(crypto_key_id=where.signing_key.id, role=grant.role,
+                                                       member=member),
+                        opts=child,
+                    )
+                elif grant.on == NOTE:
+                    gcp.containeranalysis.NoteIamMember(
+                        f"{name}-{s.name}-note-{slug}",
+                        gcp.containeranalysis.NoteIamMemberArgs(project=s.project, note=where.note.name,
+                                                                role=grant.role, member=member),
+                        opts=child,
+                    )
+                elif grant.on == ATTESTOR:
+                    gcp.binaryauthorization.AttestorIamMember(
+                        f"{name}-{s.name}-attestor-{slug}",
+                        gcp.binaryauthorization.AttestorIamMemberArgs(project=s.project, attestor=where.attestor.name,
+                                                                      role=grant.role, member=member),
+                        opts=child,
+                    )
                 elif grant.on == KEY:
                     gcp.kms.CryptoKeyIAMMember(
                         f"{name}-key-{s.name}-{slug}",

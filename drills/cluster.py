@@ -8,9 +8,11 @@
 3. deletes one worker pod, every pod of one slice replica (KubeRay labels them with
    ``ray.io/worker-group-replica-index``), or the Kubernetes node under a worker pod
    (a node of one of the group's node pools, ``cloud.google.com/gke-nodepool``);
-4. follows the RayJob status, the Ray job log (through the API server's service proxy to
-   the Ray dashboard, or a Ray address) and the group's pods until training resumes from a
-   checkpoint and progresses past the step it was killed at, or the deadline passes;
+4. follows the RayJob status, the Ray job log (the RayJob submitter pod's log: KubeRay's submitter
+   runs ``ray job logs --follow``, so the drill needs no Ray token) and the group's pods until
+   training resumes from a checkpoint and progresses past the step it was killed at, or the
+   deadline passes; with ``ray.auth: token`` it first checks that the head's dashboard refuses
+   a request without a token (through the API server's service proxy);
 5. returns a :class:`DrillReport` (``ok`` false when recovery failed).
 
 Everything that touches the cluster goes through :class:`Kube` (the Kubernetes Python
@@ -19,7 +21,6 @@ client) and a log source, so tests drive the same code against a stand-in API se
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 from drills.report import DrillReport
 from drills.train_log import TrainLog
-from stackspec import kube
+from stackspec import kube, names
 from stackspec.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
 
 RAY_GROUP, RAY_VERSION, RAYJOBS = "ray.io", "v1", "rayjobs"
@@ -42,8 +43,10 @@ NODEPOOL_LABEL = kube.NODEPOOL_LABEL
 # KubeRay names the head service <raycluster>-head-svc; its dashboard port is "dashboard".
 HEAD_SERVICE_SUFFIX = "-head-svc"
 DASHBOARD_PORT_NAME = "dashboard"
-RAY_AUTH_TOKEN_KEY = kube.RAY_AUTH_TOKEN_KEY
-RAY_AUTH_HEADER = kube.RAY_AUTH_HEADER
+# Kubernetes labels a Job's pods with the Job's name; KubeRay names a RayJob's submitter Job after it.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# A dashboard path every Ray head serves; with token auth it answers 401 without the token.
+JOBS_PATH = "api/jobs/"
 
 TARGETS = ("pod", "replica", "node")
 TERMINAL_JOB_STATUSES = ("STOPPED", "SUCCEEDED", "FAILED")
@@ -170,24 +173,28 @@ class Kube:
                 return int(p.port)
         raise DrillError(f"service {namespace}/{service} has no port named {port_name}")
 
-    def ray_auth_token(self, namespace: str, cluster: str) -> str:
-        """The token KubeRay generated for a RayCluster with ``authOptions.mode: token``: the
-        Secret named after the cluster, key ``auth_token`` (ray-operator raycluster_controller)."""
-        import base64
+    def submitter_log(self, namespace: str, job: str) -> str:
+        """The RayJob submitter's log (KubeRay's K8sJobMode runs ``ray job submit --no-wait`` then
+        ``ray job logs --follow``: ray-operator controllers/ray/common/job.go), from its newest pod;
+        empty before the submitter starts."""
+        pods = self.core.list_namespaced_pod(
+            namespace, label_selector=f"{JOB_NAME_LABEL}={names.submitter_job(job)}",
+            _request_timeout=API_TIMEOUT_S).items
+        if not pods:
+            return ""
+        newest = max(pods, key=lambda p: (str(p.metadata.creation_timestamp or ""), p.metadata.name))
+        return self.core.read_namespaced_pod_log(newest.metadata.name, namespace, _request_timeout=API_TIMEOUT_S)
 
+    def proxy_status(self, namespace: str, service: str, port: int, path: str) -> int:
+        """The HTTP status a cluster service answers a GET of ``path`` with, through the API server's
+        service proxy, sending no credentials of its own (the proxy relays the service's status)."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            secret = self.core.read_namespaced_secret(cluster, namespace, _request_timeout=API_TIMEOUT_S)
+            self.proxy_get(namespace, service, port, path)
         except ApiException as e:
-            if e.status == 404:
-                raise DrillError(f"RayCluster {namespace}/{cluster} has token auth but no Secret {cluster} "
-                                 "(KubeRay writes it): is the operator older than 1.5.1?") from e
-            raise
-        value = (secret.data or {}).get(RAY_AUTH_TOKEN_KEY)
-        if not value:
-            raise DrillError(f"Secret {namespace}/{cluster} has no {RAY_AUTH_TOKEN_KEY}")
-        return base64.b64decode(value).decode()
+            return int(e.status)
+        return 200
 
     def proxy_get(self, namespace: str, service: str, port: int, path: str,
                   headers: dict[str, str] | None = None) -> str:
@@ -247,20 +254,14 @@ class LogSource(Protocol):
     def text(self) -> str: ...
 
 
-class DashboardLogs:
-    """The Ray job's whole log from the dashboard REST API, through the service proxy
-    (no port-forward: the API server relays, with the kubeconfig's credentials)."""
+class SubmitterLogs:
+    """The Ray job's whole log as the RayJob's submitter pod prints it (``pods/log``)."""
 
-    def __init__(self, kube: Kube, namespace: str, service: str, port: int, job_id: str,
-                 token: str | None = None):
-        self.kube, self.namespace, self.service, self.port = kube, namespace, service, port
-        self.path = f"api/jobs/{job_id}/logs"
-        # The API server's proxy takes Authorization for itself: Ray reads this header instead.
-        self.headers = {RAY_AUTH_HEADER: f"Bearer {token}"} if token else None
+    def __init__(self, kube: Kube, namespace: str, job: str):
+        self.kube, self.namespace, self.job = kube, namespace, job
 
     def text(self) -> str:
-        body = self.kube.proxy_get(self.namespace, self.service, self.port, self.path, self.headers)
-        return json.loads(body).get("logs", "")
+        return self.kube.submitter_log(self.namespace, self.job)
 
 
 class RayJobClientLogs:
@@ -276,16 +277,25 @@ class RayJobClientLogs:
         return self.client.get_job_logs(self.job_id)
 
 
-def dashboard_logs(kube: Kube, namespace: str, cluster: str, status: dict,
-                   token: str | None = None) -> DashboardLogs:
+def dashboard(kube: Kube, namespace: str, cluster: str, status: dict) -> tuple[str, int]:
     """Where the dashboard is: KubeRay's ``status.dashboardURL`` (``<svc>.<ns>.svc...:port``),
     else the head service's port named ``dashboard``."""
     url = status.get("dashboardURL") or ""
     host, _, port = url.removeprefix("http://").partition(":")
     service = host.split(".")[0] if host else f"{cluster}{HEAD_SERVICE_SUFFIX}"
-    port_n = int(port) if port.isdigit() else kube.service_port(
-        namespace, service, DASHBOARD_PORT_NAME)
-    return DashboardLogs(kube, namespace, service, port_n, status["jobId"], token)
+    return service, int(port) if port.isdigit() else kube.service_port(namespace, service, DASHBOARD_PORT_NAME)
+
+
+def check_head_refuses_tokenless(kube: Kube, namespace: str, cluster: str, status: dict) -> int:
+    """With ``ray.auth: token`` the head must answer a request without a token with 401 or 403; one it
+    serves means the operator dropped ``authOptions`` (KubeRay < 1.5.1) and the head runs open."""
+    service, port = dashboard(kube, namespace, cluster, status)
+    code = kube.proxy_status(namespace, service, port, JOBS_PATH)
+    if code not in (401, 403):
+        raise DrillError(f"the Ray head {namespace}/{service} answered {code} to a request without a token "
+                         "(ray.auth: token): the operator dropped authOptions (KubeRay < 1.5.1?) and the head "
+                         "runs open")
+    return code
 
 
 # --------------------------------------------------------------------------- victims
@@ -396,8 +406,10 @@ def run_drill(kube: Kube, p: DrillPlan, opts: DrillOptions,
         if deployment == "Running" and status == "RUNNING" and st.get("jobId"):
             cluster = cluster or st.get("rayClusterName")
             if source is None:
-                token = kube.ray_auth_token(p.namespace, cluster) if p.ray_auth and not logs else None
-                source = logs(st) if logs else dashboard_logs(kube, p.namespace, cluster, st, token)
+                if p.ray_auth:
+                    code = check_head_refuses_tokenless(kube, p.namespace, cluster, st)
+                    report.notes.append(f"the head refused a request without a token ({code})")
+                source = logs(st) if logs else SubmitterLogs(kube, p.namespace, p.job)
             log.feed(source.text())
             if log.latest_checkpoint is not None and log.last_step is not None:
                 break

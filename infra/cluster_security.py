@@ -6,10 +6,13 @@ project's Binary Authorization policy.
   https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-notifications). Subscribe the on-call
   channel to it.
 - Binary Authorization (https://cloud.google.com/binary-authorization/docs/key-concepts): the project's one
-  policy denies every image except the workers' repository, Kueue's, GKE's own (Google's system policy,
-  ``globalPolicyEvaluationMode: ENABLE``, plus GKE's registries for what GKE injects into pods, the GCS FUSE
-  sidecar) and, while the day-0 phase runs ``ray.image`` (no digest yet, or no prebuilt image), that image's
-  Docker Hub repository. It logs denials (``DRYRUN_AUDIT_LOG_ONLY``) unless the stack opts in to blocking
+  policy admits, without a check, GKE's own images (Google's system policy, ``globalPolicyEvaluationMode: ENABLE``,
+  plus GKE's registries for what GKE injects into pods, the GCS FUSE sidecar), Kueue's controller image at the
+  stack's version and, while the day-0 phase runs ``ray.image`` (no digest yet, or no prebuilt image), that
+  image at its tag. Everything else needs the worker image attestor's attestation (the bootstrap's attestor,
+  whose Cloud KMS key only ``image.yml`` signs with, as ci-image, the digest it pushed): the workers' repository is
+  never allow-listed, so an image pushed there but not signed, or named by tag, is refused. Attestations are
+  checked on digests only. It logs denials (``DRYRUN_AUDIT_LOG_ONLY``) unless the stack opts in to blocking
   (``unverified.binaryAuthorizationEnforce``): GKE's system image list is Google's, not checked here.
 """
 
@@ -36,34 +39,58 @@ BLOCK, AUDIT = "ENFORCED_BLOCK_AND_AUDIT_LOG", "DRYRUN_AUDIT_LOG_ONLY"
 GKE_IMAGE_PATTERNS = ("gcr.io/gke-release/*", "gke.gcr.io/*")
 
 
-def repository_pattern(image: str) -> str:
-    """The Binary Authorization pattern for every image beside ``image`` (its registry path, ``/*``).
-
-    ``rayproject/ray:2.60.0`` -> ``docker.io/rayproject/*``; Docker Hub's short names get their host.
-    """
-    path = image.split("@", 1)[0]
+def _image_path(image: str) -> tuple[str, str]:
+    """An image reference's full registry path (Docker Hub's short names get their host) and its ``:tag`` or
+    ``@digest`` suffix: ``rayproject/ray:2.60.0`` -> (``docker.io/rayproject/ray``, ``:2.60.0``)."""
+    path, at, digest = image.partition("@")
     head, _, last = path.rpartition("/")
-    path = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
-    parts = path.split("/")
+    name, colon, tag = last.partition(":")
+    parts = [*(head.split("/") if head else []), name]
     if len(parts) == 1 or not ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
         parts = ["docker.io", *(["library"] if len(parts) == 1 else []), *parts]
-    return "/".join(parts[:-1]) + "/*"
+    return "/".join(parts), (at + digest if at else colon + tag)
+
+
+def repository_pattern(image: str) -> str:
+    """The Binary Authorization pattern for every image beside ``image`` (its registry path, ``/*``)."""
+    path, _ = _image_path(image)
+    return path.rpartition("/")[0] + "/*"
+
+
+def image_pattern(image: str) -> str:
+    """The narrowest pattern the docs give for one image: its full path and tag (or digest), then a trailing ``*``
+    (a trailing wildcard is the only one allowed, and it does not match ``/``: ``gcr.io/nginx*`` matches
+    ``gcr.io/nginx@latest``, not ``gcr.io/nginx/image``: AdmissionWhitelistPattern.name_pattern,
+    https://cloud.google.com/python/docs/reference/binaryauthorization/latest/google.cloud.binaryauthorization_v1beta1.types.AdmissionWhitelistPattern).
+    No source documents an exact digest as a pattern, so the workers' image is admitted by attestation instead.
+    ``registry.k8s.io/kueue/kueue:v0.19.2`` -> ``registry.k8s.io/kueue/kueue:v0.19.2*``."""
+    path, suffix = _image_path(image)
+    return f"{path}{suffix}*"
 
 
 def admission_patterns(spec: StackSpec, system_images: Sequence[str] = ()) -> list[str]:
-    """What the policy admits besides Google's system images, in order."""
-    out = list(GKE_IMAGE_PATTERNS) + [repository_pattern(i) for i in system_images]
-    if spec.image is not None:
-        out.append(f"{names.registry_host(spec.image.location)}/{spec.project}/{spec.image.repository}/*")
+    """What the policy admits without an attestation besides Google's system images, in order. The workers'
+    own repository is never among them: its images are admitted by the attestor only."""
+    out = list(GKE_IMAGE_PATTERNS) + [image_pattern(i) for i in system_images]
     if not spec.prebuilt_image:
-        out.append(repository_pattern(spec.ray.image))  # day 0 (or no prebuilt image): workers run ray.image
+        out.append(image_pattern(spec.ray.image))  # day 0 (or no prebuilt image): workers run ray.image
     return list(dict.fromkeys(out))
+
+
+def default_rule(spec: StackSpec) -> dict[str, object]:
+    """The rule for every image no pattern admits: the worker image attestor's attestation when the stack has an
+    image repository (the bootstrap made the attestor), else deny; blocking only with the opt-in."""
+    enforcement = BLOCK if spec.unverified.binary_authorization_enforce else AUDIT
+    if spec.image is None:
+        return {"evaluation_mode": "ALWAYS_DENY", "enforcement_mode": enforcement}
+    return {"evaluation_mode": "REQUIRE_ATTESTATION", "enforcement_mode": enforcement,
+            "require_attestations_bies": [names.image_attestor_id(spec.project, spec.cluster.name)]}
 
 
 @dataclass(frozen=True)
 class ClusterSecurityArgs:
     spec: StackSpec
-    # Images the stack installs besides its workers' (Kueue's controller), as repositories.
+    # Images the stack installs besides its workers' (Kueue's controller), as the pods name them.
     system_images: Sequence[str] = field(default_factory=tuple)
 
 
@@ -97,19 +124,18 @@ class ClusterSecurity(pulumi.ComponentResource):
             opts=after,
         )
         self.patterns = admission_patterns(spec, args.system_images)
-        self.enforcement = BLOCK if spec.unverified.binary_authorization_enforce else AUDIT
+        self.rule = default_rule(spec)
+        self.enforcement = self.rule["enforcement_mode"]
         self.policy = gcp.binaryauthorization.Policy(
             f"{name}-binauthz",
             gcp.binaryauthorization.PolicyArgs(
                 project=spec.project,
-                description=f"tpu-multislice stack {spec.stack}: the workers' repository, Kueue and GKE only",
+                description=f"tpu-multislice stack {spec.stack}: GKE, Kueue, the workers' image as ci-image signed it",
                 global_policy_evaluation_mode="ENABLE",  # Google's system policy: GKE's own images
                 admission_whitelist_patterns=[
                     gcp.binaryauthorization.PolicyAdmissionWhitelistPatternArgs(name_pattern=p) for p in self.patterns
                 ],
-                default_admission_rule=gcp.binaryauthorization.PolicyDefaultAdmissionRuleArgs(
-                    evaluation_mode="ALWAYS_DENY", enforcement_mode=self.enforcement,
-                ),
+                default_admission_rule=gcp.binaryauthorization.PolicyDefaultAdmissionRuleArgs(**self.rule),
             ),
             opts=after,
         )

@@ -192,6 +192,17 @@ RULES: tuple[CloudRule, ...] = (
         "https://cloud.google.com/binary-authorization/docs/policy-yaml-reference",
         ("code:infra/cluster_security.py", "spec:tpu-multislice:unverified.binaryAuthorizationEnforce")),
     CloudRule(
+        "binauthz-attestation-by-digest", "GKE",
+        "A REQUIRE_ATTESTATION rule admits an image only when the pod names it by digest and an attestation of that "
+        "path and digest verifies with a public key of the required attestor (for a Cloud KMS key, the key version's "
+        "PKIX key); an allow-list pattern admits without a check and takes one wildcard, trailing, that does not "
+        "match '/' (no documented exact-digest pattern).",
+        "https://cloud.google.com/binary-authorization/docs/key-concepts; "
+        "https://cloud.google.com/binary-authorization/docs/making-attestations; Binary Authorization API "
+        "AdmissionWhitelistPattern.namePattern; terraform-provider-google binaryauthorization "
+        "resource_binary_authorization_attestor.go (pkix_public_key, id)",
+        ("code:infra/cluster_security.py", "code:bootstrap/ci_components.py", "code:.github/workflows/image.yml")),
+    CloudRule(
         "gce-subnet-ranges-disjoint", "GCE",
         "A subnet's primary and secondary ranges, and those of every subnet a VM's NICs reach, must not overlap; a "
         "VPC-native cluster takes its pod and service ranges from the subnet's named secondary ranges.",

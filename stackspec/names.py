@@ -73,6 +73,30 @@ def secrets_key_id(project: str, region: str, cluster: str) -> str:
     return f"{ring}/cryptoKeys/{secrets_key(cluster)}"
 
 
+def image_signing_key(cluster: str) -> str:
+    """The Cloud KMS asymmetric key (in the Secrets key's ring) ci-image signs the pushed worker image's digest with."""
+    return f"{cluster}-image-signer"
+
+
+# The signing key's one version: asymmetric keys do not rotate by themselves, and the attestor holds this version's
+# public key (the bootstrap reads it); a new version needs the attestor's key list and image.yml changed together.
+IMAGE_SIGNING_KEY_VERSION = 1
+
+
+def image_signing_key_version_id(project: str, region: str, cluster: str) -> str:
+    ring = f"projects/{project}/locations/{region}/keyRings/{secrets_key_ring(cluster)}"
+    return f"{ring}/cryptoKeys/{image_signing_key(cluster)}/cryptoKeyVersions/{IMAGE_SIGNING_KEY_VERSION}"
+
+
+def image_attestor(cluster: str) -> str:
+    """The Binary Authorization attestor (and its Container Analysis note, same name) of the worker image."""
+    return f"{cluster}-ci-image"
+
+
+def image_attestor_id(project: str, cluster: str) -> str:
+    return f"projects/{project}/attestors/{image_attestor(cluster)}"
+
+
 def gke_service_agent(project_number: str) -> str:
     """GKE's service agent in a project (https://cloud.google.com/iam/docs/service-agents)."""
     return f"service-{project_number}@container-engine-robot.iam.gserviceaccount.com"
@@ -107,9 +131,14 @@ def registry_host(location: str) -> str:
     return f"{location}-docker.pkg.dev"
 
 
+def image_path(location: str, project: str, repository: str, image: str) -> str:
+    """An Artifact Registry image's path: ``<loc>-docker.pkg.dev/<project>/<repo>/<image>``."""
+    return f"{registry_host(location)}/{project}/{repository}/{image}"
+
+
 def image_reference(location: str, project: str, repository: str, image: str, digest: str) -> str:
     """An Artifact Registry image by digest: ``<loc>-docker.pkg.dev/<project>/<repo>/<image>@sha256:...``."""
-    return f"{registry_host(location)}/{project}/{repository}/{image}@{digest}"
+    return f"{image_path(location, project, repository, image)}@{digest}"
 
 
 def k8s_provider(cluster: str) -> str:

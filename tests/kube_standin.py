@@ -2,8 +2,11 @@
 
 No Kubernetes API server can run here, so this in-process HTTP server answers the few
 REST calls the drill makes, in the API server's own JSON, to the real Kubernetes Python
-client: read a RayJob, list/delete pods by label, read/delete a node, read a service, and
-GET through a service proxy to the Ray dashboard's ``/api/jobs/<id>/logs``.
+client: read a RayJob, list/delete pods by label, read the RayJob submitter pod's log (the Ray
+job's log, as KubeRay's submitter follows it), read/delete a node, read a service, and GET
+through a service proxy to the Ray dashboard's ``/api/jobs/`` (401 without a token when the
+plan says ``ray.auth: token``, as Ray's dashboard answers; ``open_head`` plays an operator that
+dropped ``authOptions``). There are no Secrets: the drill reads none.
 
 Behind it, :class:`Sim` plays KubeRay and a MaxText job under Ray Train: worker pods
 labelled as KubeRay labels them (``ray.io/cluster``, ``ray.io/group``,
@@ -18,7 +21,6 @@ RayJob fail (a non-elastic job).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import threading
@@ -30,10 +32,9 @@ from drills.cluster import (
     CLUSTER_LABEL,
     GROUP_LABEL,
     HOST_INDEX_LABEL,
+    JOB_NAME_LABEL,
     NODE_TYPE_LABEL,
     NODEPOOL_LABEL,
-    RAY_AUTH_HEADER,
-    RAY_AUTH_TOKEN_KEY,
     REPLICA_INDEX_LABEL,
     DrillPlan,
 )
@@ -55,8 +56,8 @@ class Sim:
     fail_job: bool = False
     hosts_print: int = 2  # workers that print each step line (deduplicated by the drill)
     job_id: str = "rayjob-llama3-8b-elastic-abcde"
-    # The RayCluster's Ray token (KubeRay's Secret) when the plan says ray.auth: token.
-    token: str = "offline-ray-token"
+    # The head serves requests without a token although the plan says ray.auth: token.
+    open_head: bool = False
     # Ground truth, for the tests to compare the report with.
     lines: list[str] = field(default_factory=list)
     step: int = 0  # next step to run
@@ -82,6 +83,13 @@ class Sim:
                 node = f"gke-{pool}-{h}"
                 self.nodes[node] = {"metadata": {"name": node, "labels": {NODEPOOL_LABEL: pool}}}
                 self._add_pod(f"{self.cluster}-{self.plan.group}-worker-r{r}h{h}", r, h, node)
+        # The RayJob's submitter pod (a Job named after the RayJob), whose log is the Ray job's.
+        self.pods[f"{self.plan.job}-sbmtr"] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{self.plan.job}-sbmtr", "namespace": self.plan.namespace,
+                         "labels": {JOB_NAME_LABEL: self.plan.job}},
+            "spec": {"nodeName": "cpu-pool-0", "containers": [{"name": "ray-job-submitter", "image": "ray"}]},
+            "status": {"phase": "Running"}}
 
     def _add_pod(self, name: str, replica: int, host: int, node: str, phase: str = "Running"):
         self.pods[name] = {
@@ -246,6 +254,17 @@ class StandIn:
                 items = [p for p in sim.pods.values() if _matches(p["metadata"]["labels"], sel)]
                 return h._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {},
                                      "items": items})
+            if method == "GET" and (m := re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([^/]+)/log", path)):
+                if m.group(1) != f"{sim.plan.job}-sbmtr":
+                    return h._send(404, not_found)
+                sim.tick()
+                body = "".join(line + "\n" for line in sim.lines).encode()
+                h.send_response(200)
+                h.send_header("Content-Type", "text/plain")
+                h.send_header("Content-Length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body)
+                return None
             if m := re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([^/]+)", path):
                 pod = sim.pods.get(m.group(1))
                 if pod is None:
@@ -268,16 +287,10 @@ class StandIn:
             if method == "GET" and path == f"/api/v1/namespaces/{ns}/services/{svc}":
                 return h._send(200, {"metadata": {"name": svc, "namespace": ns}, "spec": {
                     "ports": [{"name": "dashboard", "port": DASHBOARD_PORT}]}})
-            if method == "GET" and path == f"/api/v1/namespaces/{ns}/secrets/{sim.cluster}" and sim.plan.ray_auth:
-                data = {RAY_AUTH_TOKEN_KEY: base64.b64encode(sim.token.encode()).decode()}
-                return h._send(200, {"kind": "Secret", "apiVersion": "v1", "data": data,
-                                     "metadata": {"name": sim.cluster, "namespace": ns}})
             proxy = f"/api/v1/namespaces/{ns}/services/{svc}:{DASHBOARD_PORT}/proxy"
-            if method == "GET" and path == f"{proxy}/api/jobs/{sim.job_id}/logs":
-                # As Ray's dashboard with token auth: 401 without the cluster's token in the header
-                # a proxy passes through (the API server keeps Authorization).
-                if sim.plan.ray_auth and h.headers.get(RAY_AUTH_HEADER) != f"Bearer {sim.token}":
+            if method == "GET" and path == f"{proxy}/api/jobs/":
+                # As Ray's dashboard with token auth: 401 to a request without the token (the drill sends none).
+                if sim.plan.ray_auth and not sim.open_head:
                     return h._send(401, {"error": "Unauthorized: missing or invalid token"})
-                sim.tick()
-                return h._send(200, {"logs": "".join(line + "\n" for line in sim.lines)})
+                return h._send(200, [{"submission_id": sim.job_id}])
         return h._send(404, not_found)

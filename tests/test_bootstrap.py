@@ -57,6 +57,10 @@ class BootstrapMocks(pulumi.runtime.Mocks):
             rid = f"projects/{i['project']}/locations/{i['location']}/keyRings/{i['name']}"
         elif args.typ == "gcp:kms/cryptoKey:CryptoKey":
             rid = f"{i['keyRing']}/cryptoKeys/{i['name']}"
+        elif args.typ == "gcp:containeranalysis/note:Note":
+            state["name"] = i["name"]
+        elif args.typ == "gcp:binaryauthorization/attestor:Attestor":
+            state["name"] = i["name"]
         return rid, state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -65,6 +69,13 @@ class BootstrapMocks(pulumi.runtime.Mocks):
             return {"id": str(1000 + len(args.args["slug"])), "slug": args.args["slug"]}
         if args.token == "github:index/getUser:getUser":
             return {"id": str(2000 + len(args.args["username"])), "login": args.args["username"]}
+        # A Cloud KMS key version and its public half (what the attestor is given).
+        if args.token == "gcp:kms/getKMSCryptoKeyVersion:getKMSCryptoKeyVersion":
+            key = args.args["cryptoKey"]
+            return {"id": f"{key}/cryptoKeyVersions/{args.args['version']}", "cryptoKey": key,
+                    "version": args.args["version"], "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
+                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM,
+                                    "pem": "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"}]}
         return {}
 
 
@@ -198,6 +209,10 @@ def test_no_ci_identity_can_reach_the_bootstraps_own_state_or_key(boot):
     for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"):
         if r.inputs["cryptoKeyId"] in secrets_keys:  # a cluster's Secrets key: GKE's service agent only
             assert "@container-engine-robot.iam.gserviceaccount.com" in r.inputs["member"], r.name
+            continue
+        if r.inputs["cryptoKeyId"].endswith("-image-signer"):  # the worker image's signing key: ci-image signs
+            assert member_id(r.inputs["member"]) == names.CI_ACCOUNTS["image"], r.name
+            assert r.inputs["role"] == "roles/cloudkms.signerVerifier", r.name
             continue
         assert r.inputs["cryptoKeyId"] != boot_key and r.inputs["cryptoKeyId"].split("/")[-1] in STACKS
 
@@ -527,7 +542,9 @@ SCOPES = {
     "gcp:projects/iAMMember:IAMMember": ci.PROJECT,
     "gcp:serviceaccount/iAMMember:IAMMember": ci.NODE_ACCOUNT,
     "gcp:storage/bucketIAMMember:BucketIAMMember": ci.STATE_BUCKET,
-    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ci.KEY,
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ci.KEY,  # or the signing key (by its name, below)
+    "gcp:containeranalysis/noteIamMember:NoteIamMember": ci.NOTE,
+    "gcp:binaryauthorization/attestorIamMember:AttestorIamMember": ci.ATTESTOR,
 }
 
 
@@ -553,8 +570,15 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
                 stacks = project_stacks[r.inputs["project"]]
             elif on == ci.NODE_ACCOUNT:
                 stacks = {node_accounts[r.inputs["serviceAccountId"]]}
+            elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"].endswith(
+                    "/cryptoKeys/" + names.image_signing_key(x.cluster.name))]):
+                on, stacks = ci.SIGNING_KEY, set(signing)
             elif on == ci.KEY:
                 stacks = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1]}
+            elif on in (ci.NOTE, ci.ATTESTOR):
+                field_ = "note" if on == ci.NOTE else "attestor"
+                stacks = {k for k, x in STACKS.items() if x.project == r.inputs["project"]
+                          and r.inputs[field_] == names.image_attestor(x.cluster.name)}
             else:  # the state bucket: one stack's objects when its condition names them
                 expr = r.inputs.get("condition", {}).get("expression", "")
                 stacks = {s for s in STACKS if f"/{names.PROJECT}/{s}" in expr} or set(STACKS)

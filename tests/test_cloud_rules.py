@@ -486,24 +486,57 @@ def test_bulletins_go_to_a_topic_of_the_clusters_project(prod):
     assert topic.urn in cluster.dependencies
 
 
-@covers("binauthz-project-singleton-policy")
+def _admitted_by_pattern(image: str, patterns: list[str]) -> bool:
+    """Binary Authorization's pattern match: the text before a trailing ``*``, then anything but ``/``."""
+    from infra.cluster_security import _image_path
+
+    path, suffix = _image_path(image)
+    ref = path + suffix
+    return any(ref == p or (p.endswith("*") and ref.startswith(p[:-1]) and "/" not in ref[len(p) - 1:])
+               for p in patterns)
+
+
+@covers("binauthz-project-singleton-policy", "binauthz-attestation-by-digest")
 def test_binary_authorization_admits_the_images_the_stack_runs(prod):
-    from infra.cluster_security import admission_patterns, repository_pattern
+    from infra.cluster_security import admission_patterns, image_pattern, repository_pattern
 
     assert repository_pattern("rayproject/ray:2.60.0-py312-tpu") == "docker.io/rayproject/*"
     assert repository_pattern("ubuntu") == "docker.io/library/*"
-    assert repository_pattern("registry.k8s.io/kueue/kueue") == "registry.k8s.io/kueue/*"
     assert repository_pattern("us-east5-docker.pkg.dev/p/r/i@sha256:" + "0" * 64) == "us-east5-docker.pkg.dev/p/r/*"
-    patterns = admission_patterns(prod.spec, (kueue.IMAGE_REPOSITORY,))
-    # Every image the rendered pods name is admitted by a pattern (a trailing * matches within the last segment).
-    images = {c["image"] for d in prod.manifests for c in _containers(d)}
-    assert images
-    for image in images:
-        ref = image if "/" in image.split("@")[0].split(":")[0].split("/")[0] or "." in image.split("/")[0] else (
-            "docker.io/" + image)
-        assert any(ref.startswith(p[:-1]) and "/" not in ref[len(p) - 1:].split("@")[0] for p in patterns), image
+    assert image_pattern("rayproject/ray:2.60.0-py312-tpu") == "docker.io/rayproject/ray:2.60.0-py312-tpu*"
+    assert image_pattern(kueue.IMAGE) == "registry.k8s.io/kueue/kueue:v0.19.2*"
+    assert image_pattern("localhost:5000/x@sha256:" + "0" * 64) == "localhost:5000/x@sha256:" + "0" * 64 + "*"
     cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
     assert cluster.inputs["binaryAuthorization"]["evaluationMode"] == "PROJECT_SINGLETON_POLICY_ENFORCE"
+    # Day 0: every image the rendered pods name is admitted by a pattern; the chart's Kueue image among them.
+    patterns = admission_patterns(prod.spec, (kueue.IMAGE,))
+    images = {c["image"] for d in prod.manifests for c in _containers(d)}
+    assert images and all(_admitted_by_pattern(i, patterns) for i in images), (images, patterns)
+    assert not _admitted_by_pattern("rayproject/ray:nightly", patterns)  # another tag of the same image
+    assert not _admitted_by_pattern("registry.k8s.io/kueue/kueueviz-backend:v0.19.2", patterns)
+    # The digest set: the workers' image is admitted by no pattern, only by the attestor, and named by digest.
+    cfg = engine.stack_config("prod")
+    image = {**json.loads(cfg[f"{stack_spec.PROJECT}:image"]), "digest": "sha256:" + "a" * 64}
+    r = engine.render("prod", {**cfg, f"{stack_spec.PROJECT}:image": json.dumps(image)})
+    (policy,) = r.by_type("gcp:binaryauthorization/policy:Policy")
+    patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
+    rule = policy.inputs["defaultAdmissionRule"]
+    assert rule["evaluationMode"] == "REQUIRE_ATTESTATION"
+    assert rule["requireAttestationsBies"] == [names.image_attestor_id(r.spec.project, r.spec.cluster.name)]
+    workers = {c["image"] for d in r.manifests for c in _containers(d)} - {kueue.IMAGE}
+    assert workers == {r.spec.worker_image} and "@sha256:" in r.spec.worker_image
+    assert not _admitted_by_pattern(r.spec.worker_image, patterns), patterns
+    # The attestor, key and grants the rule names are the bootstrap's (bootstrap/ci_components.py).
+    sys.path.insert(0, str(ROOT / "bootstrap"))
+    try:
+        import ci_components as ci
+    finally:
+        sys.path.remove(str(ROOT / "bootstrap"))
+    assert ci.IMAGE_SIGNING_ALGORITHM == "EC_SIGN_P256_SHA256"
+    assert {"binaryauthorization.googleapis.com", "containeranalysis.googleapis.com"} <= set(ci.STACK_SERVICES)
+    # image.yml signs with the key version the attestor holds, the digest it pushed (never a tag).
+    wf = (ROOT / ".github" / "workflows" / "image.yml").read_text()
+    assert '--artifact-url="$IMAGE@$DIGEST" --attestor="$ATTESTOR" --keyversion="$KEYVERSION"' in wf
 
 
 def _containers(doc: dict) -> list[dict]:

@@ -130,7 +130,10 @@ def test_adding_a_slice_adds_its_pool_and_the_quota_only(prod_days):
         slices.append(new)
     plan = plan_to("prod", state, lambda cfg: _section(cfg, "slices", add))
     assert names(plan, "create") == {"v6e-16-2"}
-    assert {s.type for s in plan.by_op("update")} == {"kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"}
+    # The quota, and the drill's admission policy (its nodes may now be drilled), in place.
+    assert {s.type for s in plan.by_op("update")} == {
+        "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"}
     assert not plan.by_op("replace") and not plan.by_op("delete")
 
 

@@ -203,23 +203,22 @@ def test_pod_drill_recovers_and_reports(prod_plan):
     assert sim.kill_step >= min(sim.committed)
 
 
-def test_token_auth_cluster_is_read_with_the_clusters_token(prod_plan):
-    """prod's heads have Ray token auth: the drill reads KubeRay's Secret and sends the token in
-    X-Ray-Authorization through the service proxy (the stand-in's dashboard answers 401 without)."""
+def test_token_auth_head_must_refuse_a_tokenless_request_and_no_secret_is_read(prod_plan):
+    """prod's heads have Ray token auth: the drill needs no token (the job's log is the submitter pod's) and
+    checks that the head refuses a request without one; a head that serves it fails the drill before any kill."""
     assert prod_plan.ray_auth
     sim = Sim(prod_plan, prod_plan.ray_cluster)
     stand_in = StandIn(sim)
     with stand_in as host:
         report = run_drill(kube_at(host), prod_plan, DrillOptions(**FAST), say=lambda s: None)
     _check_recovered(report, sim)
-    assert ("GET", f"/api/v1/namespaces/{prod_plan.namespace}/secrets/{prod_plan.ray_cluster}") in stand_in.requests
-    # A token that is not the cluster's (rotated since it was read): the dashboard refuses it.
-    rotated = Sim(prod_plan, prod_plan.ray_cluster, token="rotated")
-    with StandIn(rotated) as host:
-        kube = kube_at(host)
-        kube.ray_auth_token = lambda namespace, cluster: "stale"
-        with pytest.raises(Exception, match="401"):
-            run_drill(kube, prod_plan, DrillOptions(**FAST), say=lambda s: None)
+    assert any("refused a request without a token (401)" in n for n in report.notes)
+    assert not any("/secrets" in path for _, path in stand_in.requests)
+    assert ("GET", f"/api/v1/namespaces/{prod_plan.namespace}/pods/{prod_plan.job}-sbmtr/log") in stand_in.requests
+    opened = Sim(prod_plan, prod_plan.ray_cluster, open_head=True)
+    with StandIn(opened) as host, pytest.raises(DrillError, match="answered 200 to a request without a token"):
+        run_drill(kube_at(host), prod_plan, DrillOptions(**FAST), say=lambda s: None)
+    assert opened.deleted == []
 
 
 def test_replica_drill_deletes_every_pod_of_the_slice(prod_plan):

@@ -323,25 +323,37 @@ def test_the_cluster_has_its_own_vpc_with_private_google_access_and_secondary_ra
 
 
 def test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in(prod):
+    attestor = "projects/my-tpu-project/attestors/maxtext-tpu-ci-image"
     (policy,) = prod.by_type("gcp:binaryauthorization/policy:Policy")
     i = policy.inputs
     assert i["globalPolicyEvaluationMode"] == "ENABLE"
-    assert i["defaultAdmissionRule"] == {"evaluationMode": "ALWAYS_DENY", "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY"}
+    # Day 0: the attestor's rule, logging only; the workers run ray.image, admitted at its tag.
+    assert i["defaultAdmissionRule"] == {"evaluationMode": "REQUIRE_ATTESTATION",
+                                         "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY",
+                                         "requireAttestationsBies": [attestor]}
     patterns = [p["namePattern"] for p in i["admissionWhitelistPatterns"]]
-    assert "us-east5-docker.pkg.dev/my-tpu-project/tpu-multislice/*" in patterns
-    assert "registry.k8s.io/kueue/*" in patterns
-    # Day 0: no digest yet, the workers run ray.image from Docker Hub, so its repository is admitted.
-    assert prod.spec.image.pending and "docker.io/rayproject/*" in patterns
+    assert prod.spec.image.pending
+    assert patterns == ["gcr.io/gke-release/*", "gke.gcr.io/*", "registry.k8s.io/kueue/kueue:v0.19.2*",
+                        "docker.io/rayproject/ray:2.60.0-py312-tpu*"]
+    # The digest set, blocking opted in: GKE's and Kueue's patterns only; the workers' image needs the attestation.
     cfg = engine.stack_config("prod")
     image = {**json.loads(cfg[f"{stack_spec.PROJECT}:image"]), "digest": "sha256:" + "a" * 64}
     unverified = {**json.loads(cfg[f"{stack_spec.PROJECT}:unverified"]), "binaryAuthorizationEnforce": True}
     r = engine.render("prod", {**cfg, f"{stack_spec.PROJECT}:image": json.dumps(image),
                                f"{stack_spec.PROJECT}:unverified": json.dumps(unverified)})
     (policy,) = r.by_type("gcp:binaryauthorization/policy:Policy")
-    assert policy.inputs["defaultAdmissionRule"]["enforcementMode"] == "ENFORCED_BLOCK_AND_AUDIT_LOG"
+    assert policy.inputs["defaultAdmissionRule"] == {"evaluationMode": "REQUIRE_ATTESTATION",
+                                                     "enforcementMode": "ENFORCED_BLOCK_AND_AUDIT_LOG",
+                                                     "requireAttestationsBies": [attestor]}
     patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
-    assert "docker.io/rayproject/*" not in patterns  # the digest is set: only the stack's own image
+    assert patterns == ["gcr.io/gke-release/*", "gke.gcr.io/*", "registry.k8s.io/kueue/kueue:v0.19.2*"]
     assert "tpu-multislice:unverified.binaryAuthorizationEnforce" in r.spec.unverified_paths
+    # A stack without an image repository has no attestor to require: everything else is denied.
+    (policy,) = engine.render("dev").by_type("gcp:binaryauthorization/policy:Policy")
+    assert policy.inputs["defaultAdmissionRule"] == {"evaluationMode": "ALWAYS_DENY",
+                                                     "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY"}
+    assert "docker.io/rayproject/ray:nightly-py312-tpu*" in [
+        p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
 
 
 def _prod_problems(tmp_path: Path, old: str, new: str) -> tuple[list[str], int]:

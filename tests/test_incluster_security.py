@@ -152,14 +152,49 @@ def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
         "delete_namespaced_pod": ("", "pods", "delete"),
         "read_namespaced_service": ("", "services", "get"),
         "connect_get_namespaced_service_proxy_with_path": ("", "services/proxy", "get"),
+        "read_namespaced_pod_log": ("", "pods/log", "get"),
     }
-    if r.spec.ray.auth == "token":  # prod: the drill reads the cluster's Ray token
-        namespaced["read_namespaced_secret"] = ("", "secrets", "get")
     cluster_wide = {"read_node": ("", "nodes", "get"), "delete_node": ("", "nodes", "delete")}
     source = inspect.getsource(drill.Kube)
     assert all(m in source for m in (*namespaced, *cluster_wide))
     assert grants(role["rules"]) == set(namespaced.values())
     assert grants(crole["rules"]) == set(cluster_wide.values())
+    assert "secret" not in source.lower() and not any("secrets" in x["resources"] for x in role["rules"])
+
+
+def test_drill_deletes_are_limited_to_the_stacks_worker_pods_and_tpu_nodes(renderings):
+    """The ValidatingAdmissionPolicy and its binding (Kubernetes 1.35 schema, strict), their match on the drill user
+    and DELETE of pods and nodes, and the CEL text with the stack's names. No CEL library is installed here: the
+    expressions are checked as text, not evaluated."""
+    r = renderings["prod"]
+    [vap], [binding] = _kind(r, "ValidatingAdmissionPolicy"), _kind(r, "ValidatingAdmissionPolicyBinding")
+    for d in (vap, binding):
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+    assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+    spec = vap["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods", "nodes"]}]
+    user = f"ci-drill@{r.spec.ci_project}.iam.gserviceaccount.com"
+    assert spec["matchConditions"] == [{"name": "drill-user", "expression": f"request.userInfo.username == '{user}'"}]
+    pods, nodes = (v["expression"] for v in spec["validations"])
+    # Pods: Ray workers of the stack's clusters; prod's jobs each bring their own (the job label KubeRay copies).
+    dedicated = sorted(j.name for j in r.spec.jobs if j.cluster == "dedicated")
+    assert pods.startswith("request.resource.resource != 'pods' || (has(oldObject.metadata.labels) && ")
+    assert "oldObject.metadata.labels['ray.io/node-type'] in ['worker']" in pods
+    assert f"oldObject.metadata.labels['tpu-multislice/job'] in {dedicated}" in pods.replace('"', "'")
+    # Nodes: the TPU slices' pools (the drill's plan picks among the same), never the system pool.
+    pools = sorted({pool for s in r.spec.slices for _, pool in s.pools})
+    assert pools == sorted(drill.plan(r.spec, "llama3-8b-elastic").node_pools)
+    assert nodes == ("request.resource.resource != 'nodes' || (has(oldObject.metadata.labels) && "
+                     f"('cloud.google.com/gke-nodepool' in oldObject.metadata.labels && "
+                     f"oldObject.metadata.labels['cloud.google.com/gke-nodepool'] in {pools}))")
+    assert f"{r.spec.cluster.name}-system" not in nodes
+    # Every worker pod the stack renders carries the labels the pod rule reads.
+    for d in r.manifests:
+        if d["kind"] == "RayJob" and d["metadata"]["name"] in dedicated:
+            for g in d["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+                assert g["template"]["metadata"]["labels"][kube.JOB_LABEL] == d["metadata"]["name"]
 
 
 # --------------------------------------------------------------------------- policies

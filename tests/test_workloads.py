@@ -266,6 +266,9 @@ def test_component_children_parent_and_provider(prod):
                                               manifests.declared_jobs(spec))]
         + [(f"kubernetes:rbac.authorization.k8s.io/v1:{d['kind']}", f"{comp.name}-drill-{d['kind'].lower()}")
            for d in security.drill_rbac(spec)]
+        + [("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy", f"{comp.name}-drill-admission"),
+           ("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+            f"{comp.name}-drill-admission-binding")]
         # GMP scraping of the Ray metrics port (tests/test_monitoring.py checks them).
         + [("kubernetes:monitoring.googleapis.com/v1:PodMonitoring", f"{comp.name}-{d['metadata']['name']}")
            for d in gmp.pod_monitorings(spec)]
@@ -279,9 +282,10 @@ def test_component_children_parent_and_provider(prod):
 
 
 # Kinds without a namespace: Kueue's flavors, priority classes, checks and ClusterQueue; GKE's
-# ComputeClass; the drill identity's cluster role; Kueue's own namespace.
+# ComputeClass; the drill identity's cluster role and admission policy; Kueue's own namespace.
 CLUSTER_SCOPED = {"ResourceFlavor", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
-                  "ClusterQueue", "ComputeClass", "ClusterRole", "ClusterRoleBinding", "Namespace"}
+                  "ClusterQueue", "ComputeClass", "ClusterRole", "ClusterRoleBinding", "Namespace",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 def test_prod_objects(prod):

@@ -97,8 +97,18 @@ class RayWorkloads(pulumi.ComponentResource):
             for np in policies
         ]
         needs += self.network_policies
-        # The drill identity's RBAC: exactly what drills/cluster.py calls.
-        self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, base) for d in security.drill_rbac(spec)]
+        # What the drill identity may delete (label checks RBAC cannot make), in force before its RBAC binds ...
+        admission = k8s.admissionregistration.v1
+        policy, binding = security.drill_admission_policy(spec)
+        vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
+                                                  spec=policy["spec"], opts=base)
+        self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(
+            f"{name}-drill-admission-binding", metadata=binding["metadata"], spec=binding["spec"],
+            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[vap])))]
+        # ... and its RBAC: exactly what drills/cluster.py calls.
+        after_admission = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=self.drill_admission))
+        self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, after_admission)
+                           for d in security.drill_rbac(spec)]
 
         # Kueue and the stack's queues: the RayCluster and RayJobs it manages come once its webhook serves.
         self.queueing = KueueQueueing(f"{name}-kueue", KueueQueueingArgs(spec=spec, k8s_provider=args.k8s_provider,

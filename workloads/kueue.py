@@ -37,6 +37,8 @@ KUEUE_API = f"{kube.KUEUE_GROUP}/v1beta2"
 CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 CHART_VERSION = KUEUE_VERSION
 IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
+# The controller image as the chart's pods name it (values below): what Binary Authorization admits.
+IMAGE = f"{IMAGE_REPOSITORY}:v{KUEUE_VERSION}"
 NAMESPACE = "kueue-system"
 RELEASE = "kueue"
 # The chart templates this Secret empty and Kueue's cert rotator fills it; a read-only identity cannot read

@@ -11,7 +11,8 @@ declares them.
   ``kube-system`` (the dashboard port: GKE's control plane, which hosts the Ray operator
   add-on and serves ``services/proxy``, reaches pods through the Konnectivity agents there);
   ``gmp-system`` (the metrics port: Google Managed Prometheus's collectors).
-- The drill identity's RBAC: exactly the calls ``drills/cluster.py``'s ``Kube`` makes.
+- The drill identity's RBAC: exactly the calls ``drills/cluster.py``'s ``Kube`` makes (no Secret), and a
+  ValidatingAdmissionPolicy that lets it delete only the stack's Ray worker pods and its TPU pools' nodes.
 - Ray token authentication (``ray.auth: token``): KubeRay's ``authOptions`` (>= 1.5.1, Ray >= 2.52).
 - The workload namespace the stack creates, with its Pod Security admission labels.
 """
@@ -26,6 +27,9 @@ from stackspec.spec import Job, StackSpec
 NETWORK_POLICY_API = "networking.k8s.io/v1"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
+# ValidatingAdmissionPolicy: GA in Kubernetes 1.30 (https://kubernetes.io/docs/reference/access-authn-authz/
+# validating-admission-policy/); the stacks pin GKE >= 1.34.
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 
 # The Ray head's dashboard port, written once in stackspec (KubeRay's names).
 DASHBOARD_PORT = limits.RAY_HEAD_PORTS["dashboard"]
@@ -37,7 +41,7 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # Google Managed Prometheus's collectors (the PodMonitoring scrapers) run here.
 GMP_NAMESPACE = "gmp-system"
 # GKE's control plane reaches pods through the Konnectivity agents in kube-system (the API server's
-# services/proxy, which the cluster drill reads the Ray job log through, and the KubeRay operator,
+# services/proxy, which the cluster drill checks a token-auth head through, and the KubeRay operator,
 # which GKE's Ray add-on hosts outside the nodes and which polls the dashboard's job API).
 CONTROL_PLANE_NAMESPACE = "kube-system"
 
@@ -157,17 +161,17 @@ def drill_user(spec: StackSpec) -> str:
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
-# pods and delete one (or a replica's), read the head service's port and GET the Ray job log through
-# its services/proxy; cluster-wide, read a node's pool label and delete that node.
+# pods and delete one (or a replica's), read the RayJob submitter pod's log (the Ray job's log: no Ray
+# token, so no Secret), read the head service's port and GET its dashboard through services/proxy (the
+# check that a token-auth head refuses a request without a token); cluster-wide, read a node's pool
+# label and delete that node. The deletes are narrowed by drill_admission_policy.
 DRILL_NAMESPACED_RULES = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]},
 )
-# With ray.auth: token the drill reads the cluster's token from KubeRay's Secret (named after the
-# RayCluster, whose name a RayJob's own cluster only learns at run time: no resourceNames).
-DRILL_TOKEN_RULE = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
 DRILL_CLUSTER_RULES = (
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "delete"]},
 )
@@ -185,8 +189,7 @@ def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     return [
         {"apiVersion": RBAC_API, "kind": "Role",
          "metadata": {"name": name, "namespace": ns, "labels": labels},
-         "rules": [dict(r) for r in DRILL_NAMESPACED_RULES]
-         + ([dict(DRILL_TOKEN_RULE)] if spec.ray.auth == "token" else [])},
+         "rules": [dict(r) for r in DRILL_NAMESPACED_RULES]},
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": name, "namespace": ns, "labels": labels},
          "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
@@ -198,6 +201,58 @@ def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
          "metadata": {"name": name, "labels": labels},
          "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
          "subjects": subject},
+    ]
+
+
+def drill_node_pools(spec: StackSpec) -> list[str]:
+    """Every TPU slice's node pools (each capacity option's): the only nodes the drill may delete."""
+    return sorted({pool for s in spec.slices for _, pool in s.pools} or {s.name for s in spec.slices})
+
+
+def _cel_list(values: list[str]) -> str:
+    return "[" + ", ".join("'" + v + "'" for v in values) + "]"
+
+
+def _label_in(key: str, values: list[str]) -> str:
+    return (f"('{key}' in oldObject.metadata.labels && "
+            f"oldObject.metadata.labels['{key}'] in {_cel_list(values)})")
+
+
+def drill_admission_policy(spec: StackSpec) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: RBAC cannot select by label, so the drill user's deletes are
+    checked at admission (CEL on ``oldObject``, the object being deleted): a node only with one of the TPU
+    pools' ``cloud.google.com/gke-nodepool``, a pod only if it is a Ray worker of the stack's shared
+    RayCluster (``ray.io/cluster``) or of one of its jobs' own clusters (the job label the stack puts on them).
+    Nobody else's requests are matched (``matchConditions`` on the user)."""
+    name = drill_role_name(spec)
+    shared = [spec.ray.cluster_name] if any(j.cluster == "shared" for j in spec.jobs) else []
+    dedicated = sorted(j.name for j in spec.jobs if j.cluster == "dedicated")
+    owners = [c for c in (_label_in(kube.RAY_CLUSTER_LABEL, shared) if shared else "",
+                          _label_in(kube.JOB_LABEL, dedicated) if dedicated else "") if c]
+    pod_rule = (f"request.resource.resource != 'pods' || (has(oldObject.metadata.labels) && "
+                f"{_label_in(kube.RAY_NODE_TYPE_LABEL, ['worker'])} && ({' || '.join(owners) or 'false'}))")
+    node_rule = (f"request.resource.resource != 'nodes' || (has(oldObject.metadata.labels) && "
+                 f"{_label_in(kube.NODEPOOL_LABEL, drill_node_pools(spec))})")
+    labels = _labels(spec, "drill-admission")
+    return [
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": name, "labels": labels},
+         "spec": {
+             "failurePolicy": "Fail",
+             "matchConstraints": {"resourceRules": [{
+                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                 "resources": ["pods", "nodes"]}]},
+             "matchConditions": [{"name": "drill-user",
+                                  "expression": f"request.userInfo.username == '{drill_user(spec)}'"}],
+             "validations": [
+                 {"expression": pod_rule,
+                  "message": f"the drill deletes only Ray worker pods of stack {spec.stack}'s clusters"},
+                 {"expression": node_rule,
+                  "message": f"the drill deletes only nodes of stack {spec.stack}'s TPU slice pools"},
+             ]}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": name, "labels": labels},
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
     ]
 
 
