@@ -148,6 +148,7 @@ KUEUE_KINDS = {
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Topology": "kueue.x-k8s.io_topologies.yaml",
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
+    "Workload": "kueue.x-k8s.io_workloads.yaml",
 }
 
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from kubectl_standin import MultiRegion
 
 from drills import regions
 from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
@@ -32,27 +33,6 @@ def short_dir():
 
 def _spec(stack: str) -> stack_spec.StackSpec:
     return stack_spec.load(stack, engine.stack_config(stack))
-
-
-class _TwoRegions:
-    """prod seen as a multi-region stack: two region views of real StackSpecs (``region_views()``, as
-    the multi-region spec provides them), everything else prod's own."""
-
-    def __init__(self, spec: stack_spec.StackSpec, places: list[tuple[str, str, str, int]]):
-        self._spec = spec
-        self._views = []
-        for region, zone, cluster, keep in places:
-            c = spec.cluster.model_copy(update={"name": cluster})
-            c.__dict__["location"] = zone
-            view = spec.model_copy(update={"region": region, "zone": zone, "cluster": c, "slices": spec.slices[:keep]})
-            view.__dict__.pop("groups", None)  # a cached_property: model_copy keeps the original's
-            self._views.append(view)
-
-    def region_views(self):
-        return self._views
-
-    def __getattr__(self, name):
-        return getattr(self._spec, name)
 
 
 def test_the_job_resumes_on_another_slice_count_only_where_its_spec_allows():
@@ -78,7 +58,7 @@ def test_regions_come_from_the_stack_when_it_has_them():
     assert (a, b) == (regions.Region("region-a", 2), regions.Region("region-b", 1))
     prod = _spec("prod")
     job = prod.job("llama3-8b-elastic")
-    multi = _TwoRegions(prod, [("us-east5", "us-east5-b", "tpu-east5", 2), ("us-south1", "us-south1-a",
+    multi = MultiRegion(prod, [("us-east5", "us-east5-b", "tpu-east5", 2), ("us-south1", "us-south1-a",
                                                                              "tpu-south1", 1)])
     assert regions.default_regions(multi, job) == (regions.Region("us-east5", 2), regions.Region("us-south1", 1))
 
