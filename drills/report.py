@@ -169,7 +169,7 @@ class DrillReport:
         gp = self.time_goodput
         title = f"{self.scenario}: {self.job}"
         if self.resume_s is not None:
-            title += f" - kill to first resumed step {self.resume_s:.1f} s"
+            title += f" - {'loss' if self.lanes else 'kill'} to first resumed step {self.resume_s:.1f} s"
         if gp is not None:
             title += f", goodput {gp:.0%} (time) / {self.goodput:.0%} (steps)"
         ax.set_title(title, fontsize=9)
