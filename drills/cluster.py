@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from drills.report import DrillReport
 from drills.train_log import TrainLog
 from stackspec import kube, names
+from stackspec.names import kube_context
 from stackspec.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
 
 RAY_GROUP, RAY_VERSION, RAYJOBS = "ray.io", "v1", "rayjobs"
@@ -100,7 +101,7 @@ def plan(spec: StackSpec, job_name: str) -> DrillPlan:
         node_pools=tuple(pool for s in group.slices for _, pool in s.pools) or tuple(s.name for s in group.slices),
         target_step=job.steps - 1,
         # What `gcloud container clusters get-credentials` names the context.
-        kube_context=f"gke_{spec.project}_{spec.cluster.location}_{spec.cluster.name}",
+        kube_context=kube_context(spec.project, spec.cluster.location, spec.cluster.name),
         ray_auth=spec.ray.auth == "token",
     )
 

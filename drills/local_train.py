@@ -149,13 +149,13 @@ def load_job(stack: str, job_name: str | None, stacks_dir: Path | None = None) -
     return spec, spec.job(job_name)
 
 
-def default_run_dir(stack: str, prefix: str) -> Path:
+def default_run_dir(stack: str, prefix: str, sub: str = "") -> Path:
     """build/<stack>/<prefix>-<time>, or the same under /tmp/slicectl when the checkout's path is
-    too long for Ray's Unix sockets (they live under the run directory; a CI runner's checkout
-    path alone is about 50 characters)."""
+    too long for Ray's Unix sockets (they live under the run directory, or its ``sub`` directory
+    when it holds several clusters; a CI runner's checkout path alone is about 50 characters)."""
     name = Path(stack) / f"{prefix}-{time.strftime('%H%M%S')}"
     run_dir = ROOT / "build" / name
-    if len(str(run_dir / "ray")) > MAX_TEMP_DIR_CHARS:
+    if len(str(run_dir / sub / "ray")) > MAX_TEMP_DIR_CHARS:
         run_dir = Path(tempfile.gettempdir()) / "slicectl" / name
     return run_dir
 

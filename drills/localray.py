@@ -113,14 +113,18 @@ def _descendants(pid: int) -> list[int]:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is still a process (a reaped child is not)."""
+    """Whether ``pid`` is still a process (a reaped child is not, nor a zombie waiting for its reaper)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _kill_tree(proc: subprocess.Popen, sig: int) -> None:
@@ -269,6 +273,21 @@ class LocalRayCluster:
         node.proc.wait(timeout=10)
         node.killed = True
         return node
+
+    def lose(self) -> list[Node]:
+        """SIGKILL every node, the head too, at once: a whole region lost (no grace, no drain).
+        The nodes' processes and every descendant are signalled before any is waited on."""
+        live = [n for n in self.nodes if n.alive]
+        for node in live:
+            _kill_tree(node.proc, signal.SIGKILL)
+        for node in live:
+            node.proc.wait(timeout=10)
+            node.killed = True
+        return live
+
+    def process_ids(self) -> list[int]:
+        """Every live process of the cluster: the nodes and their descendants."""
+        return [p for n in self.nodes if n.alive for p in (n.pid, *_descendants(n.pid))]
 
     def shutdown(self) -> None:
         """End every node this object started: workers first, then the head. A Ctrl-C while

@@ -78,6 +78,9 @@ class DrillReport:
     step_times: list[tuple[float, int, int]] = field(default_factory=list)
     marks: list[tuple[str, float]] = field(default_factory=list)
     figures: dict = field(default_factory=dict)  # scenario-specific figures
+    # Bars on named lanes (a region each in the region-loss drill), seconds from the job's start:
+    # (lane, label, start, end). The picture draws them under the steps, Mermaid as sections.
+    lanes: list[tuple[str, str, float, float]] = field(default_factory=list)
 
     @property
     def goodput(self) -> float | None:
@@ -142,25 +145,31 @@ class DrillReport:
         matplotlib.use("Agg")  # no display: CI and drills write files
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
+        if self.lanes:
+            names = list(dict.fromkeys(lane for lane, *_ in self.lanes))
+            fig, (ax, lx) = plt.subplots(2, 1, figsize=(9, 4.2 + 0.45 * len(names)), dpi=110, sharex=True,
+                                         gridspec_kw={"height_ratios": [4.2, 0.45 * len(names) + 0.3]})
+            self._draw_lanes(lx, names)
+        else:
+            fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
         worlds = sorted({w for _, _, w in self.step_times})
         for w in worlds:
             pts = [(t, s) for t, s, ww in self.step_times if ww == w]
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=10, label=f"step on {w} worker(s)")
-        colours = {"kill": "red", "detected": "orange", "workers up": "purple", "restored": "blue",
-                   "resumed": "green", "save in flight": "brown", "job failed": "black"}
+        colours = {"kill": "red", "region lost": "red", "detected": "orange", "workers up": "purple",
+                   "restored": "blue", "resumed": "green", "save in flight": "brown", "job failed": "black"}
         top = max(s for _, s, _ in self.step_times)
         for i, (label, t) in enumerate(self.marks):
             base = label.split(" #")[0]
             ax.axvline(t, color=colours.get(base, "grey"), linestyle="--", linewidth=1)
             ax.text(t, top * (0.95 - 0.08 * (i % 6)), f" {label}", fontsize=7, color=colours.get(base, "grey"))
         ax.set_xlim(left=0)  # the cold start before the first step is part of the picture
-        ax.set_xlabel("seconds from job start")
+        (lx if self.lanes else ax).set_xlabel("seconds from job start")
         ax.set_ylabel("training step")
         gp = self.time_goodput
         title = f"{self.scenario}: {self.job}"
         if self.resume_s is not None:
-            title += f" - kill to first resumed step {self.resume_s:.1f} s"
+            title += f" - {'loss' if self.lanes else 'kill'} to first resumed step {self.resume_s:.1f} s"
         if gp is not None:
             title += f", goodput {gp:.0%} (time) / {self.goodput:.0%} (steps)"
         ax.set_title(title, fontsize=9)
@@ -172,6 +181,17 @@ class DrillReport:
         fig.savefig(out)
         plt.close(fig)
         return out
+
+    def _draw_lanes(self, lx, names: list[str]) -> None:
+        colours = {"training": "tab:green", "lost": "tab:red", "restore": "tab:blue", "standby": "lightgrey"}
+        for lane, label, start, end in self.lanes:
+            y = len(names) - 1 - names.index(lane)
+            colour = next((c for k, c in colours.items() if label.startswith(k)), "tab:grey")
+            lx.barh(y, max(end - start, 0.3), left=start, height=0.6, color=colour, alpha=0.8)
+            lx.text(start + 0.3, y, label, va="center", fontsize=7)
+        lx.set_yticks(range(len(names)), list(reversed(names)), fontsize=8)
+        lx.set_ylim(-0.6, len(names) - 0.4)
+        lx.grid(alpha=0.3, axis="x")
 
     def mermaid(self) -> str:
         """A Mermaid Gantt chart of the timeline (training attempts, recovery phases)."""
@@ -186,6 +206,11 @@ class DrillReport:
         lines.append("    section training")
         for i, (a, b, s0, s1) in enumerate(spans):
             lines.append(f"    steps {s0}-{s1} :t{i}, {int(a)}, {max(int(b), int(a) + 1)}")
+        for lane in dict.fromkeys(lane for lane, *_ in self.lanes):
+            lines.append(f"    section {lane}")
+            for i, (name, label, a, b) in enumerate(x for x in self.lanes if x[0] == lane):
+                tag = "".join(ch for ch in f"{name}{i}" if ch.isalnum())
+                lines.append(f"    {label} :{tag}, {int(a)}, {max(int(b), int(a) + 1)}")
         marks = dict(self.marks)
         kill = marks.get("kill")
         if kill is not None and self.phases:

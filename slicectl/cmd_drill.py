@@ -15,6 +15,7 @@ from pathlib import Path
 
 from drills.cluster import TARGETS
 from drills.local import SCENARIOS
+from drills.regions import SCENARIO as REGION_LOSS
 from slicectl import extras
 from slicectl.argtypes import integer, seconds
 from slicectl.exits import Exit, UsageError
@@ -35,12 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local = p.add_argument_group("local drill (--local): a local Ray cluster on this machine")
     local.add_argument("--local", action="store_true",
                        help="drill on a local Ray cluster, not the cluster")
-    local.add_argument("--scenario", choices=SCENARIOS, default="preemption",
+    local.add_argument("--scenario", choices=(*SCENARIOS, REGION_LOSS), default="preemption",
                        help="preemption: kill one slice node, training resumes from the last checkpoint; "
                             "mid-save: kill while a checkpoint is being written, the previous one is used; "
                             "repeated: kill max_failures times, then once more, which must fail the job; "
                             "reshard: a checkpoint written by N workers restores on 1 and back on N, "
-                            "with the reference run's loss curve (default: preemption)")
+                            "with the reference run's loss curve; region-loss: two local clusters stand in for "
+                            "two regions sharing the checkpoint bucket, the first is lost whole and the job "
+                            "resumes in the second (default: preemption)")
     local.add_argument("--max-failures", type=integer(0), default=None,
                        help="repeated: the job's failure budget for this drill (default: the job's)")
     local.add_argument("--reference-run", type=Path, default=None,
@@ -69,6 +72,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local.add_argument("--capacity-back-after", type=seconds(), default=0.0,
                        help="multislice job: seconds until the lost slice returns and the job is "
                             "resubmitted (default 0)")
+    local.add_argument("--resume-slices", type=integer(1), default=None,
+                       help="region-loss: slices in the region the job resumes in (default: the stack's "
+                            "second region's, else 1); --slices is the first region's (default: its own, else 2)")
+    local.add_argument("--worker-lost-timeout", type=seconds(), default=0.0,
+                       help="region-loss: seconds from the lost region detected to the job dispatched again "
+                            "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
@@ -157,6 +166,10 @@ def run_local(args: argparse.Namespace) -> int:
 
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
     job = pick_job(spec, args.job)
+    if args.scenario == REGION_LOSS:
+        return run_region_loss(args, spec, job)
+    if args.resume_slices is not None or args.worker_lost_timeout:
+        raise UsageError("--resume-slices and --worker-lost-timeout are for --scenario region-loss")
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
         slices=args.slices if args.slices is not None else defaults.slices,
@@ -190,3 +203,37 @@ def run_local(args: argparse.Namespace) -> int:
         print(f"{kind}: {path}")
     return code
 
+
+
+def run_region_loss(args: argparse.Namespace, spec, job) -> int:
+    """``slicectl drill --local --scenario region-loss``: two local clusters, one lost whole."""
+    from drills import regions
+    from drills.local_train import default_run_dir
+
+    for flag, value in (("--scale-up", args.scale_up), ("--kill-node", args.kill_node is not None),
+                        ("--kill-during-save", args.kill_during_save),
+                        ("--max-failures", args.max_failures is not None),
+                        ("--reference-run", args.reference_run is not None),
+                        ("--capacity-back-after", args.capacity_back_after)):
+        if value:
+            raise UsageError(f"{flag} is not for --scenario region-loss (a whole region is lost)")
+    a, b = regions.default_regions(spec, job)
+    a = replace(a, slices=args.slices) if args.slices is not None else a
+    b = replace(b, slices=args.resume_slices) if args.resume_slices is not None else b
+    defaults = regions.RegionLossOptions()
+    opts = regions.RegionLossOptions(
+        region_a=a, region_b=b, steps=args.steps or defaults.steps,
+        checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
+        step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
+        kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
+        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose)
+    try:
+        drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region", "a"), opts)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    report = drill.run()
+    print()
+    code = finish(report, args.report)
+    for kind, path in drill.files.items():
+        print(f"{kind}: {path}")
+    return code

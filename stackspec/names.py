@@ -126,6 +126,11 @@ def submitter_job(ray_job: str) -> str:
     return ray_job
 
 
+def kube_context(project: str, location: str, cluster: str) -> str:
+    """The kubeconfig context ``gcloud container clusters get-credentials`` writes for a GKE cluster."""
+    return f"gke_{project}_{location}_{cluster}"
+
+
 def registry_host(location: str) -> str:
     """Artifact Registry's Docker host for a location (GKE image streaming serves these only)."""
     return f"{location}-docker.pkg.dev"

@@ -325,7 +325,8 @@ def test_local_drills_are_one_matrix_line_each(tmp_path):
     """Each matrix line's flags reach `slicectl drill --local` as words (run here with a stand-in uv)."""
     local = load("drills.yml")["jobs"]["local-drill"]
     drills = local["strategy"]["matrix"]["drill"]
-    assert {d["name"] for d in drills} >= {"elastic-scale-up", "preemption", "mid-save", "repeated", "reshard"}
+    assert {d["name"] for d in drills} >= {"elastic-scale-up", "preemption", "mid-save", "repeated", "reshard",
+                                           "region-loss"}
     # Each drill's files (drill.json, summary.md, timeline.png) are kept as its own artifact.
     (upload,) = uses(local, "actions/upload-artifact")
     assert upload["with"]["name"] == "drill-${{ matrix.drill.name }}" and upload["if"] == "always()"

@@ -1,0 +1,179 @@
+"""``slicectl drill --local --scenario region-loss``: what the drill judges by, without Ray.
+
+The drill itself (two real local Ray clusters, one lost whole) is the slow test in
+test_drill_local.py, where the module's local cluster stands in for region B.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from kubectl_standin import MultiRegion
+
+from drills import regions
+from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
+from drills.report import DrillReport
+from offline import engine
+from slicectl import cli
+from stackspec import spec as stack_spec
+
+
+@pytest.fixture
+def short_dir():
+    """A run directory short enough for Ray's Unix sockets (pytest's tmp_path is not)."""
+    path = Path(tempfile.mkdtemp(prefix="rl-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _spec(stack: str) -> stack_spec.StackSpec:
+    return stack_spec.load(stack, engine.stack_config(stack))
+
+
+def test_the_job_resumes_on_another_slice_count_only_where_its_spec_allows():
+    prod = _spec("prod")
+    elastic, multislice = prod.job("llama3-8b-elastic"), prod.job("llama3-8b-multislice")
+    assert regions.workers_in(elastic, 2, 1) == (2, 1)  # elastic: any count from minSlices
+    assert regions.workers_in(elastic, 2, 4) == (2, 2)  # no more than it ran on (its maxSlices here)
+    assert regions.workers_in(multislice, 2, 3) == (2, 2)
+    with pytest.raises(ValueError, match="multislice on exactly 2 slice.*DCN mesh is in its run name.*has 1"):
+        regions.workers_in(multislice, 2, 1)
+    with pytest.raises(ValueError, match="at least one slice"):
+        regions.workers_in(elastic, 2, 0)
+    strict = elastic.model_copy(update={"min_slices": 2})
+    with pytest.raises(ValueError, match="region B has 1 slice.*minSlices 2"):
+        regions.workers_in(strict, 2, 1)
+
+
+def test_regions_come_from_the_stack_when_it_has_them():
+    dev = _spec("dev")
+    job = dev.drill_job(None)
+    assert regions.stack_regions(dev, job) == [regions.Region("us-east5", 1)]
+    a, b = regions.default_regions(dev, job)  # one region: the local stand-ins
+    assert (a, b) == (regions.Region("region-a", 2), regions.Region("region-b", 1))
+    prod = _spec("prod")
+    job = prod.job("llama3-8b-elastic")
+    multi = MultiRegion(prod, [("us-east5", "us-east5-b", "tpu-east5", 2), ("us-south1", "us-south1-a",
+                                                                             "tpu-south1", 1)])
+    assert regions.default_regions(multi, job) == (regions.Region("us-east5", 2), regions.Region("us-south1", 1))
+
+
+def _good(**over) -> dict:
+    a = {s: 6.0 - 0.01 * s for s in range(0, 9)}
+    b = {s: 6.0 - 0.01 * s + 1e-6 for s in range(6, 20)}
+    args = dict(period=5, committed_at_kill=[0, 5], in_flight_at_kill=[], restored=5, start_world=1, workers_b=1,
+                last_step_a=8, losses_a=a, losses_b=b, final_step=19, target_step=19,
+                committed_end=[0, 5, 10, 15, 19], corrupt_end=[], left_a=[], driver_ok=True)
+    return args | over
+
+
+def test_judge_passes_a_resume_from_the_last_commit_that_continues_the_loss_curve():
+    problems, figures = regions.judge(**_good())
+    assert problems == []
+    assert figures["steps lost"] == 3 and figures["steps both regions ran"] == 3
+    assert figures["first step |loss - region A's|"] == pytest.approx(1e-6, rel=0.01)
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"restored": 0}, "resumed after checkpoint 0, the last committed at the loss was 5"),
+    ({"restored": None}, "region B never started training"),
+    ({"committed_at_kill": [0]}, "no checkpoint past step 0"),
+    ({"in_flight_at_kill": [5], "committed_at_kill": [0, 5]}, "being written at the loss"),
+    ({"last_step_a": 12}, "7 steps lost, more than the checkpoint period 5"),
+    ({"start_world": 2}, "region B trains on 2 worker(s), expected 1"),
+    ({"losses_b": {6: 6.0 - 0.06 + 2 * FIRST_STEP_LOSS_TOL}}, "first step in region B has loss"),
+    ({"losses_b": {6: 5.94, 7: 5.93, 8: 5.92 + 2 * CONTINUATION_LOSS_TOL}}, "step 8: loss"),
+    ({"losses_a": {s: 6.0 for s in range(6)}}, "no loss for step 6 from both regions"),
+    ({"final_step": 12}, "final step 12, expected 19"),
+    ({"committed_end": [0, 10, 15, 19]}, "committed before the loss are gone: [5]"),
+    ({"corrupt_end": [10]}, "without Orbax's metadata: [10]"),
+    ({"left_a": [4242]}, "1 process(es) of region A still running"),
+    ({"driver_ok": False}, "the job failed in region B"),
+])
+def test_judge_names_each_way_a_cross_region_resume_can_go_wrong(over, message):
+    problems, _ = regions.judge(**_good(**over))
+    assert any(message in p for p in problems), problems
+
+
+def test_a_save_in_flight_at_the_loss_adds_the_steps_it_covered_to_the_allowance():
+    problems, figures = regions.judge(**_good(in_flight_at_kill=[10], last_step_a=12))
+    assert figures["steps lost allowed"] == 5 + 2 and figures["steps lost"] == 7 and problems == []
+
+
+def test_drill_options_are_checked_before_any_cluster_starts(short_dir):
+    tmp_path = short_dir
+    dev = _spec("dev")
+    job = dev.drill_job(None)
+    with pytest.raises(ValueError, match="--steps 8 leaves nothing to resume"):
+        regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions(steps=8))
+    with pytest.raises(ValueError, match="first checkpoint past step 0 is 5"):
+        regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions(kill_after_step=3))
+    with pytest.raises(ValueError, match="too long for Ray's Unix sockets"):
+        regions.RegionLossDrill(dev, job, tmp_path / ("x" * 60), regions.RegionLossOptions())
+    drill = regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions())
+    # One bucket, one run name, whichever region: the checkpoints directory names no region.
+    assert drill.ckpt_dir == tmp_path.resolve() / "bucket" / job.run_name / "checkpoints"
+    assert "region" not in job.run_name
+
+
+def test_report_draws_both_regions_lanes(tmp_path):
+    r = DrillReport(target="local:dev/j", job="j", elastic=True, scenario="region-loss", ok=True,
+                    step_times=[(30.0 + 0.3 * i, i, 2) for i in range(9)] + [(80.0 + 0.3 * i, 6 + i, 1)
+                                                                             for i in range(14)],
+                    marks=[("region lost", 33.0), ("detected", 33.1), ("resumed", 80.0)],
+                    lanes=[("region-a (2 slices)", "start", 0.0, 30.0),
+                           ("region-a (2 slices)", "training steps 0-8", 30.0, 33.0),
+                           ("region-a (2 slices)", "lost", 33.0, 90.0),
+                           ("region-b (1 slice)", "standby", 0.0, 33.1),
+                           ("region-b (1 slice)", "restore", 33.1, 80.0),
+                           ("region-b (1 slice)", "training steps 6-19", 80.0, 84.0)])
+    files = r.publish(tmp_path)
+    assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = files["markdown"].read_text()
+    assert "section region-a (2 slices)" in md and "section region-b (1 slice)" in md
+    assert re.search(r"^    restore :regionb1slice1, 33, 80$", md, re.M), md
+    assert json.loads(files["json"].read_text())["lanes"][2] == ["region-a (2 slices)", "lost", 33.0, 90.0]
+
+
+def test_cli_flags_reach_the_region_loss_drill(monkeypatch, short_dir, capsys):
+    tmp_path = short_dir
+    seen = {}
+
+    def fake_run(self):
+        seen["drill"] = self
+        return DrillReport(target="local:dev/x", job=self.job.name, elastic=True, ok=True, scenario="region-loss")
+
+    monkeypatch.setattr(regions.RegionLossDrill, "run", fake_run)
+    code = cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--slices", "3",
+                     "--resume-slices", "2", "--steps", "30", "--checkpoint-period", "4", "--step-delay", "0.1",
+                     "--kill-after-step", "6", "--worker-lost-timeout", "5", "--run-dir", str(tmp_path / "r")])
+    assert code == 0, capsys.readouterr().err
+    d = seen["drill"]
+    o = d.opts
+    assert (o.region_a, o.region_b) == (regions.Region("region-a", 3), regions.Region("region-b", 2))
+    assert (o.steps, o.checkpoint_period, o.step_delay, o.kill_after_step) == (30, 4, 0.1, 6)
+    assert o.worker_lost_timeout_s == 5.0 and (d.a.workers, d.b.workers) == (3, 2)
+    assert re.search(r"^result\s+passed$", capsys.readouterr().out, re.M)
+    # Defaults: 20 steps, 2 -> 1 slices.
+    cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--run-dir", str(tmp_path / "d")])
+    assert (seen["drill"].opts.steps, seen["drill"].a.workers, seen["drill"].b.workers) == (20, 2, 1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scenario", "region-loss", "--scale-up"], "--scale-up is not for --scenario region-loss"),
+    (["--scenario", "region-loss", "--kill-node", "1"], "--kill-node is not for --scenario region-loss"),
+    (["--scenario", "preemption", "--resume-slices", "1"], "--resume-slices and --worker-lost-timeout are for"),
+    (["--scenario", "region-loss", "--job", "llama3-8b-multislice", "--resume-slices", "1"],
+     "multislice on exactly 2 slice(s)"),
+    (["--scenario", "region-loss", "--resume-slices", "0"], "argument --resume-slices: 0 is below 1"),
+    (["--scenario", "region-loss", "--worker-lost-timeout", "-1"], "argument --worker-lost-timeout: -1 seconds"),
+])
+def test_cli_refuses_what_a_region_loss_drill_cannot_do(argv, message, capsys):
+    assert cli.main(["drill", "--local", "--stack", "prod", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
