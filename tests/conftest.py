@@ -1,7 +1,7 @@
 """Shared test helpers: CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
 
 The CRDs are vendored (``tests/reference/README.md`` names their source commits), so a
-fresh clone runs every test; ``../shared`` is compared against them where present.
+fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 REFERENCE = ROOT / "tests" / "reference"
 SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
 KUBERAY_CRDS = REFERENCE / "kuberay"
