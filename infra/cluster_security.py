@@ -65,6 +65,8 @@ class ClusterSecurityArgs:
     spec: StackSpec
     # Images the stack installs besides its workers' (Kueue's controller), as repositories.
     system_images: Sequence[str] = field(default_factory=tuple)
+    # The cluster the bulletin topic is named after; None: spec.cluster (a multi-region stack's: its manager).
+    topic_owner: str | None = None
 
 
 class ClusterSecurity(pulumi.ComponentResource):
@@ -90,7 +92,7 @@ class ClusterSecurity(pulumi.ComponentResource):
         self.topic = gcp.pubsub.Topic(
             f"{name}-notifications",
             gcp.pubsub.TopicArgs(
-                name=names.notifications_topic(spec.cluster.name),
+                name=names.notifications_topic(args.topic_owner or spec.cluster.name),
                 project=spec.project,
                 labels={"tpu-multislice-stack": spec.stack},
             ),
