@@ -25,7 +25,7 @@ from typing import Any
 
 from . import prices
 
-SCHEMA_ID = "tpu-multislice/cost/v2"
+SCHEMA_ID = "tpu-multislice/cost/v3"
 UNKNOWN = "unknown"
 
 

@@ -119,7 +119,7 @@ def test_the_program_renders_every_region_and_the_manager(multi):
     clusters = {r.inputs["name"]: r.inputs for r in by_type["gcp:container/cluster:Cluster"]}
     assert set(clusters) == {"tpu-manager", "maxtext-east5", "maxtext-east1"}
     assert clusters["tpu-manager"]["enableAutopilot"] is True and clusters["tpu-manager"]["location"] == "us-east5"
-    assert all(c["fleet"] == {"project": "my-tpu-project"} for c in clusters.values())
+    assert all(c["fleet"] == {"project": "my-tpu-project-multi"} for c in clusters.values())
     pools = {(r.inputs["cluster"], r.inputs["name"]) for r in by_type["gcp:container/nodePool:NodePool"]
              if r.inputs["name"] != "system"}
     assert pools == {(c, p) for c in ("maxtext-east5", "maxtext-east1") for p in ("v6e-16-0", "v6e-16-1")}
