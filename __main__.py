@@ -10,17 +10,19 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.checkpoints import CheckpointStore, CheckpointStoreArgs
+from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckpointBucket
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
 from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
+from infra.manager import ManagerCluster, ManagerClusterArgs
 from infra.monitoring import StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
+from stackspec import names
 from stackspec import spec as stack_spec
 from workloads import kueue
-from workloads.component import RayWorkloads, RayWorkloadsArgs
+from workloads.component import QueuedRayJobs, QueuedRayJobsArgs, RayWorkloads, RayWorkloadsArgs
 from workloads.namespace import WorkloadNamespace, WorkloadNamespaceArgs
 
 # Validate everything before declaring anything: a bad spec deploys nothing. Each problem
@@ -31,7 +33,6 @@ except stack_spec.SpecError as e:
     for problem in e.problems:
         pulumi.log.error(problem.render(e.source))
     raise pulumi.RunError(f"{len(e.problems)} problem(s) in {e.source}; nothing was declared") from None
-name = spec.cluster.name
 # Day 0: the image is built into a repository this same update creates, so without a digest the workers run
 # ray.image and install MaxText at start (the seed's way); the next update, with image.digest set, switches them.
 if spec.image is not None and spec.image.pending:
@@ -44,86 +45,173 @@ if spec.storage.namespace == "default":
 for key, why in spec.unverified_paths.items():
     pulumi.log.warn(f"unverified, opted in with {key}: {why}")
 streaming = spec.image is not None and spec.image.streaming
+project_number = None
 
-dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=spec.networks, region=spec.region, mtu=spec.mtu))
-vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=spec.network.primary, cluster=spec.cluster,
-                                                          region=spec.region, project=spec.project))
-# Security bulletins' topic and the Binary Authorization policy (Kueue's controller image admitted beside GKE's).
-security = ClusterSecurity(f"{name}-security", ClusterSecurityArgs(spec=spec, system_images=(kueue.IMAGE,)))
-gke = GkeCluster(
-    name,
-    GkeClusterArgs(cluster=spec.cluster, project=spec.project, region=spec.region, network=vpc.network.name,
-                   subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
-                   multi_networking=spec.dranet),
-    # The policy's API and the policy itself before the cluster evaluates it.
-    opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
-)
-registry = (
-    ImageRegistry(
-        f"{name}-images",
-        ImageRegistryArgs(image=spec.image, project=spec.project, node_service_account=gke.node_service_account_email,
-                          protected=spec.prod),
+
+def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None):
+    """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
+    whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
+    single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
+    global project_number
+    name = view.cluster.name
+    dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=view.networks, region=view.region,
+                                                                 mtu=view.mtu))
+    vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=view.network.primary, cluster=view.cluster,
+                                                              region=view.region, project=view.project))
+    security = security()
+    gke = GkeCluster(
+        name,
+        GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
+                       subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
+                       multi_networking=view.dranet, fleet_project=fleet_project),
+        # The policy's API and the policy itself before the cluster evaluates it.
+        opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
     )
-    if spec.image is not None
-    else None
-)
+    registry = registry(gke)
+    pools = [
+        SliceNodePool(
+            s.name if fleet_project is None else f"{name}-{s.name}",
+            SliceNodePoolArgs(
+                slice=s,
+                cluster_name=gke.cluster.name,
+                location=view.cluster.location,
+                project=view.project,
+                node_service_account=gke.node_service_account_email,
+                additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets,
+                                                                                   strict=True)),
+                image_streaming=streaming,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
+        )
+        for s in view.slices
+    ]
 
-pools = [
-    SliceNodePool(
-        s.name,
-        SliceNodePoolArgs(
-            slice=s,
-            cluster_name=gke.cluster.name,
-            location=spec.cluster.location,
-            project=spec.project,
-            node_service_account=gke.node_service_account_email,
-            additional_networks=tuple((net.name, sub.name) for net, sub in zip(dcn.networks, dcn.subnets, strict=True)),
-            image_streaming=streaming,
-        ),
+    # Workloads reach the cluster through a provider built from its outputs.
+    provider = k8s.Provider(
+        f"{name}-k8s",
+        kubeconfig=gke.kubeconfig,
+        enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
     )
-    for s in spec.slices
-]
 
-# Workloads reach the cluster through a provider built from its outputs.
-provider = k8s.Provider(
-    f"{name}-k8s",
-    kubeconfig=gke.kubeconfig,
-    enable_server_side_apply=True,
-    opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
-)
+    # The workload namespace (Pod Security labels) before anything namespaced.
+    namespace = WorkloadNamespace(f"{name}-namespace", WorkloadNamespaceArgs(spec=view, k8s_provider=provider))
+    in_namespace = [namespace.namespace] if namespace.namespace else []
 
-# The workload namespace (Pod Security labels) before anything namespaced.
-namespace = WorkloadNamespace(f"{name}-namespace", WorkloadNamespaceArgs(spec=spec, k8s_provider=provider))
-in_namespace = [namespace.namespace] if namespace.namespace else []
+    if project_number is None:
+        project_number = gcp.organizations.get_project_output(project_id=view.project).number
+    checkpoints = CheckpointStore(
+        f"{name}-checkpoints",
+        CheckpointStoreArgs(
+            storage=view.storage, project=view.project, project_number=project_number, k8s_provider=provider,
+            workload_pool=[gke.cluster], namespace=in_namespace, shared_bucket=shared_bucket,
+        ),
+    )
 
-project_number = gcp.organizations.get_project_output(project_id=spec.project).number
-checkpoints = CheckpointStore(
-    f"{name}-checkpoints",
-    CheckpointStoreArgs(
-        storage=spec.storage, project=spec.project, project_number=project_number, k8s_provider=provider,
-        workload_pool=[gke.cluster], namespace=in_namespace,
-    ),
-)
+    # The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA,
+    # after its bucket role is granted (a job's first checkpoint write must not race the grant).
+    workloads = RayWorkloads(
+        f"{name}-workloads",
+        RayWorkloadsArgs(spec=view, k8s_provider=provider, depends_on=[checkpoints.service_account,
+                                                                        checkpoints.binding],
+                         namespace=in_namespace,
+                         created=None if view.site is None else [j.name for j in view.created_here()]),
+    )
+    monitoring = (StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=view))
+                  if view.monitoring.enabled else None)
+    return {"gke": gke, "vpc": vpc, "pools": pools, "provider": provider, "checkpoints": checkpoints,
+            "workloads": workloads, "monitoring": monitoring, "security": security, "registry": registry,
+            "namespace": in_namespace}
 
-# The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA,
-# after its bucket role is granted (a job's first checkpoint write must not race the grant).
-workloads = RayWorkloads(
-    f"{name}-workloads",
-    RayWorkloadsArgs(spec=spec, k8s_provider=provider, depends_on=[checkpoints.service_account, checkpoints.binding],
-                     namespace=in_namespace),
-)
 
-monitoring = StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=spec)) if spec.monitoring.enabled else None
+def single_region() -> None:
+    name = spec.cluster.name
 
-pulumi.export("cluster", gke.cluster.name)
-pulumi.export("workerImage", spec.worker_image)
-pulumi.export("location", spec.cluster.location)
-pulumi.export("bucket", checkpoints.bucket.name)
-pulumi.export("namespace", spec.storage.namespace)
-pulumi.export("network", vpc.network.name)
-pulumi.export("securityBulletinsTopic", security.topic.name)
-pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
-# Every option's pool of every slice (a slice with capacity fallbacks has one per option).
-pulumi.export("sliceNodePools", [np.name for p in pools for np in p.node_pools])
-pulumi.export("getCredentials", get_credentials(spec.cluster, spec.project))
+    def security():
+        # Security bulletins' topic and the Binary Authorization policy (Kueue's controller image admitted beside
+        # GKE's).
+        return ClusterSecurity(f"{name}-security", ClusterSecurityArgs(spec=spec,
+                                                                        system_images=(kueue.IMAGE,)))
+
+    def registry(gke):
+        if spec.image is None:
+            return None
+        return ImageRegistry(
+            f"{name}-images",
+            ImageRegistryArgs(image=spec.image, project=spec.project,
+                              node_service_account=gke.node_service_account_email, protected=spec.prod),
+        )
+
+    r = declare_region(spec, security, registry)
+    pulumi.export("cluster", r["gke"].cluster.name)
+    pulumi.export("workerImage", spec.worker_image)
+    pulumi.export("location", spec.cluster.location)
+    pulumi.export("bucket", r["checkpoints"].bucket.name)
+    pulumi.export("namespace", spec.storage.namespace)
+    pulumi.export("network", r["vpc"].network.name)
+    pulumi.export("securityBulletinsTopic", r["security"].topic.name)
+    pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
+    # Every option's pool of every slice (a slice with capacity fallbacks has one per option).
+    pulumi.export("sliceNodePools", [np.name for p in r["pools"] for np in p.node_pools])
+    pulumi.export("getCredentials", get_credentials(spec.cluster, spec.project))
+
+
+def multi_region() -> None:
+    """A manager and a cluster per region (README "Regions"): one `pulumi up` creates every cluster and configures
+    Kueue in each, through providers built from the clusters' outputs."""
+    m, views = spec.manager, spec.region_views()
+    order = spec.dispatch_order()
+    for d in order:
+        pulumi.log.info(f"dispatch {order.index(d) + 1}: {d.view.region} ({d.view.cluster.name}): {d.reason}")
+    # Stack-wide: one bulletin topic and Binary Authorization policy (a project has one), one image repository
+    # every region's nodes read, one checkpoint bucket every region reads; named after the manager.
+    stack_security = ClusterSecurity(f"{m.name}-security", ClusterSecurityArgs(
+        spec=views[0], system_images=(kueue.IMAGE,), owner=m.name))
+    readers = tuple((v.cluster.name, names.node_service_account_email(v.cluster.name, spec.project)) for v in views)
+    stack_registry = (
+        ImageRegistry(f"{m.name}-images", ImageRegistryArgs(image=spec.image, project=spec.project,
+                                                            node_service_account=readers[0][1],
+                                                            more_readers=readers[1:], protected=spec.prod))
+        if spec.image is not None else None
+    )
+    bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)
+    regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
+                                              shared_bucket=bucket.bucket, fleet_project=spec.project)
+               for v in views}
+
+    manager = ManagerCluster(m.name, ManagerClusterArgs(
+        spec=spec, notifications_topic=stack_security.topic.id,
+        depends_on=(*stack_security.services, stack_security.policy)))
+    manager_ns = WorkloadNamespace(f"{m.name}-namespace", WorkloadNamespaceArgs(spec=views[0],
+                                                                                k8s_provider=manager.provider))
+    # TODO(multikueue): the manager's Kueue with MultiKueue (MultiKueueCluster per region in dispatch order,
+    # MultiKueueConfig, the AdmissionCheck, ClusterQueue, LocalQueues, priorities) and each worker's RBAC for the
+    # manager's identity come from workloads/multikueue.py (branch multikueue); until it is merged the manager
+    # gets no Kueue and the queued RayJobs below wait for it.
+    kueue_ready: list[pulumi.Resource] = []
+    queued = [(vs[0], vs[0].job(job)) for job, vs in spec.placements().items() if vs]
+    jobs = QueuedRayJobs(f"{m.name}-jobs", QueuedRayJobsArgs(
+        jobs=queued, k8s_provider=manager.provider,
+        depends_on=([manager_ns.namespace] if manager_ns.namespace else []) + kueue_ready))
+
+    pulumi.export("manager", manager.cluster.name)
+    pulumi.export("managerLocation", m.region)
+    pulumi.export("clusters", {n: r["gke"].cluster.name for n, r in regions.items()})
+    pulumi.export("locations", {v.cluster.name: v.cluster.location for v in views})
+    pulumi.export("dispatchOrder", [d.view.cluster.name for d in order])
+    pulumi.export("workerImage", spec.worker_image)
+    pulumi.export("bucket", bucket.bucket.name)
+    pulumi.export("namespace", spec.storage.namespace)
+    pulumi.export("securityBulletinsTopic", stack_security.topic.name)
+    pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
+    pulumi.export("queuedRayJobs", list(jobs.jobs))
+    pulumi.export("sliceNodePools", {n: [np.name for p in r["pools"] for np in p.node_pools]
+                                     for n, r in regions.items()})
+    pulumi.export("getCredentials", {v.cluster.name: get_credentials(v.cluster, spec.project) for v in views}
+                  | {m.name: get_credentials(m.as_cluster(), spec.project)})
+
+
+if spec.multi_region:
+    multi_region()
+else:
+    single_region()

@@ -124,6 +124,9 @@ class Stack:
     # The node account's project roles (infra.cluster.node_roles: with image streaming, Service Usage Consumer too).
     node_roles: tuple[str, ...] = (NODE_SA_ROLE,)
     ci_project: str | None = None  # the stack file's tpu-multislice:ciProject (its CI emails are built from it)
+    # A multi-region stack's region clusters (name, region): each gets its node account and Secrets key too
+    # (``cluster`` is then its manager).
+    extra_clusters: tuple[tuple[str, str], ...] = ()
 
     @property
     def node_account_id(self) -> str:
@@ -185,6 +188,11 @@ def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
                             f"lists why): {str(err).splitlines()[0]}")
             continue
         streaming = s.image is not None and s.image.streaming
+        if s.multi_region:
+            stacks.append(Stack(name=name, project=s.project, cluster=s.manager.name, region=s.manager.region,
+                                node_roles=node_roles(streaming), ci_project=s.ci_project,
+                                extra_clusters=tuple((v.cluster.name, v.region) for v in s.region_views())))
+            continue
         stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, region=s.region,
                             node_roles=node_roles(streaming), ci_project=s.ci_project))
     if not stacks and not problems:
@@ -735,6 +743,40 @@ class StackProject(pulumi.ComponentResource):
                             signature_algorithm=version.public_keys[0].algorithm))])),
             opts=child,
         )
+        # A multi-region stack's region clusters: the same node account, roles and Secrets key each.
+        for cluster, region in s.extra_clusters:
+            n = f"{name}-{cluster}"
+            account = gcp.serviceaccount.Account(
+                f"{n}-nodes",
+                gcp.serviceaccount.AccountArgs(account_id=names.node_service_account_id(cluster), project=s.project,
+                                               display_name=f"GKE nodes of {cluster} (stack {s.name})"),
+                opts=child,
+            )
+            for role in s.node_roles:
+                gcp.projects.IAMMember(
+                    f"{n}-nodes-{role.split('.')[-1].lower()}",
+                    gcp.projects.IAMMemberArgs(project=s.project, role=role,
+                                               member=account.email.apply(lambda e: f"serviceAccount:{e}")),
+                    opts=child,
+                )
+            ring_ = gcp.kms.KeyRing(
+                f"{n}-gke-ring",
+                gcp.kms.KeyRingArgs(name=names.secrets_key_ring(cluster), location=region, project=s.project),
+                opts=pulumi.ResourceOptions(**_keep(self)),
+            )
+            key = gcp.kms.CryptoKey(
+                f"{n}-gke-secrets",
+                gcp.kms.CryptoKeyArgs(name=names.secrets_key(cluster), key_ring=ring_.id, purpose="ENCRYPT_DECRYPT",
+                                      rotation_period=SECRETS_KEY_ROTATION),
+                opts=pulumi.ResourceOptions(**_keep(self)),
+            )
+            gcp.kms.CryptoKeyIAMMember(
+                f"{n}-gke-secrets-agent",
+                gcp.kms.CryptoKeyIAMMemberArgs(
+                    crypto_key_id=key.id, role=GKE_SECRETS_KEY_ROLE,
+                    member=number.apply(lambda n_: f"serviceAccount:{names.gke_service_agent(n_)}")),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[agent]),
+            )
         self.register_outputs({"nodeAccount": self.node_account.email, "secretsKey": self.secrets_key.id,
                                "attestor": self.attestor.name})
 

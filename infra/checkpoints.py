@@ -24,6 +24,42 @@ def workload_identity_principal(project_number: str, project: str, namespace: st
     )
 
 
+def bucket(name: str, st: Storage, project: str, opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+    """The checkpoint bucket. A multi-region stack's is a dual-region or multi-region every region reads
+    (``storage.dataLocations``: a configurable dual-region's two regions, https://cloud.google.com/storage/docs/locations)."""
+    return gcp.storage.Bucket(
+        name,
+        gcp.storage.BucketArgs(
+            name=st.bucket,
+            project=project,
+            location=st.location,
+            custom_placement_config=gcp.storage.BucketCustomPlacementConfigArgs(
+                data_locations=[r.upper() for r in st.data_locations]) if st.data_locations else None,
+            storage_class=st.storage_class,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            # Objects remain recoverable for a week after an accidental delete.
+            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=7 * 86400),
+            force_destroy=not st.protected,
+            deletion_policy="PREVENT" if st.protected else "DELETE",
+        ),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=st.protected,
+                                                                       retain_on_delete=st.protected)),
+    )
+
+
+class SharedCheckpointBucket(pulumi.ComponentResource):
+    """A multi-region stack's one checkpoint bucket; each region's :class:`CheckpointStore` grants its KSA on it."""
+
+    bucket: gcp.storage.Bucket
+
+    def __init__(self, name: str, storage: Storage, project: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:infra:SharedCheckpointBucket", name, None, opts)
+        self.bucket = bucket(f"{name}-bucket", storage, project, pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"bucket": self.bucket.name, "location": storage.location,
+                               "dataLocations": list(storage.data_locations)})
+
+
 @dataclass(frozen=True)
 class CheckpointStoreArgs:
     storage: Storage
@@ -35,6 +71,8 @@ class CheckpointStoreArgs:
     workload_pool: Sequence[pulumi.Resource] = ()
     # The workload namespace (workloads/namespace.py): the KSA is created in it.
     namespace: Sequence[pulumi.Resource] = ()
+    # A multi-region stack's shared bucket: this store then creates only the KSA and its grant on it.
+    shared_bucket: gcp.storage.Bucket | None = None
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -47,22 +85,8 @@ class CheckpointStore(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:CheckpointStore", name, None, opts)
         st = args.storage
-        self.bucket = gcp.storage.Bucket(
-            f"{name}-bucket",
-            gcp.storage.BucketArgs(
-                name=st.bucket,
-                project=args.project,
-                location=st.location,
-                storage_class=st.storage_class,
-                uniform_bucket_level_access=True,
-                public_access_prevention="enforced",
-                # Objects remain recoverable for a week after an accidental delete.
-                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=7 * 86400),
-                force_destroy=not st.protected,
-                deletion_policy="PREVENT" if st.protected else "DELETE",
-            ),
-            opts=pulumi.ResourceOptions(parent=self, protect=st.protected, retain_on_delete=st.protected),
-        )
+        self.bucket = args.shared_bucket or bucket(f"{name}-bucket", st, args.project,
+                                                   pulumi.ResourceOptions(parent=self))
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa",
             metadata=k8s.meta.v1.ObjectMetaArgs(

@@ -58,6 +58,10 @@ class GkeClusterArgs:
     notifications_topic: pulumi.Input[str]  # projects/<p>/topics/<t>: security bulletins (infra/cluster_security.py)
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
     multi_networking: bool = False  # node pools attach extra (DCN) networks
+    # A multi-region stack's clusters register in the project's fleet (the cluster's `fleet` block,
+    # terraform-provider-google resource_container_cluster.go "fleet"): the manager reaches each worker through
+    # its fleet membership (README "Regions").
+    fleet_project: str | None = None
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -155,6 +159,7 @@ class GkeCluster(pulumi.ComponentResource):
                 control_plane_endpoints_config=control_plane_endpoints(c),
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
+                fleet=gcp.container.ClusterFleetArgs(project=args.fleet_project) if args.fleet_project else None,
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=after),
         )

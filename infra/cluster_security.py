@@ -77,14 +77,15 @@ def admission_patterns(spec: StackSpec, system_images: Sequence[str] = ()) -> li
     return list(dict.fromkeys(out))
 
 
-def default_rule(spec: StackSpec) -> dict[str, object]:
+def default_rule(spec: StackSpec, owner: str | None = None) -> dict[str, object]:
     """The rule for every image no pattern admits: the worker image attestor's attestation when the stack has an
-    image repository (the bootstrap made the attestor), else deny; blocking only with the opt-in."""
+    image repository (the bootstrap made the attestor, named after ``owner``: the stack's cluster, or a multi-region
+    stack's manager), else deny; blocking only with the opt-in."""
     enforcement = BLOCK if spec.unverified.binary_authorization_enforce else AUDIT
     if spec.image is None:
         return {"evaluation_mode": "ALWAYS_DENY", "enforcement_mode": enforcement}
     return {"evaluation_mode": "REQUIRE_ATTESTATION", "enforcement_mode": enforcement,
-            "require_attestations_bies": [names.image_attestor_id(spec.project, spec.cluster.name)]}
+            "require_attestations_bies": [names.image_attestor_id(spec.project, owner or spec.cluster.name)]}
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class ClusterSecurityArgs:
     spec: StackSpec
     # Images the stack installs besides its workers' (Kueue's controller), as the pods name them.
     system_images: Sequence[str] = field(default_factory=tuple)
+    # The cluster the bulletin topic and the image attestor are named after; None: spec.cluster (a multi-region
+    # stack's: its manager, as the bootstrap names the attestor).
+    owner: str | None = None
 
 
 class ClusterSecurity(pulumi.ComponentResource):
@@ -117,14 +121,14 @@ class ClusterSecurity(pulumi.ComponentResource):
         self.topic = gcp.pubsub.Topic(
             f"{name}-notifications",
             gcp.pubsub.TopicArgs(
-                name=names.notifications_topic(spec.cluster.name),
+                name=names.notifications_topic(args.owner or spec.cluster.name),
                 project=spec.project,
                 labels={"tpu-multislice-stack": spec.stack},
             ),
             opts=after,
         )
         self.patterns = admission_patterns(spec, args.system_images)
-        self.rule = default_rule(spec)
+        self.rule = default_rule(spec, args.owner)
         self.enforcement = self.rule["enforcement_mode"]
         self.policy = gcp.binaryauthorization.Policy(
             f"{name}-binauthz",

@@ -29,6 +29,8 @@ class ImageRegistryArgs:
     project: str
     node_service_account: pulumi.Input[str]
     protected: bool = False  # prod: the repository survives `pulumi destroy` and refuses deletion
+    # A multi-region stack's other clusters' node accounts (cluster name -> email): readers too.
+    more_readers: tuple[tuple[str, str], ...] = ()
 
 
 class ImageRegistry(pulumi.ComponentResource):
@@ -89,6 +91,16 @@ class ImageRegistry(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        self.more_readers = [
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-node-reader-{cluster}",
+                gcp.artifactregistry.RepositoryIamMemberArgs(project=args.project, location=img.location,
+                                                             repository=self.repository.name, role=READER_ROLE,
+                                                             member=f"serviceAccount:{email}"),
+                opts=child,
+            )
+            for cluster, email in args.more_readers
+        ]
         self.pusher = gcp.artifactregistry.RepositoryIamMember(
             f"{name}-pusher",
             gcp.artifactregistry.RepositoryIamMemberArgs(

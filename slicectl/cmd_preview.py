@@ -16,7 +16,7 @@ from policies import offline as policy_rules
 from policies import report as policies
 from slicectl.exits import Exit, UsageError
 from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
-from stackspec import checkpoints, cost
+from stackspec import checkpoints, cost, names
 from stackspec.loader import key_path
 from stackspec.spec import StackSpec
 
@@ -192,7 +192,7 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     spec = rendering.spec
     custom = [r for r in rendering.resources if r.custom]
     lines = [
-        f"Stack {spec.stack} ({spec.environment}) in {spec.project} / {spec.cluster.location}: "
+        f"Stack {spec.stack} ({spec.environment}) in {spec.project} / {where(spec)}: "
         f"{len(custom)} resources in {len(rendering.resources) - len(custom)} components",
         "",
     ]
@@ -206,24 +206,33 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     for depth, r in _tree(rendering):
         marker = "+" if r.custom else "#"
         lines.append(f"  {'    ' * depth}{marker} {r.type}  {r.name}")
-    lines += ["", "Slices:", indent(text_table(SLICE_HEADER, slice_rows(spec)))]
-    groups = [
-        [
-            g.name,
-            g.shape.pod_type,
-            str(g.replicas),
-            str(g.shape.hosts),
-            str(g.shape.chips_per_host),
-            str(g.shape.workers(g.replicas)),
+    if spec.multi_region:
+        lines += ["", "Dispatch order (the manager's MultiKueueConfig; a queued job goes to the first region that "
+                  "admits it):"]
+        lines += [f"  {n}. {d.view.region} ({d.view.zone}, cluster {d.view.cluster.name}): {d.reason}"
+                  for n, d in enumerate(spec.dispatch_order(), start=1)]
+    for v in _views_in_order(spec):
+        if spec.multi_region:
+            lines += ["", f"Region {v.region} ({v.zone}, cluster {v.cluster.name}):"]
+        lines += ["", "Slices:", indent(text_table(SLICE_HEADER, slice_rows(v)))]
+        groups = [
+            [
+                g.name,
+                g.shape.pod_type,
+                str(g.replicas),
+                str(g.shape.hosts),
+                str(g.shape.chips_per_host),
+                str(g.shape.workers(g.replicas)),
+            ]
+            for g in v.groups
         ]
-        for g in spec.groups
-    ]
-    lines += [
-        "",
-        "Ray worker groups:",
-        indent(text_table(["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups)),
-    ]
-    if spec.jobs:
+        lines += [
+            "",
+            "Ray worker groups:",
+            indent(text_table(["group", "pod type", "replicas", "numOfHosts", "google.com/tpu", "workers"], groups)),
+        ]
+    placed = _jobs(spec)
+    if placed:
         jobs = [
             [
                 j.name,
@@ -233,10 +242,12 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
                 str(j.slices) if not j.elastic else f"{j.min_slices}..{j.slices}",
                 j.model,
                 str(j.steps),
+                *([where_] if spec.multi_region else []),
             ]
-            for j in spec.jobs
+            for _, j, where_ in placed
         ]
-        header = ["job", "mode", "group", "cluster", "slices", "model", "steps"]
+        header = ["job", "mode", "group", "cluster", "slices", "model", "steps",
+                  *(["runs in"] if spec.multi_region else [])]
         lines += ["", "Jobs:", indent(text_table(header, jobs))]
         lines += ["", "Runs and checkpoints (run name, period and where it came from, storage at the run's end):"]
         lines += ["  " + line for line in checkpoint_lines(spec)]
@@ -254,12 +265,41 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     return "\n".join(lines)
 
 
+def where(spec: StackSpec) -> str:
+    if spec.multi_region:
+        return (f"manager {spec.manager.name} ({spec.manager.region}) and "
+                + ", ".join(f"{v.cluster.name} ({v.zone})" for v in _views_in_order(spec)))
+    return spec.cluster.location
+
+
+def _views_in_order(spec: StackSpec) -> list[StackSpec]:
+    return [d.view for d in spec.dispatch_order()] if spec.multi_region else [spec]
+
+
+def _jobs(spec: StackSpec) -> list[tuple[StackSpec, object, str]]:
+    """(view, job as resolved there, where it runs) for each job: a multi-region stack's queued jobs as the first
+    region in dispatch order resolves them, "manager -> r1, r2" (the regions that can run them, in order)."""
+    if not spec.multi_region:
+        return [(spec, j, spec.cluster.location) for j in spec.jobs]
+    out, placements = [], spec.placements()
+    for j in spec.jobs:
+        if j.name in placements and placements[j.name]:
+            vs = placements[j.name]
+            out.append((vs[0], vs[0].job(j.name), "manager -> " + ", ".join(v.region for v in vs)))
+        else:
+            v = next((v for v in spec.region_views() if v.region == j.region), None)
+            if v is not None:
+                out.append((v, v.job(j.name), f"{v.region} only (created there)"))
+    return out
+
+
 def checkpoint_lines(spec: StackSpec) -> list[str]:
     """Each job's run name, checkpoint period with the numbers it came from, and storage estimate;
-    a warning where a run's checkpoints exceed ``storage.checkpointBudgetGb``."""
+    a warning where a run's checkpoints exceed ``storage.checkpointBudgetGb``. The run name does not depend on
+    the region, so a run resumes from the shared bucket wherever it lands."""
     budget = spec.storage.checkpoint_budget_gb
     lines = []
-    for j in spec.jobs:
+    for _, j, _ in _jobs(spec):
         plan, store = j.checkpoint_plan, j.checkpoint_storage
         lines += [f"{j.name}: run {j.run_name}",
                   f"  checkpoint every {plan.period} steps: {plan.how}",
@@ -296,6 +336,25 @@ def mermaid(spec: StackSpec) -> str:
     return "\n".join(lines)
 
 
+def regions_mermaid(spec: StackSpec) -> str:
+    """The manager, its queues and each region in dispatch order: cluster, zone, worker groups and their queue."""
+    m = spec.manager
+    lines = ["flowchart LR",
+             f'  mgr[["manager {m.name}<br/>{m.region}{" Autopilot" if m.autopilot else ""}<br/>'
+             f'Kueue MultiKueue, LocalQueue {names.local_queue(spec.ray.cluster_name)}"]]']
+    for n, d in enumerate(spec.dispatch_order(), start=1):
+        v = d.view
+        groups = "<br/>".join(f"{g.name}: {g.replicas} x {g.shape.pod_type}" for g in v.groups)
+        lines.append(f'  r{d.index}["{n}. {v.region} / {v.zone}<br/>cluster {v.cluster.name}<br/>{groups}<br/>'
+                     f'ClusterQueue {names.cluster_queue(v.ray.cluster_name)}"]')
+        price = "unknown price" if d.usd_per_chip_hour is None else f"${d.usd_per_chip_hour:.2f}/chip-h"
+        lines.append(f"  mgr -- \"{n}: {price}\" --> r{d.index}")
+    lines.append(f'  ckpt[("bucket {spec.storage.bucket}<br/>{spec.storage.location} '
+                 f'{" + ".join(spec.storage.data_locations)}")]')
+    lines += [f"  r{d.index} -.- ckpt" for d in spec.dispatch_order()]
+    return "\n".join(lines)
+
+
 def markdown(rendering: engine.Rendering, violations: list | None = None) -> str:
     spec = rendering.spec
     plan_rows = [
@@ -308,13 +367,23 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
                   + "\n".join(f"> - {_placed(rendering, w)}" for w in rendering.warnings)]
     if violations is not None:
         first += [policies.markdown(violations)]
+    if spec.multi_region:
+        title = f"## `{spec.stack}` stack ({spec.environment}): {where(spec)}"
+        regional = ["### Regions and dispatch order", "```mermaid\n" + regions_mermaid(spec) + "\n```",
+                    "\n".join(f"{n}. **{d.view.region}** ({d.view.zone}, `{d.view.cluster.name}`): {d.reason}"
+                              for n, d in enumerate(spec.dispatch_order(), start=1))]
+        for v in _views_in_order(spec):
+            regional += [f"### Region {v.region}: `{v.cluster.name}` in {v.zone}",
+                         md_table(SLICE_HEADER, slice_rows(v)),
+                         "```mermaid\n" + mermaid(v) + "\n```"]
+    else:
+        title = f"## `{spec.stack}` stack ({spec.environment}): {spec.cluster.name} in {spec.cluster.location}"
+        regional = ["### Slices", md_table(SLICE_HEADER, slice_rows(spec)),
+                    "### Topology", "```mermaid\n" + mermaid(spec) + "\n```"]
     parts = [
-        f"## `{spec.stack}` stack ({spec.environment}): {spec.cluster.name} in {spec.cluster.location}",
+        title,
         *first,
-        "### Slices",
-        md_table(SLICE_HEADER, slice_rows(spec)),
-        "### Topology",
-        "```mermaid\n" + mermaid(spec) + "\n```",
+        *regional,
         "### Cost",
         cost_markdown(cost.compute(spec)),
         "### Runs and checkpoints",

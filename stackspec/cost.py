@@ -25,7 +25,7 @@ from typing import Any
 
 from . import prices
 
-SCHEMA_ID = "tpu-multislice/cost/v2"
+SCHEMA_ID = "tpu-multislice/cost/v3"
 UNKNOWN = "unknown"
 
 
@@ -77,6 +77,8 @@ def _missing(*prices_: prices.Price) -> list[str]:
 
 def compute(spec: Any) -> dict:
     """The cost document of one stack (see the module docstring), JSON-ready."""
+    if getattr(spec, "multi_region", False):
+        return _compute_regions(spec)
     hours = prices.hours_per_month()
     over = spec.prices
     tpu_over = over.tpu_overrides()
@@ -176,6 +178,64 @@ def compute(spec: Any) -> dict:
     }
 
 
+def _compute_regions(spec: Any) -> dict:
+    """A multi-region stack: each region's rows (standing items and job runs named after its cluster), in dispatch
+    order, the manager, and the bucket's cross-region line; totals over them all."""
+    order = spec.dispatch_order()
+    docs = [(d, compute(d.view)) for d in order]
+    capacity, standing, jobs, notes = [], [], [], []
+    parts: dict[str, list] = {"standing": [], "first": [], "last": [], "jobFirst": [], "jobLast": []}
+    for d, doc in docs:
+        c = d.view.cluster.name
+        capacity += doc["capacity"]
+        standing += [{**r, "item": f"{c}: {r['item']}"} for r in doc["standing"] if not r["item"].startswith("bucket ")]
+        jobs += [{**r, "job": f"{r['job']} @ {d.view.region}"} for r in doc["jobs"]]
+        t = doc["totals"]
+        for key, tot in (("standing", t["standingPerMonth"]), ("first", t["capacityPerMonth"]["firstChoice"]),
+                         ("last", t["capacityPerMonth"]["lastFallback"])):
+            parts[key].append((tot["usd"], tot["unknown"]))
+        notes += [n for n in doc["notes"] if n not in notes]
+    hours = prices.hours_per_month()
+    m, over = spec.manager, spec.prices
+    mp = prices.manager(m.autopilot, m.system_machine_type, m.system_node_count, m.region, over)
+    standing.append({"item": f"manager {m.name}", "what": ("Autopilot: Kueue's controller pods"
+                                                             if m.autopilot else
+                                                             f"{m.system_node_count} x {m.system_machine_type}"),
+                     "usdPerHour": _round(mp.usd), "usdPerMonth": _round(_mul(mp.usd, hours)),
+                     "price": mp.as_json()})
+    parts["standing"].append((standing[-1]["usdPerMonth"], _missing(mp)))
+    st = spec.storage
+    rp = prices.replication(st.location, bool(st.data_locations))
+    written = over.bucket_gb
+    across = ", ".join(st.data_locations) or st.location
+    standing.append({"item": f"bucket {st.bucket} replication",
+                     "what": (f"{written:g} GB written a month, replicated across {across}"
+                              if written is not None else "GB written a month unknown (prices.bucketGb)"),
+                     "usdPerHour": _round(_mul(written, rp.usd, 1 / hours)),
+                     "usdPerMonth": _round(_mul(written, rp.usd)),
+                     "price": rp.as_json()})
+    parts["standing"].append((standing[-1]["usdPerMonth"], [*_missing(rp), *([] if written is not None else
+                                                                             ["prices.bucketGb"])]))
+    notes.append("cross-region: " + prices.cross_region_note(st.location, bool(st.data_locations)))
+    for r in jobs:
+        parts["jobFirst"].append((r["usd"], [] if r["usd"] is not None else [r["price"]["key"]]))
+        parts["jobLast"].append((r["usdFallback"], [] if r["usdFallback"] is not None else [r["fallbackPrice"]["key"]]))
+    missing = sorted({k for d in docs for k in d[1]["missing"]} | set(_missing(mp, rp)))
+    return {
+        "schema": SCHEMA_ID, "stack": spec.stack, "currency": prices.table()["currency"], "region": spec.region,
+        "hoursPerMonth": hours, "priceTable": {"file": prices.TABLE_FILE, "read": prices.table_date()},
+        "capacity": capacity, "standing": standing, "jobs": jobs,
+        "totals": {
+            "standingPerMonth": total(parts["standing"]),
+            "capacityPerMonth": {"firstChoice": total(parts["first"]), "lastFallback": total(parts["last"])},
+            "jobs": {"firstChoice": total(parts["jobFirst"]), "lastFallback": total(parts["jobLast"])},
+        },
+        "missing": missing, "notes": notes,
+        "dispatch": [{"rank": n, "region": d.view.region, "cluster": d.view.cluster.name,
+                      "usdPerChipHour": d.usd_per_chip_hour, "reason": d.reason} for n, (d, _) in enumerate(docs, 1)],
+    }
+
+
 # --------------------------------------------------------------------------- the document's schema
 
 _NUM = {"type": ["number", "null"]}
@@ -230,6 +290,12 @@ SCHEMA = {
                    "properties": {"standingPerMonth": _TOTAL, "capacityPerMonth": _CHOICES, "jobs": _CHOICES}},
         "missing": {"type": "array", "items": _STR},
         "notes": {"type": "array", "items": _STR},
+        # Multi-region stacks only: the manager's dispatch order and why.
+        "dispatch": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["rank", "region", "cluster", "usdPerChipHour", "reason"],
+            "properties": {"rank": {"type": "integer"}, "region": _STR, "cluster": _STR, "usdPerChipHour": _NUM,
+                           "reason": _STR}}},
     },
 }
 

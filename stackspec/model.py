@@ -32,8 +32,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import checkpoints, kuberay, limits, machines, names, runs, tpu, zones
+from . import checkpoints, kuberay, limits, machines, names, prices, runs, tpu, zones
 from . import maxtext as maxtext_facts
+from . import regions as places
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
 
@@ -511,6 +512,16 @@ class Storage(Section):
         names.DEFAULT_NAMESPACE)
     service_account: KsaName  # the Kubernetes service account of the workloads
     protected: bool | None = None  # refuse deletion, keep the bucket on destroy; on in prod
+    # A configurable dual-region's two regions (location then names their multi-region: US, EU, ASIA). Multi-region
+    # stacks pick it (or a predefined dual-region or a multi-region) when location is unset.
+    data_locations: tuple[Region, ...] = ()
+
+    @model_validator(mode="after")
+    def _data_locations(self) -> Storage:
+        if self.data_locations and len(set(self.data_locations)) != 2:
+            raise at("dataLocations", "a configurable dual-region names two different regions "
+                                      "(https://cloud.google.com/storage/docs/locations)")
+        return self
     # Most one run's checkpoints may hold (GB): more is a preview warning and a policy warning.
     checkpoint_budget_gb: float | None = Field(None, gt=0)
 
@@ -672,6 +683,9 @@ class Job(Section):
     # Shared-cluster jobs: KubeRay deletes the finished RayJob and its submitter Job after this long
     # (deletionRules, KubeRay >= 1.6). Unset: kept, so Pulumi's state and the cluster agree.
     job_ttl_seconds: int | None = Field(None, ge=0)
+    # Multi-region stacks (tpu-multislice:regions): the region whose cluster this job is created in directly.
+    # Unset: queued through the manager, whose MultiKueue dispatches it to the first region that admits it.
+    region: Region | None = None
     # An operator's pause: a dedicated job is declared suspended and outside Kueue (no queue label:
     # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
     suspend: bool = False
@@ -833,6 +847,8 @@ class Prices(Section):
     machines: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # USD per machine-hour
     storage_gb_month: float | None = Field(None, gt=0)  # USD per GB-month of the bucket's storage class
     bucket_gb: float | None = Field(None, ge=0)  # the checkpoint bucket's expected size, for the monthly line
+    # Multi-region stacks: the manager cluster's hourly cost (Autopilot bills pod requests, not in the table).
+    manager_per_hour: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _machines(self) -> Prices:
@@ -850,6 +866,78 @@ class Prices(Section):
             if p is not None:
                 out[gen] = {to_camel(k): v for k, v in p.model_dump().items() if v is not None}
         return out
+
+
+class Manager(Section):
+    """The multi-region stack's manager cluster: no TPUs, it holds the queues and Kueue's MultiKueue, which
+    dispatches each queued job to a region's cluster (README "Regions")."""
+
+    name: ClusterName
+    region: Region | None = None  # gcp:region by default
+    # Autopilot by default: the manager runs only Kueue's controller (its RayJobs are never run there, spec.managedBy
+    # hands them to MultiKueue). false: a Standard cluster with one system pool.
+    autopilot: bool = True
+    version: GkeVersion
+    release_channel: Literal[RELEASE_CHANNELS] = "REGULAR"
+    system_machine_type: Literal[machines.SYSTEM_MACHINES] = "n1-standard-4"  # Standard only
+    system_node_count: int = Field(1, ge=1, le=100)  # Standard only
+    deletion_protection: bool | None = None  # on in prod unless said otherwise (refused off)
+    cidr: SubnetCidr = "10.0.0.0/20"  # its own VPC's node subnet (<name>-vpc, <name>-nodes)
+    pod_cidr: ClusterCidr | None = None  # pinned pod and service ranges (secondary ranges of its subnet)
+    service_cidr: ClusterCidr | None = None
+    control_plane: ControlPlane = Field(default_factory=ControlPlane)
+    maintenance: Maintenance = Field(default_factory=Maintenance)
+
+    def as_cluster(self) -> Cluster:
+        """The manager as the cluster settings the infra reads (regional: Autopilot clusters are regional)."""
+        c = Cluster(name=self.name, version=self.version, release_channel=self.release_channel,
+                    system_machine_type=self.system_machine_type, system_node_count=self.system_node_count,
+                    deletion_protection=self.deletion_protection, control_plane=self.control_plane,
+                    maintenance=self.maintenance, pod_cidr=self.pod_cidr, service_cidr=self.service_cidr)
+        c.__dict__["location"] = self.region
+        return c
+
+    @property
+    def network(self) -> PrimaryNetwork:
+        return PrimaryNetwork(network=names.cluster_network(self.name), subnet=names.cluster_subnet(self.name),
+                              cidr=self.cidr)
+
+    @model_validator(mode="after")
+    def _standard_only(self) -> Manager:
+        if self.autopilot:
+            for key in ("system_machine_type", "system_node_count"):
+                if key in self.model_fields_set:
+                    raise at(to_camel(key), "Autopilot sizes its own nodes; only for autopilot: false")
+        return self
+
+
+class RegionSite(Section):
+    """One region of a multi-region stack: a cluster in a zone, its networks, its slices and its prices."""
+
+    region: Region
+    zone: Zone
+    cluster: Cluster
+    network: Network = Field(default_factory=Network)
+    slices: tuple[Slice, ...]
+    prices: Prices | None = None  # this region's own prices; unset: tpu-multislice:prices
+
+    @model_validator(mode="after")
+    def _zone(self) -> RegionSite:
+        if not self.zone.startswith(self.region + "-"):
+            gens = sorted({s.generation for s in self.slices})
+            hint = "; ".join(zones.suggestion(self.region, g) for g in gens) or f"e.g. {self.region}-b"
+            raise at("zone", f"must be a zone of region {self.region} ({hint})")
+        return self
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A region's place in the manager's dispatch order and why it is there."""
+
+    view: StackSpec
+    index: int  # its place in tpu-multislice:regions
+    usd_per_chip_hour: float | None  # its slices' first-choice price, weighted by chips; None: unknown
+    reason: str
 
 
 # --------------------------------------------------------------------------- the stack
@@ -870,10 +958,11 @@ class StackSpec(BaseModel):
     # The bootstrap's CI project: the CI identities (image pusher, drill user) and the state keys live there.
     ci_project: ProjectId = Field(alias=_ns("ciProject"))
     region: Region = Field(alias="gcp:region")
-    zone: Zone = Field(alias="gcp:zone")
-    cluster: Cluster = Field(alias=_ns("cluster"))
+    # Required in a single-region stack (StackSpec._one_place); a multi-region stack names them per region.
+    zone: Zone | None = Field(None, alias="gcp:zone")
+    cluster: Cluster | None = Field(None, alias=_ns("cluster"))
     network: Network = Field(default_factory=Network, alias=_ns("network"))
-    slices: tuple[Slice, ...] = Field(alias=_ns("slices"))
+    slices: tuple[Slice, ...] | None = Field(None, alias=_ns("slices"))
     storage: Storage = Field(alias=_ns("storage"))
     ray: RaySettings = Field(default_factory=RaySettings, alias=_ns("ray"))
     jobs: tuple[Job, ...] = Field((), alias=_ns("jobs"))
@@ -881,6 +970,11 @@ class StackSpec(BaseModel):
     monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
     prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
     unverified: Unverified = Field(default_factory=Unverified, alias=_ns("unverified"))
+    # Several regions (README "Regions"): a manager cluster holding the queues, a cluster per region with its
+    # zone, networks and slices, and the order MultiKueue offers a queued job to the regions.
+    manager: Manager | None = Field(None, alias=_ns("manager"))
+    regions: tuple[RegionSite, ...] = Field((), alias=_ns("regions"))
+    dispatch: Literal[places.DISPATCH] = Field("cost", alias=_ns("dispatch"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -1025,10 +1119,254 @@ class StackSpec(BaseModel):
                     Problem("gcp:zone", zone, f"must be a zone of gcp:region {region} ({hint})"))
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_place(cls, data: Any, info: ValidationInfo) -> Any:
+        """A single-region stack names its zone, cluster and slices at the top; a multi-region stack names them
+        per region and refuses them at the top (one place per fact)."""
+        if not isinstance(data, Mapping):
+            return data
+        problems = []
+        if data.get(_ns("regions")):
+            for key, where in (("gcp:zone", "zone"), (_ns("cluster"), "cluster"), (_ns("network"), "network"),
+                               (_ns("slices"), "slices")):
+                if key in data:
+                    problems.append(Problem(key, data[key], f"a stack with {_ns('regions')} names each region's "
+                                            f"{where} there (regions[].{where}): move it (one place per fact)"))
+            if data.get(_ns("manager")) is None:
+                problems.append(Problem(_ns("manager"), MISSING, "required with regions: the cluster that holds the "
+                                        "queues, e.g. {name: tpu-manager, version: 1.35.2-gke.1842000} (Autopilot)"))
+        else:
+            for key in ("gcp:zone", _ns("cluster"), _ns("slices")):
+                if data.get(key) is None:
+                    problems.append(Problem(key, MISSING, "required"))
+            for key in (_ns("manager"), _ns("dispatch")):
+                if key in data:
+                    problems.append(Problem(key, data[key], f"only with {_ns('regions')} (a multi-region stack)"))
+        if problems:
+            if info.context is None:
+                raise ValueError("; ".join(p.render() for p in problems))
+            info.context.setdefault("problems", []).extend(problems)
+        return data
+
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> StackSpec:
         problems: list[Problem] = []
         fail = lambda key, value, msg: problems.append(Problem(key, value, msg))  # noqa: E731
+        if self.regions:
+            self._multi_region_rules(fail, info)
+        elif self.zone is not None and self.cluster is not None and self.slices is not None:
+            self._single_region_rules(fail, info, problems)
+        sink = (info.context or {}).get("problems") if info.context is not None else None
+        if problems:
+            if sink is None:
+                raise ValueError("; ".join(p.render() for p in problems))
+            sink.extend(problems)
+        return self
+
+    # ------------------------------------------------------------------ several regions
+
+    def _multi_region_rules(self, fail, info: ValidationInfo) -> None:
+        """The manager, the regions and what spans them; then each region as a single-region view, whose
+        problems are named at the region's keys (``stackspec.regions.rename``)."""
+        m, ns = self.manager, _ns("regions")
+        if m is None:
+            return  # reported by _one_place
+        if m.region is None:
+            object.__setattr__(m, "region", self.region)
+        if m.deletion_protection is None:
+            object.__setattr__(m, "deletion_protection", self.prod)
+        elif self.prod and not m.deletion_protection:
+            fail(_ns("manager.deletionProtection"), False, "a production cluster keeps deletion protection on")
+        if self.prod and m.release_channel not in PROD_RELEASE_CHANNELS:
+            fail(_ns("manager.releaseChannel"), m.release_channel, "prod enrols in a release channel with GKE's SLA; "
+                 f"allowed: {', '.join(PROD_RELEASE_CHANNELS)}")
+        if len(self.regions) > places.MAX_REGIONS:
+            fail(ns, [r.region for r in self.regions], f"{len(self.regions)} regions; a MultiKueueConfig lists at "
+                 f"most {places.MAX_REGIONS} clusters (Kueue v0.19.2 multikueue_types.go, MaxItems=20)")
+        seen_region: dict[str, int] = {}
+        seen_cluster = {m.name: _ns("manager.name")}
+        for i, r in enumerate(self.regions):
+            if r.region in seen_region:
+                fail(f"{ns}[{i}].region", r.region, f"{ns}[{seen_region[r.region]}] is in {r.region} too: one "
+                     "cluster per region (list a zone's slices under its region's cluster)")
+            seen_region.setdefault(r.region, i)
+            if r.cluster.name in seen_cluster:
+                fail(f"{ns}[{i}].cluster.name", r.cluster.name, f"{seen_cluster[r.cluster.name]} names this cluster "
+                     "too: each cluster's name is unique (its node account, Secrets key and MultiKueueCluster are "
+                     "named after it)")
+            seen_cluster.setdefault(r.cluster.name, f"{ns}[{i}].cluster.name")
+        if m.region in seen_region:
+            pass  # a manager beside a worker in one region is fine; the manager is never one of its own workers
+        self._bucket_place(fail)
+        listed = [r.region for r in self.regions]
+        for k, j in enumerate(self.jobs):
+            key = _ns(f"jobs[{k}].region")
+            if j.region is not None and j.region not in listed:
+                fail(key, j.region, f"not a region of {ns}; allowed: {', '.join(listed)}")
+            elif j.region is None and j.elastic:
+                # Kueue v0.19.2 site/content/en/docs/concepts/elastic_workload.md:84 "No Multikueue support".
+                fail(key, MISSING, "an elastic job stays in one region: MultiKueue does not dispatch elastic "
+                     "workloads (Kueue's elastic workload docs: \"No Multikueue support\"); name the region whose "
+                     f"cluster runs it; allowed: {', '.join(listed)}")
+            elif j.region is None and not j.queued:
+                fail(key, MISSING, "only a queued job (cluster: dedicated, not suspended) goes through the manager: "
+                     "a job on a shared RayCluster or held outside Kueue is created in one region; name it; allowed: "
+                     f"{', '.join(listed)}")
+        self._build_views(fail, info)
+
+    def _bucket_place(self, fail) -> None:
+        """One checkpoint bucket every region reads: a dual-region or multi-region holding them all."""
+        st, regions_ = self.storage, [r.region for r in self.regions]
+        ways = places.bucket_places(regions_)
+        shown = "; ".join(w.describe() for w in ways)
+        if st.location is None:
+            if not ways:
+                fail(_ns("storage.location"), MISSING, f"no dual-region or multi-region holds all of {regions_} "
+                     "(https://cloud.google.com/storage/docs/locations): jobs resume only from a bucket every "
+                     "region reads; pick regions of one continent")
+                return
+            object.__setattr__(st, "location", ways[0].location)
+            object.__setattr__(st, "data_locations", ways[0].data_locations)
+            return
+        place = places.place_of(st.location, st.data_locations)
+        object.__setattr__(st, "location", place.location)
+        missing = [r for r in regions_ if not place.contains(r)]
+        if missing:
+            fail(_ns("storage.location"), st.location, f"{place.describe()} does not hold {missing}: a job resumes "
+                 f"in whichever region admits it, from one bucket every region reads; allowed: {shown or 'none'}")
+
+    def _build_views(self, fail, info: ValidationInfo) -> None:
+        ctx = info.context or {}
+        skip = {"manager", "regions", "dispatch", "zone", "cluster", "network", "slices", "jobs", "prices", "region"}
+        base = {f.alias or n: getattr(self, n) for n, f in type(self).model_fields.items() if n not in skip}
+        queued = [k for k, j in enumerate(self.jobs) if j.region is None and j.queued and not j.elastic]
+        misfit: dict[int, list[tuple[int, Problem]]] = {k: [] for k in queued}
+
+        def view(i: int, r: RegionSite, ks: list[int]) -> tuple[StackSpec | None, list[tuple[int | None, Problem]]]:
+            data = {**base, "gcp:region": r.region, "gcp:zone": r.zone, _ns("cluster"): r.cluster,
+                    _ns("network"): r.network, _ns("slices"): r.slices, _ns("prices"): r.prices or self.prices,
+                    _ns("jobs"): tuple(self.jobs[k].model_copy() for k in ks)}
+            sink: list[Problem] = []
+            try:
+                v = type(self).model_validate(data, context={"problems": sink, "stack_file": ctx.get("stack_file"),
+                                                             "view": True})
+            except ValueError as e:  # the sections were checked already: only a bug lands here
+                sink.append(Problem(f"{ns}[{i}]", r.region, str(e)))
+                v = None
+            own = ("cluster", "network", "slices") + (("prices",) if r.prices else ())
+            out = []
+            for p in sink:
+                mk = re.match(rf"{re.escape(NS)}:jobs\[(\d+)\]", p.key)
+                k = ks[int(mk[1])] if mk and int(mk[1]) < len(ks) else None
+                out.append((k, Problem(places.rename(p.key, i, own, dict(enumerate(ks)), NS), p.value, p.message)))
+            return v, out
+
+        ns = _ns("regions")
+        views: list[StackSpec | None] = []
+        fits: dict[str, tuple[int, ...]] = {}
+        for i, r in enumerate(self.regions):
+            ks = sorted({k for k, j in enumerate(self.jobs) if j.region == r.region} | set(queued))
+            v, found = view(i, r, ks)
+            bad = {k for k, _ in found if k in misfit}
+            for k, p in found:
+                if k in misfit:
+                    misfit[k].append((i, p))
+            if bad:  # the region's view without the queued jobs it cannot run
+                v, found = view(i, r, [k for k in ks if k not in bad])
+            for _, p in found:
+                fail(p.key, p.value, p.message)
+            if v is not None:
+                v.__dict__["_site"] = (i, r)
+            views.append(v)
+            for k in queued:
+                if k not in bad:
+                    fits.setdefault(self.jobs[k].name, ())
+                    fits[self.jobs[k].name] += (i,)
+        for k in queued:
+            if self.jobs[k].name not in fits:
+                for i, p in misfit[k]:
+                    fail(p.key, p.value, f"fits no region; in {self.regions[i].region} ({self.regions[i].cluster.name})"
+                                         f": {p.message}")
+        self.__dict__["_views"] = tuple(views)
+        self.__dict__["_fits"] = fits
+
+    @property
+    def multi_region(self) -> bool:
+        return bool(self.regions)
+
+    @property
+    def site(self) -> RegionSite | None:
+        """A region view's region (its place in tpu-multislice:regions); None for a single-region stack."""
+        got = self.__dict__.get("_site")
+        return got[1] if got else None
+
+    @property
+    def site_index(self) -> int | None:
+        got = self.__dict__.get("_site")
+        return got[0] if got else None
+
+    def region_views(self) -> tuple[StackSpec, ...]:
+        """Each region as a single-region stack (its zone, cluster, networks, slices and prices, the jobs it may
+        run), in the file's order; a single-region stack is its own only view."""
+        if not self.regions:
+            return (self,)
+        return tuple(v for v in self.__dict__.get("_views", ()) if v is not None)
+
+    def created_here(self) -> tuple[Job, ...]:
+        """The jobs whose RayJob is created in this cluster: all of a single-region stack's; in a region view, those
+        naming its region (the queued ones are created on the manager and mirrored here by MultiKueue)."""
+        if self.site is None:
+            return self.jobs
+        return tuple(j for j in self.jobs if j.region is not None)
+
+    def placements(self) -> dict[str, tuple[StackSpec, ...]]:
+        """Each job queued through the manager -> the region views that can run it, in dispatch order."""
+        order = [d.index for d in self.dispatch_order()]
+        by_index = {v.site_index: v for v in self.region_views()}
+        return {name: tuple(by_index[i] for i in order if i in idx and i in by_index)
+                for name, idx in self.__dict__.get("_fits", {}).items()}
+
+    def dispatch_order(self) -> tuple[Dispatch, ...]:
+        """The regions in the order the manager's MultiKueueConfig lists them (the incremental dispatcher nominates
+        clusters in that order, Kueue v0.19.2 multikueue_types.go:149-160), and why each is where it is.
+
+        ``cost``: cheapest first by the first-choice price per chip-hour of the region's slices (a job's hourly cost
+        there is its chips times that), unknown prices last, ties in the listed order; ``listed``: the file's order."""
+        out = []
+        for v in self.region_views():
+            usd = chips = 0.0
+            unknown = []
+            for s in v.slices:
+                p = prices.tpu(s.generation, s.preferred.type, v.region, v.prices.tpu_overrides())
+                if p.usd is None:
+                    unknown.append(p.key)
+                else:
+                    usd += p.usd * s.shape.chips
+                    chips += s.shape.chips
+            rate = None if unknown or not chips else usd / chips
+            first = sorted({s.preferred.type for s in v.slices})
+            why = (f"${rate:.2f}/chip-hour first choice ({', '.join(first)})" if rate is not None
+                   else f"price unknown (set {unknown[0]})")
+            out.append(Dispatch(v, v.site_index, rate, why))
+        if self.dispatch == "cost":
+            out.sort(key=lambda d: (d.usd_per_chip_hour is None, d.usd_per_chip_hour or 0.0, d.index))
+
+            def why(d: Dispatch) -> str:
+                if d.usd_per_chip_hour is None:
+                    return d.reason + "; after every priced region"
+                tie = [o.view.region for o in out if o is not d and o.usd_per_chip_hour == d.usd_per_chip_hour]
+                return d.reason + (f"; ties with {', '.join(tie)}: listed order" if tie else "; cheapest first")
+
+            return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, why(d)) for d in out)
+        return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, d.reason + "; listed order (dispatch: listed)")
+                     for d in out)
+
+    def _single_region_rules(self, fail, info: ValidationInfo, problems: list[Problem]) -> None:
+        for j in self.jobs:
+            if j.region is not None and not (info.context or {}).get("view"):
+                fail(_ns(f"jobs[{self.jobs.index(j)}].region"), j.region,
+                     f"only in a multi-region stack ({_ns('regions')}); this stack runs in gcp:zone {self.zone}")
         self._defaults(fail)
         self._network_rules(fail)
         self._slice_rules(fail)
@@ -1044,12 +1382,6 @@ class StackSpec(BaseModel):
         for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
                 fail(d.key, d.name, f"{d.how}: {msg}")
-        sink = (info.context or {}).get("problems") if info.context is not None else None
-        if problems:
-            if sink is None:
-                raise ValueError("; ".join(p.render() for p in problems))
-            sink.extend(problems)
-        return self
 
     def _defaults(self, fail) -> None:
         prod = self.prod

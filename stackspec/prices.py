@@ -91,3 +91,34 @@ def storage(storage_class: str, region: str, override: float | None = None) -> P
         if (e["storageClass"], e["region"]) == (storage_class, region):
             return _cited(e["usdPerGbMonth"], e, key)
     return Price(None, "missing", f"no {storage_class} storage price for {region} in {TABLE_FILE}: set {key}", key)
+
+
+def manager(autopilot: bool, machine_type: str, nodes: int, region: str, overrides) -> Price:
+    """USD per hour of a multi-region stack's manager cluster: ``prices.managerPerHour``, else for a Standard
+    manager its system pool from the table; Autopilot bills its pods' requests, which the table does not hold."""
+    key = "prices.managerPerHour"
+    if overrides.manager_per_hour is not None:
+        return Price(float(overrides.manager_per_hour), "spec", key, key)
+    if not autopilot:
+        p = machine(machine_type, region, overrides.machines)
+        return Price(None if p.usd is None else p.usd * nodes, p.origin, p.source, p.key, p.published, p.read)
+    return Price(None, "missing", f"Autopilot bills the manager's pod requests, not in {TABLE_FILE}: set {key}", key)
+
+
+def replication(location: str, dual: bool) -> Price:
+    """USD per GB written to a dual-region or multi-region bucket (inter-region replication)."""
+    key = "prices.replicationGb"
+    kind = "dual-region" if dual or len(location) > 4 else "multi-region"
+    for e in table().get("replication", []):
+        if e["kind"] == kind:
+            return _cited(e["usdPerGb"], e, key)
+    return Price(None, "missing", f"no {kind} replication price in {TABLE_FILE}: set {key}", key)
+
+
+def cross_region_note(location: str, dual: bool) -> str:
+    """Who pays to read the checkpoints from another region (https://cloud.google.com/storage/docs/locations)."""
+    if dual:
+        return (f"reads from either region of the dual-region {location} carry no data transfer charge; every GB "
+                "written is charged inter-region replication")
+    return (f"reads from the multi-region {location} always carry a data transfer charge, and every GB written is "
+            "charged inter-region replication")

@@ -151,6 +151,22 @@ STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
 PROD_PROJECT = STACKS[ci.DEPLOYED_STACK].project
 
 
+def _clusters(s) -> list[tuple[str, str]]:
+    """(cluster, region) of every cluster a stack runs: a multi-region stack's manager and regions."""
+    if s.multi_region:
+        return [(s.manager.name, s.manager.region), *((v.cluster.name, v.region) for v in s.region_views())]
+    return [(s.cluster.name, s.region)]
+
+
+def _owner(s) -> str:
+    """The cluster a stack's image signing key and attestor are named after: its own, or its manager."""
+    return _clusters(s)[0][0]
+
+
+# (stack, project, cluster, region) of every cluster of every stack.
+CLUSTERS = [(k, s.project, c, r) for k, s in STACKS.items() for c, r in _clusters(s)]
+
+
 def member_id(member: str) -> str:
     """``serviceAccount:ci-deploy@p.iam...`` -> ``ci-deploy``."""
     return member.removeprefix("serviceAccount:").split("@")[0]
@@ -205,7 +221,7 @@ def test_no_ci_identity_can_reach_the_bootstraps_own_state_or_key(boot):
     for r in boot.of("gcp:storage/bucketIAMMember:BucketIAMMember"):
         assert r.inputs["bucket"] == STATE
     boot_key = f"projects/{CI_PROJECT}/locations/global/keyRings/bootstrap/cryptoKeys/state"
-    secrets_keys = {names.secrets_key_id(s.project, s.region, s.cluster.name) for s in STACKS.values()}
+    secrets_keys = {names.secrets_key_id(p, r, c) for _, p, c, r in CLUSTERS}
     for r in boot.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"):
         if r.inputs["cryptoKeyId"] in secrets_keys:  # a cluster's Secrets key: GKE's service agent only
             assert "@container-engine-robot.iam.gserviceaccount.com" in r.inputs["member"], r.name
@@ -226,8 +242,8 @@ def test_each_cluster_gets_its_secrets_key_in_its_region_with_gkes_agent_on_it(b
     (cluster,) = prod.by_type("gcp:container/cluster:Cluster")
     assert cluster.inputs["databaseEncryption"]["state"] == "ENCRYPTED"
     named = cluster.inputs["databaseEncryption"]["keyName"]
-    for s in STACKS.values():
-        key_id = names.secrets_key_id(s.project, s.region, s.cluster.name)
+    for _, project, c, region in CLUSTERS:
+        key_id = names.secrets_key_id(project, region, c)
         key = keys[key_id]
         assert key.inputs["keyRing"] in rings and key.protect and key.retain_on_delete
         assert key.inputs["rotationPeriod"] == ci.SECRETS_KEY_ROTATION
@@ -263,19 +279,21 @@ def test_adopting_kms_imports_only_the_bootstraps_gcloud_made_key(boot):
 
 def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot):
     accounts = {(r.inputs["project"], r.inputs["accountId"]) for r in boot.of("gcp:serviceaccount/account:Account")}
+    for _, project, c, _ in CLUSTERS:
+        assert (project, names.node_service_account_id(c)) in accounts
     for stack, s in STACKS.items():
-        assert (s.project, names.node_service_account_id(s.cluster.name)) in accounts
-        email = f"{names.node_service_account_id(s.cluster.name)}@{s.project}.iam.gserviceaccount.com"
+        first = _clusters(s)[0][0]  # a multi-region stack's: its manager's
+        email = f"{names.node_service_account_id(first)}@{s.project}.iam.gserviceaccount.com"
         assert boot.exports["nodeServiceAccounts"][stack] == email
     node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == ci.NODE_SA_ROLE]
     assert {(r.inputs["project"], r.inputs["member"]) for r in node_roles} == {
-        (s.project, f"serviceAccount:{boot.exports['nodeServiceAccounts'][k]}") for k, s in STACKS.items()}
+        (p, f"serviceAccount:{names.node_service_account_email(c, p)}") for _, p, c, _ in CLUSTERS}
     # Image streaming (a stack with its own image, prod) also needs Service Usage Consumer on the node account.
     streaming = [r for r in boot.of("gcp:projects/iAMMember:IAMMember")
                  if r.inputs["role"] == "roles/serviceusage.serviceUsageConsumer"]
     assert {(r.inputs["project"], r.inputs["member"]) for r in streaming} == {
-        (s.project, f"serviceAccount:{boot.exports['nodeServiceAccounts'][k]}") for k, s in STACKS.items()
-        if s.image is not None and s.image.streaming}
+        (p, f"serviceAccount:{names.node_service_account_email(c, p)}") for k, p, c, _ in CLUSTERS
+        if STACKS[k].image is not None and STACKS[k].image.streaming}
     assert streaming and all(r.name.endswith("-nodes-serviceusageconsumer") for r in streaming)
     # The CI accounts live in the CI project, nowhere else.
     ci_accounts = {r.inputs["accountId"]: r.inputs["project"] for r in boot.of("gcp:serviceaccount/account:Account")
@@ -571,14 +589,14 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
             elif on == ci.NODE_ACCOUNT:
                 stacks = {node_accounts[r.inputs["serviceAccountId"]]}
             elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"].endswith(
-                    "/cryptoKeys/" + names.image_signing_key(x.cluster.name))]):
+                    "/cryptoKeys/" + names.image_signing_key(_owner(x)))]):
                 on, stacks = ci.SIGNING_KEY, set(signing)
             elif on == ci.KEY:
                 stacks = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1]}
             elif on in (ci.NOTE, ci.ATTESTOR):
                 field_ = "note" if on == ci.NOTE else "attestor"
                 stacks = {k for k, x in STACKS.items() if x.project == r.inputs["project"]
-                          and r.inputs[field_] == names.image_attestor(x.cluster.name)}
+                          and r.inputs[field_] == names.image_attestor(_owner(x))}
             else:  # the state bucket: one stack's objects when its condition names them
                 expr = r.inputs.get("condition", {}).get("expression", "")
                 stacks = {s for s in STACKS if f"/{names.PROJECT}/{s}" in expr} or set(STACKS)

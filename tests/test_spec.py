@@ -240,7 +240,7 @@ def test_unknown_stack_lists_the_stacks(capsys):
     from slicectl import cli
 
     assert cli.main(["preview", "--stack", "staging", "--out", "/nonexistent/x"]) == 2
-    assert "stacks here: dev, prod" in capsys.readouterr().err
+    assert "stacks here: dev, multi, prod" in capsys.readouterr().err
 
 
 def test_running_jobs_must_fit_the_shared_slices():

@@ -29,6 +29,10 @@ class RayWorkloadsArgs:
     namespace: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # The trainer script's text; None reads workloads/trainer/maxtext_trainer.py.
     trainer_source: str | None = None
+    # The jobs whose RayJob is created in this cluster; None: every declared job. A region of a multi-region stack
+    # creates only the jobs naming it (StackSpec.created_here): the queued ones come from the manager through
+    # MultiKueue, and their heads' NetworkPolicies and monitoring are still declared here.
+    created: Sequence[str] | None = None
 
 
 def _custom(name: str, doc: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
@@ -141,6 +145,7 @@ class RayWorkloads(pulumi.ComponentResource):
                 ),
             )
             for job in manifests.declared_jobs(spec)
+            if args.created is None or job.name in args.created
         }
 
         # Google Managed Prometheus scrapes the Ray metrics port of each RayCluster's head and workers.
@@ -160,3 +165,29 @@ class RayWorkloads(pulumi.ComponentResource):
                 "computeClasses": [g.compute_class for g in spec.groups],
             }
         )
+
+
+@dataclass(frozen=True)
+class QueuedRayJobsArgs:
+    # (region view, job): each job queued through the manager, rendered from the first region that can run it (the
+    # policy queued-rayjob-same-in-every-region checks every region would render it alike).
+    jobs: Sequence[tuple[StackSpec, object]]
+    k8s_provider: k8s.Provider
+    # What must serve first: the manager's Kueue (its webhook sets spec.managedBy) and the workload namespace.
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class QueuedRayJobs(pulumi.ComponentResource):
+    """The RayJobs of a multi-region stack, created on the manager. Kueue's webhook sets their spec.managedBy to
+    kueue.x-k8s.io/multikueue there (never set here: Kueue v0.19.2 site/content/en/docs/tasks/run/multikueue/
+    kuberay.md), so KubeRay leaves them alone and MultiKueue mirrors each to the region that admits it."""
+
+    jobs: dict[str, k8s.apiextensions.CustomResource]
+
+    def __init__(self, name: str, args: QueuedRayJobsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:workloads:QueuedRayJobs", name, None, opts)
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on),
+                                      replace_on_changes=["spec", "metadata"], delete_before_replace=True)
+        self.jobs = {job.name: _custom(f"{name}-{job.name}", manifests.ray_job(view, job), base)
+                     for view, job in args.jobs}
+        self.register_outputs({"rayJobs": list(self.jobs)})

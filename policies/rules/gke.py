@@ -100,11 +100,15 @@ def dcn_network_firewall(resources: Sequence[Res], ctx: Context) -> Violations:
 def gke_multi_networking(resources: Sequence[Res], ctx: Context) -> Violations:
     """Extra node networks need multi-networking and Dataplane V2 on the cluster (cloud rule
     gke-multi-networking-for-extra-nics)."""
-    if not any(pool_networks(p.props) for p in _of(resources, NODE_POOL)):
+    # The clusters whose pools attach networks (a multi-region stack's manager has no TPU pools).
+    attached = {get(p.props, "cluster") for p in _of(resources, NODE_POOL) if pool_networks(p.props)}
+    if not attached:
         return []
     out: Violations = []
     for c in _of(resources, CLUSTER):
         name = get(c.props, "name", c.name)
+        if name not in attached:
+            continue
         if get(c.props, "enableMultiNetworking") is not True:
             out.append((c, f"cluster {name}: node pools attach additional node networks but enableMultiNetworking "
                            "is not true (set only at creation)"))

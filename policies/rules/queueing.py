@@ -100,13 +100,14 @@ def queued_rayjob_lifecycle(resources: Sequence[Res], ctx: Context) -> Violation
 def _provisioned(resources: Sequence[Res]) -> dict[tuple[str, str], int]:
     """Chips the node pools provision per (accelerator, topology): chips per slice x distinct slices
     (a slice's fallback pools carry the same slice label and count once)."""
-    slices: dict[tuple[str, str], dict[str, int]] = {}
+    slices: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
     for r in _of(resources, NODE_POOL):
         shape = pool_shape(r.props)
         if shape is None:
             continue
         key = (shape.gke_accelerator, shape.topology)
-        slices.setdefault(key, {})[pool_slice(r)] = shape.chips
+        # Per cluster: a multi-region stack's regions may name their slices alike.
+        slices.setdefault(key, {})[(str(get(r.props, "cluster")), pool_slice(r))] = shape.chips
     return {k: sum(v.values()) for k, v in slices.items()}
 
 

@@ -1,0 +1,154 @@
+"""Multi-region stacks (README "Regions"): one spec for a manager and regional TPU clusters, each region a
+single-region view the existing rules and components run on; the real program rendered under mocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offline import engine
+from slicectl import cli
+from stackspec import spec as stack_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTI = (ROOT / "stacks" / "Pulumi.multi.yaml").read_text()
+NS = stack_spec.PROJECT
+
+
+def load(text: str, tmp_path: Path):
+    path = tmp_path / "Pulumi.mr.yaml"
+    path.write_text(text)
+    return stack_spec.load_file(path)
+
+
+def problems(text: str, tmp_path: Path) -> list[str]:
+    with pytest.raises(stack_spec.SpecError) as err:
+        load(text, tmp_path)
+    return [p.render() for p in err.value.problems]
+
+
+@pytest.fixture(scope="module")
+def multi():
+    return engine.render("multi")
+
+
+def test_each_region_is_a_single_region_view():
+    s = stack_spec.load_stack("multi")
+    views = s.region_views()
+    assert [(v.region, v.zone, v.cluster.name, v.cluster.location) for v in views] == [
+        ("us-east5", "us-east5-b", "maxtext-east5", "us-east5-b"),
+        ("us-east1", "us-east1-d", "maxtext-east1", "us-east1-d")]
+    assert [v.network.primary.network for v in views] == ["maxtext-east5-vpc", "maxtext-east1-vpc"]
+    # The elastic job names us-east1: created there only; the queued ones may run in either region.
+    assert [j.name for j in views[1].created_here()] == ["llama3-8b-elastic"]
+    assert views[0].created_here() == ()
+    assert {k: [v.region for v in vs] for k, vs in s.placements().items()} == {
+        "llama3-70b-multislice": ["us-east5", "us-east1"], "llama3-8b-multislice": ["us-east5", "us-east1"]}
+    # A run's name does not depend on the region: it resumes from the shared bucket wherever it lands.
+    names = {v.job("llama3-70b-multislice").run_name for v in views}
+    assert len(names) == 1
+    # One bucket both regions read: the configurable dual-region US [us-east1, us-east5].
+    assert (s.storage.location, s.storage.data_locations) == ("US", ("us-east1", "us-east5"))
+    assert stack_spec.load_stack("prod").region_views() == (stack_spec.load_stack("prod"),)
+
+
+def test_dispatch_order_is_cheapest_first_ties_listed(tmp_path):
+    s = stack_spec.load_stack("multi")
+    order = s.dispatch_order()
+    assert [d.view.region for d in order] == ["us-east5", "us-east1"]
+    assert "ties with us-east1: listed order" in order[0].reason
+    cheaper = MULTI.replace("  tpu-multislice:storage:", "  tpu-multislice:prices:\n    v6e: {onDemand: 3.5}\n"
+                            "  tpu-multislice:storage:", 1)
+    # us-east1 gets its own, lower price: it goes first.
+    i = cheaper.index("    - region: us-east1")
+    own = "      prices: {v6e: {onDemand: 2.0}}\n      slices:\n"
+    cheaper = cheaper[:i] + cheaper[i:].replace("      slices:\n", own, 1)
+    order = load(cheaper, tmp_path).dispatch_order()
+    assert [(d.view.region, d.usd_per_chip_hour) for d in order] == [("us-east1", 2.0), ("us-east5", 3.5)]
+    listed = load(cheaper.replace("dispatch: cost", "dispatch: listed"), tmp_path).dispatch_order()
+    assert [d.view.region for d in listed] == ["us-east5", "us-east1"]
+
+
+def test_one_place_per_fact(tmp_path):
+    text = MULTI.replace("  gcp:region: us-east5 ", "  gcp:zone: us-east5-b\n  gcp:region: us-east5 ", 1)
+    got = problems(text, tmp_path)
+    assert any(p.startswith("gcp:zone = \"us-east5-b\": a stack with tpu-multislice:regions") for p in got), got
+    got = problems(MULTI.replace("  tpu-multislice:manager:\n    name: tpu-manager\n",
+                                 "  tpu-multislice:manager-x:\n    name: tpu-manager\n"), tmp_path)
+    assert any(p.startswith(f"{NS}:manager = (missing): required with regions") for p in got), got
+
+
+def test_region_problems_are_named_at_the_region(tmp_path):
+    got = problems(MULTI.replace("topology: 4x4, machineType: ct6e-standard-4t, group: tpu-group}\n    - region",
+                                 "topology: 4x5, machineType: ct6e-standard-4t, group: tpu-group}\n    - region", 1),
+                   tmp_path)
+    assert any(p.startswith(f"{NS}:regions[0].slices[1].topology") for p in got), got
+    dup = MULTI.replace("name: maxtext-east1", "name: maxtext-east5")
+    assert any(p.startswith(f"{NS}:regions[1].cluster.name") and "unique" in p for p in problems(dup, tmp_path))
+
+
+def test_multikueue_limits(tmp_path):
+    no_region = MULTI.replace("      region: us-east1\n      minSlices", "      minSlices")
+    got = problems(no_region, tmp_path)
+    assert any(p.startswith(f"{NS}:jobs[2].region = (missing)") and "No Multikueue support" in p for p in got), got
+    elsewhere = MULTI.replace("      region: us-east1\n      minSlices", "      region: europe-west4\n      minSlices")
+    assert any("allowed: us-east5, us-east1" in p for p in problems(elsewhere, tmp_path))
+    eu = MULTI.replace("    storageClass: STANDARD\n    namespace", "    location: EU\n    storageClass: STANDARD\n"
+                       "    namespace", 1)
+    got = problems(eu, tmp_path)
+    assert any(p.startswith(f"{NS}:storage.location = \"EU\"") and "does not hold" in p for p in got), got
+
+
+def test_a_job_fitting_no_region_is_refused(tmp_path):
+    text = MULTI.replace("      slices: 2\n      model: llama3-70b", "      slices: 3\n      model: llama3-70b")
+    got = problems(text, tmp_path)
+    assert sum("fits no region" in p and p.startswith(f"{NS}:jobs[0].slices") for p in got) == 2, got
+
+
+def test_single_region_stacks_refuse_region_keys(tmp_path):
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    got = problems(prod.replace("      mode: elastic\n", "      mode: elastic\n      region: us-east5\n"), tmp_path)
+    assert any(p.startswith(f"{NS}:jobs[2].region") and "only in a multi-region stack" in p for p in got), got
+
+
+def test_the_program_renders_every_region_and_the_manager(multi):
+    by_type: dict[str, list] = {}
+    for r in multi.resources:
+        by_type.setdefault(r.type, []).append(r)
+    clusters = {r.inputs["name"]: r.inputs for r in by_type["gcp:container/cluster:Cluster"]}
+    assert set(clusters) == {"tpu-manager", "maxtext-east5", "maxtext-east1"}
+    assert clusters["tpu-manager"]["enableAutopilot"] is True and clusters["tpu-manager"]["location"] == "us-east5"
+    assert all(c["fleet"] == {"project": "my-tpu-project-multi"} for c in clusters.values())
+    pools = {(r.inputs["cluster"], r.inputs["name"]) for r in by_type["gcp:container/nodePool:NodePool"]
+             if r.inputs["name"] != "system"}
+    assert pools == {(c, p) for c in ("maxtext-east5", "maxtext-east1") for p in ("v6e-16-0", "v6e-16-1")}
+    [bucket] = by_type["gcp:storage/bucket:Bucket"]
+    assert bucket.inputs["location"] == "US"
+    assert bucket.inputs["customPlacementConfig"] == {"dataLocations": ["US-EAST1", "US-EAST5"]}
+    assert len(by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]) == 2
+    jobs = {r.inputs["metadata"]["name"]: r.provider for r in by_type["kubernetes:ray.io/v1:RayJob"]}
+    assert {n: ("tpu-manager-k8s" in p) for n, p in jobs.items()} == {
+        "llama3-70b-multislice": True, "llama3-8b-multislice": True, "llama3-8b-elastic": False}
+    assert "maxtext-east1-k8s" in jobs["llama3-8b-elastic"]
+    # Kueue's webhook sets managedBy on the manager: never the program.
+    assert all("managedBy" not in r.inputs["spec"] for r in by_type["kubernetes:ray.io/v1:RayJob"])
+
+
+def test_the_multi_stack_previews_clean(tmp_path, capsys):
+    assert cli.main(["preview", "--stack", "multi", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Policies: all" in out and "Dispatch order" in out
+    md = (tmp_path / "preview.md").read_text() if (tmp_path / "preview.md").exists() else ""
+    assert not md or "Regions and dispatch order" in md
+
+
+def test_the_stack_wide_policy_names_the_attestor_the_bootstrap_makes(multi):
+    """One Binary Authorization policy per project, named after the manager, as the bootstrap names the attestor
+    and signing key of a multi-region stack (bootstrap/ci_components.py: a multi stack's cluster is its manager)."""
+    from stackspec import names
+
+    s = stack_spec.load_stack("multi")
+    [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
+    assert policy.inputs["defaultAdmissionRule"]["requireAttestationsBies"] == [
+        names.image_attestor_id(s.project, s.manager.name)]
