@@ -813,6 +813,16 @@ UNVERIFIED = {
 }
 
 
+class Deploy(Section):
+    """What the GitOps workflows do with the stack (bootstrap/ makes the environments and identities these need)."""
+
+    # deploy.yml applies the stack on every push to main, in the GitHub environment deploy-<stack>, as the
+    # stack's own deploy identity ci-deploy-<stack>. Off by default: a new stack is previewed, never applied.
+    on_push: bool = False
+    # drills.yml's weekly cluster drill runs this elastic job against the deployed stack (environment drill-<stack>).
+    cluster_drill: str | None = None
+
+
 class TpuPrices(Section):
     """USD per chip-hour by capacity type; unset: the dated table, stackspec/data/prices.json."""
 
@@ -881,6 +891,7 @@ class StackSpec(BaseModel):
     monitoring: Monitoring = Field(default_factory=Monitoring, alias=_ns("monitoring"))
     prices: Prices = Field(default_factory=Prices, alias=_ns("prices"))
     unverified: Unverified = Field(default_factory=Unverified, alias=_ns("unverified"))
+    deploy: Deploy = Field(default_factory=Deploy, alias=_ns("deploy"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -979,6 +990,9 @@ class StackSpec(BaseModel):
               "the workloads' Kubernetes service account"),
             d("stack", self.stack, limits.LABEL_VALUE, "the tpu-multislice/stack label on every object"),
         ]
+        if self.deploy.on_push:
+            out.append(d(_ns("deploy.onPush"), names.deploy_account_id(self.stack), limits.SERVICE_ACCOUNT_ID,
+                         "the stack's deploy identity ci-deploy-<stack> (bootstrap/)"))
         if self.image is not None:
             out.append(d(_ns("image.repository"), self.image.repository, limits.ARTIFACT_REPOSITORY,
                          "the Artifact Registry repository"))
@@ -1041,6 +1055,7 @@ class StackSpec(BaseModel):
         self._unverified_rules(fail)
         self._safety_rules(fail, stack_file=bool((info.context or {}).get("stack_file")))
         self._hardening_rules(fail)
+        self._deploy_rules(fail)
         for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
                 fail(d.key, d.name, f"{d.how}: {msg}")
@@ -1338,6 +1353,12 @@ class StackSpec(BaseModel):
                      "prod keeps the control plane's public endpoint off"
                      + (" and never opens it to the internet" if n.cidr.endswith("/0") else "")
                      + ": use access: dns (IAM) or private ranges")
+
+    def _deploy_rules(self, fail) -> None:
+        drill = self.deploy.cluster_drill
+        if drill is not None and not any(j.name == drill and j.elastic for j in self.jobs):
+            fail(_ns("deploy.clusterDrill"), drill, "the cluster drill preempts an elastic job: name one of "
+                 f"{NS}:jobs ({', '.join(j.name for j in self.jobs if j.elastic) or 'none is elastic'})")
 
     def _safety_rules(self, fail, stack_file: bool = False) -> None:
         if self.ci_project == self.project:
