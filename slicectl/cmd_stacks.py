@@ -12,8 +12,8 @@ when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing r
 - ``image``: ``{"stack", "image"}`` for each stack with an ``image`` section: the Artifact Registry image
   (without digest) image.yml pushes.
 
-Every stack file must be valid (exit 3 with every problem otherwise): a workflow never acts on a list
-it could only partly read.
+Every stack file must be valid (exit 3 with every problem otherwise; exit 2 for a ``clusterDrill`` that
+names no elastic job): a workflow never acts on a list it could only partly read.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
+from slicectl.exits import UsageError
 from stackspec import loader, names
 from stackspec import spec as stack_spec
 
@@ -47,9 +48,23 @@ def stack_names(stacks_dir: Path | None = None) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
 
 
+def drill_problem(s: stack_spec.StackSpec) -> str | None:
+    """Why the stack's ``deploy.clusterDrill`` cannot be drilled, or None. (Checked here, where the drill list is
+    made, not by the spec model: a stack's other uses, and variants of it with other jobs, need no drill.)"""
+    drill = s.deploy.cluster_drill
+    if drill is None or any(j.name == drill and j.elastic for j in s.jobs):
+        return None
+    elastic = ", ".join(j.name for j in s.jobs if j.elastic) or "none is elastic"
+    return (f"{names.stack_file(s.stack)}: tpu-multislice:deploy.clusterDrill = {drill!r}: the cluster drill preempts "
+            f"an elastic job of tpu-multislice:jobs ({elastic})")
+
+
 def lists(stacks_dir: Path | None = None) -> dict[str, list]:
     """The workflows' lists, from the stack files (each one loaded and checked)."""
     specs = [stack_spec.load_stack(n, stacks_dir) for n in stack_names(stacks_dir)]
+    problems = [p for s in specs if (p := drill_problem(s))]
+    if problems:
+        raise UsageError("\n".join(problems))
     return {
         "all": [s.stack for s in specs],
         "deploy": [s.stack for s in specs if s.deploy.on_push],

@@ -1055,7 +1055,6 @@ class StackSpec(BaseModel):
         self._unverified_rules(fail)
         self._safety_rules(fail, stack_file=bool((info.context or {}).get("stack_file")))
         self._hardening_rules(fail)
-        self._deploy_rules(fail)
         for d in self.derived_names():
             if d.name and (msg := d.rule.check(d.name)):
                 fail(d.key, d.name, f"{d.how}: {msg}")
@@ -1353,12 +1352,6 @@ class StackSpec(BaseModel):
                      "prod keeps the control plane's public endpoint off"
                      + (" and never opens it to the internet" if n.cidr.endswith("/0") else "")
                      + ": use access: dns (IAM) or private ranges")
-
-    def _deploy_rules(self, fail) -> None:
-        drill = self.deploy.cluster_drill
-        if drill is not None and not any(j.name == drill and j.elastic for j in self.jobs):
-            fail(_ns("deploy.clusterDrill"), drill, "the cluster drill preempts an elastic job: name one of "
-                 f"{NS}:jobs ({', '.join(j.name for j in self.jobs if j.elastic) or 'none is elastic'})")
 
     def _safety_rules(self, fail, stack_file: bool = False) -> None:
         if self.ci_project == self.project:
