@@ -166,7 +166,7 @@ def multi_region() -> None:
     # Stack-wide: one bulletin topic and Binary Authorization policy (a project has one), one image repository
     # every region's nodes read, one checkpoint bucket every region reads; named after the manager.
     stack_security = ClusterSecurity(f"{m.name}-security", ClusterSecurityArgs(
-        spec=views[0], system_images=(kueue.IMAGE,), owner=m.name))
+        spec=views[0], system_images=(kueue.IMAGE,), owner=spec.home[0]))
     readers = tuple((v.cluster.name, names.node_service_account_email(v.cluster.name, spec.project)) for v in views)
     stack_registry = (
         ImageRegistry(f"{m.name}-images", ImageRegistryArgs(image=spec.image, project=spec.project,

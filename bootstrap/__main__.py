@@ -36,9 +36,10 @@ after_services = pulumi.ResourceOptions(depends_on=services)
 
 backend = ci.StateBackend("backend", ci.StateBackendArgs(config), after_services)
 federation = ci.GitHubFederation("github", ci.GitHubFederationArgs(config), after_services)
+identities_ = ci.identities(config)  # ci-preview, ci-deploy-<stack> per deploying stack, ci-drill, ci-image
 # The custom roles each stack's project needs: those its grants name.
 wanted: dict[str, set[str]] = {s.name: set() for s in config.stacks}
-for ident in ci.IDENTITIES:
+for ident in identities_:
     for grant in ident.grants:
         if grant.role.startswith(ci.CUSTOM):
             for s in ci.stacks_of(config, grant.of):
@@ -50,18 +51,22 @@ projects = {
 identities = {
     ident.key: ci.CiIdentity(ident.key, ci.CiIdentityArgs(config, ident, federation, backend, projects),
                              after_services)
-    for ident in ci.IDENTITIES
+    for ident in identities_
 }
 
-# The repository's Actions variables (set below, in GitHub) are these outputs.
+# The repository's Actions variables (set below, in GitHub) are these outputs; a deploy identity's email is a
+# variable of its own environment (deploy-<stack>), so deploy.yml's one expression names each stack's identity.
 variables = {
     "GCP_WORKLOAD_IDENTITY_PROVIDER": federation.provider.name,
-    **{f"GCP_{key.upper()}_SERVICE_ACCOUNT": identity.account.email for key, identity in identities.items()},
+    **{ident.variable: identities[ident.key].account.email for ident in identities_ if ident.environment is None},
     "PULUMI_STATE_BUCKET": backend.bucket.name,
 }
-ci.GitHubRepository("repository", ci.GitHubRepositoryArgs(config, variables))
+environment_variables = {ident.environment: {ident.variable: identities[ident.key].account.email}
+                         for ident in identities_ if ident.environment is not None}
+ci.GitHubRepository("repository", ci.GitHubRepositoryArgs(config, variables, environment_variables))
 for name, value in variables.items():
     pulumi.export(name, value)
+pulumi.export("environmentVariables", environment_variables)
 # What each stack needs: its stack file's `secretsprovider`, and the node service account the
 # stack program runs its nodes as (it looks the account up, never creates it).
 pulumi.export("secretsproviders", {s.name: config.secrets_provider(s.name) for s in config.stacks})

@@ -13,7 +13,7 @@ state bucket and key sit there too, and no CI identity can read either.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pulumi
@@ -29,11 +29,6 @@ GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 MAIN = "main"
 DEFAULT_BRANCH = f"refs/heads/{MAIN}"
 KEY_ROTATION = "7776000s"  # 90 days
-
-# The stack `deploy.yml` applies and the stack `drills.yml` drills (tests/test_workflows.py checks
-# both files name them): the deploy and drill identities hold roles in its project only.
-DEPLOYED_STACK = "prod"
-DRILLED_STACK = "prod"
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -52,17 +47,33 @@ class Environment:
     name: str
     main_only: bool  # deployments from main only (a custom branch policy naming main)
     why: str
+    stack: str | None = None  # the stack it acts on (its reviewers may be the stack's own: stackReviewers)
 
 
 # Every environment: required reviewers, prevent-self-review (the author of a run never approves
 # it), administrators cannot bypass. GitHub creates an environment a job names without any
 # protection, so the workflows check these settings before they authenticate (.github/scripts/).
-PRODUCTION = Environment("production", True, "deploy.yml's `pulumi up --stack prod` (ci-deploy)")
 # A pull request's cloud preview runs the branch's own Pulumi program as ci-preview, which
 # decrypts the stacks' secrets: a reviewer approves each run after reading the change.
 PR_PREVIEW = Environment("pr-preview", False, "pr.yml's cloud preview of a pull request (ci-preview)")
-DRILL = Environment("drill", True, "drills.yml's cluster drill: deletes pods and a node under prod (ci-drill)")
-ENVIRONMENTS = (PRODUCTION, PR_PREVIEW, DRILL)
+
+
+def deploy_environment(stack: str) -> Environment:
+    """deploy.yml's `pulumi up` of one stack (a stack with tpu-multislice:deploy.onPush)."""
+    return Environment(names.deploy_environment(stack), True,
+                       f"deploy.yml's `pulumi up --stack {stack}` ({names.deploy_account_id(stack)})", stack)
+
+
+def drill_environment(stack: str) -> Environment:
+    """drills.yml's cluster drill of one stack (a stack with tpu-multislice:deploy.clusterDrill)."""
+    return Environment(names.drill_environment(stack), True,
+                       f"drills.yml's cluster drill: deletes pods and a node under {stack} (ci-drill)", stack)
+
+
+def environments(c: BootstrapConfig) -> tuple[Environment, ...]:
+    """pr-preview, then each deploying stack's deploy-<stack> and each drilled stack's drill-<stack>."""
+    return (PR_PREVIEW, *(deploy_environment(s.name) for s in c.stacks if s.deploy_on_push),
+            *(drill_environment(s.name) for s in c.stacks if s.cluster_drill))
 # The pr.yml jobs every pull request must pass (no matrix, never skipped): branch protection of
 # main requires them by job name (tests/test_workflows.py checks pr.yml has them, unskippable).
 REQUIRED_CHECKS = ("stacks", "check", "cost")
@@ -127,6 +138,9 @@ class Stack:
     # A multi-region stack's region clusters (name, region): each gets its node account and Secrets key too
     # (``cluster`` is then its manager).
     extra_clusters: tuple[tuple[str, str], ...] = ()
+    deploy_on_push: bool = False  # tpu-multislice:deploy.onPush: deploy.yml applies it (its own deploy identity)
+    cluster_drill: str | None = None  # tpu-multislice:deploy.clusterDrill: drills.yml drills it (ci-drill)
+    image: bool = False  # a tpu-multislice:image section: image.yml pushes and signs its worker image
 
     @property
     def node_account_id(self) -> str:
@@ -142,6 +156,9 @@ class BootstrapConfig:
     stacks: tuple[Stack, ...]
     reviewer_teams: tuple[str, ...] = ()
     reviewer_users: tuple[str, ...] = ()
+    # A stack's own reviewers for its deploy-<stack> and drill-<stack> environments (a team approves its own
+    # deploys); the stacks not named here get reviewerTeams / reviewerUsers.
+    stack_reviewers: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     state_bucket: str = ""
     bootstrap_state_bucket: str = ""
     state_location: str = ""
@@ -161,6 +178,10 @@ class BootstrapConfig:
     def stack(self, name: str) -> Stack:
         return next(s for s in self.stacks if s.name == name)
 
+    def reviewers(self, env: Environment) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(teams, users) who approve a run in ``env``."""
+        return self.stack_reviewers.get(env.stack or "", (self.reviewer_teams, self.reviewer_users))
+
     def key_ring_id(self, ring: str) -> str:
         return f"projects/{self.ci_project}/locations/{self.kms_location}/keyRings/{ring}"
 
@@ -176,8 +197,9 @@ class BootstrapConfig:
         return f"gcpkms://{self.stack_key_id(stack)}"
 
 
-def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
+def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]:
     """Every stack file's project and cluster (the facts the stacks own, read, never retyped)."""
+    stacks_dir = stacks_dir or STACKS_DIR
     stacks, problems = [], []
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
@@ -188,13 +210,12 @@ def read_stacks(stacks_dir: Path = STACKS_DIR) -> tuple[list[Stack], list[str]]:
                             f"lists why): {str(err).splitlines()[0]}")
             continue
         streaming = s.image is not None and s.image.streaming
-        if s.multi_region:
-            stacks.append(Stack(name=name, project=s.project, cluster=s.manager.name, region=s.manager.region,
-                                node_roles=node_roles(streaming), ci_project=s.ci_project,
-                                extra_clusters=tuple((v.cluster.name, v.region) for v in s.region_views())))
-            continue
-        stacks.append(Stack(name=name, project=s.project, cluster=s.cluster.name, region=s.region,
-                            node_roles=node_roles(streaming), ci_project=s.ci_project))
+        common = {"name": name, "project": s.project, "node_roles": node_roles(streaming), "ci_project": s.ci_project,
+                  "deploy_on_push": s.deploy.on_push, "cluster_drill": s.deploy.cluster_drill,
+                  "image": s.image is not None}
+        cluster, region = s.home  # a multi-region stack's manager
+        extra = tuple((v.cluster.name, v.region) for v in s.region_views()) if s.multi_region else ()
+        stacks.append(Stack(cluster=cluster, region=region, extra_clusters=extra, **common))
     if not stacks and not problems:
         problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
     return stacks, problems
@@ -214,7 +235,34 @@ def _names(cfg: pulumi.Config, key: str, pattern: re.Pattern, what: str, problem
     return tuple(v for v in value if isinstance(v, str))
 
 
-def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = STACKS_DIR) -> BootstrapConfig:
+def _stack_reviewers(cfg: pulumi.Config, stacks: list[Stack], problems: list[str]) -> dict:
+    try:
+        value = cfg.get_object("stackReviewers") or {}
+    except Exception:  # noqa: BLE001 (pulumi raises a bare ConfigTypeError on bad JSON)
+        value = None
+    key = f"{NAMESPACE}:stackReviewers"
+    if not isinstance(value, dict):
+        problems.append(f"{key}: a map of stack name to {{teams: [...], users: [...]}}")
+        return {}
+    out, known = {}, {s.name for s in stacks}
+    for stack, entry in value.items():
+        if stacks and stack not in known:
+            problems.append(f"{key}.{stack}: no stacks/Pulumi.{stack}.yaml; stacks: {', '.join(sorted(known))}")
+        if not isinstance(entry, dict) or set(entry) - {"teams", "users"}:
+            problems.append(f"{key}.{stack}: {{teams: [team slugs], users: [GitHub logins]}}")
+            continue
+        teams, users = entry.get("teams") or [], entry.get("users") or []
+        for v, pattern, what in [*((t, TEAM_SLUG, "a GitHub team slug") for t in teams),
+                                 *((u, GITHUB_LOGIN, "a GitHub login") for u in users)]:
+            if not isinstance(v, str) or not pattern.match(v):
+                problems.append(f"{key}.{stack}: {v!r} is not {what}")
+        if not teams and not users or len(teams) + len(users) > 6:
+            problems.append(f"{key}.{stack}: one to six reviewers (GitHub's limit per environment)")
+        out[stack] = (tuple(t for t in teams if isinstance(t, str)), tuple(u for u in users if isinstance(u, str)))
+    return out
+
+
+def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path | None = None) -> BootstrapConfig:
     """The bootstrap's config, checked; every problem reported at once."""
     problems: list[str] = []
     ci_project = cfg.get("ciProject") or ""
@@ -235,7 +283,7 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = S
     users = _names(cfg, "reviewerUsers", GITHUB_LOGIN, "a GitHub login", problems)
     if not teams and not users:
         problems.append(f"{NAMESPACE}:reviewerTeams / reviewerUsers: at least one reviewer for the environments "
-                        f"({', '.join(e.name for e in ENVIRONMENTS)})")
+                        "(pr-preview, deploy-<stack>, drill-<stack>)")
     elif len(teams) + len(users) > 6:
         problems.append(f"{NAMESPACE}:reviewerTeams + reviewerUsers: at most 6 (GitHub's limit per environment)")
     stacks, stack_problems = read_stacks(stacks_dir)
@@ -248,9 +296,7 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = S
         if s.project == ci_project:
             problems.append(f"{NAMESPACE}:ciProject = {ci_project!r}: the {s.name} stack deploys into it "
                             f"(stacks/Pulumi.{s.name}.yaml gcp:project); the CI project holds no stack")
-    for wanted in dict.fromkeys((DEPLOYED_STACK, DRILLED_STACK)):
-        if stacks and wanted not in {s.name for s in stacks}:
-            problems.append(f"stacks/Pulumi.{wanted}.yaml: missing (deploy.yml and drills.yml act on it)")
+    stack_reviewers = _stack_reviewers(cfg, stacks, problems)
     state_bucket = cfg.get("stateBucket") or f"{ci_project}-pulumi-state"
     boot_bucket = cfg.get("bootstrapStateBucket") or f"{ci_project}-bootstrap-state"
     for key, bucket in (("stateBucket", state_bucket), ("bootstrapStateBucket", boot_bucket)):
@@ -284,6 +330,7 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path = S
         stacks=tuple(stacks),
         reviewer_teams=teams,
         reviewer_users=users,
+        stack_reviewers=stack_reviewers,
         state_bucket=state_bucket,
         bootstrap_state_bucket=boot_bucket,
         state_location=state_location,
@@ -316,6 +363,8 @@ PROJECT, NODE_ACCOUNT, STATE_BUCKET, KEY = "project", "node account", "state buc
 # The worker image's signing: the stack's image signing key, its attestor's note and the attestor (made here).
 SIGNING_KEY, NOTE, ATTESTOR = "signing key", "attestor note", "attestor"
 EVERY = "every stack"
+IMAGE_STACKS = "every stack with an image"  # in IMAGE_GRANTS: each stack with a tpu-multislice:image section
+DEPLOYED_STACK = "the deployed stack"  # in DEPLOY_GRANTS: the stack of ci-deploy-<stack>
 
 
 @dataclass(frozen=True)
@@ -426,15 +475,23 @@ class Grant:
 
 @dataclass(frozen=True)
 class Identity:
-    key: str  # preview | deploy | drill | image
+    key: str  # preview | deploy-<stack> | drill | image
     description: str
     grants: tuple[Grant, ...]
     # (attribute, value template) pairs: who may act as the account ({repository} filled in).
     principals: tuple[tuple[str, str], ...] = field(default=())
+    account: str = ""  # the account id; names.CI_ACCOUNTS[key] when empty
+    # The Actions variable holding its email: a repository variable, or one of this environment's own
+    # (deploy.yml's `up` reads vars.GCP_DEPLOY_SERVICE_ACCOUNT in deploy-<stack>: each stack's own identity).
+    environment: str | None = None
 
     @property
     def account_id(self) -> str:
-        return names.CI_ACCOUNTS[self.key]
+        return self.account or names.CI_ACCOUNTS[self.key]
+
+    @property
+    def variable(self) -> str:
+        return f"GCP_{self.key.split('-')[0].upper()}_SERVICE_ACCOUNT"
 
 
 _OBJECTS = "projects/_/buckets/{state_bucket}/objects/.pulumi"
@@ -479,54 +536,85 @@ PREVIEW = Identity(
         on_main("drills.yml"),  # drift detection
     ),
 )
-DEPLOY = Identity(
-    key="deploy",
-    description="CI deploy: changes what the prod stack owns, from main in the production environment only",
-    grants=(
-        Grant("roles/container.admin", PROJECT, DEPLOYED_STACK,
-              why="clusters, node pools, the objects applied in them"),
-        Grant("roles/compute.networkAdmin", PROJECT, DEPLOYED_STACK, why="the networks, subnets, router and NAT"),
-        Grant(custom("tpuMultisliceBuckets"), PROJECT, DEPLOYED_STACK, why="the checkpoint bucket and its IAM"),
-        Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),
-        Grant("roles/monitoring.editor", PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
-        Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
-        Grant(custom("tpuMultisliceFirewalls"), PROJECT, DEPLOYED_STACK, why="the DCN networks' ingress rules"),
-        Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),
-        Grant(custom("tpuMultisliceTopics"), PROJECT, DEPLOYED_STACK, why="the security bulletins topic"),
-        Grant("roles/binaryauthorization.policyEditor", PROJECT, DEPLOYED_STACK,
-              why="the project's Binary Authorization policy"),
-        Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
-              why="run the nodes as the node account (GKE checks actAs)"),
-        Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
-        Grant("roles/storage.objectAdmin", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_STATE, why="write prod's state"),
-        Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, DEPLOYED_STACK, why="prod's secrets"),
-    ),
-    principals=(on_main("deploy.yml", PRODUCTION),),
+# A deploying stack's own identity (ci-deploy-<stack>): its grants below, on that stack alone (``of`` is filled in).
+DEPLOY_GRANTS = (
+    Grant("roles/container.admin", PROJECT, DEPLOYED_STACK,
+          why="clusters, node pools, the objects applied in them"),
+    Grant("roles/compute.networkAdmin", PROJECT, DEPLOYED_STACK, why="the networks, subnets, router and NAT"),
+    Grant(custom("tpuMultisliceBuckets"), PROJECT, DEPLOYED_STACK, why="the checkpoint bucket and its IAM"),
+    Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),
+    Grant("roles/monitoring.editor", PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
+    Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
+    Grant(custom("tpuMultisliceFirewalls"), PROJECT, DEPLOYED_STACK, why="the DCN networks' ingress rules"),
+    Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),
+    Grant(custom("tpuMultisliceTopics"), PROJECT, DEPLOYED_STACK, why="the security bulletins topic"),
+    Grant("roles/binaryauthorization.policyEditor", PROJECT, DEPLOYED_STACK,
+          why="the project's Binary Authorization policy"),
+    Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
+          why="run the nodes as the node account (GKE checks actAs)"),
+    Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
+    Grant("roles/storage.objectAdmin", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_STATE, why="write the stack's state"),
+    Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, DEPLOYED_STACK, why="the stack's secrets"),
 )
-DRILL_IDENTITY = Identity(
-    key="drill",
-    description="CI drill: reads prod's cluster; Kubernetes RBAC in the workload namespace does the rest",
-    grants=(Grant("roles/container.clusterViewer", PROJECT, DRILLED_STACK,
-                  why="get-credentials; no Kubernetes object access"),),
-    principals=(on_main("drills.yml", DRILL),),
-)
+
+
+def deploy_identity(stack: str) -> Identity:
+    """ci-deploy-<stack>: changes what one stack owns, from deploy.yml on main in deploy-<stack> only."""
+    env = deploy_environment(stack)
+    return Identity(
+        key=f"deploy-{stack}",
+        description=f"CI deploy of {stack}: from main in its environment {env.name} only",
+        grants=tuple(replace(g, of=stack) if g.of == DEPLOYED_STACK else g for g in DEPLOY_GRANTS),
+        principals=(on_main("deploy.yml", env),),
+        account=names.deploy_account_id(stack),
+        environment=env.name,
+    )
+
+
+def drill_identity(stacks: list[str]) -> Identity:
+    """ci-drill: reads the drilled stacks' clusters (one account: the stacks' in-cluster RBAC names it); each
+    stack's drill runs in its own drill-<stack> environment."""
+    return Identity(
+        key="drill",
+        description="CI drill: reads the drilled stacks' clusters; Kubernetes RBAC in the workload namespace does "
+                    "the rest",
+        grants=tuple(Grant("roles/container.clusterViewer", PROJECT, s,
+                           why="get-credentials; no Kubernetes object access") for s in stacks),
+        principals=tuple(on_main("drills.yml", drill_environment(s)) for s in stacks),
+    )
+
+
 # Pushes the worker image (roles/artifactregistry.writer on the stack's own repository, which the stack gives it,
 # infra/registry.py) and signs the digest it pushed: an attestation Binary Authorization admits the workers by
 # (infra/cluster_security.py). The roles gcloud's `container binauthz attestations sign-and-create` needs, each on
 # the one resource (https://cloud.google.com/binary-authorization/docs/making-attestations): sign with the key,
 # read the attestor (its note), attach an occurrence to the note, create the occurrence in the project.
-IMAGE = Identity(
-    key="image",
-    description="CI image: pushes the worker image and signs its digest for Binary Authorization",
-    grants=(
-        Grant("roles/cloudkms.signerVerifier", SIGNING_KEY, DEPLOYED_STACK, why="sign the pushed image's digest"),
-        Grant("roles/binaryauthorization.attestorsViewer", ATTESTOR, DEPLOYED_STACK, why="the attestor's note"),
-        Grant("roles/containeranalysis.notes.attacher", NOTE, DEPLOYED_STACK, why="attach the attestation to the note"),
-        Grant(custom("tpuMultisliceAttestations"), PROJECT, DEPLOYED_STACK, why="create the attestation occurrence"),
-    ),
-    principals=(on_main("image.yml"),),
+IMAGE_GRANTS = (
+    Grant("roles/cloudkms.signerVerifier", SIGNING_KEY, IMAGE_STACKS, why="sign the pushed image's digest"),
+    Grant("roles/binaryauthorization.attestorsViewer", ATTESTOR, IMAGE_STACKS, why="the attestor's note"),
+    Grant("roles/containeranalysis.notes.attacher", NOTE, IMAGE_STACKS, why="attach the attestation to the note"),
+    Grant(custom("tpuMultisliceAttestations"), PROJECT, IMAGE_STACKS, why="create the attestation occurrence"),
 )
-IDENTITIES = (PREVIEW, DEPLOY, DRILL_IDENTITY, IMAGE)
+
+
+def image_identity(stacks: list[str]) -> Identity:
+    """ci-image: one workflow builds one image for every stack with an image section, so one account, whose
+    signing grants name each of those stacks' key, attestor and note only."""
+    return Identity(
+        key="image",
+        description="CI image: pushes the worker image and signs its digest for Binary Authorization",
+        grants=tuple(replace(g, of=s) for s in stacks for g in IMAGE_GRANTS),
+        principals=(on_main("image.yml"),),
+    )
+
+
+def identities(c: BootstrapConfig) -> tuple[Identity, ...]:
+    """ci-preview, one ci-deploy-<stack> per deploying stack, ci-drill when a stack is drilled, ci-image."""
+    drilled = [s.name for s in c.stacks if s.cluster_drill]
+    return (PREVIEW, *(deploy_identity(s.name) for s in c.stacks if s.deploy_on_push),
+            *([drill_identity(drilled)] if drilled else []), image_identity([s.name for s in c.stacks if s.image]))
+
+
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 
 
@@ -943,7 +1031,9 @@ def _condition(grant: Grant, c: BootstrapConfig, s: Stack) -> dict | None:
 @dataclass(frozen=True)
 class GitHubRepositoryArgs:
     config: BootstrapConfig
-    variables: dict[str, pulumi.Input[str]]  # the Actions variables the workflows read
+    variables: dict[str, pulumi.Input[str]]  # the repository's Actions variables the workflows read
+    # An environment's own variables (deploy-<stack>: its deploy identity's email), by environment name.
+    environment_variables: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
 
 
 class GitHubRepository(pulumi.ComponentResource):
@@ -960,13 +1050,15 @@ class GitHubRepository(pulumi.ComponentResource):
                                    opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         invoke = pulumi.InvokeOutputOptions(parent=self, provider=provider)
-        reviewers = github.RepositoryEnvironmentReviewerArgs(
-            teams=[github.get_team_output(slug=t, summary_only=True, opts=invoke).id.apply(int)
-                   for t in c.reviewer_teams],
-            users=[github.get_user_output(username=u, opts=invoke).id.apply(int) for u in c.reviewer_users],
-        )
+        teams = {t: github.get_team_output(slug=t, summary_only=True, opts=invoke).id.apply(int)
+                 for t in dict.fromkeys([*c.reviewer_teams, *(x for t, _ in c.stack_reviewers.values() for x in t)])}
+        users = {u: github.get_user_output(username=u, opts=invoke).id.apply(int)
+                 for u in dict.fromkeys([*c.reviewer_users, *(x for _, u in c.stack_reviewers.values() for x in u)])}
         self.environments = {}
-        for env in ENVIRONMENTS:
+        for env in environments(c):
+            env_teams, env_users = c.reviewers(env)
+            reviewers = github.RepositoryEnvironmentReviewerArgs(teams=[teams[t] for t in env_teams],
+                                                                 users=[users[u] for u in env_users])
             # docs.github.com/en/actions/reference/workflows-and-actions/deployments-and-environments
             self.environments[env.name] = github.RepositoryEnvironment(
                 f"{name}-env-{env.name}",
@@ -1014,4 +1106,13 @@ class GitHubRepository(pulumi.ComponentResource):
                 github.ActionsVariableArgs(repository=c.repository_name, variable_name=var, value=value),
                 opts=child,
             )
-        self.register_outputs({"environments": [e.name for e in ENVIRONMENTS]})
+        for env_name, variables in args.environment_variables.items():
+            for var, value in variables.items():
+                github.ActionsEnvironmentVariable(
+                    f"{name}-env-{env_name}-var-{var.lower().replace('_', '-')}",
+                    github.ActionsEnvironmentVariableArgs(repository=c.repository_name, environment=env_name,
+                                                          variable_name=var, value=value),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                                depends_on=[self.environments[env_name]]),
+                )
+        self.register_outputs({"environments": list(self.environments)})

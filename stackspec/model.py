@@ -827,6 +827,16 @@ UNVERIFIED = {
 }
 
 
+class Deploy(Section):
+    """What the GitOps workflows do with the stack (bootstrap/ makes the environments and identities these need)."""
+
+    # deploy.yml applies the stack on every push to main, in the GitHub environment deploy-<stack>, as the
+    # stack's own deploy identity ci-deploy-<stack>. Off by default: a new stack is previewed, never applied.
+    on_push: bool = False
+    # drills.yml's weekly cluster drill runs this elastic job against the deployed stack (environment drill-<stack>).
+    cluster_drill: str | None = None
+
+
 class TpuPrices(Section):
     """USD per chip-hour by capacity type; unset: the dated table, stackspec/data/prices.json."""
 
@@ -975,6 +985,7 @@ class StackSpec(BaseModel):
     manager: Manager | None = Field(None, alias=_ns("manager"))
     regions: tuple[RegionSite, ...] = Field((), alias=_ns("regions"))
     dispatch: Literal[places.DISPATCH] = Field("cost", alias=_ns("dispatch"))
+    deploy: Deploy = Field(default_factory=Deploy, alias=_ns("deploy"))
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -1073,6 +1084,9 @@ class StackSpec(BaseModel):
               "the workloads' Kubernetes service account"),
             d("stack", self.stack, limits.LABEL_VALUE, "the tpu-multislice/stack label on every object"),
         ]
+        if self.deploy.on_push:
+            out.append(d(_ns("deploy.onPush"), names.deploy_account_id(self.stack), limits.SERVICE_ACCOUNT_ID,
+                         "the stack's deploy identity ci-deploy-<stack> (bootstrap/)"))
         if self.image is not None:
             out.append(d(_ns("image.repository"), self.image.repository, limits.ARTIFACT_REPOSITORY,
                          "the Artifact Registry repository"))
@@ -1294,6 +1308,14 @@ class StackSpec(BaseModel):
     @property
     def multi_region(self) -> bool:
         return bool(self.regions)
+
+    @property
+    def home(self) -> tuple[str, str]:
+        """(cluster, region) the stack-wide resources are named after and kept in: the stack's cluster, or a
+        multi-region stack's manager (the bulletin topic, the image attestor and its signing key)."""
+        if self.multi_region:
+            return self.manager.name, self.manager.region
+        return self.cluster.name, self.region
 
     @property
     def site(self) -> RegionSite | None:

@@ -155,6 +155,21 @@ def k8s_provider(cluster: str) -> str:
 CI_ACCOUNTS = {"preview": "ci-preview", "deploy": "ci-deploy", "drill": "ci-drill", "image": "ci-image"}
 
 
+def deploy_account_id(stack: str) -> str:
+    """The deploy identity of one stack (bootstrap/): each deploying stack has its own, acting on its project only."""
+    return f"{CI_ACCOUNTS['deploy']}-{stack}"
+
+
+def deploy_environment(stack: str) -> str:
+    """The GitHub environment deploy.yml applies ``stack`` in (required reviewers, main only)."""
+    return f"deploy-{stack}"
+
+
+def drill_environment(stack: str) -> str:
+    """The GitHub environment drills.yml's cluster drill of ``stack`` runs in."""
+    return f"drill-{stack}"
+
+
 def ci_account_email(key: str, project: str) -> str:
     return f"{CI_ACCOUNTS[key]}@{project}.iam.gserviceaccount.com"
 

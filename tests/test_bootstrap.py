@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from offline import pulumi_runtime
+from slicectl import cmd_stacks
 from stackspec import names, spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +149,14 @@ BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
 REPO = CFG[f"{NS}:repository"]
 STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
-PROD_PROJECT = STACKS[ci.DEPLOYED_STACK].project
+PROD_PROJECT = STACKS["prod"].project
+# The bootstrap's config as the program reads it (for the declared environments).
+CONFIG = ci.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
+                            repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(ci.read_stacks()[0]))
+PROD_DEPLOY = names.deploy_account_id("prod")  # ci-deploy-prod
+# The CI accounts the example renders: one deploy identity per stack that deploys on push (prod only here).
+CI_ACCOUNTS = ["ci-preview", *(names.deploy_account_id(k) for k, s in STACKS.items() if s.deploy.on_push),
+               *(["ci-drill"] if any(s.deploy.cluster_drill for s in STACKS.values()) else []), "ci-image"]
 
 
 def _clusters(s) -> list[tuple[str, str]]:
@@ -158,17 +166,12 @@ def _clusters(s) -> list[tuple[str, str]]:
     return [(s.cluster.name, s.region)]
 
 
-def _owner(s) -> str:
-    """The cluster a stack's image signing key and attestor are named after: its own, or its manager."""
-    return _clusters(s)[0][0]
-
-
 # (stack, project, cluster, region) of every cluster of every stack.
 CLUSTERS = [(k, s.project, c, r) for k, s in STACKS.items() for c, r in _clusters(s)]
 
 
 def member_id(member: str) -> str:
-    """``serviceAccount:ci-deploy@p.iam...`` -> ``ci-deploy``."""
+    """``serviceAccount:ci-deploy-prod@p.iam...`` -> ``ci-deploy-prod``."""
     return member.removeprefix("serviceAccount:").split("@")[0]
 
 
@@ -297,8 +300,8 @@ def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot
     assert streaming and all(r.name.endswith("-nodes-serviceusageconsumer") for r in streaming)
     # The CI accounts live in the CI project, nowhere else.
     ci_accounts = {r.inputs["accountId"]: r.inputs["project"] for r in boot.of("gcp:serviceaccount/account:Account")
-                   if r.inputs["accountId"] in names.CI_ACCOUNTS.values()}
-    assert ci_accounts == {a: CI_PROJECT for a in names.CI_ACCOUNTS.values()}
+                   if r.inputs["accountId"].startswith("ci-")}
+    assert ci_accounts == {a: CI_PROJECT for a in CI_ACCOUNTS}
 
 
 def test_custom_roles_are_made_where_granted_and_replace_the_broad_predefined_ones(boot):
@@ -320,7 +323,7 @@ def test_custom_roles_are_made_where_granted_and_replace_the_broad_predefined_on
 def test_no_ci_identity_can_widen_its_own_power(boot):
     """No role that creates service accounts, changes a project's IAM policy, mints tokens for
     another account, or touches the CI project; acting as an account only on prod's node account."""
-    ci_members = {f"serviceAccount:{a}@{CI_PROJECT}.iam.gserviceaccount.com" for a in names.CI_ACCOUNTS.values()}
+    ci_members = {f"serviceAccount:{a}@{CI_PROJECT}.iam.gserviceaccount.com" for a in CI_ACCOUNTS}
     forbidden = {"roles/iam.serviceAccountAdmin", "roles/resourcemanager.projectIamAdmin", "roles/owner",
                  "roles/editor", "roles/iam.serviceAccountTokenCreator", "roles/iam.securityAdmin",
                  "roles/iam.workloadIdentityPoolAdmin", "roles/cloudkms.admin", "roles/storage.admin"}
@@ -329,9 +332,9 @@ def test_no_ci_identity_can_widen_its_own_power(boot):
             assert r.inputs["project"] != CI_PROJECT
             assert r.inputs["role"] not in forbidden | {"roles/iam.serviceAccountUser"}, r.name
     acts_as = [r for r in boot.of("gcp:serviceaccount/iAMMember:IAMMember") if r.inputs["member"] in ci_members]
-    prod_nodes = boot.exports["nodeServiceAccounts"][ci.DEPLOYED_STACK]
+    prod_nodes = boot.exports["nodeServiceAccounts"]["prod"]
     assert [(member_id(r.inputs["member"]), r.inputs["role"], r.inputs["serviceAccountId"]) for r in acts_as] == [
-        ("ci-deploy", "roles/iam.serviceAccountUser", f"projects/{PROD_PROJECT}/serviceAccounts/{prod_nodes}")]
+        (PROD_DEPLOY, "roles/iam.serviceAccountUser", f"projects/{PROD_PROJECT}/serviceAccounts/{prod_nodes}")]
     # Who may act as the CI accounts: the pool's principal sets only.
     for r in boot.of("gcp:serviceaccount/iAMMember:IAMMember"):
         if r.inputs["member"] not in ci_members:
@@ -340,13 +343,13 @@ def test_no_ci_identity_can_widen_its_own_power(boot):
 
 def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
     for r in boot.of("gcp:projects/iAMMember:IAMMember"):
-        if member_id(r.inputs["member"]) in ("ci-deploy", "ci-drill"):
+        if member_id(r.inputs["member"]) in (PROD_DEPLOY, "ci-drill"):
             assert r.inputs["project"] == PROD_PROJECT, r.name
     deploy_keys = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1] for r in boot.of(
-        "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember") if member_id(r.inputs["member"]) == "ci-deploy"}
-    assert deploy_keys == {ci.DEPLOYED_STACK}
+        "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember") if member_id(r.inputs["member"]) == PROD_DEPLOY}
+    assert deploy_keys == {"prod"}
     (write,) = [r for r in boot.of("gcp:storage/bucketIAMMember:BucketIAMMember")
-                if member_id(r.inputs["member"]) == "ci-deploy" and r.inputs["role"] == "roles/storage.objectAdmin"]
+                if member_id(r.inputs["member"]) == PROD_DEPLOY and r.inputs["role"] == "roles/storage.objectAdmin"]
     expr = write.inputs["condition"]["expression"]
     objects = f"projects/_/buckets/{STATE}/objects/.pulumi"
     # Pulumi's file backend layout for project-scoped stacks; dev's objects stay out of reach.
@@ -359,7 +362,7 @@ def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
 def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod):
     """The custom roles list what the stack's resources need: a new resource type in the stack
     program fails here until ci_components.MANAGED_BY (and a role's permissions) cover it."""
-    deploy_roles = {g.role for g in ci.DEPLOY.grants if g.on == ci.PROJECT}
+    deploy_roles = {g.role for g in ci.DEPLOY_GRANTS if g.on == ci.PROJECT}
     types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
     missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
     assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
@@ -474,34 +477,39 @@ def principals(boot: Boot) -> set[tuple[str, str, str]]:
         ("deploy.yml edited in a pull request to run in pr-preview",
          claims("pull_request", PR_REF, "deploy.yml", "pr-preview"), set()),
         ("a pull request in production (GitHub's branch rule refuses it too)",
-         claims("pull_request", PR_REF, "deploy.yml", "production"), set()),
+         claims("pull_request", PR_REF, "deploy.yml", "deploy-prod"), set()),
         ("pr-preview on a push to a branch", claims("push", "refs/heads/x", "pr.yml", "pr-preview"), set()),
         ("pull_request_target", claims("pull_request_target", MAIN, "pr.yml", "pr-preview"), set()),
         # Main: each job gets its own identity only.
-        ("deploy.yml's up: main, production", claims("push", MAIN, "deploy.yml", "production"), {"ci-deploy"}),
+        ("deploy.yml's up: main, production", claims("push", MAIN, "deploy.yml", "deploy-prod"), {"ci-deploy-prod"}),
         ("deploy.yml's preview job", claims("push", MAIN, "deploy.yml"), {"ci-preview"}),
-        ("production off main", claims("push", "refs/heads/x", "deploy.yml", "production"), set()),
-        ("production from another workflow on main", claims("push", MAIN, "image.yml", "production"), set()),
+        # A stack that does not deploy on push has no deploy environment GCP trusts, nor an identity.
+        ("deploy.yml on main in a stack's environment that is not deployed",
+         claims("push", MAIN, "deploy.yml", "deploy-dev"), set()),
+        ("the old shared production environment", claims("push", MAIN, "deploy.yml", "production"), set()),
+        ("a stack's deploy environment from drills.yml", claims("schedule", MAIN, "drills.yml", "deploy-prod"), set()),
+        ("production off main", claims("push", "refs/heads/x", "deploy.yml", "deploy-prod"), set()),
+        ("production from another workflow on main", claims("push", MAIN, "image.yml", "deploy-prod"), set()),
         ("deploy.yml on main in another environment", claims("push", MAIN, "deploy.yml", "staging"), set()),
         ("the image build on main", claims("push", MAIN, "image.yml"), {"ci-image"}),
         ("the image build dispatched on a branch", claims("workflow_dispatch", "refs/heads/x", "image.yml"), set()),
         ("drills.yml's drift job on main", claims("schedule", MAIN, "drills.yml"), {"ci-preview"}),
-        ("drills.yml's cluster drill, approved in drill", claims("schedule", MAIN, "drills.yml", "drill"),
+        ("drills.yml's cluster drill, approved in drill", claims("schedule", MAIN, "drills.yml", "drill-prod"),
          {"ci-drill"}),
         ("the cluster drill dispatched on a branch",
-         claims("workflow_dispatch", "refs/heads/x", "drills.yml", "drill"), set()),
-        ("drill environment from deploy.yml", claims("push", MAIN, "deploy.yml", "drill"), set()),
-        ("a renamed copy of drills.yml on main", claims("schedule", MAIN, "drills2.yml", "drill"), set()),
+         claims("workflow_dispatch", "refs/heads/x", "drills.yml", "drill-prod"), set()),
+        ("drill environment from deploy.yml", claims("push", MAIN, "deploy.yml", "drill-prod"), set()),
+        ("a renamed copy of drills.yml on main", claims("schedule", MAIN, "drills2.yml", "drill-prod"), set()),
         ("a push to another branch", claims("push", "refs/heads/x", "pr.yml"), set()),
         ("any other workflow on main", claims("push", MAIN, "other.yml"), set()),
         # deploy.yml called as a reusable workflow from another file: job_workflow_ref is deploy.yml's.
         ("deploy.yml reused by another workflow",
-         claims("push", MAIN, "deploy.yml", "production", caller="other.yml"), set()),
-        ("another repository", claims("push", MAIN, "deploy.yml", "production", repo="evil/tpu"), set()),
+         claims("push", MAIN, "deploy.yml", "deploy-prod", caller="other.yml"), set()),
+        ("another repository", claims("push", MAIN, "deploy.yml", "deploy-prod", repo="evil/tpu"), set()),
         ("same name, other repository id",
-         {**claims("push", MAIN, "deploy.yml", "production"), "repository_id": "1"}, set()),
+         {**claims("push", MAIN, "deploy.yml", "deploy-prod"), "repository_id": "1"}, set()),
         ("same name, other owner id",
-         {**claims("push", MAIN, "deploy.yml", "production"), "repository_owner_id": "1"}, set()),
+         {**claims("push", MAIN, "deploy.yml", "deploy-prod"), "repository_owner_id": "1"}, set()),
     ],
 )
 def test_who_can_act_as_which_identity(boot, what, token, expected):
@@ -513,11 +521,12 @@ def test_who_can_act_as_which_identity(boot, what, token, expected):
 
 def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_declared(boot):
     envs = {r.inputs["environment"]: r for r in boot.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
-    assert set(envs) == {e.name for e in ci.ENVIRONMENTS} == {"production", "pr-preview", "drill"}
+    declared = ci.environments(CONFIG)
+    assert set(envs) == {e.name for e in declared} == {"deploy-prod", "pr-preview", "drill-prod"}
     policies = {(r.inputs["environment"], r.inputs["branchPattern"]) for r in boot.of(
         "github:index/repositoryEnvironmentDeploymentPolicy:RepositoryEnvironmentDeploymentPolicy")}
     teams = json.loads(CFG[f"{NS}:reviewerTeams"])
-    for env in ci.ENVIRONMENTS:
+    for env in declared:
         r = envs[env.name].inputs
         assert r["repository"] == REPO.split("/")[1]
         assert r["preventSelfReview"] is True and r["canAdminsBypass"] is False
@@ -527,7 +536,7 @@ def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_de
             assert (env.name, "main") in policies
         else:
             assert "deploymentBranchPolicy" not in r
-    assert {e for e, _ in policies} == {e.name for e in ci.ENVIRONMENTS if e.main_only}
+    assert {e for e, _ in policies} == {e.name for e in declared if e.main_only}
     assert all("pulumi:providers:github::repository-provider::" in r.provider for r in envs.values())
 
 
@@ -549,9 +558,17 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
     exported = {k for k in boot.exports if k.isupper()}
     variables = {r.inputs["variableName"]: r.inputs["value"]
                  for r in boot.of("github:index/actionsVariable:ActionsVariable")}
-    assert used == exported == set(variables)
+    scoped = {(r.inputs["environment"], r.inputs["variableName"]): r.inputs["value"]
+              for r in boot.of("github:index/actionsEnvironmentVariable:ActionsEnvironmentVariable")}
+    assert used == exported | {v for _, v in scoped} and exported == set(variables)
     assert variables == {k: boot.exports[k] for k in exported}
-    assert variables["GCP_DEPLOY_SERVICE_ACCOUNT"] == f"ci-deploy@{CI_PROJECT}.iam.gserviceaccount.com"
+    # Each deploying stack's identity is a variable of its own environment: deploy.yml's one expression
+    # `vars.GCP_DEPLOY_SERVICE_ACCOUNT` is ci-deploy-<stack> in deploy-<stack>, and nothing outside it.
+    assert "GCP_DEPLOY_SERVICE_ACCOUNT" not in variables
+    assert scoped == {(f"deploy-{k}", "GCP_DEPLOY_SERVICE_ACCOUNT"):
+                      f"{names.deploy_account_id(k)}@{CI_PROJECT}.iam.gserviceaccount.com"
+                      for k, s in STACKS.items() if s.deploy.on_push}
+    assert boot.exports["environmentVariables"] == {e: {v: x} for (e, v), x in scoped.items()}
 
 
 # --- the README's tables are what the bootstrap grants -------------------------------------------
@@ -579,24 +596,26 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
     node_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
                      for k, e in boot.exports["nodeServiceAccounts"].items()}
     seen: dict[tuple, set[str]] = {}
-    for type_, on in SCOPES.items():
+    for type_, scope in SCOPES.items():
         for r in boot.of(type_):
+            on = scope  # a signing key's binding is re-scoped below, never the loop's scope
             who = member_id(r.inputs["member"])
-            if who not in names.CI_ACCOUNTS.values() or r.inputs["role"] == ci.NODE_SA_ROLE:
+            if who not in CI_ACCOUNTS or r.inputs["role"] == ci.NODE_SA_ROLE:
                 continue
             if on == ci.PROJECT:
                 stacks = project_stacks[r.inputs["project"]]
             elif on == ci.NODE_ACCOUNT:
                 stacks = {node_accounts[r.inputs["serviceAccountId"]]}
-            elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"].endswith(
-                    "/cryptoKeys/" + names.image_signing_key(_owner(x)))]):
+            elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"] == names
+                                               .image_signing_key_version_id(x.project, x.home[1], x.home[0])
+                                               .rsplit("/cryptoKeyVersions/", 1)[0]]):
                 on, stacks = ci.SIGNING_KEY, set(signing)
             elif on == ci.KEY:
                 stacks = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1]}
             elif on in (ci.NOTE, ci.ATTESTOR):
                 field_ = "note" if on == ci.NOTE else "attestor"
                 stacks = {k for k, x in STACKS.items() if x.project == r.inputs["project"]
-                          and r.inputs[field_] == names.image_attestor(_owner(x))}
+                          and r.inputs[field_] == names.image_attestor(x.home[0])}
             else:  # the state bucket: one stack's objects when its condition names them
                 expr = r.inputs.get("condition", {}).get("expression", "")
                 stacks = {s for s in STACKS if f"/{names.PROJECT}/{s}" in expr} or set(STACKS)
@@ -604,7 +623,13 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
             seen.setdefault(row, set()).update(stacks)
     out = set()
     for (who, role, on, cond), stacks in seen.items():
-        (of,) = [ci.EVERY] if stacks == set(STACKS) else stacks
+        image_stacks = {k for k, x in STACKS.items() if x.image is not None}
+        if stacks == set(STACKS):
+            of = ci.EVERY
+        elif len(stacks) > 1 and stacks == image_stacks:
+            of = ci.IMAGE_STACKS
+        else:
+            (of,) = stacks
         out.add((who, role, on, of, cond))
     return out
 
@@ -663,18 +688,32 @@ def workflow_jobs() -> dict[tuple[str, str], dict]:
     return out
 
 
-def job_token(workflow: str, job: dict) -> dict | None:
-    """The token a job of ``workflow`` gets on its usual trigger (None: it may not request one)."""
+def job_token(workflow: str, job: dict, stack: str | None = None) -> dict | None:
+    """The token a job of ``workflow`` gets on its usual trigger (None: it may not request one); a matrix
+    job's environment (``deploy-${{ matrix.stack }}``) is that of ``stack``."""
     if job.get("permissions", {}).get("id-token") != "write":
         return None
+    env = job.get("environment")
+    if env and stack is not None:
+        env = re.sub(r"\$\{\{ matrix\.[\w.]+ \}\}", stack, env)
     if workflow == "pr.yml":
-        return claims("pull_request", PR_REF, workflow, job.get("environment"))
-    return claims("push", MAIN, workflow, job.get("environment"))
+        return claims("pull_request", PR_REF, workflow, env)
+    return claims("push", MAIN, workflow, env)
+
+
+def matrix_stacks(job: dict) -> list[str] | None:
+    """The stacks a job's matrix runs over (the list its ``stacks`` job emits: ``slicectl stacks``), or None."""
+    matrix = json.dumps(job.get("strategy", {}).get("matrix", {}))
+    m = re.search(r"fromJSON\(needs\.stacks\.outputs\.(\w+)\)", matrix)
+    if not m:
+        return None
+    return [x if isinstance(x, str) else x["stack"] for x in cmd_stacks.lists()[m.group(1)]]
 
 
 def test_readme_threat_table_is_what_each_job_can_mint(boot):
     """Each CI job's row: the environment it names and the identity its token can be exchanged for
-    (the token model on the real provider). Every job of every workflow has a row."""
+    (the token model on the real provider). Every job of every workflow has a row; a job run per stack
+    is modelled for each stack of its matrix, its row naming ``<stack>``."""
     rows = readme_rows("Threat table: each CI job")
     jobs = workflow_jobs()
     seen = set()
@@ -683,17 +722,21 @@ def test_readme_threat_table_is_what_each_job_can_mint(boot):
         assert (workflow, job_id) in jobs, f"README threat table: no job {job_cell}"
         seen.add((workflow, job_id))
         job = jobs[(workflow, job_id)]
-        assert (ticked(env_cell) or [None])[0] == job.get("environment"), job_cell
-        token = job_token(workflow, job)
+        env = job.get("environment")
+        assert (ticked(env_cell) or [None])[0] == (env and re.sub(r"\$\{\{ matrix\.[\w.]+ \}\}", "<stack>", env)), \
+            job_cell
         identity = (ticked(identity_cell) or [None])[0]
-        assert (usable(boot, token) if token else set()) == ({identity} if identity else set()), job_cell
+        for stack in matrix_stacks(job) or [None]:
+            token = job_token(workflow, job, stack)
+            want = {identity.replace("<stack>", stack or "")} if identity else set()
+            assert (usable(boot, token) if token else set()) == want, (job_cell, stack)
     assert seen == set(jobs), f"README threat table misses {sorted(set(jobs) - seen)}"
 
 
 def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_identity(boot, prod):
     """Each identity's roles: the bootstrap's bindings and those the prod stack makes to it (the
     image pusher's repository role), by account id."""
-    holds: dict[str, set[str]] = {a: set() for a in names.CI_ACCOUNTS.values()}
+    holds: dict[str, set[str]] = {a: set() for a in CI_ACCOUNTS}
     for who, role, *_ in rendered_grants(boot):
         holds[who].add(role)
     for r in prod.resources:
@@ -701,7 +744,7 @@ def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_i
         if isinstance(member, str) and member.startswith("serviceAccount:") and member_id(member) in holds:
             holds[member_id(member)].add(r.inputs["role"])
     rows = readme_rows("Threat table: each identity")
-    assert [ticked(r[0])[0] for r in rows] == list(names.CI_ACCOUNTS.values())
+    assert [ticked(r[0])[0] for r in rows] == CI_ACCOUNTS
     for who, held, yields, *_ in rows:
         roles = {x for x in ticked(held) if x.startswith(("roles/", ci.CUSTOM))}
         assert roles == holds[ticked(who)[0]], who
@@ -747,3 +790,70 @@ def test_no_reviewer_is_refused():
     with pytest.raises(pulumi.RunError) as err:
         render(config)
     assert "at least one reviewer" in str(err.value)
+
+
+# --- a team's stack that opts in ------------------------------------------------------------------
+
+
+def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_reviewers(monkeypatch, tmp_path):
+    """team-eu with deploy.onPush and a cluster drill: its own ci-deploy-team-eu, holding roles in team-eu's
+    project, key and state only, usable from deploy.yml on main in deploy-team-eu only; its drill-team-eu
+    environment; both approved by the team's own reviewers (stackReviewers)."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        (stacks / p.name).write_text(p.read_text())
+    team = stacks / "Pulumi.team-eu.yaml"
+    text = team.read_text()
+    assert "    onPush: false\n" in text
+    team.write_text(text.replace("    onPush: false\n", "    onPush: true\n    clusterDrill: llama3-8b-elastic\n"))
+    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    b = render({**example_config(), f"{NS}:stackReviewers": json.dumps({"team-eu": {"teams": ["team-eu-leads"]}})})
+    team_project = spec.load_stack("team-eu", stacks).project
+    mine = names.deploy_account_id("team-eu")
+    for r in b.of("gcp:projects/iAMMember:IAMMember"):
+        if member_id(r.inputs["member"]) == mine:
+            assert r.inputs["project"] == team_project, r.name
+        if member_id(r.inputs["member"]) == PROD_DEPLOY:
+            assert r.inputs["project"] == PROD_PROJECT, r.name
+    keys = {member_id(r.inputs["member"]): r.inputs["cryptoKeyId"].rsplit("/", 1)[1]
+            for r in b.of("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember") if "ci-deploy" in r.inputs["member"]}
+    assert keys == {mine: "team-eu", PROD_DEPLOY: "prod"}
+    (write,) = [r for r in b.of("gcp:storage/bucketIAMMember:BucketIAMMember")
+                if member_id(r.inputs["member"]) == mine and r.inputs["role"] == "roles/storage.objectAdmin"]
+    assert f"/{names.PROJECT}/team-eu" in write.inputs["condition"]["expression"]
+    assert "/prod" not in write.inputs["condition"]["expression"]
+    drill_projects = {r.inputs["project"] for r in b.of("gcp:projects/iAMMember:IAMMember")
+                      if member_id(r.inputs["member"]) == "ci-drill"}
+    assert drill_projects == {PROD_PROJECT, team_project}
+    # Who may act as whom: each stack's environment yields its own identity, nothing else.
+    assert usable(b, claims("push", MAIN, "deploy.yml", "deploy-team-eu")) == {mine}
+    assert usable(b, claims("push", MAIN, "deploy.yml", "deploy-prod")) == {PROD_DEPLOY}
+    assert usable(b, claims("push", "refs/heads/x", "deploy.yml", "deploy-team-eu")) == set()
+    assert usable(b, claims("schedule", MAIN, "drills.yml", "drill-team-eu")) == {"ci-drill"}
+    assert usable(b, claims("schedule", MAIN, "drills.yml", "deploy-team-eu")) == set()
+    # The environments, main only, the team's reviewers on its own; the identity as its environment's variable.
+    envs = {r.inputs["environment"]: r.inputs
+            for r in b.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
+    assert set(envs) == {"pr-preview", "deploy-prod", "drill-prod", "deploy-team-eu", "drill-team-eu"}
+    team_id, default = 1000 + len("team-eu-leads"), [1000 + len(t) for t in json.loads(CFG[f"{NS}:reviewerTeams"])]
+    for name, env in envs.items():
+        want = [team_id] if name.endswith("team-eu") else default
+        assert env["reviewers"] == [{"teams": want, "users": []}], name
+    assert b.exports["environmentVariables"]["deploy-team-eu"] == {
+        "GCP_DEPLOY_SERVICE_ACCOUNT": f"{mine}@{CI_PROJECT}.iam.gserviceaccount.com"}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"nope": {"teams": ["a"]}}', "stackReviewers.nope: no stacks/Pulumi.nope.yaml"),
+        ('{"team-eu": {"teams": []}}', "stackReviewers.team-eu: one to six reviewers"),
+        ('{"team-eu": {"teams": ["Bad Team"]}}', "stackReviewers.team-eu: 'Bad Team' is not a GitHub team slug"),
+        ('["team-eu"]', "stackReviewers: a map of stack name"),
+    ],
+)
+def test_bad_stack_reviewers_are_refused(value, message):
+    with pytest.raises(pulumi.RunError) as err:
+        render({**example_config(), f"{NS}:stackReviewers": value})
+    assert message in str(err.value)

@@ -171,8 +171,15 @@ def test_image_workflow_pushes_by_digest_as_its_own_identity():
     build = wf["jobs"]["build"]
     assert build["permissions"] == {"contents": "read", "id-token": "write"}
     run = " ".join(s.get("run", "") for s in build["steps"])
-    assert 'docker push "$IMAGE:$GITHUB_SHA"' in run and 'echo "digest=$digest" >> "$GITHUB_OUTPUT"' in run
-    assert build["outputs"]["digest"] == "${{ steps.push.outputs.digest }}"
+    # One push per stack with an image section (the stacks job's list), each signed digest in the job summary.
+    assert build["strategy"]["matrix"] == {"target": "${{ fromJSON(needs.stacks.outputs.image) }}"}
+    (step,) = [s for s in build["steps"] if "docker push" in s.get("run", "")]
+    assert step["env"] == {"IMAGE": "${{ matrix.target.image }}"}
+    assert 'docker push "$IMAGE:$GITHUB_SHA"' in run and 'digest="${ref##*@}"' in run
+    (sign,) = [s for s in build["steps"] if "sign-and-create" in s.get("run", "")]
+    assert sign["env"]["DIGEST"] == "${{ steps.push.outputs.digest }}"
+    assert sign["env"]["ATTESTOR"] == "${{ matrix.target.attestor }}"
+    assert "tpu-multislice:image.digest: $DIGEST" in run and "stacks/Pulumi.$STACK.yaml" in run
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown"])

@@ -137,11 +137,11 @@ def test_workflows_pass_actionlint():
 def test_actionlint_catches_a_broken_workflow(tmp_path):
     """The linter is live: a bad permission scope and an unknown job output fail it."""
     root = broken_copy(tmp_path, "pr.yml", {"pull-requests: write": "pull-request: write",
-                                             "needs.stacks.outputs.stacks": "needs.stacks.outputs.stackz"})
+                                             "needs.stacks.outputs.all": "needs.stacks.outputs.alll"})
     result = actionlint(root)
     assert result.returncode != 0
     assert 'unknown permission scope "pull-request"' in result.stdout
-    assert 'property "stackz" is not defined' in result.stdout
+    assert 'property "alll" is not defined' in result.stdout
 
 
 def all_workflows() -> dict[str, dict]:
@@ -266,24 +266,111 @@ def test_pull_request_workflow():
         assert "if" not in job and "strategy" not in job and "name" not in job, name
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.all) }}"
     # The branch's code runs with ci-preview only after a reviewer approves it in this environment,
     # the one GCP admits ci-preview from for a pull request.
     assert preview["environment"] == ci.PR_PREVIEW.name
     assert wf["concurrency"]["cancel-in-progress"] is True
 
 
-def test_stack_list_job_finds_every_stack_file(tmp_path):
-    """The `stacks` job's script, run here on the real stacks/ directory."""
-    if shutil.which("jq") is None:
-        pytest.skip("jq not installed (GitHub's runners have it)")
-    script = load("pr.yml")["jobs"]["stacks"]["steps"][1]["run"]
-    out = tmp_path / "out"
-    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, check=True,
-                   env={"GITHUB_OUTPUT": str(out), "PATH": "/usr/bin:/bin"})
-    expected = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob(
-        "Pulumi.*.yaml"))
-    assert json.loads(out.read_text().strip().removeprefix("stacks=")) == expected
+def run_stacks_job(workflow: str, tmp_path: Path, stacks_dir: Path | None = None) -> dict[str, object]:
+    """A workflow's `stacks` job script, run here with a stand-in `uv` whose `run --no-sync slicectl ...` is
+    this interpreter running the real CLI (`uv sync` does nothing); what it appends to $GITHUB_OUTPUT."""
+    job = load(workflow)["jobs"]["stacks"]
+    (step,) = [s for s in steps(job) if s.get("id") == "list"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    extra = f" --stacks-dir {stacks_dir}" if stacks_dir else ""
+    (bin_dir / "uv").write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = sync ] && exit 0\n'
+        '[ "$1 $2 $3" = "run --no-sync slicectl" ] || { echo "unexpected uv $*" >&2; exit 9; }\n'
+        f'shift 3; exec {sys.executable} -m slicectl.cli "$@"{extra}\n')
+    (bin_dir / "uv").chmod(0o755)
+    out = tmp_path / f"{workflow}.out"
+    out.write_text("")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", step["run"]], cwd=ROOT, check=True,
+                   env={"GITHUB_OUTPUT": str(out), "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    values = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    # Every output the job declares is one the step wrote.
+    for key, expr in job["outputs"].items():
+        assert expr == f"${{{{ steps.list.outputs.{key} }}}}" and key in values, (workflow, key)
+    return {k: json.loads(v) for k, v in values.items()}
+
+
+STACK_NAMES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("workflow", ["pr.yml", "deploy.yml", "drills.yml", "image.yml"])
+def test_every_workflow_takes_its_stacks_from_the_stack_files(workflow, tmp_path):
+    """Each workflow's first job lists the stacks (`slicectl stacks`), and every per-stack job's matrix is
+    one of its lists: a stack file added under stacks/ reaches every workflow, nothing retyped."""
+    from stackspec import spec
+
+    lists = run_stacks_job(workflow, tmp_path)
+    specs = {n: spec.load_stack(n) for n in STACK_NAMES}
+    expected = {
+        "all": STACK_NAMES,
+        "deploy": [n for n, s in specs.items() if s.deploy.on_push],
+        "drill": [{"stack": n, "job": s.deploy.cluster_drill} for n, s in specs.items() if s.deploy.cluster_drill],
+        # The image and the bootstrap's attestor and signing key version (named after the stack's cluster, or a
+        # multi-region stack's manager) image.yml signs the pushed digest with.
+        "image": [{"stack": n, "image": f"{s.image.location or s.region}-docker.pkg.dev/{s.project}/"
+                                        f"{s.image.repository}/{s.image.name}",
+                   "attestor": f"projects/{s.project}/attestors/{s.home[0]}-ci-image",
+                   "keyversion": f"projects/{s.project}/locations/{s.home[1]}/keyRings/{s.home[0]}-gke/cryptoKeys/"
+                                 f"{s.home[0]}-image-signer/cryptoKeyVersions/1"}
+                  for n, s in specs.items() if s.image is not None],
+    }
+    assert lists == {k: expected[k] for k in lists}
+    wf = load(workflow)
+    for job_name, job in wf["jobs"].items():
+        matrix = job.get("strategy", {}).get("matrix", {})
+        if job_name == "local-drill":  # local drills: CPU runs of a stack's job, no cloud
+            continue
+        for key, value in matrix.items():
+            m = re.fullmatch(r"\$\{\{ fromJSON\(needs\.stacks\.outputs\.(\w+)\) \}\}", value)
+            assert m and m.group(1) in lists, f"{workflow}:{job_name}: matrix.{key} from the stacks job"
+            assert "stacks" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
+            # An empty list would fail the matrix: the job is skipped instead (pr.yml's `all` is never empty).
+            if m.group(1) != "all":
+                skipped = job.get("if") == f"needs.stacks.outputs.{m.group(1)} != '[]'"
+                assert skipped or "preview" in job["needs"], job_name
+    # No stack is named in a workflow but through the lists: every --stack and stack-name is the matrix's
+    # (local drills, CPU runs with no cloud, pick the stack whose job they run).
+    for job_name, job in wf["jobs"].items():
+        if job_name == "local-drill":
+            continue
+        for step in steps(job):
+            text = step.get("run", "") + json.dumps(step.get("with", {}))
+            for value in re.findall(r'(?:--stack |"stack-name": )("\$\{\{ [^}]+ \}\}"|\S+)', text):
+                assert value in ('"$STACK"', '"$stack"', '"${{ matrix.stack }}"'), (job_name, value)
+
+
+def test_a_new_stack_reaches_the_workflows_lists(tmp_path):
+    """A stack file that opts in to deploy and a cluster drill appears in deploy.yml's and drills.yml's lists;
+    one that does not appears in pr.yml's only."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    (stacks / "Pulumi.prod.yaml").write_text(prod)
+    off = prod.replace("    onPush: true\n    clusterDrill: llama3-8b-elastic\n", "    onPush: false\n")
+    assert off != prod
+    (stacks / "Pulumi.quiet.yaml").write_text(off)
+    assert run_stacks_job("pr.yml", tmp_path, stacks)["all"] == ["prod", "quiet"]
+    assert run_stacks_job("deploy.yml", tmp_path, stacks)["deploy"] == ["prod"]
+    assert [d["stack"] for d in run_stacks_job("drills.yml", tmp_path, stacks)["drill"]] == ["prod"]
+    (stacks / "Pulumi.quiet.yaml").write_text(prod)
+    assert run_stacks_job("deploy.yml", tmp_path, stacks)["deploy"] == ["prod", "quiet"]
+    # A drill of a job that is not there (or not elastic) stops the list: one line naming the file and key.
+    (stacks / "Pulumi.quiet.yaml").write_text(prod.replace("clusterDrill: llama3-8b-elastic",
+                                                           "clusterDrill: llama3-8b-multislice"))
+    result = subprocess.run([sys.executable, "-m", "slicectl.cli", "stacks", "--stacks-dir", str(stacks)], cwd=ROOT,
+                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "error: stacks/Pulumi.quiet.yaml: tpu-multislice:deploy.clusterDrill = 'llama3-8b-multislice': the cluster "
+        "drill preempts an elastic job of tpu-multislice:jobs (llama3-8b-elastic)")
 
 
 def test_deploy_workflow_is_gated_and_never_overlaps():
@@ -291,12 +378,15 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
     assert wf["on"] == {"push": {"branches": ["main"]}}
     assert wf["concurrency"]["cancel-in-progress"] is False
     up = wf["jobs"]["up"]
-    assert up["environment"] == ci.PRODUCTION.name and up["needs"] == "preview"
+    # Each deploying stack in its own environment, the one GCP admits its own deploy identity from.
+    assert up["environment"] == "deploy-${{ matrix.stack }}" == ci.deploy_environment("${{ matrix.stack }}").name
+    assert up["needs"] == ["stacks", "preview"]
+    assert up["strategy"]["matrix"] == wf["jobs"]["preview"]["strategy"]["matrix"] == {
+        "stack": "${{ fromJSON(needs.stacks.outputs.deploy) }}"}
     (pulumi,) = uses(up, "pulumi/actions")
-    # The stack whose project ci-deploy holds roles in (bootstrap/).
-    assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == ci.DEPLOYED_STACK
+    assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
     (preview,) = uses(wf["jobs"]["preview"], "pulumi/actions")
-    assert preview["with"]["command"] == "preview"
+    assert preview["with"]["command"] == "preview" and preview["with"]["stack-name"] == "${{ matrix.stack }}"
     # Nothing a pull request's run cached reaches a deploy.
     for job in wf["jobs"].values():
         assert all(s["with"]["enable-cache"] is False for s in uses(job, "astral-sh/setup-uv"))
@@ -307,9 +397,10 @@ def test_drills_workflow(tmp_path):
     assert set(wf["on"]) == {"schedule", "workflow_dispatch"}
     cluster = wf["jobs"]["cluster-drill"]
     run = " ".join(s.get("run", "") for s in steps(cluster))
-    assert f"slicectl drill --stack {ci.DRILLED_STACK} --job llama3-8b-elastic --get-credentials" in run
-    # It deletes pods and a node under prod: a reviewer approves each run.
-    assert cluster["environment"] == ci.DRILL.name
+    assert 'slicectl drill --stack "$STACK" --job "$JOB" --get-credentials' in run
+    assert cluster["strategy"]["matrix"] == {"drill": "${{ fromJSON(needs.stacks.outputs.drill) }}"}
+    # It deletes pods and a node under the stack: a reviewer of its own environment approves each run.
+    assert cluster["environment"] == ci.drill_environment("${{ matrix.drill.stack }}").name
     assert uses(cluster, "google-github-actions/setup-gcloud")[0]["with"][
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
@@ -373,26 +464,30 @@ def test_the_cost_comment_runs_no_code_of_the_branch():
 
 
 def test_every_job_in_an_environment_verifies_it_before_any_cloud_identity():
-    environments = {e.name: e for e in ci.ENVIRONMENTS}
+    # The environments bootstrap/ declares, as the jobs name them (a per-stack one by its matrix's stack).
+    kinds = {ci.PR_PREVIEW.name: (ci.PR_PREVIEW, None),
+             "deploy-${{ matrix.stack }}": (ci.deploy_environment("x"), "${{ matrix.stack }}"),
+             "drill-${{ matrix.drill.stack }}": (ci.drill_environment("x"), "${{ matrix.drill.stack }}")}
     named = set()
     for name, wf in all_workflows().items():
         for job_name, job in wf["jobs"].items():
             if "environment" not in job:
                 continue
-            env = environments[job["environment"]]  # only the environments bootstrap/ declares
-            named.add(env.name)
+            env, stack = kinds[job["environment"]]  # only the environments bootstrap/ declares
+            named.add(job["environment"])
             checks = [s for s in steps(job) if "check_environment.py" in s.get("run", "")]
             assert len(checks) == 1, f"{name}:{job_name}"
             (check,) = checks
-            assert check["run"] == (f"python3 .github/scripts/check_environment.py {env.name}"
+            target = env.name if stack is None else '"' + env.name.removesuffix("x") + '$STACK"'
+            assert check["run"] == (f"python3 .github/scripts/check_environment.py {target}"
                                     + (" --main-only" if env.main_only else "")), f"{name}:{job_name}"
-            assert check["env"] == {"GH_TOKEN": "${{ github.token }}"}
+            assert check["env"] == {"GH_TOKEN": "${{ github.token }}", **({"STACK": stack} if stack else {})}
             order = steps(job).index
             # Before the auth step and before anything is installed.
             first_other = next(s for s in steps(job) if s is not check and "actions/checkout" not in s.get("uses", ""))
             assert order(check) < order(first_other), f"{name}:{job_name}: the check runs first"
             assert all(order(check) < order(a) for a in uses(job, "google-github-actions/auth"))
-    assert named == set(environments), "every declared environment is used by a job"
+    assert named == set(kinds), "every kind of declared environment is used by a job"
 
 
 def environment(prevent_self_review=True, reviewers=True, bypass=False, branch_policy="custom") -> dict:

@@ -1,0 +1,94 @@
+"""``slicectl stacks``: the stacks under ``stacks/`` and what the GitOps workflows do with each.
+
+    slicectl stacks [--format text|json|github] [--stacks-dir DIR]
+
+The workflows' first job runs ``slicectl stacks --format github >> "$GITHUB_OUTPUT"`` and builds its
+matrices from the lists (``fromJSON``), so a stack file added under ``stacks/`` is previewed, costed and,
+when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing retyped in a workflow:
+
+- ``all``: every stack (pr.yml's previews and cost);
+- ``deploy``: the stacks with ``deploy.onPush: true`` (deploy.yml, drift detection in drills.yml);
+- ``drill``: ``{"stack", "job"}`` for each stack with ``deploy.clusterDrill`` (drills.yml's cluster drill);
+- ``image``: ``{"stack", "image"}`` for each stack with an ``image`` section: the Artifact Registry image
+  (without digest) image.yml pushes.
+
+Every stack file must be valid (exit 3 with every problem otherwise; exit 2 for a ``clusterDrill`` that
+names no elastic job): a workflow never acts on a list it could only partly read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from slicectl.exits import UsageError
+from stackspec import loader, names
+from stackspec import spec as stack_spec
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("stacks", help="the stacks and what CI does with each (the workflows' matrices)")
+    p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="github: name=JSON lines for $GITHUB_OUTPUT")
+    return p
+
+
+def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
+    """What image.yml needs for a stack with an image section: its worker image in its own Artifact Registry
+    repository (without a digest), and the attestor and signing key version it signs the pushed digest with
+    (the bootstrap's, named after the stack's home cluster)."""
+    cluster, region = s.home
+    return {"stack": s.stack,
+            "image": names.image_path(s.image.location or s.region, s.project, s.image.repository, s.image.name),
+            "attestor": names.image_attestor_id(s.project, cluster),
+            "keyversion": names.image_signing_key_version_id(s.project, region, cluster)}
+
+
+def stack_names(stacks_dir: Path | None = None) -> list[str]:
+    where = stacks_dir or loader.STACKS_DIR
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
+
+
+def drill_problem(s: stack_spec.StackSpec) -> str | None:
+    """Why the stack's ``deploy.clusterDrill`` cannot be drilled, or None. (Checked here, where the drill list is
+    made, not by the spec model: a stack's other uses, and variants of it with other jobs, need no drill.)"""
+    drill = s.deploy.cluster_drill
+    if drill is None or any(j.name == drill and j.elastic for j in s.jobs):
+        return None
+    elastic = ", ".join(j.name for j in s.jobs if j.elastic) or "none is elastic"
+    return (f"{names.stack_file(s.stack)}: tpu-multislice:deploy.clusterDrill = {drill!r}: the cluster drill preempts "
+            f"an elastic job of tpu-multislice:jobs ({elastic})")
+
+
+def lists(stacks_dir: Path | None = None) -> dict[str, list]:
+    """The workflows' lists, from the stack files (each one loaded and checked)."""
+    specs = [stack_spec.load_stack(n, stacks_dir) for n in stack_names(stacks_dir)]
+    problems = [p for s in specs if (p := drill_problem(s))]
+    if problems:
+        raise UsageError("\n".join(problems))
+    return {
+        "all": [s.stack for s in specs],
+        "deploy": [s.stack for s in specs if s.deploy.on_push],
+        "drill": [{"stack": s.stack, "job": s.deploy.cluster_drill} for s in specs if s.deploy.cluster_drill],
+        "image": [image_target(s) for s in specs if s.image is not None],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    out = lists(args.stacks_dir)
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
+    elif args.format == "github":
+        for key, value in out.items():
+            print(f"{key}={json.dumps(value, separators=(',', ':'))}")
+    else:
+        drills = {d["stack"]: d["job"] for d in out["drill"]}
+        images = {i["stack"]: i["image"] for i in out["image"]}
+        width = max((len(s) for s in out["all"]), default=5)
+        print(f"{'stack':<{width}}  deploy on push  cluster drill        image")
+        for s in out["all"]:
+            print(f"{s:<{width}}  {'yes' if s in out['deploy'] else 'no':<14}  {drills.get(s, '-'):<19}  "
+                  f"{images.get(s, '-')}")
+    return 0
