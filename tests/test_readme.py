@@ -136,3 +136,18 @@ def test_the_test_counts_are_what_pytest_collects(collected):
         pytest.skip("only part of the suite was collected; the README counts the whole of it")
     stated = _readme_figure(r"runs everything: ([\d,]+) tests, ([\d,]+) of them `slow`")
     assert stated == (total, slow), f"write: runs everything: {total:,} tests, {slow} of them `slow`"
+
+
+def test_the_deployment_diagram_shows_every_workflow_identity_and_environment():
+    """The one deployment diagram (a Mermaid flowchart under "The real deployment path") names every workflow
+    file, every kind of CI identity and every kind of environment the bootstrap makes."""
+    from stackspec import names
+
+    section = README.read_text().split("## The real deployment path", 1)[1].split("\n## ", 1)[0]
+    assert "```mermaid" in section, "the deployment diagram is missing"
+    diagram = section.split("```mermaid", 1)[1].split("```", 1)[0].replace("&lt;", "<").replace("&gt;", ">")
+    workflows = sorted(p.name for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    identities = [names.CI_ACCOUNTS[k] for k in ("preview", "drill", "image")] + [names.deploy_account_id("<stack>")]
+    environments = ["pr-preview", names.deploy_environment("<stack>"), names.drill_environment("<stack>")]
+    missing = [x for x in workflows + identities + environments if x not in diagram]
+    assert not missing, f"the deployment diagram does not show: {missing}"
