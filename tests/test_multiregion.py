@@ -3,6 +3,7 @@ single-region view the existing rules and components run on; the real program re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,77 @@ def test_the_stack_wide_policy_names_the_attestor_the_bootstrap_makes(multi):
     [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
     assert policy.inputs["defaultAdmissionRule"]["requireAttestationsBies"] == [
         names.image_attestor_id(s.project, s.manager.name)]
+
+
+def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, kuberay_validator,
+                                                         pod_monitoring_validator):
+    """The manager's Kueue with MultiKueue, each worker's access objects, the token job and its IAM, as
+    tests/programs/multikueue.py wires them, on the multi stack; every Kueue, KubeRay and GMP object it renders
+    is valid against its vendored CRD, and Kueue's ClusterQueue rules hold on every cluster."""
+    from workloads import kueue
+    from workloads import multikueue as mk
+
+    s = stack_spec.load_stack("multi")
+    order = [d.view for d in s.dispatch_order()]
+    m = mk.manager_of(s)
+    docs = multi.manifests
+    checked = {"kueue": 0, "ray": 0, "gmp": 0}
+    for d in docs:
+        group = d["apiVersion"].partition("/")[0]
+        if group == "kueue.x-k8s.io":
+            assert kueue_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["kueue"] += 1
+        elif group == "ray.io":
+            assert kuberay_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["ray"] += 1
+        elif group == "monitoring.googleapis.com":
+            assert pod_monitoring_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["gmp"] += 1
+    assert checked["kueue"] >= 20 and checked["ray"] == 3 and checked["gmp"] >= 5, checked
+
+    # Each cluster's Kueue objects, through its provider: the manager's are manager_objects in dispatch order.
+    def kueue_on(provider: str) -> list[dict]:
+        return [engine.kubernetes_manifest(r) for r in multi.resources if engine.is_kubernetes_object(r)
+                and r.inputs["apiVersion"] == kueue.KUEUE_API and (r.provider_urn or "").endswith(f"::{provider}")]
+    on_manager = kueue_on("tpu-manager-k8s")
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in on_manager) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in mk.manager_objects(m, order))
+    [config] = [d for d in on_manager if d["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == ["maxtext-east5", "maxtext-east1"] == multi.outputs["dispatchOrder"]
+    for name in ("tpu-manager-k8s", "maxtext-east5-k8s", "maxtext-east1-k8s"):
+        assert mk.cluster_queue_rules(kueue_on(name)) == [], name
+    # The manager's chart runs the incremental dispatcher; the workers' charts are the plain one, same version.
+    charts = {r.name: r.inputs for r in multi.by_type("kubernetes:helm.sh/v4:Chart")}
+    assert {c["version"] for c in charts.values()} == {kueue.CHART_VERSION}
+    [manager_chart] = [c for n, c in charts.items() if n.startswith("tpu-manager")]
+    assert mk.INCREMENTAL_DISPATCHER in manager_chart["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    # Each worker: the manager's ServiceAccount and least-privilege RBAC, its user the manager's Google identity.
+    for v in order:
+        want = {(d["kind"], d["metadata"]["name"]) for d in mk.worker_objects(v, m)}
+        got = {(engine.kubernetes_manifest(r)["kind"], r.inputs["metadata"]["name"]) for r in multi.resources
+               if engine.is_kubernetes_object(r) and (r.provider_urn or "").endswith(f"::{v.cluster.name}-k8s")}
+        assert want <= got, want - got
+    # The token job reaches every worker's DNS endpoint, in dispatch order.
+    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == mk.MANAGER_KSA]
+    targets = json.loads(cm["data"]["targets.json"])["targets"]
+    assert [t["cluster"] for t in targets if t["kind"] == "kubeconfig"] == ["maxtext-east5", "maxtext-east1"]
+    assert all(t["server"] == f"https://{engine.PLACEHOLDER_ENDPOINT}" for t in targets if t["kind"] == "kubeconfig")
+    # IAM: the Google identity the CronJob runs as, its workload identity, the cluster viewer role.
+    [wi] = multi.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert wi.inputs["member"] == mk.workload_identity_member(m)
+    [viewer] = multi.by_type("gcp:projects/iAMMember:IAMMember")
+    assert (viewer.inputs["project"], viewer.inputs["role"]) == (s.project, mk.WORKER_PROJECT_ROLE)
+    # The queued RayJobs wait for the manager's Kueue: its chart and its queues.
+    by_urn = {r.urn: r for r in multi.resources}
+    for job in multi.by_type("kubernetes:ray.io/v1:RayJob"):
+        if "tpu-manager-k8s" not in job.provider:
+            continue
+        waits = {by_urn[u].type for u in job.dependencies if u in by_urn}
+        assert {"kubernetes:helm.sh/v4:Chart", "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+                "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"} <= waits, job.name
+    # Binary Authorization admits the token job's image (it runs on every cluster) beside Kueue's.
+    [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
+    patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
+    assert f"{mk.TOKEN_IMAGE}*" in patterns and f"{kueue.IMAGE}*" in patterns
+    assert {c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+            for c in docs if c["kind"] == "CronJob"} == {mk.TOKEN_IMAGE}
