@@ -1196,6 +1196,11 @@ class StackSpec(BaseModel):
                      "too: each cluster's name is unique (its node account, Secrets key and MultiKueueCluster are "
                      "named after it)")
             seen_cluster.setdefault(r.cluster.name, f"{ns}[{i}].cluster.name")
+            if r.cluster.control_plane.access != "dns":
+                # The manager's token job (workloads/multikueue.py) reaches each worker from its own VPC, through
+                # the DNS-based endpoint's publicly trusted certificate and IAM; a private IP endpoint is not routable.
+                fail(f"{ns}[{i}].cluster.controlPlane.access", r.cluster.control_plane.access, "a region's cluster is "
+                     "reached by the manager's MultiKueue through its DNS endpoint; allowed: dns")
         if m.region in seen_region:
             pass  # a manager beside a worker in one region is fine; the manager is never one of its own workers
         self._bucket_place(fail)

@@ -227,3 +227,117 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
     assert f"{mk.TOKEN_IMAGE}*" in patterns and f"{kueue.IMAGE}*" in patterns
     assert {c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
             for c in docs if c["kind"] == "CronJob"} == {mk.TOKEN_IMAGE}
+
+
+# --------------------------------------------------------------------------- policies across clusters
+
+
+def _fired(resources) -> dict[str, list[str]]:
+    from policies.offline import evaluate_resources
+
+    out: dict[str, list[str]] = {}
+    for v in evaluate_resources(resources, "prod"):
+        out.setdefault(v.rule, []).append(v.message)
+    return out
+
+
+def _edit(resources, pick, change):
+    """The resources with ``change(props)`` applied to a deep copy of the props of each one ``pick`` takes."""
+    import copy
+
+    from policies.rules.common import Res
+
+    out = []
+    for r in resources:
+        if pick(r):
+            props = copy.deepcopy(dict(r.props))
+            change(props)
+            r = Res(r.type, r.name, r.urn, props, r.dependencies, r.provider)
+        out.append(r)
+    return out
+
+
+ACROSS = {"multikueue-same-kueue", "gke-version-skew-across-clusters", "one-checkpoint-location",
+          "queued-job-placeable", "multikueue-manager-quota", "multikueue-consistent"}
+
+
+def test_policies_across_clusters_pass_and_trip(multi):
+    from policies.offline import resources_of
+
+    base = resources_of(multi)
+    assert not _fired(base), _fired(base)
+    on = lambda cluster, kind: lambda r: r.provider == f"{cluster}-k8s" and r.type.endswith(f":{kind}")  # noqa: E731
+
+    # The manager's queue a flavor's TPU chips short: the manager rule, never the per-cluster quota rule.
+    def short(props):
+        for g in props["spec"]["resourceGroups"]:
+            for f in g["flavors"]:
+                for res in f["resources"]:
+                    if res["name"] == "google.com/tpu":
+                        res["nominalQuota"] = "32"
+    got = _fired(_edit(base, on("tpu-manager", "ClusterQueue"), short))
+    assert set(got) == {"multikueue-manager-quota"}, got
+    assert "google.com/tpu" in got["multikueue-manager-quota"][0] and "('32', '64')" in got[
+        "multikueue-manager-quota"][0]
+
+    # Kueue one chart version ahead in one region.
+    got = _fired(_edit(base, lambda r: r.type == "kubernetes:helm.sh/v4:Chart" and r.provider == "maxtext-east1-k8s",
+                       lambda p: p.update(version="0.20.0")))
+    assert set(got) == {"multikueue-same-kueue"} and "'maxtext-east1': '0.20.0'" in got["multikueue-same-kueue"][0]
+    # ... or as the chart's own objects carry it (what Pulumi sees once the chart is expanded).
+    from policies.rules.common import Res
+    labelled = Res("kubernetes:apps/v1:Deployment", "kueue-controller-manager", "urn:kueue", {
+        "metadata": {"name": "kueue-controller-manager", "labels": {"helm.sh/chart": "kueue-0.18.0",
+                                                                "app.kubernetes.io/part-of": "tpu-multislice"}}}, (),
+        "tpu-manager-k8s")
+    assert set(_fired([r for r in base if not (r.type == "kubernetes:helm.sh/v4:Chart"
+                                                and r.provider == "tpu-manager-k8s")] + [labelled])) == {
+        "multikueue-same-kueue"}
+
+    # A region two minors ahead of the others.
+    got = _fired(_edit(base, lambda r: r.type == "gcp:container/cluster:Cluster" and r.props["name"] == "maxtext-east1",
+                       lambda p: p.update(minMasterVersion="1.37.1-gke.100")))
+    assert set(got) == {"gke-version-skew-across-clusters"}, got
+    assert "maxtext-east1 runs GKE 1.37.1-gke.100" in got["gke-version-skew-across-clusters"][0]
+
+    # One region's checkpoint identity on a bucket of its own.
+    got = _fired(_edit(base, lambda r: r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
+                       and "maxtext-east1" in r.name, lambda p: p.update(bucket="elsewhere")))
+    assert "one-checkpoint-location" in got and "different buckets" in got["one-checkpoint-location"][0]
+
+    # No region with two 4x4 slices left: the queued jobs fit nowhere.
+    fewer = [r for r in base if not (r.type == "gcp:container/nodePool:NodePool" and r.props.get("name") == "v6e-16-1")]
+    got = _fired(fewer)
+    assert len(got["queued-job-placeable"]) == 2, got
+    assert "needs 2 x tpu-v6e-slice 4x4" in got["queued-job-placeable"][0]
+
+    # A worker without the manager's LocalQueue; a DWS check beside MultiKueue on the manager.
+    no_queue = [r for r in base if not on("maxtext-east5", "LocalQueue")(r)]
+    got = _fired(no_queue)
+    assert "multikueue-consistent" in got and "worker maxtext-east5 lacks the manager's LocalQueues" in " ".join(
+        got["multikueue-consistent"])
+    dws = _edit(base, on("tpu-manager", "ClusterQueue"), lambda p: p["spec"]["admissionChecksStrategy"][
+        "admissionChecks"].append({"name": "maxtext-tpu-cluster-dws"}))
+    dws.append(Res("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck", "dws", "urn:dws", {
+        "metadata": {"name": "maxtext-tpu-cluster-dws"},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}, (), "tpu-manager-k8s"))
+    got = _fired(dws)
+    assert any("ProvisioningRequest check beside MultiKueue" in m for m in got["multikueue-consistent"]), got
+
+
+def test_single_region_stacks_see_none_of_the_rules_across_clusters():
+    from policies.offline import evaluate_resources, resources_of
+    from policies.registry import BY_NAME
+
+    assert ACROSS <= set(BY_NAME)
+    for stack in ("prod", "dev"):
+        r = engine.render(stack)
+        assert not {v.rule for v in evaluate_resources(resources_of(r), r.spec.environment)} & ACROSS
+
+
+def test_a_region_reached_by_ip_is_refused(tmp_path):
+    text = MULTI.replace("        systemNodeCount: 3\n        podCidr: 10.120.0.0/14",
+                         "        systemNodeCount: 3\n        controlPlane: {access: authorized-networks, "
+                         "authorizedNetworks: [{cidr: 10.0.0.0/8, name: corp}]}\n        podCidr: 10.120.0.0/14", 1)
+    got = problems(text, tmp_path)
+    assert any(p.startswith(f"{NS}:regions[1].cluster.controlPlane.access") and "allowed: dns" in p for p in got), got
