@@ -14,7 +14,7 @@ from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckp
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
 from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
-from infra.monitoring import StackMonitoring, StackMonitoringArgs
+from infra.monitoring import SharedMonitoring, SharedMonitoringArgs, StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
@@ -54,7 +54,7 @@ streaming = spec.image is not None and spec.image.streaming
 project_number = None
 
 
-def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None):
+def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None, shared_monitoring=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -123,7 +123,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
                          namespace=in_namespace,
                          created=None if view.site is None else [j.name for j in view.created_here()]),
     )
-    monitoring = (StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=view))
+    monitoring = (StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=view, shared=shared_monitoring))
                   if view.monitoring.enabled else None)
     return {"gke": gke, "vpc": vpc, "pools": pools, "provider": provider, "checkpoints": checkpoints,
             "workloads": workloads, "monitoring": monitoring, "security": security, "registry": registry,
@@ -182,8 +182,12 @@ def multi_region() -> None:
         if spec.image is not None else None
     )
     bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)
+    # One set of notification channels (each region's alerts notify them) and the scheduling dashboard.
+    shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
+                         if spec.monitoring.enabled else None)
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
-                                              shared_bucket=bucket.bucket, fleet_project=spec.project)
+                                              shared_bucket=bucket.bucket, fleet_project=spec.project,
+                                              shared_monitoring=shared_monitoring)
                for v in views}
 
     manager = ManagerCluster(m.name, ManagerClusterArgs(

@@ -341,3 +341,25 @@ def test_a_region_reached_by_ip_is_refused(tmp_path):
                          "authorizedNetworks: [{cidr: 10.0.0.0/8, name: corp}]}\n        podCidr: 10.120.0.0/14", 1)
     got = problems(text, tmp_path)
     assert any(p.startswith(f"{NS}:regions[1].cluster.controlPlane.access") and "allowed: dns" in p for p in got), got
+
+
+def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
+    """The channels and the monitoring APIs once per stack (every region's alerts notify the same channels); the
+    scheduling-goodput tiles on the stack's own dashboard, over the manager and every region."""
+    from infra import monitoring
+
+    [channel] = multi.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert channel.inputs["labels"] == {"email_address": "tpu-oncall@example.com"}
+    services = [r.inputs["service"] for r in multi.by_type("gcp:projects/service:Service")
+                if r.inputs["service"] in monitoring.SERVICES]
+    assert sorted(services) == sorted(monitoring.SERVICES)
+    alerts = multi.by_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    assert len(alerts) == 8 and {a.name.split("-monitoring-")[0] for a in alerts} == {"maxtext-east5", "maxtext-east1"}
+    assert all(a.inputs["notificationChannels"] == [f"{channel.name}-offline-id"] for a in alerts)
+    boards = {r.name: json.loads(r.inputs["dashboardJson"]) for r in multi.by_type("gcp:monitoring/dashboard:Dashboard")}
+    scheduling = boards["tpu-manager-monitoring-scheduling"]
+    queries = [t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+               for t in scheduling["mosaicLayout"]["tiles"]]
+    assert all('cluster=~"tpu-manager|maxtext-east5|maxtext-east1"' in q for q in queries if "wait" in q)
+    assert any(monitoring.KUEUE_DISPATCHED in q for q in queries)
+    assert len(queries) == len(monitoring.KUEUE_WAITS) + 1
