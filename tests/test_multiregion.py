@@ -356,7 +356,8 @@ def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
     alerts = multi.by_type("gcp:monitoring/alertPolicy:AlertPolicy")
     assert len(alerts) == 8 and {a.name.split("-monitoring-")[0] for a in alerts} == {"maxtext-east5", "maxtext-east1"}
     assert all(a.inputs["notificationChannels"] == [f"{channel.name}-offline-id"] for a in alerts)
-    boards = {r.name: json.loads(r.inputs["dashboardJson"]) for r in multi.by_type("gcp:monitoring/dashboard:Dashboard")}
+    boards = {r.name: json.loads(r.inputs["dashboardJson"])
+              for r in multi.by_type("gcp:monitoring/dashboard:Dashboard")}
     scheduling = boards["tpu-manager-monitoring-scheduling"]
     queries = [t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
                for t in scheduling["mosaicLayout"]["tiles"]]
