@@ -185,6 +185,9 @@ class Capacity(Section):
     # flex-start only: the pool is scaled only by ProvisioningRequests (Dynamic Workload Scheduler
     # through Kueue's admission check), never by plain pending pods.
     queued_provisioning: bool = False
+    # Scheduling goodput (README "Cost"): the team's expected wait, in hours, from a job's admission until this
+    # option's slices run, in this region (its cost table prices a productive hour with it); unset: unknown.
+    expected_wait_hours: float | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
