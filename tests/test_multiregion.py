@@ -81,9 +81,8 @@ def test_one_place_per_fact(tmp_path):
 
 
 def test_region_problems_are_named_at_the_region(tmp_path):
-    got = problems(MULTI.replace("topology: 4x4, machineType: ct6e-standard-4t, group: tpu-group}\n    - region",
-                                 "topology: 4x5, machineType: ct6e-standard-4t, group: tpu-group}\n    - region", 1),
-                   tmp_path)
+    second = "        - {name: v6e-16-1, generation: v6e, topology: 4x4"
+    got = problems(MULTI.replace(second, second.replace("4x4", "4x5"), 1), tmp_path)
     assert any(p.startswith(f"{NS}:regions[0].slices[1].topology") for p in got), got
     dup = MULTI.replace("name: maxtext-east1", "name: maxtext-east5")
     assert any(p.startswith(f"{NS}:regions[1].cluster.name") and "unique" in p for p in problems(dup, tmp_path))
