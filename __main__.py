@@ -14,15 +14,21 @@ from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckp
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
 from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
-from infra.monitoring import StackMonitoring, StackMonitoringArgs
+from infra.monitoring import SharedMonitoring, SharedMonitoringArgs, StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import names
 from stackspec import spec as stack_spec
-from workloads import kueue
+from workloads import kueue, multikueue
 from workloads.component import QueuedRayJobs, QueuedRayJobsArgs, RayWorkloads, RayWorkloadsArgs
+from workloads.multikueue_component import (
+    MultiKueueManager,
+    MultiKueueManagerArgs,
+    MultiKueueWorker,
+    MultiKueueWorkerArgs,
+)
 from workloads.namespace import WorkloadNamespace, WorkloadNamespaceArgs
 
 # Validate everything before declaring anything: a bad spec deploys nothing. Each problem
@@ -48,7 +54,7 @@ streaming = spec.image is not None and spec.image.streaming
 project_number = None
 
 
-def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None):
+def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None, shared_monitoring=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -88,7 +94,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
 
     # Workloads reach the cluster through a provider built from its outputs.
     provider = k8s.Provider(
-        f"{name}-k8s",
+        names.k8s_provider(name),
         kubeconfig=gke.kubeconfig,
         enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(depends_on=[gke.system_pool]),
@@ -117,7 +123,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
                          namespace=in_namespace,
                          created=None if view.site is None else [j.name for j in view.created_here()]),
     )
-    monitoring = (StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=view))
+    monitoring = (StackMonitoring(f"{name}-monitoring", StackMonitoringArgs(spec=view, shared=shared_monitoring))
                   if view.monitoring.enabled else None)
     return {"gke": gke, "vpc": vpc, "pools": pools, "provider": provider, "checkpoints": checkpoints,
             "workloads": workloads, "monitoring": monitoring, "security": security, "registry": registry,
@@ -165,8 +171,9 @@ def multi_region() -> None:
         pulumi.log.info(f"dispatch {order.index(d) + 1}: {d.view.region} ({d.view.cluster.name}): {d.reason}")
     # Stack-wide: one bulletin topic and Binary Authorization policy (a project has one), one image repository
     # every region's nodes read, one checkpoint bucket every region reads; named after the manager.
+    # Binary Authorization admits Kueue's controller and the MultiKueue token job's image beside GKE's.
     stack_security = ClusterSecurity(f"{m.name}-security", ClusterSecurityArgs(
-        spec=views[0], system_images=(kueue.IMAGE,), owner=spec.home[0]))
+        spec=views[0], system_images=multikueue.SYSTEM_IMAGES, owner=spec.home[0]))
     readers = tuple((v.cluster.name, names.node_service_account_email(v.cluster.name, spec.project)) for v in views)
     stack_registry = (
         ImageRegistry(f"{m.name}-images", ImageRegistryArgs(image=spec.image, project=spec.project,
@@ -175,8 +182,12 @@ def multi_region() -> None:
         if spec.image is not None else None
     )
     bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)
+    # One set of notification channels (each region's alerts notify them) and the scheduling dashboard.
+    shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
+                         if spec.monitoring.enabled else None)
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
-                                              shared_bucket=bucket.bucket, fleet_project=spec.project)
+                                              shared_bucket=bucket.bucket, fleet_project=spec.project,
+                                              shared_monitoring=shared_monitoring)
                for v in views}
 
     manager = ManagerCluster(m.name, ManagerClusterArgs(
@@ -184,11 +195,22 @@ def multi_region() -> None:
         depends_on=(*stack_security.services, stack_security.policy)))
     manager_ns = WorkloadNamespace(f"{m.name}-namespace", WorkloadNamespaceArgs(spec=views[0],
                                                                                 k8s_provider=manager.provider))
-    # TODO(multikueue): the manager's Kueue with MultiKueue (MultiKueueCluster per region in dispatch order,
-    # MultiKueueConfig, the AdmissionCheck, ClusterQueue, LocalQueues, priorities) and each worker's RBAC for the
-    # manager's identity come from workloads/multikueue.py (branch multikueue); until it is merged the manager
-    # gets no Kueue and the queued RayJobs below wait for it.
-    kueue_ready: list[pulumi.Resource] = []
+    # The manager's Kueue with MultiKueue (README "Across regions: MultiKueue"): a MultiKueueCluster per region in
+    # dispatch order, the MultiKueueConfig and its AdmissionCheck, the ClusterQueue with the workers' total quota,
+    # the LocalQueue and priorities; the token CronJob reaching each worker's DNS endpoint; its Google identity.
+    ordered = [d.view for d in order]
+    mkm = multikueue.manager_of(spec)
+    mk_manager = MultiKueueManager(f"{m.name}-multikueue", MultiKueueManagerArgs(
+        manager=mkm, regions=ordered, k8s_provider=manager.provider,
+        endpoints=[regions[v.cluster.name]["gke"].endpoint.apply(lambda e: f"https://{e}") for v in ordered],
+        namespace=[manager_ns.namespace] if manager_ns.namespace else [], cluster=[manager.cluster]))
+    # On each worker: the ServiceAccount the manager acts as, its RBAC, Kueue's metrics (after the region's Kueue).
+    for v in ordered:
+        r = regions[v.cluster.name]
+        MultiKueueWorker(f"{v.cluster.name}-multikueue", MultiKueueWorkerArgs(
+            region=v, manager=mkm, k8s_provider=r["provider"], queueing=[r["workloads"].queueing]))
+    # The queued RayJobs once the manager's Kueue serves (its webhook sets spec.managedBy) and its queues exist.
+    kueue_ready: list[pulumi.Resource] = [mk_manager.chart, *mk_manager.objects.values()]
     queued = [(vs[0], vs[0].job(job)) for job, vs in spec.placements().items() if vs]
     jobs = QueuedRayJobs(f"{m.name}-jobs", QueuedRayJobsArgs(
         jobs=queued, k8s_provider=manager.provider,
@@ -205,6 +227,7 @@ def multi_region() -> None:
     pulumi.export("securityBulletinsTopic", stack_security.topic.name)
     pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
     pulumi.export("queuedRayJobs", list(jobs.jobs))
+    pulumi.export("multikueueServiceAccount", mk_manager.account.email)
     pulumi.export("sliceNodePools", {n: [np.name for p in r["pools"] for np in p.node_pools]
                                      for n, r in regions.items()})
     pulumi.export("getCredentials", {v.cluster.name: get_credentials(v.cluster, spec.project) for v in views}

@@ -131,6 +131,6 @@ class ManagerCluster(pulumi.ComponentResource):
             # Private nodes pull Kueue's image from registry.k8s.io through Cloud NAT.
             self.nat = CloudNat(f"{name}-nat", CloudNatArgs(cluster_name=m.name, network=self.vpc.network.name,
                                                             region=m.region, project=spec.project), opts=child)
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, enable_server_side_apply=True,
+        self.provider = k8s.Provider(names.k8s_provider(name), kubeconfig=config, enable_server_side_apply=True,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=self.ready))
         self.register_outputs({"name": self.cluster.name, "location": m.region, "autopilot": m.autopilot})

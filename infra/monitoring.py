@@ -210,9 +210,62 @@ def scheduling_tiles(clusters: list[str], y: int = 0) -> list[dict[str, Any]]:
     return tiles
 
 
+def _services(name: str, project: str, opts: pulumi.ResourceOptions) -> list[gcp.projects.Service]:
+    return [gcp.projects.Service(f"{name}-{svc.split('.')[0]}-api",
+                                 gcp.projects.ServiceArgs(project=project, service=svc, disable_on_destroy=False),
+                                 opts=opts)
+            for svc in SERVICES]
+
+
+def _channel(name: str, c: NotificationChannel, project: str,
+             opts: pulumi.ResourceOptions) -> gcp.monitoring.NotificationChannel:
+    kind, label = CHANNEL_TYPES[c.type]
+    return gcp.monitoring.NotificationChannel(
+        f"{name}-channel-{c.name}",
+        gcp.monitoring.NotificationChannelArgs(
+            project=project, type=kind, display_name=c.name, labels={label: c.address},
+            description=f"tpu-multislice alerts ({c.type})",
+        ),
+        opts=opts,
+    )
+
+
+def scheduling_dashboard(spec: StackSpec) -> dict[str, Any]:
+    """A multi-region stack's own dashboard: scheduling goodput across its manager and regions."""
+    clusters = [spec.manager.name, *(v.cluster.name for v in spec.region_views())]
+    return {"displayName": f"{spec.manager.name}: scheduling across regions ({spec.stack})",
+            "mosaicLayout": {"columns": 48, "tiles": scheduling_tiles(clusters)}}
+
+
+@dataclass(frozen=True)
+class SharedMonitoringArgs:
+    spec: StackSpec  # a multi-region stack
+
+
+class SharedMonitoring(pulumi.ComponentResource):
+    """What a multi-region stack has once, not per region: the monitoring APIs, the notification channels (each
+    region's alerts notify these) and the scheduling-goodput dashboard across regions."""
+
+    def __init__(self, name: str, args: SharedMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-multislice:infra:SharedMonitoring", name, None, opts)
+        spec, project = args.spec, args.spec.project
+        self.services = _services(name, project, pulumi.ResourceOptions(parent=self))
+        after_apis = pulumi.ResourceOptions(parent=self, depends_on=self.services)
+        self.channels = [_channel(name, c, project, after_apis) for c in spec.monitoring.notification_channels]
+        if not self.channels:
+            pulumi.log.warn(f"{spec.stack}: no tpu-multislice:monitoring.notificationChannels: alert policies are "
+                            "created but notify no one (they show in Cloud Monitoring's incidents only)", self)
+        self.dashboard = gcp.monitoring.Dashboard(f"{name}-scheduling", gcp.monitoring.DashboardArgs(
+            project=project, dashboard_json=json.dumps(scheduling_dashboard(spec), sort_keys=True)), opts=after_apis)
+        self.register_outputs({"notificationChannels": [c.id for c in self.channels],
+                               "dashboard": self.dashboard.id})
+
+
 @dataclass(frozen=True)
 class StackMonitoringArgs:
     spec: StackSpec
+    # A multi-region stack's one set of APIs and channels (every region's alerts notify them); None: its own.
+    shared: SharedMonitoring | None = None
 
 
 class StackMonitoring(pulumi.ComponentResource):
@@ -222,13 +275,9 @@ class StackMonitoring(pulumi.ComponentResource):
         super().__init__("tpu-multislice:infra:StackMonitoring", name, None, opts)
         spec = args.spec
         project = spec.project
-        child = pulumi.ResourceOptions(parent=self)
-        self.services = [
-            gcp.projects.Service(f"{name}-{svc.split('.')[0]}-api",
-                                 gcp.projects.ServiceArgs(project=project, service=svc, disable_on_destroy=False),
-                                 opts=child)
-            for svc in SERVICES
-        ]
+        shared = args.shared
+        self.services = (shared.services if shared is not None
+                         else _services(name, project, pulumi.ResourceOptions(parent=self)))
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=self.services)
 
         labels = {"preemptions": [("event", "protoPayload.methodName", "compute.instances.preempted or hostError"),
@@ -255,8 +304,11 @@ class StackMonitoring(pulumi.ComponentResource):
                 opts=after_apis,
             )
 
-        self.channels = [self._channel(name, c, project, after_apis) for c in spec.monitoring.notification_channels]
-        if not self.channels:
+        if shared is not None:
+            self.channels = shared.channels
+        else:
+            self.channels = [_channel(name, c, project, after_apis) for c in spec.monitoring.notification_channels]
+        if not self.channels and shared is None:
             pulumi.log.warn(f"{spec.stack}: no tpu-multislice:monitoring.notificationChannels: alert policies are "
                             "created but notify no one (they show in Cloud Monitoring's incidents only)", self)
         channel_ids = [c.id for c in self.channels]
@@ -302,16 +354,3 @@ class StackMonitoring(pulumi.ComponentResource):
             "notificationChannels": channel_ids,
             "logMetrics": [m.name for m in self.log_metrics.values()],
         })
-
-    @staticmethod
-    def _channel(name: str, c: NotificationChannel, project: str,
-                 opts: pulumi.ResourceOptions) -> gcp.monitoring.NotificationChannel:
-        kind, label = CHANNEL_TYPES[c.type]
-        return gcp.monitoring.NotificationChannel(
-            f"{name}-channel-{c.name}",
-            gcp.monitoring.NotificationChannelArgs(
-                project=project, type=kind, display_name=c.name, labels={label: c.address},
-                description=f"tpu-multislice alerts ({c.type})",
-            ),
-            opts=opts,
-        )

@@ -30,6 +30,8 @@ def entry(res: Res | None, spec: stack_spec.StackSpec) -> str | None:
     if res is None:
         return None
     t, props = res.type, res.props
+    if spec.multi_region and t in (CLUSTER, NODE_POOL):
+        return _region_entry(res, spec)
     if t == NODE_POOL:
         i = _index([s.name for s in spec.slices], get(props, f"nodeConfig.labels.{kube.SLICE_LABEL}"))
         return f"slices[{i}]" if i is not None else "cluster"  # the system pool comes from cluster.*
@@ -56,6 +58,20 @@ def entry(res: Res | None, spec: stack_spec.StackSpec) -> str | None:
     if t.startswith(("gcp:monitoring/", "gcp:logging/")):
         return "monitoring"
     return None
+
+
+def _region_entry(res: Res, spec: stack_spec.StackSpec) -> str | None:
+    """A multi-region stack's cluster or node pool: the manager, or ``regions[i].cluster``/``.slices[k]``."""
+    cluster = get(res.props, "name" if res.type == CLUSTER else "cluster")
+    if spec.manager is not None and cluster == spec.manager.name:
+        return "manager"
+    i = _index([r.cluster.name for r in spec.regions], cluster)
+    if i is None:
+        return "regions"
+    if res.type == NODE_POOL:
+        k = _index([s.name for s in spec.regions[i].slices], get(res.props, f"nodeConfig.labels.{kube.SLICE_LABEL}"))
+        return f"regions[{i}].slices[{k}]" if k is not None else f"regions[{i}].cluster"
+    return f"regions[{i}].cluster"
 
 
 def spec_key(res: Res | None, spec: stack_spec.StackSpec, field: Mapping[str, str] | None = None) -> str | None:

@@ -120,9 +120,16 @@ def evaluate_resources(
     return out
 
 
+# Helm charts are components: offline, the rules read their inputs (chart, version) instead of the objects they
+# render, which the offline engine does not expand (policies/rules/regions.py reads either).
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
+
+
 def resources_of(rendering: Any) -> list[Res]:
-    """The rendering's custom resources as rules see them (components carry no props)."""
-    return [Res(r.type, r.name, r.urn, r.inputs, r.dependencies) for r in rendering.resources if r.custom]
+    """The rendering's custom resources (and Helm charts) as rules see them (other components carry no props)."""
+    return [Res(r.type, r.name, r.urn, r.inputs, r.dependencies,
+                r.provider_urn.rpartition("::")[2] if r.provider_urn else None)
+            for r in rendering.resources if r.custom or r.type == HELM_CHART]
 
 
 def evaluate(rendering: Any, config: Mapping[str, Any] | None = None, spec_only: bool = False) -> list[Violation]:

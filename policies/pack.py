@@ -89,7 +89,8 @@ def _stack_policy(rule: Rule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         ctx = _context(rule, args.get_config())
         resources = [Res(r.resource_type, r.name, r.urn, known(r.props),
-                         tuple(d.urn for d in (getattr(r, "dependencies", None) or ())))
+                         tuple(d.urn for d in (getattr(r, "dependencies", None) or ())),
+                         r.provider.name if getattr(r, "provider", None) else None)
                      for r in args.resources]
         for res, message in rule.check(resources, ctx):
             report_violation(message, res.urn if res else None)

@@ -15,7 +15,7 @@ from typing import Any
 
 from stackspec import spec as stack_spec
 
-from .rules import cluster, gke, queueing, safety, slice_shape, stack
+from .rules import cluster, gke, queueing, regions, safety, slice_shape, stack
 from .rules.common import BUCKET, CLUSTER, COMPUTE_CLASS, NODE_POOL, SUBNETWORK
 
 MANDATORY = "mandatory"
@@ -186,6 +186,35 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, STACK, queueing.tpu_quota_matches_slices,
        "Derive the quota from the slices (chips per slice x slices per group, workloads/kueue.py); "
        "never type it by hand."),
+    # ---------------------------------------------------------------- across regions (multi-region stacks only)
+    _r("multikueue-same-kueue", "Kueue's chart is the same version on every cluster of a multi-region stack, "
+       "the manager included.",
+       MANDATORY, STACK, regions.same_versions,
+       "Install Kueue from workloads/kueue.py's one pinned chart on the manager (MultiKueueManager) and every "
+       "region (KueueQueueing); upgrade them together."),
+    _r("gke-version-skew-across-clusters", "The GKE versions of a multi-region stack's clusters are within "
+       f"{regions.MAX_MINOR_SKEW} minor version of each other (each runs the KubeRay of its GKE version).",
+       MANDATORY, STACK, regions.gke_version_skew,
+       "Set manager.version and regions[*].cluster.version within one minor version; upgrade the regions "
+       "one after the other.", spec={CLUSTER: "version"}),
+    _r("one-checkpoint-location", "A multi-region stack has one checkpoint bucket, and every region's "
+       "checkpoint identity binds it.",
+       MANDATORY, STACK, regions.one_checkpoint_location,
+       "Keep one tpu-multislice:storage bucket in a dual- or multi-region holding every region "
+       "(infra/checkpoints.py SharedCheckpointBucket)."),
+    _r("queued-job-placeable", "Every RayJob queued on the manager fits at least one region: its slice shapes "
+       "and counts.",
+       MANDATORY, STACK, regions.queued_jobs_placeable,
+       "Add slices of the job's shape to a region, or give the job fewer slices (jobs[*].slices)."),
+    _r("multikueue-manager-quota", "The manager's MultiKueue ClusterQueue holds exactly the workers' total quota, "
+       "flavor by flavor.",
+       MANDATORY, STACK, regions.manager_quota_is_workers_total,
+       "Render the manager's queue from the regions' queues (workloads/multikueue.py total_quota); never type it."),
+    _r("multikueue-consistent", "Kueue's ClusterQueue rules hold on every cluster; the MultiKueueConfig lists "
+       "declared workers only; every worker mirrors the manager's LocalQueues and priority classes.",
+       MANDATORY, STACK, regions.multikueue_consistent,
+       "Render the manager's and workers' Kueue objects from one spec (workloads/multikueue.py manager_objects, "
+       "workloads/kueue.py all_objects)."),
     # ---------------------------------------------------------------- the cloud's own rules (stackspec/cloud_rules.py)
     _r("tpu-autoscaling-per-zone", "An autoscaled multi-host TPU pool sets its per-zone maximum to the slice's "
        "hosts (GKE validates the slice against it).",

@@ -56,8 +56,8 @@ def _cost_json(path: Path, stack: str) -> dict:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
         raise UsageError(f"--base {path}: not a cost.json ({getattr(e, 'strerror', None) or e}); {ACCEPTED}") from None
-    if not isinstance(doc, dict) or doc.get("schema") not in (cost.SCHEMA_ID, V1_SCHEMA_ID):
-        raise UsageError(f"--base {path}: not a {cost.SCHEMA_ID} (or v1) document; {ACCEPTED}")
+    if not isinstance(doc, dict) or doc.get("schema") not in (*cost.SAME_TOTALS, V1_SCHEMA_ID):
+        raise UsageError(f"--base {path}: not a {cost.SCHEMA_ID} (or v1 to v3) document; {ACCEPTED}")
     if doc.get("stack") != stack:
         raise UsageError(f"--base {path}: the cost of stack {doc.get('stack')!r}, not {stack!r}")
     return doc

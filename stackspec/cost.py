@@ -25,7 +25,9 @@ from typing import Any
 
 from . import prices
 
-SCHEMA_ID = "tpu-multislice/cost/v3"
+SCHEMA_ID = "tpu-multislice/cost/v4"
+# Documents whose totals have the current shape (v4 added the wait and productive-hour columns only).
+SAME_TOTALS = ("tpu-multislice/cost/v2", "tpu-multislice/cost/v3", SCHEMA_ID)
 UNKNOWN = "unknown"
 
 
@@ -35,13 +37,15 @@ class Option:
 
     type: str
     reservation: str | None = None
+    wait_hours: float | None = None  # expectedWaitHours: the wait for this capacity here; None: unknown
 
 
 def capacity_options(slice_: Any) -> list[Option]:
     """A slice's capacity options in order: a list of options, an object holding ``options``, or one capacity."""
     cap = slice_.capacity
     items = cap if isinstance(cap, list | tuple) else getattr(cap, "options", None) or [cap]
-    return [Option(getattr(c, "type", c), getattr(c, "reservation", None)) for c in items]
+    return [Option(getattr(c, "type", c), getattr(c, "reservation", None), getattr(c, "expected_wait_hours", None))
+            for c in items]
 
 
 def stays_up(slice_: Any) -> bool:
@@ -62,6 +66,14 @@ def _mul(*xs: float | None) -> float | None:
             return None
         out *= x
     return out
+
+
+def per_productive_hour(per_hour: float | None, run_hours: float | None, wait_hours: float | None) -> float | None:
+    """Scheduling goodput in the price: an hour of training costs the hourly rate times (run + wait) / run, the
+    wait for capacity charged to the run it delays (the team's expectedWaitHours). None when any is unknown."""
+    if per_hour is None or not run_hours or wait_hours is None:
+        return None
+    return per_hour * (run_hours + wait_hours) / run_hours
 
 
 def total(parts: list[tuple[float | None, list[str]]]) -> dict:
@@ -97,6 +109,7 @@ def compute(spec: Any) -> dict:
                 "slice": s.name, "group": s.group, "podType": shape.pod_type, "chips": shape.chips,
                 "rank": rank, "capacity": opt.type, "reservation": opt.reservation, "region": region,
                 "usdPerHour": _round(per_hour), "usdPerMonth": per_month, "price": p.as_json(),
+                "expectedWaitHours": opt.wait_hours,
             })
             if rank == 1:
                 first_parts.append((per_month, _missing(p)))
@@ -157,6 +170,8 @@ def compute(spec: Any) -> dict:
             "fallbackPrice": worst.as_json(),
             # On slice pools that stay up, a run spends standing capacity rather than adding to it.
             "inStanding": g.name in up,
+            "waitHours": options[0].wait_hours,
+            "usdPerProductiveHour": _round(per_productive_hour(_mul(chips, p.usd), run_hours, options[0].wait_hours)),
         })
         job_first.append((jobs[-1]["usd"], [*no_step, *_missing(p)]))
         job_last.append((jobs[-1]["usdFallback"], [*no_step, *_missing(worst)]))
@@ -266,11 +281,11 @@ SCHEMA = {
         "capacity": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["slice", "group", "podType", "chips", "rank", "capacity", "reservation", "region",
-                         "usdPerHour", "usdPerMonth", "price"],
+                         "usdPerHour", "usdPerMonth", "price", "expectedWaitHours"],
             "properties": {"slice": _STR, "group": _STR, "podType": _STR,
                            "chips": {"type": "integer"}, "rank": {"type": "integer"}, "capacity": _STR,
                            "reservation": {"type": ["string", "null"]}, "region": _STR,
-                           "usdPerHour": _NUM, "usdPerMonth": _NUM, "price": _PRICE}}},
+                           "usdPerHour": _NUM, "usdPerMonth": _NUM, "price": _PRICE, "expectedWaitHours": _NUM}}},
         "standing": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["item", "what", "usdPerHour", "usdPerMonth", "price"],
@@ -279,12 +294,12 @@ SCHEMA = {
             "type": "object", "additionalProperties": False,
             "required": ["job", "group", "slices", "chips", "steps", "expectedStepSeconds", "stepFrom", "hours",
                          "capacity", "usd", "price", "fallbackCapacity", "usdFallback", "fallbackPrice",
-                         "inStanding"],
+                         "inStanding", "waitHours", "usdPerProductiveHour"],
             "properties": {"job": _STR, "group": _STR, "slices": {"type": "integer"},
                            "chips": {"type": "integer"}, "steps": {"type": "integer"}, "expectedStepSeconds": _NUM,
                            "stepFrom": {"type": ["string", "null"]}, "hours": _NUM, "capacity": _STR, "usd": _NUM,
                            "price": _PRICE, "fallbackCapacity": _STR, "usdFallback": _NUM, "fallbackPrice": _PRICE,
-                           "inStanding": {"type": "boolean"}}}},
+                           "inStanding": {"type": "boolean"}, "waitHours": _NUM, "usdPerProductiveHour": _NUM}}},
         "totals": {"type": "object", "additionalProperties": False,
                    "required": ["standingPerMonth", "capacityPerMonth", "jobs"],
                    "properties": {"standingPerMonth": _TOTAL, "capacityPerMonth": _CHOICES, "jobs": _CHOICES}},
@@ -357,17 +372,21 @@ def _age(published: str | None, read: str | None) -> str:
     return f" ({months} months old when read: check the page)" if months >= 3 else ""
 
 
+def _hours(x: float | None) -> str:
+    return UNKNOWN if x is None else f"{x:g}"
+
+
 def tables(doc: dict) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
     """(title, header, rows) of the three views with their totals, as text cells, and the sources' footnotes."""
     t, src = doc["totals"], _Sources()
     cap = [[r["slice"], str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
             str(r["chips"]), _rate(r["price"]["usd"]), usd(r["usdPerHour"]), usd(r["usdPerMonth"]),
-            src.cell(r["price"])] for r in doc["capacity"]]
+            _hours(r["expectedWaitHours"]), src.cell(r["price"])] for r in doc["capacity"]]
     if cap:
         cap += [["total", "", "each slice's first choice", "", "", "", total_text(t["capacityPerMonth"]["firstChoice"]),
-                 ""],
+                 "", ""],
                 ["total", "", "each slice's last fallback", "", "", "",
-                 total_text(t["capacityPerMonth"]["lastFallback"]), ""]]
+                 total_text(t["capacityPerMonth"]["lastFallback"]), "", ""]]
     up = [[r["item"], r["what"], usd(r["usdPerHour"]), usd(r["usdPerMonth"]), src.cell(r["price"])]
           for r in doc["standing"]]
     up.append(["total", "", "", total_text(t["standingPerMonth"]), ""])
@@ -375,18 +394,18 @@ def tables(doc: dict) -> tuple[list[tuple[str, list[str], list[list[str]]]], lis
              UNKNOWN if r["expectedStepSeconds"] is None else f"{r['expectedStepSeconds']:g}",
              UNKNOWN if r["hours"] is None else f"{r['hours']:g}", r["capacity"], usd(r["usd"]), src.cell(r["price"]),
              r["fallbackCapacity"], usd(r["usdFallback"]), src.cell(r["fallbackPrice"]),
-             "yes" if r["inStanding"] else "no"]
+             "yes" if r["inStanding"] else "no", _hours(r["waitHours"]), usd(r["usdPerProductiveHour"])]
             for r in doc["jobs"]]
     if jobs:
         jobs.append(["total", "", "", "", "", "", "", total_text(t["jobs"]["firstChoice"]), "", "",
-                     total_text(t["jobs"]["lastFallback"]), "", ""])
+                     total_text(t["jobs"]["lastFallback"]), "", "", "", ""])
     views = [
         ("Capacity options (per slice, in the order GKE tries them)",
-         ["slice", "#", "capacity", "chips", "$/chip-h", "$/hour", "$/month", "price"], cap),
+         ["slice", "#", "capacity", "chips", "$/chip-h", "$/hour", "$/month", "wait h", "price"], cap),
         ("Stays up (per month)", ["item", "what", "$/hour", "$/month", "price"], up),
         ("One run of each job (first choice, and the last fallback when nothing cheaper comes)",
          ["job", "slices", "chips", "steps", "s/step", "hours", "capacity", "cost", "price",
-          "last fallback", "cost", "price", "on standing pools"], jobs),
+          "last fallback", "cost", "price", "on standing pools", "wait h", "$/productive h"], jobs),
     ]
     return views, src.lines()
 
@@ -428,7 +447,7 @@ def _keyed(doc: dict | None) -> dict[tuple[str, str], Any]:
     """Each figure of a document by (view, row): a number or None, a total dict for the totals."""
     if not doc:
         return {}
-    t = doc["totals"] if doc.get("schema") == SCHEMA_ID else _v1_totals(doc)
+    t = doc["totals"] if doc.get("schema") in SAME_TOTALS else _v1_totals(doc)
     out: dict[tuple[str, str], Any] = {}
     for r in doc.get("standing", []):
         out[("stays up, per month", r["item"])] = r["usdPerMonth"]

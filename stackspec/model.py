@@ -185,6 +185,9 @@ class Capacity(Section):
     # flex-start only: the pool is scaled only by ProvisioningRequests (Dynamic Workload Scheduler
     # through Kueue's admission check), never by plain pending pods.
     queued_provisioning: bool = False
+    # Scheduling goodput (README "Cost"): the team's expected wait, in hours, from a job's admission until this
+    # option's slices run, in this region (its cost table prices a productive hour with it); unset: unknown.
+    expected_wait_hours: float | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
@@ -1210,6 +1213,11 @@ class StackSpec(BaseModel):
                      "too: each cluster's name is unique (its node account, Secrets key and MultiKueueCluster are "
                      "named after it)")
             seen_cluster.setdefault(r.cluster.name, f"{ns}[{i}].cluster.name")
+            if r.cluster.control_plane.access != "dns":
+                # The manager's token job (workloads/multikueue.py) reaches each worker from its own VPC, through
+                # the DNS-based endpoint's publicly trusted certificate and IAM; a private IP endpoint is not routable.
+                fail(f"{ns}[{i}].cluster.controlPlane.access", r.cluster.control_plane.access, "a region's cluster is "
+                     "reached by the manager's MultiKueue through its DNS endpoint; allowed: dns")
         if m.region in seen_region:
             pass  # a manager beside a worker in one region is fine; the manager is never one of its own workers
         self._bucket_place(fail)

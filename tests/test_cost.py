@@ -422,3 +422,27 @@ def test_the_pr_workflows_cost_command_runs(tmp_path, capsys):
     assert "--base" in argv
     assert cli.main(argv) == 0
     assert "every row is new" in capsys.readouterr().out
+
+
+def test_cost_per_productive_hour_per_region_and_option():
+    """Scheduling goodput in the cost table: each option's expected wait (unknown unless the spec gives it) and a
+    run's cost per productive hour = hourly cost x (run + wait) / run, per region in a multi-region stack."""
+    multi = cost.compute(spec.load_stack("multi"))
+    jsonschema.validate(multi, cost.SCHEMA)
+    waits = {(r["region"], r["slice"]): r["expectedWaitHours"] for r in multi["capacity"]}
+    assert waits == {("us-east5", "v6e-16-0"): 6, ("us-east5", "v6e-16-1"): 6,
+                     ("us-east1", "v6e-16-0"): 1.5, ("us-east1", "v6e-16-1"): 1.5}
+    for r in multi["jobs"]:
+        per_hour = r["chips"] * r["price"]["usd"]
+        run = r["steps"] * r["expectedStepSeconds"] / 3600
+        assert r["waitHours"] == (6 if r["job"].endswith("@ us-east5") else 1.5)
+        assert r["usdPerProductiveHour"] == pytest.approx(per_hour * (run + r["waitHours"]) / run, abs=0.01)
+    views, _ = cost.tables(multi)
+    header, rows = views[2][1], views[2][2]
+    assert header[-2:] == ["wait h", "$/productive h"] and rows[0][-2] == "6"
+    # prod gives no wait: unknown, never zero; the figures it had are unchanged.
+    prod = cost.compute(spec.load_stack("prod"))
+    assert {r["expectedWaitHours"] for r in prod["capacity"]} == {None}
+    assert {(r["waitHours"], r["usdPerProductiveHour"]) for r in prod["jobs"]} == {(None, None)}
+    assert cost.tables(prod)[0][0][1][-2] == "wait h" and cost.tables(prod)[0][0][2][0][-2] == cost.UNKNOWN
+    assert cost.per_productive_hour(10.0, 2.0, 1.0) == 15.0 and cost.per_productive_hour(10.0, 2.0, None) is None

@@ -48,6 +48,9 @@ CASES = {
     "gke-no-public-control-plane": ("dev", _set("cluster", controlPlane={
         "access": "authorized-networks", "authorizedNetworks": [{"cidr": "0.0.0.0/0", "name": "all", "public": True}]}),
         None),
+    # A manager two minor versions behind its regions (GKE 1.33 against 1.35).
+    "gke-version-skew-across-clusters": ("multi", lambda c: c[f"{NS}:manager"].update(version="1.33.5-gke.1080000"),
+                                         None),
     "allowed-locations": ("prod", lambda c: c.update({"gcp:zone": "us-east5-a"}),
                           {"allowed-locations": {"allowedZones": ["us-east5-b"]}}),
 }

@@ -3,6 +3,7 @@ single-region view the existing rules and components run on; the real program re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,8 @@ def test_one_place_per_fact(tmp_path):
 
 
 def test_region_problems_are_named_at_the_region(tmp_path):
-    got = problems(MULTI.replace("topology: 4x4, machineType: ct6e-standard-4t, group: tpu-group}\n    - region",
-                                 "topology: 4x5, machineType: ct6e-standard-4t, group: tpu-group}\n    - region", 1),
-                   tmp_path)
+    second = "        - {name: v6e-16-1, generation: v6e, topology: 4x4"
+    got = problems(MULTI.replace(second, second.replace("4x4", "4x5"), 1), tmp_path)
     assert any(p.startswith(f"{NS}:regions[0].slices[1].topology") for p in got), got
     dup = MULTI.replace("name: maxtext-east1", "name: maxtext-east5")
     assert any(p.startswith(f"{NS}:regions[1].cluster.name") and "unique" in p for p in problems(dup, tmp_path))
@@ -152,3 +152,214 @@ def test_the_stack_wide_policy_names_the_attestor_the_bootstrap_makes(multi):
     [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
     assert policy.inputs["defaultAdmissionRule"]["requireAttestationsBies"] == [
         names.image_attestor_id(s.project, s.manager.name)]
+
+
+def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, kuberay_validator,
+                                                         pod_monitoring_validator):
+    """The manager's Kueue with MultiKueue, each worker's access objects, the token job and its IAM, as
+    tests/programs/multikueue.py wires them, on the multi stack; every Kueue, KubeRay and GMP object it renders
+    is valid against its vendored CRD, and Kueue's ClusterQueue rules hold on every cluster."""
+    from workloads import kueue
+    from workloads import multikueue as mk
+
+    s = stack_spec.load_stack("multi")
+    order = [d.view for d in s.dispatch_order()]
+    m = mk.manager_of(s)
+    docs = multi.manifests
+    checked = {"kueue": 0, "ray": 0, "gmp": 0}
+    for d in docs:
+        group = d["apiVersion"].partition("/")[0]
+        if group == "kueue.x-k8s.io":
+            assert kueue_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["kueue"] += 1
+        elif group == "ray.io":
+            assert kuberay_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["ray"] += 1
+        elif group == "monitoring.googleapis.com":
+            assert pod_monitoring_validator(d) == [], (d["kind"], d["metadata"]["name"])
+            checked["gmp"] += 1
+    assert checked["kueue"] >= 20 and checked["ray"] == 3 and checked["gmp"] >= 5, checked
+
+    # Each cluster's Kueue objects, through its provider: the manager's are manager_objects in dispatch order.
+    def kueue_on(provider: str) -> list[dict]:
+        return [engine.kubernetes_manifest(r) for r in multi.resources if engine.is_kubernetes_object(r)
+                and r.inputs["apiVersion"] == kueue.KUEUE_API and (r.provider_urn or "").endswith(f"::{provider}")]
+    on_manager = kueue_on("tpu-manager-k8s")
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in on_manager) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in mk.manager_objects(m, order))
+    [config] = [d for d in on_manager if d["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == ["maxtext-east5", "maxtext-east1"] == multi.outputs["dispatchOrder"]
+    for name in ("tpu-manager-k8s", "maxtext-east5-k8s", "maxtext-east1-k8s"):
+        assert mk.cluster_queue_rules(kueue_on(name)) == [], name
+    # The manager's chart runs the incremental dispatcher; the workers' charts are the plain one, same version.
+    charts = {r.name: r.inputs for r in multi.by_type("kubernetes:helm.sh/v4:Chart")}
+    assert {c["version"] for c in charts.values()} == {kueue.CHART_VERSION}
+    [manager_chart] = [c for n, c in charts.items() if n.startswith("tpu-manager")]
+    assert mk.INCREMENTAL_DISPATCHER in manager_chart["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    # Each worker: the manager's ServiceAccount and least-privilege RBAC, its user the manager's Google identity.
+    for v in order:
+        want = {(d["kind"], d["metadata"]["name"]) for d in mk.worker_objects(v, m)}
+        got = {(engine.kubernetes_manifest(r)["kind"], r.inputs["metadata"]["name"]) for r in multi.resources
+               if engine.is_kubernetes_object(r) and (r.provider_urn or "").endswith(f"::{v.cluster.name}-k8s")}
+        assert want <= got, want - got
+    # The token job reaches every worker's DNS endpoint, in dispatch order.
+    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == mk.MANAGER_KSA]
+    targets = json.loads(cm["data"]["targets.json"])["targets"]
+    assert [t["cluster"] for t in targets if t["kind"] == "kubeconfig"] == ["maxtext-east5", "maxtext-east1"]
+    assert all(t["server"] == f"https://{engine.PLACEHOLDER_ENDPOINT}" for t in targets if t["kind"] == "kubeconfig")
+    # IAM: the Google identity the CronJob runs as, its workload identity, the cluster viewer role.
+    [wi] = multi.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert wi.inputs["member"] == mk.workload_identity_member(m)
+    [viewer] = multi.by_type("gcp:projects/iAMMember:IAMMember")
+    assert (viewer.inputs["project"], viewer.inputs["role"]) == (s.project, mk.WORKER_PROJECT_ROLE)
+    # The queued RayJobs wait for the manager's Kueue: its chart and its queues.
+    by_urn = {r.urn: r for r in multi.resources}
+    for job in multi.by_type("kubernetes:ray.io/v1:RayJob"):
+        if "tpu-manager-k8s" not in job.provider:
+            continue
+        waits = {by_urn[u].type for u in job.dependencies if u in by_urn}
+        assert {"kubernetes:helm.sh/v4:Chart", "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+                "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"} <= waits, job.name
+    # Binary Authorization admits the token job's image (it runs on every cluster) beside Kueue's.
+    [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
+    patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
+    assert f"{mk.TOKEN_IMAGE}*" in patterns and f"{kueue.IMAGE}*" in patterns
+    assert {c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+            for c in docs if c["kind"] == "CronJob"} == {mk.TOKEN_IMAGE}
+
+
+# --------------------------------------------------------------------------- policies across clusters
+
+
+def _fired(resources) -> dict[str, list[str]]:
+    from policies.offline import evaluate_resources
+
+    out: dict[str, list[str]] = {}
+    for v in evaluate_resources(resources, "prod"):
+        out.setdefault(v.rule, []).append(v.message)
+    return out
+
+
+def _edit(resources, pick, change):
+    """The resources with ``change(props)`` applied to a deep copy of the props of each one ``pick`` takes."""
+    import copy
+
+    from policies.rules.common import Res
+
+    out = []
+    for r in resources:
+        if pick(r):
+            props = copy.deepcopy(dict(r.props))
+            change(props)
+            r = Res(r.type, r.name, r.urn, props, r.dependencies, r.provider)
+        out.append(r)
+    return out
+
+
+ACROSS = {"multikueue-same-kueue", "gke-version-skew-across-clusters", "one-checkpoint-location",
+          "queued-job-placeable", "multikueue-manager-quota", "multikueue-consistent"}
+
+
+def test_policies_across_clusters_pass_and_trip(multi):
+    from policies.offline import resources_of
+
+    base = resources_of(multi)
+    assert not _fired(base), _fired(base)
+    on = lambda cluster, kind: lambda r: r.provider == f"{cluster}-k8s" and r.type.endswith(f":{kind}")  # noqa: E731
+
+    # The manager's queue a flavor's TPU chips short: the manager rule, never the per-cluster quota rule.
+    def short(props):
+        for g in props["spec"]["resourceGroups"]:
+            for f in g["flavors"]:
+                for res in f["resources"]:
+                    if res["name"] == "google.com/tpu":
+                        res["nominalQuota"] = "32"
+    got = _fired(_edit(base, on("tpu-manager", "ClusterQueue"), short))
+    assert set(got) == {"multikueue-manager-quota"}, got
+    assert "google.com/tpu" in got["multikueue-manager-quota"][0] and "('32', '64')" in got[
+        "multikueue-manager-quota"][0]
+
+    # Kueue one chart version ahead in one region.
+    got = _fired(_edit(base, lambda r: r.type == "kubernetes:helm.sh/v4:Chart" and r.provider == "maxtext-east1-k8s",
+                       lambda p: p.update(version="0.20.0")))
+    assert set(got) == {"multikueue-same-kueue"} and "'maxtext-east1': '0.20.0'" in got["multikueue-same-kueue"][0]
+    # ... or as the chart's own objects carry it (what Pulumi sees once the chart is expanded).
+    from policies.rules.common import Res
+    labelled = Res("kubernetes:apps/v1:Deployment", "kueue-controller-manager", "urn:kueue", {
+        "metadata": {"name": "kueue-controller-manager", "labels": {"helm.sh/chart": "kueue-0.18.0",
+                                                                "app.kubernetes.io/part-of": "tpu-multislice"}}}, (),
+        "tpu-manager-k8s")
+    assert set(_fired([r for r in base if not (r.type == "kubernetes:helm.sh/v4:Chart"
+                                                and r.provider == "tpu-manager-k8s")] + [labelled])) == {
+        "multikueue-same-kueue"}
+
+    # A region two minors ahead of the others.
+    got = _fired(_edit(base, lambda r: r.type == "gcp:container/cluster:Cluster" and r.props["name"] == "maxtext-east1",
+                       lambda p: p.update(minMasterVersion="1.37.1-gke.100")))
+    assert set(got) == {"gke-version-skew-across-clusters"}, got
+    assert "maxtext-east1 runs GKE 1.37.1-gke.100" in got["gke-version-skew-across-clusters"][0]
+
+    # One region's checkpoint identity on a bucket of its own.
+    got = _fired(_edit(base, lambda r: r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
+                       and "maxtext-east1" in r.name, lambda p: p.update(bucket="elsewhere")))
+    assert "one-checkpoint-location" in got and "different buckets" in got["one-checkpoint-location"][0]
+
+    # No region with two 4x4 slices left: the queued jobs fit nowhere.
+    fewer = [r for r in base if not (r.type == "gcp:container/nodePool:NodePool" and r.props.get("name") == "v6e-16-1")]
+    got = _fired(fewer)
+    assert len(got["queued-job-placeable"]) == 2, got
+    assert "needs 2 x tpu-v6e-slice 4x4" in got["queued-job-placeable"][0]
+
+    # A worker without the manager's LocalQueue; a DWS check beside MultiKueue on the manager.
+    no_queue = [r for r in base if not on("maxtext-east5", "LocalQueue")(r)]
+    got = _fired(no_queue)
+    assert "multikueue-consistent" in got and "worker maxtext-east5 lacks the manager's LocalQueues" in " ".join(
+        got["multikueue-consistent"])
+    dws = _edit(base, on("tpu-manager", "ClusterQueue"), lambda p: p["spec"]["admissionChecksStrategy"][
+        "admissionChecks"].append({"name": "maxtext-tpu-cluster-dws"}))
+    dws.append(Res("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck", "dws", "urn:dws", {
+        "metadata": {"name": "maxtext-tpu-cluster-dws"},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}, (), "tpu-manager-k8s"))
+    got = _fired(dws)
+    assert any("ProvisioningRequest check beside MultiKueue" in m for m in got["multikueue-consistent"]), got
+
+
+def test_single_region_stacks_see_none_of_the_rules_across_clusters():
+    from policies.offline import evaluate_resources, resources_of
+    from policies.registry import BY_NAME
+
+    assert ACROSS <= set(BY_NAME)
+    for stack in ("prod", "dev"):
+        r = engine.render(stack)
+        assert not {v.rule for v in evaluate_resources(resources_of(r), r.spec.environment)} & ACROSS
+
+
+def test_a_region_reached_by_ip_is_refused(tmp_path):
+    text = MULTI.replace("        systemNodeCount: 3\n        podCidr: 10.120.0.0/14",
+                         "        systemNodeCount: 3\n        controlPlane: {access: authorized-networks, "
+                         "authorizedNetworks: [{cidr: 10.0.0.0/8, name: corp}]}\n        podCidr: 10.120.0.0/14", 1)
+    got = problems(text, tmp_path)
+    assert any(p.startswith(f"{NS}:regions[1].cluster.controlPlane.access") and "allowed: dns" in p for p in got), got
+
+
+def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
+    """The channels and the monitoring APIs once per stack (every region's alerts notify the same channels); the
+    scheduling-goodput tiles on the stack's own dashboard, over the manager and every region."""
+    from infra import monitoring
+
+    [channel] = multi.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert channel.inputs["labels"] == {"email_address": "tpu-oncall@example.com"}
+    services = [r.inputs["service"] for r in multi.by_type("gcp:projects/service:Service")
+                if r.inputs["service"] in monitoring.SERVICES]
+    assert sorted(services) == sorted(monitoring.SERVICES)
+    alerts = multi.by_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    assert len(alerts) == 8 and {a.name.split("-monitoring-")[0] for a in alerts} == {"maxtext-east5", "maxtext-east1"}
+    assert all(a.inputs["notificationChannels"] == [f"{channel.name}-offline-id"] for a in alerts)
+    boards = {r.name: json.loads(r.inputs["dashboardJson"])
+              for r in multi.by_type("gcp:monitoring/dashboard:Dashboard")}
+    scheduling = boards["tpu-manager-monitoring-scheduling"]
+    queries = [t["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+               for t in scheduling["mosaicLayout"]["tiles"]]
+    assert all('cluster=~"tpu-manager|maxtext-east5|maxtext-east1"' in q for q in queries if "wait" in q)
+    assert any(monitoring.KUEUE_DISPATCHED in q for q in queries)
+    assert len(queries) == len(monitoring.KUEUE_WAITS) + 1

@@ -55,6 +55,8 @@ def renderings() -> dict[str, engine.Rendering]:
         "prod-elastic": engine.render("prod", _only_job("prod", "llama3-8b-elastic")),
         # prod with capacity fallbacks (opted in): every option's pool autoscales 0 <-> one slice.
         "prod-fallbacks": engine.render("prod", with_fallbacks(engine.stack_config("prod"))),
+        # A manager and two regions (stacks/Pulumi.multi.yaml): the rules across clusters.
+        "multi": engine.render("multi"),
     }
 
 
@@ -424,11 +426,47 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
 ]
 
 
+
+def _on(rs, cluster, kind):
+    """The Kubernetes objects of ``kind`` a multi-region stack applies to ``cluster``."""
+    return [r for r in rs if r.provider == f"{cluster}-k8s" and r.type.endswith(f":{kind}")]
+
+
+def _tpu_quota(cq, chips):
+    for g in cq.props["spec"]["resourceGroups"]:
+        for f in g["flavors"]:
+            for res in f["resources"]:
+                if res["name"] == kube.TPU_RESOURCE:
+                    res["nominalQuota"] = chips
+
+
+FAILING += [
+    ("multikueue-same-kueue", "multi",
+     lambda rs: _on(rs, "maxtext-east1", "Chart")[0].props.update(version="0.20.0"), None,
+     "'maxtext-east1': '0.20.0'"),
+    ("gke-version-skew-across-clusters", "multi",
+     lambda rs: _find(rs, CLUSTER, "tpu-manager").props.update(minMasterVersion="1.33.5-gke.1080000"), None,
+     "cluster maxtext-east5 runs GKE 1.35.2-gke.1842000, more than 1 minor version above tpu-manager"),
+    ("one-checkpoint-location", "multi",
+     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-east1-checkpoints-object-user")
+     .props.update(bucket="elsewhere"), None, "bind different buckets"),
+    ("queued-job-placeable", "multi",
+     lambda rs: rs.__setitem__(slice(None), [r for r in rs if r.props.get("name") != "v6e-16-1"]), None,
+     "RayJob llama3-70b-multislice needs 2 x tpu-v6e-slice 4x4 and no worker"),
+    ("multikueue-manager-quota", "multi",
+     lambda rs: _tpu_quota(_on(rs, "tpu-manager", "ClusterQueue")[0], "32"), None,
+     "differs for {'tpu-group-flavor/google.com/tpu': ('32', '64')}"),
+    ("multikueue-consistent", "multi",
+     lambda rs: rs.remove(_on(rs, "maxtext-east5", "LocalQueue")[0]), None,
+     "worker maxtext-east5 lacks the manager's LocalQueues"),
+]
+
+
 def test_every_rule_has_a_failing_case():
     assert {c[0] for c in FAILING} == {r.name for r in registry.RULES}
 
 
-STACKS = ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic", "prod-fallbacks"]
+STACKS = ["prod", "dev", "prod-8b", "prod-70b", "prod-elastic", "prod-fallbacks", "multi"]
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -271,8 +271,8 @@ def test_running_jobs_must_fit_the_shared_slices():
         (f"{NS}:jobs", lambda v: v[2].update(maxFailure=2), f"{NS}:jobs[2].maxFailure = 2: unknown key "
                                                              "(did you mean maxFailures?)"),
         (f"{NS}:slices", lambda v: v[0].update(capacity={"type": "spot", "preemptible": True}),
-         f"{NS}:slices[0].capacity[0].preemptible = true: unknown key; allowed: affinity, maxRunDuration, project, "
-         "queuedProvisioning, reservation, type"),
+         f"{NS}:slices[0].capacity[0].preemptible = true: unknown key; allowed: affinity, expectedWaitHours, "
+         "maxRunDuration, project, queuedProvisioning, reservation, type"),
     ],
 )
 def test_misspelt_keys_inside_sections_are_refused(key, fn, expected):

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from stackspec import kube, limits, names
+from stackspec import kube, kueue_rules, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Capacity, Slice, StackSpec, WorkerGroup
 from workloads import manifests
@@ -49,7 +49,7 @@ FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 
 # Dynamic Workload Scheduler (flex-start with queued provisioning) through Kueue's built-in
 # ProvisioningRequest admission check controller (GA since Kueue 0.14: no feature gate to open).
-PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+PROVISIONING_CONTROLLER = kueue_rules.PROVISIONING_CONTROLLER
 DWS_PROVISIONING_CLASS = "queued-provisioning.gke.io"
 
 # Node labels a flavor may carry: those GKE puts on a slice's nodes and the pods select.

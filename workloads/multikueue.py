@@ -36,12 +36,14 @@ from typing import Any
 
 import yaml
 
-from stackspec import kube, limits, names
+from stackspec import kube, kueue_rules, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import StackSpec
 from workloads import kueue
 
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # apis/kueue/v1beta2/multikueue_types.go
+# The controller and Kueue's ClusterQueue rules live in stackspec/kueue_rules.py (the policies read them too).
+MULTIKUEUE_CONTROLLER = kueue_rules.MULTIKUEUE_CONTROLLER
+cluster_queue_rules = kueue_rules.cluster_queue_rules
 INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 # One region per 5-minute round, in MultiKueueConfig order (MultiKueueIncrementalDispatcherRespectConfigOrder
 # and MultiKueueIncrementalDispatcherConfig are Beta and on in 0.19: concepts/multikueue.md "Incremental").
@@ -58,7 +60,7 @@ TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
 # An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim). Its repository goes into
 # Binary Authorization's allow-list with Kueue's (SYSTEM_IMAGES).
 TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
-SYSTEM_IMAGES = (kueue.IMAGE_REPOSITORY, TOKEN_IMAGE)
+SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: each at its tag
 MANAGER_KSA = "multikueue-token"  # the CronJob's Kubernetes service account on the manager
 
 # Least privilege on a worker: Kueue's example (site/static/examples/multikueue/create-multikueue-kubeconfig.sh
@@ -103,6 +105,14 @@ class Manager:
     @property
     def google_service_account(self) -> str:
         return f"{self.google_service_account_id}@{self.project}.iam.gserviceaccount.com"
+
+
+def manager_of(spec: StackSpec) -> Manager:
+    """A multi-region stack's manager (``tpu-multislice:manager``) as MultiKueue's functions read it."""
+    if spec.manager is None:
+        raise ValueError(f"stack {spec.stack} has no tpu-multislice:manager")
+    return Manager(name=spec.manager.name, project=spec.project, region=spec.manager.region or spec.region,
+                   namespace=spec.storage.namespace, stack=spec.stack)
 
 
 @dataclass(frozen=True)
@@ -220,33 +230,6 @@ def manager_cluster_queue(manager: Manager, regions: Sequence[StackSpec]) -> dic
                       # One MultiKueue check, on the whole queue (Kueue refuses it per flavor).
                       "admissionChecksStrategy": {"admissionChecks": [{"name": check_name(manager)}]},
                   })
-
-
-def cluster_queue_rules(docs: Sequence[dict[str, Any]]) -> list[str]:
-    """Kueue's rules on a ClusterQueue's admission checks that no schema expresses: a queue breaking them
-    stays inactive (pkg/cache/scheduler/clusterqueue.go at v0.19.2, lines 253-262 and 334-346): its flavors and checks
-    exist, at most one MultiKueue check, never per flavor, and no ProvisioningRequest check beside it."""
-    controllers = {d["metadata"]["name"]: d["spec"]["controllerName"] for d in docs if d["kind"] == "AdmissionCheck"}
-    out = []
-    for cq in (d for d in docs if d["kind"] == "ClusterQueue"):
-        name = cq["metadata"]["name"]
-        checks = cq["spec"].get("admissionChecksStrategy", {}).get("admissionChecks", [])
-        checks = [*checks, *({"name": n} for n in cq["spec"].get("admissionChecks", []))]
-        mk = [c for c in checks if controllers.get(c["name"]) == MULTIKUEUE_CONTROLLER]
-        if len(mk) > 1:
-            out.append(f"ClusterQueue {name}: more than one MultiKueue check ({[c['name'] for c in mk]})")
-        if any(c.get("onFlavors") for c in mk):
-            out.append(f"ClusterQueue {name}: a MultiKueue check cannot apply per flavor (onFlavors)")
-        if mk and any(controllers.get(c["name"]) == kueue.PROVISIONING_CONTROLLER for c in checks):
-            out.append(f"ClusterQueue {name}: a ProvisioningRequest check beside MultiKueue (it belongs on the "
-                       "workers' queues)")
-        if missing := [c["name"] for c in checks if c["name"] not in controllers]:
-            out.append(f"ClusterQueue {name}: admission checks not declared: {missing}")
-        flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
-        used = [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
-        if missing := [f for f in used if f not in flavors]:
-            out.append(f"ClusterQueue {name}: ResourceFlavors not declared: {missing}")
-    return out
 
 
 # --------------------------------------------------------------------------- the manager's objects

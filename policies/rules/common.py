@@ -58,6 +58,9 @@ class Res:
     urn: str
     props: Mapping[str, Any]
     dependencies: tuple[str, ...] = ()  # URNs it waits for (explicit depends_on and its inputs' resources)
+    # The name of the explicit provider it goes through (a Kubernetes object: its cluster's, names.k8s_provider);
+    # None for the default providers. A multi-region stack's rules tell its clusters apart by it.
+    provider: str | None = None
 
 
 # --------------------------------------------------------------------------- values

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stackspec import kube
+from stackspec import kube, kueue_rules
 
 from .common import NODE_POOL, RAY_CLUSTER, RAY_JOB, Context, Res, as_int, get, items, k8s_name, pool_shape, pool_slice
 
@@ -111,20 +111,33 @@ def _provisioned(resources: Sequence[Res]) -> dict[tuple[str, str], int]:
     return {k: sum(v.values()) for k, v in slices.items()}
 
 
+def _dispatching(resources: Sequence[Res]) -> set[tuple[str | None, str]]:
+    """(provider, name) of the ClusterQueues that dispatch through MultiKueue: a multi-region manager's queue
+    holds the workers' total again (policies/rules/regions.py checks it), its flavors carry no node labels."""
+    checks = {(r.provider, k8s_name(r.props)) for r in _kueue(resources, "AdmissionCheck")
+              if get(r.props, "spec.controllerName") == kueue_rules.MULTIKUEUE_CONTROLLER}
+    return {(cq.provider, k8s_name(cq.props)) for cq in _kueue(resources, "ClusterQueue")
+            if any((cq.provider, c["name"]) in checks for c in kueue_rules.admission_checks(dict(cq.props)))}
+
+
 def tpu_quota_matches_slices(resources: Sequence[Res], ctx: Context) -> Violations:
-    """The ClusterQueues' ``google.com/tpu`` quota for each slice shape is the chips the stack provisions."""
-    flavors = {k8s_name(r.props): get(r.props, "spec.nodeLabels", {}) or {} for r in _kueue(resources,
-                                                                                              "ResourceFlavor")}
+    """The ClusterQueues' ``google.com/tpu`` quota for each slice shape is the chips the stack provisions (each
+    cluster's queue its own flavors; a MultiKueue manager's queue is not counted again)."""
+    flavors = {(r.provider, k8s_name(r.props)): get(r.props, "spec.nodeLabels", {}) or {}
+               for r in _kueue(resources, "ResourceFlavor")}
     provisioned = _provisioned(resources)
+    dispatching = _dispatching(resources)
     quota: dict[tuple[str, str], int] = {}
     out: Violations = []
     for cq in _kueue(resources, "ClusterQueue"):
+        if (cq.provider, k8s_name(cq.props)) in dispatching:
+            continue
         for rg in items(get(cq.props, "spec.resourceGroups", [])):
             for fl in items(get(rg, "flavors", [])):
                 for res in items(get(fl, "resources", [])):
                     if get(res, "name") != kube.TPU_RESOURCE:
                         continue
-                    labels = flavors.get(str(get(fl, "name")))
+                    labels = flavors.get((cq.provider, str(get(fl, "name"))))
                     if labels is None:
                         out.append((cq, f"ClusterQueue {k8s_name(cq.props)}: flavor {get(fl, 'name')} is not a "
                                         "declared ResourceFlavor"))

@@ -1,0 +1,55 @@
+"""Kueue's rules on a cluster's queue objects that no CRD schema expresses (pure functions of documents).
+
+Read by ``workloads/multikueue.py`` (what it renders) and by the policies (what a stack declares on each
+cluster), so the rule is written once. Kueue v0.19.2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # apis/kueue/v1beta2/multikueue_types.go
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # apis/kueue/v1beta2/provisioningrequestconfig_types.go
+
+
+def multikueue_checks(docs: Sequence[dict[str, Any]]) -> set[str]:
+    """The names of the AdmissionChecks run by MultiKueue among ``docs``."""
+    return {d["metadata"]["name"] for d in docs
+            if d.get("kind") == "AdmissionCheck" and (d.get("spec") or {}).get("controllerName") ==
+            MULTIKUEUE_CONTROLLER}
+
+
+def admission_checks(cluster_queue: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ClusterQueue's admission checks, from either field (``admissionChecksStrategy`` or the list)."""
+    spec = cluster_queue.get("spec") or {}
+    checks = list((spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or [])
+    return [*checks, *({"name": n} for n in spec.get("admissionChecks") or [])]
+
+
+def cluster_queue_rules(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """Kueue's rules on a ClusterQueue's admission checks that no schema expresses: a queue breaking them
+    stays inactive (pkg/cache/scheduler/clusterqueue.go at v0.19.2, lines 253-262 and 334-346): its flavors and
+    checks exist, at most one MultiKueue check, never per flavor, and no ProvisioningRequest check beside it.
+    ``docs``: every Kueue object of one cluster."""
+    controllers = {d["metadata"]["name"]: (d.get("spec") or {}).get("controllerName")
+                   for d in docs if d["kind"] == "AdmissionCheck"}
+    flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
+    out = []
+    for cq in (d for d in docs if d["kind"] == "ClusterQueue"):
+        name = cq["metadata"]["name"]
+        checks = admission_checks(cq)
+        mk = [c for c in checks if controllers.get(c["name"]) == MULTIKUEUE_CONTROLLER]
+        if len(mk) > 1:
+            out.append(f"ClusterQueue {name}: more than one MultiKueue check ({[c['name'] for c in mk]})")
+        if any(c.get("onFlavors") for c in mk):
+            out.append(f"ClusterQueue {name}: a MultiKueue check cannot apply per flavor (onFlavors)")
+        if mk and any(controllers.get(c["name"]) == PROVISIONING_CONTROLLER for c in checks):
+            out.append(f"ClusterQueue {name}: a ProvisioningRequest check beside MultiKueue (it belongs on the "
+                       "workers' queues)")
+        if missing := [c["name"] for c in checks if c["name"] not in controllers]:
+            out.append(f"ClusterQueue {name}: admission checks not declared: {missing}")
+        used = [f["name"] for g in (cq.get("spec") or {}).get("resourceGroups") or [] for f in g.get("flavors") or []]
+        if missing := [f for f in used if f not in flavors]:
+            out.append(f"ClusterQueue {name}: ResourceFlavors not declared: {missing}")
+    return out
