@@ -33,29 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from scale import scaled_stack
+
 ROOT = Path(__file__).resolve().parents[1]
 SLICECTL = Path(sys.executable).parent / "slicectl"
 XPK_VERSION = "1.16.0"
-# Wide enough for a node's /24 pod range at 4,096 TPU hosts (1,024 slices of 4), clear of the DCN subnets.
-SCALED_POD_CIDR = "10.128.0.0/10"
-SCALED_NODE_CIDR = "10.0.0.0/16"
-
-
-def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod") -> Path:
-    """``stacks/Pulumi.<stack>.yaml`` with ``slices`` copies of its first slice (``v6e-16-<i>``), in ``stacks_dir``."""
-    import yaml
-
-    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    config = doc["config"]
-    first = config["tpu-multislice:slices"][0]
-    config["tpu-multislice:slices"] = [{**first, "name": f"v6e-16-{i}"} for i in range(slices)]
-    config["tpu-multislice:cluster"]["podCidr"] = SCALED_POD_CIDR
-    # The nodes' subnet holds every host (4 per slice): a /16 at 1,024 slices.
-    config["tpu-multislice:network"].setdefault("primary", {})["cidr"] = SCALED_NODE_CIDR
-    stacks_dir.mkdir(parents=True, exist_ok=True)
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 def _timed(command: list[str], ok=(0,)) -> float:
