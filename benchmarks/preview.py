@@ -14,16 +14,14 @@ Prints figures; asserts nothing.
   google-api-core 2.24.1, MaxText needs 2.28.1), so it comes from its own virtualenv: ``--xpk PATH`` or
   ``$XPK``, e.g. ``uv venv /tmp/xpk && uv pip install -p /tmp/xpk xpk==1.16.0 && python -m compileall -q
   /tmp/xpk/lib``, then ``--xpk /tmp/xpk/bin/xpk``. Without it this part is skipped, saying so.
-- Scale: prod with 2, 64 and 1,024 slices (``--scale``; each slice its three capacity options' node
-  pools), one whole ``slicectl preview`` process each: resources, wall time, and the cost per resource
-  (whole time / resources, and the marginal cost over the smallest stack).
+- Scale: ``benchmarks/scale.py``'s run, once per size (``--scale``): prod with 2, 64 and 1,024 slices, each
+  with three capacity options (three node pools), one whole ``slicectl preview`` process each.
 - In process: the first render (paying the provider imports), then each stack's render again.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -33,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scale import scaled_stack
+import scale
 
 ROOT = Path(__file__).resolve().parents[1]
 SLICECTL = Path(sys.executable).parent / "slicectl"
@@ -79,21 +77,6 @@ def side_by_side(xpk: str | None, runs: int, out: Path) -> None:
     p, x = statistics.median(preview), statistics.median(dry_run)
     print(f"side by side, median of {runs}: slicectl preview --stack prod {p:.2f} s, "
           f"xpk {XPK_VERSION} cluster create --dry-run (2x v6e-16) {x:.2f} s: preview {x / p:.2f}x as fast")
-
-
-def scale(counts: list[int], out: Path) -> None:
-    rows = []
-    for n in counts:
-        stacks = scaled_stack(n, out / f"stacks-{n}").parent
-        wall = _timed([str(SLICECTL), "preview", "--stack", "prod", "--stacks-dir", str(stacks),
-                       "--out", str(out / f"scale-{n}")], ok=(0, 1))
-        resources = len(json.loads((out / f"scale-{n}" / "resources.json").read_text()))
-        rows.append((n, resources, wall))
-    n0, r0, w0 = rows[0]
-    for n, resources, wall in rows:
-        marginal = f", {(wall - w0) / (resources - r0) * 1000:.2f} ms per added resource" if resources > r0 else ""
-        print(f"scale, {n:5d} slices: {resources:5d} resources, whole process {wall:.2f} s, "
-              f"{wall / resources * 1000:.2f} ms per resource{marginal}")
 
 
 def whole_process(stack: str, out: Path) -> tuple[float, float]:
@@ -157,7 +140,7 @@ def main() -> None:
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"whole process, peak RSS: {rss:.0f} MiB")
         side_by_side(args.xpk, max(args.runs, 1), Path(tmp))
-        scale([int(n) for n in args.scale.split(",") if n], Path(tmp))
+        scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
     in_process(args.repeat)
 
 

@@ -12,11 +12,17 @@ resource, the marginal cost of a resource over the smallest stack, and the proce
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SLICECTL = Path(sys.executable).parent / "slicectl"
 # Wide enough for a node's /24 pod range at 4,096 TPU hosts (1,024 slices of 4), clear of the DCN subnets.
 SCALED_POD_CIDR = "10.128.0.0/10"
 SCALED_NODE_CIDR = "10.0.0.0/16"
@@ -47,3 +53,60 @@ def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod", fallbacks: 
     path = stacks_dir / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def preview_process(root: Path, stacks_dir: Path, out: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one ``slicectl preview`` of the
+    ``prod`` stack in ``stacks_dir``, run from the checkout ``root`` (its code first on the path)."""
+    command = [sys.executable, "-m", "slicectl.cli", "preview", "--stack", "prod", "--stacks-dir", str(stacks_dir),
+               "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    started = time.perf_counter()
+    # A child of its own, so the RSS figure is this process's (RUSAGE_CHILDREN keeps the largest child so far).
+    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    stderr = proc.stderr.read() if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):  # 1 is a policy verdict
+        sys.exit(f"{' '.join(command)} exited {code}:\n{stderr[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT) -> list[tuple]:
+    """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come."""
+    rows = []
+    for n in counts:
+        stacks_dir = scaled_stack(n, tmp / f"stacks-{n}", fallbacks=fallbacks).parent
+        out = tmp / f"out-{n}"
+        figures = [preview_process(root, stacks_dir, out) for _ in range(runs)]
+        resources = len(json.loads((out / "resources.json").read_text()))
+        wall = statistics.median(f[0] for f in figures)
+        cpu = statistics.median(f[1] for f in figures)
+        rss = max(f[2] for f in figures)
+        rows.append((n, resources, wall, cpu, rss))
+        marginal = ""
+        if len(rows) > 1 and resources > rows[0][1]:
+            marginal = f", {(wall - rows[0][2]) / (resources - rows[0][1]) * 1000:.2f} ms per added resource"
+        print(f"scale, {n:5d} slices ({n * (3 if fallbacks else 1):5d} TPU node pools): {resources:5d} resources, "
+              f"whole process median of {runs}: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+              f"{wall / resources * 1000:.2f} ms per resource{marginal}; peak RSS {rss:.0f} MiB", flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--slices", default="2,64,256,1024", help="slice counts (default: 2,64,256,1024)")
+    p.add_argument("--runs", type=int, default=3, help="whole-process runs per size (default: 3)")
+    p.add_argument("--on-demand-only", action="store_true", help="prod's one capacity option per slice")
+    p.add_argument("--root", type=Path, default=ROOT,
+                   help="the checkout whose slicectl runs (default: this one; another to compare)")
+    args = p.parse_args()
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}; {args.root}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        run([int(n) for n in args.slices.split(",") if n], args.runs, not args.on_demand_only, Path(tmp),
+            args.root.resolve())
+
+
+if __name__ == "__main__":
+    main()
