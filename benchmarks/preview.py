@@ -14,16 +14,14 @@ Prints figures; asserts nothing.
   google-api-core 2.24.1, MaxText needs 2.28.1), so it comes from its own virtualenv: ``--xpk PATH`` or
   ``$XPK``, e.g. ``uv venv /tmp/xpk && uv pip install -p /tmp/xpk xpk==1.16.0 && python -m compileall -q
   /tmp/xpk/lib``, then ``--xpk /tmp/xpk/bin/xpk``. Without it this part is skipped, saying so.
-- Scale: prod with 2, 64 and 1,024 slices (``--scale``; each slice its three capacity options' node
-  pools), one whole ``slicectl preview`` process each: resources, wall time, and the cost per resource
-  (whole time / resources, and the marginal cost over the smallest stack).
+- Scale: ``benchmarks/scale.py``'s run, once per size (``--scale``): prod with 2, 64 and 1,024 slices, each
+  with three capacity options (three node pools), one whole ``slicectl preview`` process each.
 - In process: the first render (paying the provider imports), then each stack's render again.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -33,29 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import scale
+
 ROOT = Path(__file__).resolve().parents[1]
 SLICECTL = Path(sys.executable).parent / "slicectl"
 XPK_VERSION = "1.16.0"
-# Wide enough for a node's /24 pod range at 4,096 TPU hosts (1,024 slices of 4), clear of the DCN subnets.
-SCALED_POD_CIDR = "10.128.0.0/10"
-SCALED_NODE_CIDR = "10.0.0.0/16"
-
-
-def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod") -> Path:
-    """``stacks/Pulumi.<stack>.yaml`` with ``slices`` copies of its first slice (``v6e-16-<i>``), in ``stacks_dir``."""
-    import yaml
-
-    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    config = doc["config"]
-    first = config["tpu-multislice:slices"][0]
-    config["tpu-multislice:slices"] = [{**first, "name": f"v6e-16-{i}"} for i in range(slices)]
-    config["tpu-multislice:cluster"]["podCidr"] = SCALED_POD_CIDR
-    # The nodes' subnet holds every host (4 per slice): a /16 at 1,024 slices.
-    config["tpu-multislice:network"].setdefault("primary", {})["cidr"] = SCALED_NODE_CIDR
-    stacks_dir.mkdir(parents=True, exist_ok=True)
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 def _timed(command: list[str], ok=(0,)) -> float:
@@ -97,21 +77,6 @@ def side_by_side(xpk: str | None, runs: int, out: Path) -> None:
     p, x = statistics.median(preview), statistics.median(dry_run)
     print(f"side by side, median of {runs}: slicectl preview --stack prod {p:.2f} s, "
           f"xpk {XPK_VERSION} cluster create --dry-run (2x v6e-16) {x:.2f} s: preview {x / p:.2f}x as fast")
-
-
-def scale(counts: list[int], out: Path) -> None:
-    rows = []
-    for n in counts:
-        stacks = scaled_stack(n, out / f"stacks-{n}").parent
-        wall = _timed([str(SLICECTL), "preview", "--stack", "prod", "--stacks-dir", str(stacks),
-                       "--out", str(out / f"scale-{n}")], ok=(0, 1))
-        resources = len(json.loads((out / f"scale-{n}" / "resources.json").read_text()))
-        rows.append((n, resources, wall))
-    n0, r0, w0 = rows[0]
-    for n, resources, wall in rows:
-        marginal = f", {(wall - w0) / (resources - r0) * 1000:.2f} ms per added resource" if resources > r0 else ""
-        print(f"scale, {n:5d} slices: {resources:5d} resources, whole process {wall:.2f} s, "
-              f"{wall / resources * 1000:.2f} ms per resource{marginal}")
 
 
 def whole_process(stack: str, out: Path) -> tuple[float, float]:
@@ -175,7 +140,7 @@ def main() -> None:
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"whole process, peak RSS: {rss:.0f} MiB")
         side_by_side(args.xpk, max(args.runs, 1), Path(tmp))
-        scale([int(n) for n in args.scale.split(",") if n], Path(tmp))
+        scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
     in_process(args.repeat)
 
 

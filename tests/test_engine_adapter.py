@@ -6,12 +6,15 @@ Each test names what a Pulumi upgrade would have broken. Only the Pulumi engine 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import inspect
+import re
 
 import pulumi
 import pulumi.runtime
 import pytest
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2
@@ -133,29 +136,79 @@ class _Answering(_Echo):
         return f"{args.name}-id", {**state, "computed": {"endpoint": "E"}, "size": args.inputs["size"] + 1}
 
 
+def _read_back(obj):
+    """What the SDK's ``register_resource`` makes of an answer's ``object`` (unknowns made comparable)."""
+    def plain(v):
+        if isinstance(v, pulumi.output.Unknown):
+            return "<unknown>"
+        return {k: plain(x) for k, x in v.items()} if isinstance(v, dict) else \
+            [plain(x) for x in v] if isinstance(v, list) else v
+    return plain(rpc.deserialize_properties(obj, keep_unknowns=True))
+
+
 def test_the_recording_monitor_answers_as_the_mock_monitor_would():
-    """The engine's own RegisterResource answer (no serialize round trip) is MockMonitor's, field for field."""
+    """The engine's own RegisterResource answer (no serialize round trip, no Struct back) reads back in the SDK
+    as MockMonitor's does, field for field."""
     request = resource_pb2.RegisterResourceRequest(type="test:index:Thing", name="t", custom=True)
-    request.object.update({"size": 2, "dropped": "x", "token": rpc.wrap_rpc_secret("s"), "later": rpc.UNKNOWN})
+    request.object.update({"size": 2, "dropped": "x", "token": rpc.wrap_rpc_secret("s"), "later": rpc.UNKNOWN,
+                           "nested": {"secret": rpc.wrap_rpc_secret("n"), "list": [1, rpc.UNKNOWN]}})
     mocks = _Answering()
     pulumi_runtime.start(mocks, MockMonitor(mocks), project="adapter-test", stack="answer", config={})
     stock = MockMonitor(mocks).RegisterResource(request)
     ours = pulumi_runtime.RecordingMonitor(mocks, lambda reg: None).RegisterResource(request)
-    assert (ours.urn, ours.id) == (stock.urn, stock.id)
-    assert json_format.MessageToDict(ours.object) == json_format.MessageToDict(stock.object), UPGRADE + \
+    assert (ours.urn, ours.id, ours.result, dict(ours.propertyDependencies)) == \
+        (stock.urn, stock.id, stock.result, dict(stock.propertyDependencies))
+    assert _read_back(ours.object) == _read_back(stock.object), UPGRADE + \
         "MockMonitor.RegisterResource answers differently from the engine's faster copy"
+    assert _read_back(ours.object)["computed"] == {"endpoint": "E"} and _read_back(ours.object)["size"] == 3
+
+
+def test_register_resource_reads_only_what_the_answer_has():
+    """The SDK reads these fields of a RegisterResource response, and deserializes ``object``: an
+    :class:`offline.pulumi_runtime.Answer` has each, its ``object`` already deserialized."""
+    from pulumi.runtime import resource as runtime_resource
+
+    source = inspect.getsource(runtime_resource.register_resource)
+    read = set(re.findall(r"\bresp\.(\w+)", source))
+    answer = {f.name for f in dataclasses.fields(pulumi_runtime.Answer)}
+    assert read <= answer, UPGRADE + f"register_resource reads {sorted(read - answer)} of a response"
+    assert "deserialize_properties(outputs" in inspect.getsource(rpc.resolve_outputs), UPGRADE + \
+        "resolve_outputs no longer deserializes the response's object"
 
 
 def test_what_runs_lean_is_there():
-    """The engine skips the SDK's source positions while a program runs (no engine reads them offline)."""
+    """The engine skips the SDK's source positions while a program runs (no engine reads them offline), answers
+    the SDK's type analysis from a cache, and runs monitor calls inline; all of it is put back after."""
     from pulumi.runtime import resource as runtime_resource
 
     assert callable(getattr(runtime_resource, "_get_stack_trace", None)), UPGRADE + "_get_stack_trace is gone"
     assert "_get_stack_trace()" in inspect.getsource(runtime_resource.register_resource), UPGRADE + \
         "register_resource no longer gets its stack trace from _get_stack_trace"
+    originals = {name: getattr(module, name, None) for module, name in pulumi_runtime.MEMOIZED}
+    for (module, name), function in zip(pulumi_runtime.MEMOIZED, originals.values(), strict=True):
+        assert callable(function), UPGRADE + f"{module.__name__}.{name} is gone"
+    seen_loops = []
     original = runtime_resource._get_stack_trace
-    _deploy(lambda: _Thing("t", {"n": 1}))
+    _deploy(lambda: seen_loops.append(asyncio.get_event_loop()) or _Thing("t", {"n": 1}))
     assert runtime_resource._get_stack_trace is original, "the engine did not put the SDK back"
+    assert {name: getattr(module, name) for module, name in pulumi_runtime.MEMOIZED} == originals, \
+        "the engine did not put the SDK's type analysis back"
+    assert isinstance(seen_loops[0], pulumi_runtime._InlineLoop), "the program ran on another event loop"
+
+
+def test_memoized_type_analysis_answers_as_the_sdk():
+    """Each memoized function answers as the SDK's own for the types the providers use."""
+    import pulumi_gcp as gcp
+    from pulumi import _types as pulumi_types
+
+    node_pool_types = pulumi_types.resource_types(gcp.container.NodePool)
+    cached = {name: pulumi_runtime._memoized(getattr(module, name)) for module, name in pulumi_runtime.MEMOIZED}
+    assert cached["resource_types"](gcp.container.NodePool) == node_pool_types
+    assert cached["resource_types"](gcp.container.NodePool) == node_pool_types  # from the cache
+    for typ in node_pool_types.values():
+        for _ in range(2):
+            assert cached["unwrap_type"](typ) == pulumi_types.unwrap_type(typ)
+            assert cached["unwrap_optional_type"](typ) == pulumi_types.unwrap_optional_type(typ)
 
 
 def test_the_programs_log_reaches_the_engines_logger():

@@ -15,7 +15,7 @@ from offline import engine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from preview import scaled_stack  # noqa: E402
+from scale import scaled_stack  # noqa: E402
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 SLICE_POOL = "tpu-multislice:infra:SliceNodePool"

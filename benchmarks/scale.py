@@ -1,0 +1,112 @@
+"""Benchmark: what one more slice costs the whole ``slicectl preview`` process.
+
+Run: ``uv run python benchmarks/scale.py [--slices 2,64,256,1024] [--runs 3] [--on-demand-only]``.
+Prints figures; asserts nothing.
+
+The stack is prod with ``n`` copies of its first slice (``v6e-16-<i>``), each with three capacity options
+(a reservation, flex-start, on-demand: three node pools per slice, so 1,024 slices are 3,072 node pools;
+``--on-demand-only`` keeps prod's one). Each size runs ``--runs`` whole ``slicectl preview`` processes; per
+size it prints the resources, the median wall and CPU (user + system) seconds, milliseconds of wall time per
+resource, the marginal cost of a resource over the smallest stack, and the processes' peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Wide enough for a node's /24 pod range at 4,096 TPU hosts (1,024 slices of 4), clear of the DCN subnets.
+SCALED_POD_CIDR = "10.128.0.0/10"
+SCALED_NODE_CIDR = "10.0.0.0/16"
+# The capacity fallbacks a slice can list (README "Capacity"): each its own node pool.
+FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
+             {"type": "flex-start", "maxRunDuration": "7d"},
+             {"type": "on-demand"})
+
+
+def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod", fallbacks: bool = False) -> Path:
+    """``stacks/Pulumi.<stack>.yaml`` with ``slices`` copies of its first slice (``v6e-16-<i>``), in ``stacks_dir``.
+
+    ``fallbacks``: each slice lists :data:`FALLBACKS` (opted in to pools that scale from zero, which they need).
+    """
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    config = doc["config"]
+    first = config["tpu-multislice:slices"][0]
+    if fallbacks:
+        first = {**first, "capacity": [dict(c) for c in FALLBACKS]}
+        config.setdefault("tpu-multislice:unverified", {})["draScaleFromZero"] = True
+    config["tpu-multislice:slices"] = [{**first, "name": f"v6e-16-{i}"} for i in range(slices)]
+    config["tpu-multislice:cluster"]["podCidr"] = SCALED_POD_CIDR
+    # The nodes' subnet holds every host (4 per slice): a /16 at 1,024 slices.
+    config["tpu-multislice:network"].setdefault("primary", {})["cidr"] = SCALED_NODE_CIDR
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def preview_process(root: Path, stacks_dir: Path, out: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one ``slicectl preview`` of the
+    ``prod`` stack in ``stacks_dir``, run from the checkout ``root`` (its code first on the path)."""
+    command = [sys.executable, "-m", "slicectl.cli", "preview", "--stack", "prod", "--stacks-dir", str(stacks_dir),
+               "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    started = time.perf_counter()
+    # A child of its own, so the RSS figure is this process's (RUSAGE_CHILDREN keeps the largest child so far).
+    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    stderr = proc.stderr.read() if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):  # 1 is a policy verdict
+        sys.exit(f"{' '.join(command)} exited {code}:\n{stderr[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT) -> list[tuple]:
+    """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come."""
+    rows = []
+    for n in counts:
+        stacks_dir = scaled_stack(n, tmp / f"stacks-{n}", fallbacks=fallbacks).parent
+        out = tmp / f"out-{n}"
+        figures = [preview_process(root, stacks_dir, out) for _ in range(runs)]
+        resources = len(json.loads((out / "resources.json").read_text()))
+        wall = statistics.median(f[0] for f in figures)
+        cpu = statistics.median(f[1] for f in figures)
+        rss = max(f[2] for f in figures)
+        rows.append((n, resources, wall, cpu, rss))
+        marginal = ""
+        if len(rows) > 1 and resources > rows[0][1]:
+            marginal = f", {(wall - rows[0][2]) / (resources - rows[0][1]) * 1000:.2f} ms per added resource"
+        print(f"scale, {n:5d} slices ({n * (3 if fallbacks else 1):5d} TPU node pools): {resources:5d} resources, "
+              f"whole process median of {runs}: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+              f"{wall / resources * 1000:.2f} ms per resource{marginal}; peak RSS {rss:.0f} MiB", flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--slices", default="2,64,256,1024", help="slice counts (default: 2,64,256,1024)")
+    p.add_argument("--runs", type=int, default=3, help="whole-process runs per size (default: 3)")
+    p.add_argument("--on-demand-only", action="store_true", help="prod's one capacity option per slice")
+    p.add_argument("--root", type=Path, default=ROOT,
+                   help="the checkout whose slicectl runs (default: this one; another to compare)")
+    args = p.parse_args()
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}; {args.root}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        run([int(n) for n in args.slices.split(",") if n], args.runs, not args.on_demand_only, Path(tmp),
+            args.root.resolve())
+
+
+if __name__ == "__main__":
+    main()
