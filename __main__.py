@@ -227,7 +227,7 @@ def multi_region() -> None:
     pulumi.export("securityBulletinsTopic", stack_security.topic.name)
     pulumi.export("kubernetesServiceAccount", f"{spec.storage.namespace}/{spec.storage.service_account}")
     pulumi.export("queuedRayJobs", list(jobs.jobs))
-    pulumi.export("multikueueServiceAccount", mk_manager.account.email)
+    pulumi.export("multikueueServiceAccount", mk_manager.google_service_account)  # the bootstrap's account
     pulumi.export("sliceNodePools", {n: [np.name for p in r["pools"] for np in p.node_pools]
                                      for n, r in regions.items()})
     pulumi.export("getCredentials", {v.cluster.name: get_credentials(v.cluster, spec.project) for v in views}

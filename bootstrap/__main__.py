@@ -4,8 +4,8 @@ of the CI project, the stack projects and the GitHub repository (see the README'
 In the CI project (``ciProject``): the bootstrap's own state bucket and key, the stacks' state
 bucket and one Cloud KMS key per stack, a workload identity pool admitting only this repository's
 GitHub Actions tokens, and the CI service accounts with the grants in ``ci_components``. In each
-stack's project: the node service account and the custom roles. In the repository: the
-environments, the protection of main and the Actions variables.
+stack's project: the node service account, a multi-region stack's MultiKueue token account and
+the custom roles. In the repository: the environments, the protection of main and the Actions variables.
 """
 
 import sys
@@ -71,4 +71,7 @@ pulumi.export("environmentVariables", environment_variables)
 # stack program runs its nodes as (it looks the account up, never creates it).
 pulumi.export("secretsproviders", {s.name: config.secrets_provider(s.name) for s in config.stacks})
 pulumi.export("nodeServiceAccounts", {name: p.node_account.email for name, p in projects.items()})
+# A multi-region stack's MultiKueue token account: the stack binds its token job's Kubernetes service account to it.
+pulumi.export("multikueueServiceAccounts", {name: p.multikueue_account.email for name, p in projects.items()
+                                            if p.multikueue_account is not None})
 pulumi.export("bootstrapStateBucket", backend.bootstrap_bucket.name)

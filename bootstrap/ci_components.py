@@ -23,6 +23,7 @@ import pulumi_github as github
 from infra.cluster import NODE_SA_ROLE, node_roles
 from stackspec import names, spec
 from stackspec.loader import STACKS_DIR
+from workloads import multikueue as mk
 
 NAMESPACE = "tpu-multislice-bootstrap"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
@@ -141,6 +142,10 @@ class Stack:
     deploy_on_push: bool = False  # tpu-multislice:deploy.onPush: deploy.yml applies it (its own deploy identity)
     cluster_drill: str | None = None  # tpu-multislice:deploy.clusterDrill: drills.yml drills it (ci-drill)
     image: bool = False  # a tpu-multislice:image section: image.yml pushes and signs its worker image
+    # A multi-region stack's MultiKueue token job: its Google service account (names.multikueue_account_id of the
+    # manager) and that account's (project, role) grants on the workers' projects (workloads/multikueue.iam_grants).
+    multikueue_account: str | None = None
+    multikueue_grants: tuple[tuple[str, str], ...] = ()
 
     @property
     def node_account_id(self) -> str:
@@ -215,6 +220,11 @@ def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]
                   "image": s.image is not None}
         cluster, region = s.home  # a multi-region stack's manager
         extra = tuple((v.cluster.name, v.region) for v in s.region_views()) if s.multi_region else ()
+        if s.multi_region:
+            manager = mk.manager_of(s)
+            grants = mk.iam_grants(manager, s.region_views())
+            common |= {"multikueue_account": manager.google_service_account_id,
+                       "multikueue_grants": tuple((g.project, g.role) for g in grants)}
         stacks.append(Stack(cluster=cluster, region=region, extra_clusters=extra, **common))
     if not stacks and not problems:
         problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
@@ -360,6 +370,8 @@ def attribute_condition(c: BootstrapConfig) -> str:
 # Where a grant applies: a stack's project, its node service account (created here), the stacks'
 # state bucket, or a stack's secrets key; ``of`` is EVERY stack or one stack's name.
 PROJECT, NODE_ACCOUNT, STATE_BUCKET, KEY = "project", "node account", "state bucket", "state key"
+# A multi-region stack's MultiKueue token account (created here); a stack without one gets no such grant.
+MULTIKUEUE_ACCOUNT = "multikueue account"
 # The worker image's signing: the stack's image signing key, its attestor's note and the attestor (made here).
 SIGNING_KEY, NOTE, ATTESTOR = "signing key", "attestor note", "attestor"
 EVERY = "every stack"
@@ -452,8 +464,9 @@ MANAGED_BY = {
 }
 # Resource types the stack declares today that move to the bootstrap (the stack looks them up).
 MOVED_TO_BOOTSTRAP = {
-    "gcp:serviceaccount/account:Account": "the node service account (StackProject)",
-    "gcp:projects/iAMMember:IAMMember": f"the node service account's {NODE_SA_ROLE} (StackProject)",
+    "gcp:serviceaccount/account:Account": "the node service account and the MultiKueue token account (StackProject)",
+    "gcp:projects/iAMMember:IAMMember": (f"the node service account's {NODE_SA_ROLE}, the MultiKueue account's "
+                                         f"{mk.WORKER_PROJECT_ROLE} (StackProject)"),
 }
 
 
@@ -552,6 +565,11 @@ DEPLOY_GRANTS = (
           why="the project's Binary Authorization policy"),
     Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
           why="run the nodes as the node account (GKE checks actAs)"),
+    # Workload identity names the manager cluster's pool, which exists only once the stack made the cluster (cloud
+    # rule iam-wi-pool-exists): the stack binds it on this one account (getIamPolicy/setIamPolicy on it). The account
+    # holds only roles/container.clusterViewer on the stack's project, less than container.admin there.
+    Grant("roles/iam.serviceAccountAdmin", MULTIKUEUE_ACCOUNT, DEPLOYED_STACK,
+          why="bind the token job's Kubernetes service account to it (workload identity)"),
     Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
     Grant("roles/storage.objectAdmin", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_STATE, why="write the stack's state"),
     Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, DEPLOYED_STACK, why="the stack's secrets"),
@@ -730,10 +748,12 @@ class StackProjectArgs:
 
 class StackProject(pulumi.ComponentResource):
     """What a stack's project gets from the bootstrap: the node service account with its one role,
-    and the custom roles the CI identities hold there. The stack looks the account up; no CI
-    identity can create service accounts or change the project's IAM policy."""
+    a multi-region stack's MultiKueue token account with its cluster viewer role, and the custom roles
+    the CI identities hold there. The stack looks the accounts up; no CI identity can create service
+    accounts or change the project's IAM policy."""
 
     node_account: gcp.serviceaccount.Account
+    multikueue_account: gcp.serviceaccount.Account | None
     roles: dict[str, gcp.projects.IAMCustomRole]
     secrets_key: gcp.kms.CryptoKey
     signing_key: gcp.kms.CryptoKey
@@ -757,6 +777,25 @@ class StackProject(pulumi.ComponentResource):
                 gcp.projects.IAMMemberArgs(project=s.project, role=role, member=member),
                 opts=child,
             )
+        # A multi-region stack's MultiKueue token job runs as this account (workload identity, which the stack binds
+        # once the manager's cluster exists) and needs roles/container.clusterViewer on the workers' projects
+        # (workloads/multikueue.py WORKER_PROJECT_ROLE); made here so the deploy identity grants no project role.
+        self.multikueue_account = None
+        if s.multikueue_account is not None:
+            self.multikueue_account = gcp.serviceaccount.Account(
+                f"{name}-multikueue",
+                gcp.serviceaccount.AccountArgs(
+                    account_id=s.multikueue_account, project=s.project,
+                    display_name=f"MultiKueue token minter of {s.cluster} (stack {s.name}, one-hour worker tokens)"),
+                opts=child,
+            )
+            mk_member = self.multikueue_account.email.apply(lambda e: f"serviceAccount:{e}")
+            for project, role in s.multikueue_grants:
+                gcp.projects.IAMMember(
+                    f"{name}-multikueue-{project}-{role.split('.')[-1].lower()}",
+                    gcp.projects.IAMMemberArgs(project=project, role=role, member=mk_member),
+                    opts=child,
+                )
         self.roles = {
             rid: gcp.projects.IAMCustomRole(
                 f"{name}-{rid}",
@@ -866,7 +905,8 @@ class StackProject(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[agent]),
             )
         self.register_outputs({"nodeAccount": self.node_account.email, "secretsKey": self.secrets_key.id,
-                               "attestor": self.attestor.name})
+                               "attestor": self.attestor.name,
+                               "multikueueAccount": self.multikueue_account and self.multikueue_account.email})
 
 
 @dataclass(frozen=True)
@@ -960,6 +1000,17 @@ class CiIdentity(pulumi.ComponentResource):
                         f"{name}-{s.name}-nodes-{slug}",
                         gcp.serviceaccount.IAMMemberArgs(
                             service_account_id=where.node_account.name, role=grant.role, member=member,
+                            condition=cond and gcp.serviceaccount.IAMMemberConditionArgs(**cond),
+                        ),
+                        opts=child,
+                    )
+                elif grant.on == MULTIKUEUE_ACCOUNT:
+                    if where.multikueue_account is None:
+                        continue  # a single-region stack: no MultiKueue
+                    gcp.serviceaccount.IAMMember(
+                        f"{name}-{s.name}-multikueue-{slug}",
+                        gcp.serviceaccount.IAMMemberArgs(
+                            service_account_id=where.multikueue_account.name, role=grant.role, member=member,
                             condition=cond and gcp.serviceaccount.IAMMemberConditionArgs(**cond),
                         ),
                         opts=child,

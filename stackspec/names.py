@@ -31,6 +31,16 @@ def node_service_account_email(cluster: str, project: str) -> str:
     return f"{node_service_account_id(cluster)}@{project}.iam.gserviceaccount.com"
 
 
+def multikueue_account_id(manager: str) -> str:
+    """The Google service account a multi-region stack's token CronJob runs as (MultiKueue's keyless access to the
+    workers): ``<manager, first 19 characters>-multikueue``, at most 30 characters. The bootstrap creates it."""
+    return f"{manager[:19]}-multikueue"
+
+
+def multikueue_account_email(manager: str, project: str) -> str:
+    return f"{multikueue_account_id(manager)}@{project}.iam.gserviceaccount.com"
+
+
 def network_name(cluster: str, index: int) -> str:
     """The default VPC of the ``index``-th (1-based) secondary network."""
     return f"{cluster}-net-{index}"

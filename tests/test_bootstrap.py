@@ -141,6 +141,14 @@ def boot() -> Boot:
     return render(example_config())
 
 
+@pytest.fixture(scope="module")
+def ci_multi():
+    """The multi-region stack's program (offline.engine.render)."""
+    from offline import engine
+
+    return engine.render("multi")
+
+
 CFG = example_config()
 NS = ci.NAMESPACE
 CI_PROJECT = CFG[f"{NS}:ciProject"]
@@ -304,6 +312,35 @@ def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot
     assert ci_accounts == {a: CI_PROJECT for a in CI_ACCOUNTS}
 
 
+def test_the_multikueue_token_account_of_a_multi_region_stack_is_made_here_with_its_viewer_role(boot, ci_multi):
+    """A multi-region stack's token job runs as <manager>-multikueue (stackspec.names, which the stack's binding
+    names too), made here with roles/container.clusterViewer on the workers' projects (workloads/multikueue.py
+    iam_grants): the stack program creates neither (no deploy identity may)."""
+    from workloads import multikueue as mk
+
+    multi_region = {k: s for k, s in STACKS.items() if s.multi_region}
+    assert multi_region, "no multi-region stack ships"
+    accounts = {(r.inputs["project"], r.inputs["accountId"]) for r in boot.of("gcp:serviceaccount/account:Account")}
+    assert boot.exports["multikueueServiceAccounts"] == {
+        k: names.multikueue_account_email(s.manager.name, s.project) for k, s in multi_region.items()}
+    viewers = {(r.inputs["project"], r.inputs["role"], r.inputs["member"]) for r in boot.of(
+        "gcp:projects/iAMMember:IAMMember") if "-multikueue@" in r.inputs["member"]}
+    want = set()
+    for s in multi_region.values():
+        m = mk.manager_of(s)
+        assert (s.project, names.multikueue_account_id(s.manager.name)) in accounts
+        assert m.google_service_account == names.multikueue_account_email(s.manager.name, s.project)
+        want |= {(g.project, g.role, g.member) for g in mk.iam_grants(m, s.region_views())}
+    assert viewers == want and {role for _, role, _ in want} == {"roles/container.clusterViewer"}
+    # Single-region stacks get none; the multi stack's program binds workload identity on this account only.
+    assert len([a for _, a in accounts if a.endswith("-multikueue")]) == len(multi_region)
+    [wi] = ci_multi.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+    multi = STACKS["multi"]
+    assert wi.inputs["serviceAccountId"] == (
+        f"projects/{multi.project}/serviceAccounts/{boot.exports['multikueueServiceAccounts']['multi']}")
+    assert not ci_multi.by_type("gcp:projects/iAMMember:IAMMember")
+
+
 def test_custom_roles_are_made_where_granted_and_replace_the_broad_predefined_ones(boot):
     made = {(r.inputs["project"], r.inputs["roleId"]): r for r in boot.of("gcp:projects/iAMCustomRole:IAMCustomRole")}
     granted = {(r.inputs["project"], r.inputs["role"].rsplit("/", 1)[1])
@@ -359,10 +396,19 @@ def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
     assert "/dev" not in expr
 
 
-def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod):
+def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_multi):
     """The custom roles list what the stack's resources need: a new resource type in the stack
     program fails here until ci_components.MANAGED_BY (and a role's permissions) cover it."""
     deploy_roles = {g.role for g in ci.DEPLOY_GRANTS if g.on == ci.PROJECT}
+    # The multi stack's one service-account binding: workload identity on the bootstrap's MultiKueue account,
+    # which its deploy identity administers (that account only).
+    multi_types = {r.type for r in ci_multi.resources if r.type.startswith("gcp:")}
+    assert not sorted(multi_types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP)
+                      - {"gcp:serviceaccount/iAMMember:IAMMember"})
+    assert [g.role for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT] == ["roles/iam.serviceAccountAdmin"]
+    for r in ci_multi.resources:
+        if r.type == "gcp:projects/iAMMember:IAMMember":
+            assert r.inputs["role"] == ci.NODE_SA_ROLE, r.name
     types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
     missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
     assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
@@ -575,7 +621,7 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
 
 SCOPES = {
     "gcp:projects/iAMMember:IAMMember": ci.PROJECT,
-    "gcp:serviceaccount/iAMMember:IAMMember": ci.NODE_ACCOUNT,
+    "gcp:serviceaccount/iAMMember:IAMMember": ci.NODE_ACCOUNT,  # or the MultiKueue account (by its name, below)
     "gcp:storage/bucketIAMMember:BucketIAMMember": ci.STATE_BUCKET,
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ci.KEY,  # or the signing key (by its name, below)
     "gcp:containeranalysis/noteIamMember:NoteIamMember": ci.NOTE,
@@ -595,6 +641,8 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
         project_stacks.setdefault(s.project, set()).add(name)
     node_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
                      for k, e in boot.exports["nodeServiceAccounts"].items()}
+    mk_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
+                   for k, e in boot.exports["multikueueServiceAccounts"].items()}
     seen: dict[tuple, set[str]] = {}
     for type_, scope in SCOPES.items():
         for r in boot.of(type_):
@@ -604,6 +652,8 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
                 continue
             if on == ci.PROJECT:
                 stacks = project_stacks[r.inputs["project"]]
+            elif on == ci.NODE_ACCOUNT and r.inputs["serviceAccountId"] in mk_accounts:
+                on, stacks = ci.MULTIKUEUE_ACCOUNT, {mk_accounts[r.inputs["serviceAccountId"]]}
             elif on == ci.NODE_ACCOUNT:
                 stacks = {node_accounts[r.inputs["serviceAccountId"]]}
             elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"] == names
@@ -842,6 +892,40 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
         assert env["reviewers"] == [{"teams": want, "users": []}], name
     assert b.exports["environmentVariables"]["deploy-team-eu"] == {
         "GCP_DEPLOY_SERVICE_ACCOUNT": f"{mine}@{CI_PROJECT}.iam.gserviceaccount.com"}
+
+
+def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_only(monkeypatch, tmp_path):
+    """multi with deploy.onPush: its ci-deploy-multi also holds roles/iam.serviceAccountAdmin on the MultiKueue token
+    account alone (the stack binds workload identity on it once the manager's pool exists); no other account, no
+    project IAM role; the README says so beside the role table and in the threat table."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        (stacks / p.name).write_text(p.read_text())
+    multi = stacks / "Pulumi.multi.yaml"
+    text = multi.read_text()
+    assert "tpu-multislice:deploy:" not in text
+    deploy = "\n  tpu-multislice:deploy:\n    onPush: true\nsecretsprovider:"
+    multi.write_text(text.replace("\nsecretsprovider:", deploy))
+    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    b = render(example_config())
+    mine, project = names.deploy_account_id("multi"), STACKS["multi"].project
+    email = names.multikueue_account_email(STACKS["multi"].manager.name, project)
+    on_accounts = sorted((r.inputs["role"], r.inputs["serviceAccountId"]) for r in b.of(
+        "gcp:serviceaccount/iAMMember:IAMMember") if member_id(r.inputs["member"]) == mine)
+    nodes = b.exports["nodeServiceAccounts"]["multi"]
+    assert on_accounts == [("roles/iam.serviceAccountAdmin", f"projects/{project}/serviceAccounts/{email}"),
+                           ("roles/iam.serviceAccountUser", f"projects/{project}/serviceAccounts/{nodes}")]
+    # prod (single-region) gets no such grant; no deploy identity holds a project-level IAM admin role.
+    assert not [r for r in b.of("gcp:serviceaccount/iAMMember:IAMMember")
+                if r.inputs["role"] == "roles/iam.serviceAccountAdmin" and member_id(r.inputs["member"]) != mine]
+    for r in b.of("gcp:projects/iAMMember:IAMMember"):
+        if member_id(r.inputs["member"]) == mine:
+            assert r.inputs["project"] == project and "iam" not in r.inputs["role"].lower(), r.name
+    text = (ROOT / "README.md").read_text()
+    (grant,) = [g for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT]
+    assert f"`{grant.role}` on its MultiKueue account" in text.split("### Roles the bootstrap grants", 1)[1]
+    assert f"`{grant.role}` on its MultiKueue account" in text.split("### Threat table: each identity", 1)[1]
 
 
 @pytest.mark.parametrize(

@@ -384,10 +384,13 @@ def test_components_declare_every_document(components, manager, regions, kueue_v
     cm = next(m for m in components.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == mk.MANAGER_KSA)
     servers = [t["server"] for t in json.loads(cm["data"]["targets.json"])["targets"] if t["kind"] == "kubeconfig"]
     assert servers == ["https://gke-tpu-use5.us-east5.gke.goog", "https://gke-tpu-euw4.europe-west4.gke.goog"]
-    # IAM: the Google identity, its workload identity binding, the viewer role on the workers' project.
+    # IAM: only the workload identity binding, on the account the bootstrap makes (named by stackspec.names); the
+    # account and its viewer role on the workers' project are the bootstrap's (no deploy identity could make them).
     (wi,) = components.by_type("gcp:serviceaccount/iAMMember:IAMMember")
     assert wi.inputs["member"] == mk.workload_identity_member(manager)
-    (viewer,) = components.by_type("gcp:projects/iAMMember:IAMMember")
-    assert viewer.inputs["role"] == "roles/container.clusterViewer"
+    assert wi.inputs["serviceAccountId"] == (
+        f"projects/my-tpu-project/serviceAccounts/{names.multikueue_account_email('tpu-manager', 'my-tpu-project')}")
+    assert not components.by_type("gcp:serviceaccount/account:Account")
+    assert not components.by_type("gcp:projects/iAMMember:IAMMember")
     (chart,) = [c for c in components.by_type("kubernetes:helm.sh/v4:Chart")]
     assert "multiKueue" in chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]

@@ -10,6 +10,7 @@ import pytest
 
 from offline import engine
 from slicectl import cli
+from stackspec import names
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,11 +208,18 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
     targets = json.loads(cm["data"]["targets.json"])["targets"]
     assert [t["cluster"] for t in targets if t["kind"] == "kubeconfig"] == ["maxtext-east5", "maxtext-east1"]
     assert all(t["server"] == f"https://{engine.PLACEHOLDER_ENDPOINT}" for t in targets if t["kind"] == "kubeconfig")
-    # IAM: the Google identity the CronJob runs as, its workload identity, the cluster viewer role.
+    # IAM: the CronJob's workload identity on the bootstrap's account (names.multikueue_account_id of the manager),
+    # after the manager's cluster (its pool); the account and its cluster viewer role are the bootstrap's.
     [wi] = multi.by_type("gcp:serviceaccount/iAMMember:IAMMember")
     assert wi.inputs["member"] == mk.workload_identity_member(m)
-    [viewer] = multi.by_type("gcp:projects/iAMMember:IAMMember")
-    assert (viewer.inputs["project"], viewer.inputs["role"]) == (s.project, mk.WORKER_PROJECT_ROLE)
+    email = names.multikueue_account_email(s.manager.name, s.project)
+    assert wi.inputs["serviceAccountId"] == f"projects/{s.project}/serviceAccounts/{email}"
+    assert multi.outputs["multikueueServiceAccount"] == email
+    by_urn_ = {r.urn: r for r in multi.resources}
+    assert "gcp:container/cluster:Cluster" in {by_urn_[u].type for u in wi.dependencies if u in by_urn_}
+    assert not multi.by_type("gcp:projects/iAMMember:IAMMember")
+    assert {r.inputs["accountId"] for r in multi.by_type("gcp:serviceaccount/account:Account")} <= {
+        names.node_service_account_id(c) for c in [s.manager.name, *(v.cluster.name for v in order)]}
     # The queued RayJobs wait for the manager's Kueue: its chart and its queues.
     by_urn = {r.urn: r for r in multi.resources}
     for job in multi.by_type("kubernetes:ray.io/v1:RayJob"):

@@ -99,12 +99,12 @@ class Manager:
 
     @property
     def google_service_account_id(self) -> str:
-        """The Google service account the token CronJob runs as (<= 30 characters)."""
-        return f"{self.name[:19]}-multikueue"
+        """The Google service account the token CronJob runs as (the bootstrap creates it, <= 30 characters)."""
+        return names.multikueue_account_id(self.name)
 
     @property
     def google_service_account(self) -> str:
-        return f"{self.google_service_account_id}@{self.project}.iam.gserviceaccount.com"
+        return names.multikueue_account_email(self.name, self.project)
 
 
 def manager_of(spec: StackSpec) -> Manager:
@@ -117,7 +117,7 @@ def manager_of(spec: StackSpec) -> Manager:
 
 @dataclass(frozen=True)
 class IamGrant:
-    """A project-level role for a member (the program declares it with pulumi-gcp)."""
+    """A project-level role for a member (the bootstrap grants it: bootstrap/ci_components.py StackProject)."""
 
     project: str
     role: str
@@ -307,8 +307,9 @@ def worker_objects(region: StackSpec, manager: Manager) -> list[dict[str, Any]]:
 
 
 def iam_grants(manager: Manager, regions: Sequence[StackSpec]) -> list[IamGrant]:
-    """Project roles the manager's Google identity needs: the cluster viewer role on each worker project, and
-    workload identity for the CronJob's KSA on its own account (the program binds it on the account)."""
+    """Project roles the manager's Google identity needs: the cluster viewer role on each worker project. The
+    bootstrap creates the account and grants these (no deploy identity changes a project's IAM policy); the
+    program binds workload identity for the CronJob's KSA on the account, once the manager's pool exists."""
     return [IamGrant(p, WORKER_PROJECT_ROLE, f"serviceAccount:{manager.google_service_account}")
             for p in dict.fromkeys(r.project for r in regions)]
 

@@ -2,9 +2,11 @@
 
 The manager component installs Kueue from the same pinned chart as the workers (with the MultiKueue
 configuration), then its queues, a MultiKueueCluster per region, the token CronJob and Kueue's metrics
-scraping; it also creates the Google service account the CronJob runs as, its workload identity binding and
-the cluster viewer role on each worker's project (pulumi-gcp). The worker component adds, beside a region's
-own KueueQueueing, the ServiceAccount the manager acts as with its RBAC, and Kueue's metrics scraping.
+scraping, and binds the CronJob's Kubernetes service account to the Google service account it runs as (workload
+identity, pulumi-gcp). The bootstrap creates that account and its cluster viewer role on the workers' projects
+(bootstrap/ci_components.py StackProject: no deploy identity creates accounts or changes a project's IAM policy).
+The worker component adds, beside a region's own KueueQueueing, the ServiceAccount the manager acts as with its
+RBAC, and Kueue's metrics scraping.
 """
 
 from __future__ import annotations
@@ -60,19 +62,15 @@ class MultiKueueManager(pulumi.ComponentResource):
     def __init__(self, name: str, args: MultiKueueManagerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:workloads:MultiKueueManager", name, None, opts)
         m, regions = args.manager, list(args.regions)
+        self.google_service_account = m.google_service_account
         base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
 
-        self.account = gcp.serviceaccount.Account(f"{name}-gsa", gcp.serviceaccount.AccountArgs(
-            account_id=m.google_service_account_id, project=m.project,
-            display_name=f"MultiKueue token minter of {m.name} (one-hour worker tokens)"),
-            opts=pulumi.ResourceOptions(parent=self))
+        # The account (and its roles on the workers' projects) is the bootstrap's; the deploy identity holds
+        # roles/iam.serviceAccountAdmin on it alone to bind the KSA here, after the manager's cluster (its pool).
         self.workload_identity = gcp.serviceaccount.IAMMember(f"{name}-gsa-wi", gcp.serviceaccount.IAMMemberArgs(
-            service_account_id=self.account.name, role="roles/iam.workloadIdentityUser",
-            member=mk.workload_identity_member(m)),
+            service_account_id=f"projects/{m.project}/serviceAccounts/{m.google_service_account}",
+            role="roles/iam.workloadIdentityUser", member=mk.workload_identity_member(m)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.cluster)))
-        self.grants = [gcp.projects.IAMMember(f"{name}-{g.project}-viewer", gcp.projects.IAMMemberArgs(
-            project=g.project, role=g.role, member=self.account.email.apply(lambda e: f"serviceAccount:{e}")),
-            opts=pulumi.ResourceOptions(parent=self)) for g in mk.iam_grants(m, regions)]
 
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata=kueue.namespace(regions[0])["metadata"],
                                                opts=base)
@@ -97,11 +95,11 @@ class MultiKueueManager(pulumi.ComponentResource):
                 d = {**d, "data": data}
             self.access[f"{d['kind']}/{d['metadata']['name']}"] = _declare(
                 name, d, pulumi.ResourceOptions.merge(after_chart, pulumi.ResourceOptions(
-                    depends_on=[self.chart, self.workload_identity, *self.grants])))
+                    depends_on=[self.chart, self.workload_identity])))
         self.register_outputs({
             "chart": f"{kueue.CHART}:{kueue.CHART_VERSION}",
             "dispatchOrder": [r.cluster.name for r in regions],
-            "googleServiceAccount": self.account.email,
+            "googleServiceAccount": m.google_service_account,
             "objects": [*self.objects, *self.access],
         })
 
