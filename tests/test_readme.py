@@ -13,8 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import ROOT
+from conftest import ROOT
 
 README = ROOT / "README.md"
 TOC_BEGIN, TOC_END = "<!-- contents -->", "<!-- /contents -->"
