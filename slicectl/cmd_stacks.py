@@ -22,7 +22,6 @@ import argparse
 import json
 from pathlib import Path
 
-from slicectl.exits import UsageError
 from stackspec import loader, names
 from stackspec import spec as stack_spec
 
@@ -51,23 +50,10 @@ def stack_names(stacks_dir: Path | None = None) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
 
 
-def drill_problem(s: stack_spec.StackSpec) -> str | None:
-    """Why the stack's ``deploy.clusterDrill`` cannot be drilled, or None. (Checked here, where the drill list is
-    made, not by the spec model: a stack's other uses, and variants of it with other jobs, need no drill.)"""
-    drill = s.deploy.cluster_drill
-    if drill is None or any(j.name == drill and j.elastic for j in s.jobs):
-        return None
-    elastic = ", ".join(j.name for j in s.jobs if j.elastic) or "none is elastic"
-    return (f"{names.stack_file(s.stack)}: tpu-multislice:deploy.clusterDrill = {drill!r}: the cluster drill preempts "
-            f"an elastic job of tpu-multislice:jobs ({elastic})")
-
-
 def lists(stacks_dir: Path | None = None) -> dict[str, list]:
-    """The workflows' lists, from the stack files (each one loaded and checked)."""
+    """The workflows' lists, from the stack files (each one loaded and checked as written: a clusterDrill naming
+    no elastic job is a spec problem, as in ``lint``)."""
     specs = [stack_spec.load_stack(n, stacks_dir) for n in stack_names(stacks_dir)]
-    problems = [p for s in specs if (p := drill_problem(s))]
-    if problems:
-        raise UsageError("\n".join(problems))
     return {
         "all": [s.stack for s in specs],
         "deploy": [s.stack for s in specs if s.deploy.on_push],

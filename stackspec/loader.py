@@ -76,8 +76,12 @@ def _decode(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load(stack: str, config: Mapping[str, Any], document: source.StackDocument | None = None,
-         stack_file: str | None = None) -> StackSpec:
+         stack_file: str | None = None, as_written: bool = False) -> StackSpec:
     """The checked spec of ``stack`` from its flat config; :class:`SpecError` lists every problem.
+
+    ``as_written``: the config is the stack file's own, as the workflows read it (``lint``, ``slicectl stacks``,
+    the bootstrap): what only the workflows use (``deploy.clusterDrill``) is checked too. A program rendering an
+    edited config (tests, Pulumi's config overrides) is not held to it.
 
     ``document`` (the parsed stack file) gives each problem its line and the file's
     top-level keys (the secrets provider).
@@ -94,7 +98,8 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     spec = None
     try:
         # The stack file's own keys (the secrets provider) are checked only when the file was read.
-        spec = StackSpec.model_validate(data, context={"problems": sink, "stack_file": document is not None})
+        spec = StackSpec.model_validate(data, context={"problems": sink, "stack_file": document is not None,
+                                                       "as_written": as_written})
     except ValidationError as e:
         problems += [_problem(err, data) for err in e.errors(include_url=False)]
     problems += sink
@@ -168,13 +173,14 @@ def load_file(path: str | Path, stack: str | None = None) -> StackSpec:
     path = Path(path)
     stack = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     config, doc = stack_config(stack, path.parent)
-    return load(stack, config, doc, _shown(path))
+    return load(stack, config, doc, _shown(path), as_written=True)
 
 
 def load_stack(stack: str, stacks_dir: Path | None = None, config: Mapping[str, Any] | None = None) -> StackSpec:
     """The spec of ``stacks/Pulumi.<stack>.yaml`` (``config`` replaces its config: block)."""
     file_config, doc = stack_config(stack, stacks_dir)
-    return load(stack, file_config if config is None else config, doc, _shown(stack_path(stack, stacks_dir)))
+    return load(stack, file_config if config is None else config, doc, _shown(stack_path(stack, stacks_dir)),
+                as_written=config is None)
 
 
 def from_pulumi() -> StackSpec:

@@ -1174,6 +1174,14 @@ class StackSpec(BaseModel):
             self._multi_region_rules(fail, info)
         elif self.zone is not None and self.cluster is not None and self.slices is not None:
             self._single_region_rules(fail, info, problems)
+        drill = self.deploy.cluster_drill
+        if (info.context or {}).get("as_written") and drill is not None and not any(
+                j.name == drill and j.elastic for j in self.jobs):
+            # The cluster drill preempts a running elastic job and follows it back (drills/cluster.py). Checked on
+            # the stack file as written (lint, the workflows' stack lists, the bootstrap), so they answer alike.
+            elastic = ", ".join(j.name for j in self.jobs if j.elastic) or "none is elastic"
+            fail(_ns("deploy.clusterDrill"), drill, f"the cluster drill preempts an elastic job of "
+                 f"{_ns('jobs')} ({elastic})")
         sink = (info.context or {}).get("problems") if info.context is not None else None
         if problems:
             if sink is None:

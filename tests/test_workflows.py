@@ -362,15 +362,19 @@ def test_a_new_stack_reaches_the_workflows_lists(tmp_path):
     assert [d["stack"] for d in run_stacks_job("drills.yml", tmp_path, stacks)["drill"]] == ["prod"]
     (stacks / "Pulumi.quiet.yaml").write_text(prod)
     assert run_stacks_job("deploy.yml", tmp_path, stacks)["deploy"] == ["prod", "quiet"]
-    # A drill of a job that is not there (or not elastic) stops the list: one line naming the file and key.
+    # A drill of a job that is not there (or not elastic) is a spec problem: the list stops with it, on its file and
+    # line, exactly as `slicectl lint` reports it (the same rule, in the spec model).
     (stacks / "Pulumi.quiet.yaml").write_text(prod.replace("clusterDrill: llama3-8b-elastic",
                                                            "clusterDrill: llama3-8b-multislice"))
-    result = subprocess.run([sys.executable, "-m", "slicectl.cli", "stacks", "--stacks-dir", str(stacks)], cwd=ROOT,
-                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == (
-        "error: stacks/Pulumi.quiet.yaml: tpu-multislice:deploy.clusterDrill = 'llama3-8b-multislice': the cluster "
-        "drill preempts an elastic job of tpu-multislice:jobs (llama3-8b-elastic)")
+    line = next(i for i, t in enumerate(prod.splitlines(), start=1) if "clusterDrill:" in t)
+    problem = (f"{stacks}/Pulumi.quiet.yaml:{line}: tpu-multislice:deploy.clusterDrill = \"llama3-8b-multislice\": "
+               "the cluster drill preempts an elastic job of tpu-multislice:jobs (llama3-8b-elastic)")
+    for command in (["stacks"], ["lint"]):
+        result = subprocess.run([sys.executable, "-m", "slicectl.cli", *command, "--stacks-dir", str(stacks)],
+                                cwd=ROOT, capture_output=True, text=True,
+                                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert result.returncode == 3 and "Traceback" not in result.stderr, (command, result.stderr)
+        assert problem in result.stdout + result.stderr, (command, result.stdout, result.stderr)
 
 
 def test_deploy_workflow_is_gated_and_never_overlaps():
