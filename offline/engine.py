@@ -193,7 +193,8 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             name=reg.name,
             parent=parent,
             custom=reg.custom,
-            inputs=_plain(reg.inputs),
+            # The engine's own walk made plain inputs afresh; the mocks and the SDK only read them.
+            inputs=reg.inputs if reg.plain else _plain(reg.inputs),
             provider=reg.provider.split("::")[-1] or None if reg.provider else None,
             protect=reg.protect,
             retain_on_delete=reg.retain_on_delete,

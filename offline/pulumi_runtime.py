@@ -54,6 +54,8 @@ class Registration:
     retain_on_delete: bool
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and its inputs' resources)
     ignore_changes: tuple[str, ...] = ()
+    # ``inputs`` are plain data, no secret or unknown in them, in objects of their own (the engine's walk).
+    plain: bool = False
 
 
 class RecordingMonitor(MockMonitor):
@@ -66,9 +68,9 @@ class RecordingMonitor(MockMonitor):
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         if request.type == "pulumi:pulumi:Stack" or request.transforms:
             response = super().RegisterResource(request)
-            inputs = rpc.deserialize_properties(request.object)
+            inputs, plain = rpc.deserialize_properties(request.object), False
         else:
-            response, inputs = self._register(request)
+            response, inputs, plain = self._register(request)
         self._on_register(
             Registration(
                 urn=response.urn,
@@ -82,11 +84,12 @@ class RecordingMonitor(MockMonitor):
                 retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
                 dependencies=tuple(request.dependencies),
                 ignore_changes=tuple(request.ignoreChanges),
+                plain=plain,
             )
         )
         return response
 
-    def _register(self, request) -> tuple[Answer, dict[str, Any]]:
+    def _register(self, request) -> tuple[Answer, dict[str, Any], bool]:
         """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back.
 
         The answer is the request's own properties with what the mocks changed: the same values
@@ -95,7 +98,7 @@ class RecordingMonitor(MockMonitor):
         changed takes the round trip, so it reads back exactly as through a Struct.
         """
         urn = self.make_urn(request.parent, request.type, request.name)
-        inputs = rpc.deserialize_properties(request.object)
+        inputs, plain = deserialize_properties(request.object)
         id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
             typ=request.type, name=request.name, inputs=dict(inputs), provider=request.provider,
             resource_id=request.importId, custom=request.custom or False))
@@ -106,7 +109,52 @@ class RecordingMonitor(MockMonitor):
             struct.update(changed)
             outputs.update(rpc.deserialize_properties(struct))
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, id_, state)
-        return Answer(urn=urn, id=id_ or "", object=outputs), inputs
+        return Answer(urn=urn, id=id_ or "", object=outputs), inputs, plain
+
+
+class _Special(Exception):
+    """A value :func:`deserialize_properties` leaves to the SDK (an unknown, a secret, an asset, a reference)."""
+
+
+def deserialize_properties(struct: struct_pb2.Struct) -> tuple[dict[str, Any], bool]:
+    """``rpc.deserialize_properties(struct)``, the same values, twice as fast for plain data (every node pool),
+    and whether they are plain (no secret, no unknown, nothing else the SDK treats specially).
+
+    A walk of the protobuf values that drops a dict's nulls, as the SDK does; at the first value the SDK
+    treats specially (the unknown sentinel, a dict with Pulumi's signature key) it leaves the whole struct
+    to the SDK, so the values are always the SDK's (``tests/test_engine_adapter.py``)."""
+    try:
+        return _struct(struct), True
+    except _Special:
+        return rpc.deserialize_properties(struct), False
+
+
+def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
+    out = {}
+    for key, value in struct.fields.items():
+        if key == rpc._special_sig_key:
+            raise _Special
+        plain = _value(value)
+        if plain is not None:
+            out[key] = plain
+    return out
+
+
+def _value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        if value.string_value == rpc.UNKNOWN:
+            raise _Special
+        return value.string_value
+    if kind == "struct_value":
+        return _struct(value.struct_value)
+    if kind == "list_value":
+        return [_value(v) for v in value.list_value.values]
+    if kind == "number_value":
+        return value.number_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None  # null_value
 
 
 @dataclass(frozen=True)
@@ -193,10 +241,13 @@ def run(program: Callable[[], None]) -> dict[str, Any]:
 
 # The SDK's type analysis, pure functions of a type (or a resource class), which it repeats for every
 # property of every resource it serializes or resolves (``unwrap_type`` alone 200,000 times at 1,024 slices,
-# ``resource_types`` rebuilding a class's type hints for each resource): (module, name), answered from a
-# cache while the program runs. None mutates what it returns.
+# ``resource_types`` and ``input_type_types`` rebuilding a class's type hints for each resource and input object,
+# ``_py_properties`` walking a class's MRO for each): (module, name), answered from a cache while the program
+# runs. None mutates what it returns (``_py_properties`` returns a tuple).
 MEMOIZED = ((pulumi_types, "unwrap_type"), (pulumi_types, "unwrap_optional_type"),
             (pulumi_types, "resource_types"), (pulumi_types, "resource_pulumi_to_py_names"),
+            (pulumi_types, "input_type_types"), (pulumi_types, "output_type_types"),
+            (pulumi_types, "input_type_py_to_pulumi_names"), (pulumi_types, "_py_properties"),
             (rpc, "_get_list_element_type"))
 
 

@@ -52,3 +52,17 @@ def test_a_sample_slice_renders_as_the_small_stacks_slice(pair, index):
         got = large.one(NODE_POOL, name)
         want = _renamed(pool.to_json(), "v6e-16-1", f"v6e-16-{index}")
         assert got.to_json() == want, name
+
+
+def test_resources_json_is_the_standard_librarys_text(pair):
+    """``slicectl preview`` writes resources.json with msgspec (for speed): the text ``json.dumps`` would write,
+    on the 2- and the 1,024-slice renderings; floats with an exponent read back as the same numbers."""
+    from slicectl.cmd_preview import json_text
+
+    for rendering in pair:
+        value = [r.to_json() for r in rendering.resources]
+        assert json_text(value) == json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    odd = {"b": [{}, [], None, True, 4.0, 1.5, 10**20, 1e-05, 1e300, -0.0], "a": "é—\u2028\"\\\n",
+           "c": {"z": 1, "y": []}}
+    assert json.loads(json_text(odd)) == odd
+    assert json_text(odd).split("\n")[1] == json.dumps(odd, indent=2, sort_keys=True, ensure_ascii=False).split("\n")[1]
