@@ -280,7 +280,8 @@ def render(
     cwd = os.getcwd()
     # The program's log reaches ``logger`` (the rendering keeps its warnings); anything else the SDK
     # prints under mocks stays out of the CLI's output.
-    with contextlib.redirect_stderr(io.StringIO()):
+    # The program's from_pulumi() takes its lines from the file read here (--stacks-dir), not stacks/.
+    with contextlib.redirect_stderr(io.StringIO()), stack_spec.stack_file_of_run(document):
         try:
             os.chdir(program.parent)
             outputs = pulumi_runtime.run(run_program)

@@ -9,9 +9,9 @@ lines 104-107), so no logs or exec there. The job's Workload on the manager name
 ``status.clusterName`` ("the worker cluster where the Workload has been successfully admitted",
 concepts/multikueue.md line 84), and the MultiKueue admission check's message says
 ``The workload was admitted on "<cluster>"`` (pkg/controller/admissionchecks/multikueue/workload.go
-line 1237). That MultiKueueCluster's name is the worker cluster's name (the stack names them so),
-hence its region and the kubeconfig context ``get-credentials`` writes. Elastic jobs that name a
-``region`` are created in that region's cluster directly (no MultiKueue for them).
+line 1237). That MultiKueueCluster's name is the worker cluster's name
+(``stackspec.names.multikueue_cluster``), hence its region and the kubeconfig context ``get-credentials``
+writes. Elastic jobs that name a ``region`` are created in that region's cluster directly (no MultiKueue for them).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slicectl.exits import UsageError
-from stackspec.names import kube_context
+from stackspec import names
 from stackspec.spec import Job, StackSpec
 
 # The Workload's owner is the RayJob (Kueue's jobframework sets the owner reference).
@@ -46,7 +46,7 @@ class Place:
 
     @property
     def context(self) -> str:
-        return kube_context(self.project, self.location, self.cluster)
+        return names.kube_context(self.project, self.location, self.cluster)
 
     def get_credentials(self) -> str:
         return (f"gcloud container clusters get-credentials {self.cluster} --location={self.location} "
@@ -161,7 +161,7 @@ def locate(spec: StackSpec, kubectl: Kubectl, jobs: Sequence[Job]) -> list[Found
     """Where each job runs, and its RayJob there (one list call per cluster)."""
     ns = spec.storage.namespace
     places = workers(spec)
-    by_cluster = {p.cluster: p for p in places}
+    by_cluster = {names.multikueue_cluster(p.cluster): p for p in places}  # a Workload names its MultiKueueCluster
     by_region = {p.region: p for p in places}
     mgr = manager(spec)
     workloads = kubectl.items(mgr, WORKLOADS, ns) if mgr and any(_queued(j) for j in jobs) else []

@@ -8,15 +8,17 @@ the offline engine, the policy pack and the CLI all read one model the same way.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from . import names, source
@@ -24,7 +26,19 @@ from .errors import MISSING, Problem, SpecError, StackFileError
 from .model import NS, StackSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-STACKS_DIR = ROOT / "stacks"
+
+
+def _stack_config_dir(project: Path) -> Path:
+    """Where Pulumi reads a project's stack files: its Pulumi.yaml's ``stackConfigDir``, else the project's own
+    directory (https://www.pulumi.com/docs/iac/concepts/projects/project-file/, "stackConfigDir")."""
+    try:
+        declared = yaml.safe_load((project / "Pulumi.yaml").read_text()).get("stackConfigDir")
+    except (OSError, AttributeError, yaml.YAMLError):
+        declared = None
+    return project / declared if isinstance(declared, str) and declared else project
+
+
+STACKS_DIR = _stack_config_dir(ROOT)  # stacks/ (Pulumi.yaml says so, for Pulumi's engine as for the CLI)
 # The provider keys the spec reads; other gcp:*, kubernetes:* or pulumi:* keys are the
 # providers' own and pass through untouched.
 GCP_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
@@ -183,17 +197,40 @@ def load_stack(stack: str, stacks_dir: Path | None = None, config: Mapping[str, 
                 as_written=config is None)
 
 
+# The stack file of the run under way, handed over by an engine that read it already (offline.engine.render reads
+# the one of its --stacks-dir; None: an edited config for a stack without a file). Unset under Pulumi's own engine.
+_NOT_HANDED = object()
+_run_document: Any = _NOT_HANDED
+
+
+@contextlib.contextmanager
+def stack_file_of_run(document: source.StackDocument | None) -> Iterator[None]:
+    """While an engine runs the program: the stack file it read for the run (its config came from it), so
+    :func:`from_pulumi` names that file and its lines without reading it again. Restored on the way out."""
+    global _run_document
+    before, _run_document = _run_document, document
+    try:
+        yield
+    finally:
+        _run_document = before
+
+
 def from_pulumi() -> StackSpec:
-    """The spec of the stack Pulumi is running (real engine or the offline mocks)."""
+    """The spec of the stack Pulumi is running (real engine or the offline mocks).
+
+    Pulumi's config is what counts; the stack file gives problems their lines and the file's own keys (the secrets
+    provider): the one the engine handed over (:func:`stack_file_of_run`), else the one Pulumi's engine reads,
+    ``Pulumi.<stack>.yaml`` in the project's ``stackConfigDir``.
+    """
     import pulumi
     from pulumi.runtime import config as runtime_config
 
     stack = pulumi.get_stack()
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    doc = None
-    path = STACKS_DIR / f"Pulumi.{stack}.yaml"
-    if path.is_file():  # for lines and the secrets provider; Pulumi's config is what counts
-        doc = stack_config(stack)[1]
+    doc = _run_document
+    if doc is _NOT_HANDED:
+        path = STACKS_DIR / f"Pulumi.{stack}.yaml"
+        doc = stack_config(stack)[1] if path.is_file() else None
     return load(stack, raw, doc)
 
 

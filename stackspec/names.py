@@ -41,6 +41,45 @@ def multikueue_account_email(manager: str, project: str) -> str:
     return f"{multikueue_account_id(manager)}@{project}.iam.gserviceaccount.com"
 
 
+# MultiKueue across regions (workloads/multikueue.py renders them; slicectl, the policies and the tests read them).
+def multikueue_check(manager: str) -> str:
+    """The manager's MultiKueue AdmissionCheck and the MultiKueueConfig it names: ``<manager>-multikueue``."""
+    return f"{manager}-multikueue"
+
+
+def multikueue_cluster(cluster: str) -> str:
+    """A worker's MultiKueueCluster: the GKE cluster's own name (a Workload's ``status.clusterName`` names it)."""
+    return cluster
+
+
+def multikueue_kubeconfig_secret(cluster: str) -> str:
+    """The Secret in kueue-system on the manager holding a worker's kubeconfig: ``<worker cluster>-multikueue``."""
+    return f"{cluster}-multikueue"
+
+
+def multikueue_worker_role(manager: str) -> str:
+    """The ClusterRole (and its binding) on each worker granting the manager what MultiKueue does there."""
+    return f"{manager}-multikueue"
+
+
+def multikueue_token_role(manager: str) -> str:
+    """The Role (and its binding) on each worker letting the manager's Google identity mint its tokens."""
+    return f"{multikueue_worker_role(manager)}-token"
+
+
+# The ServiceAccount in kueue-system on each worker the manager acts as (Kueue's example names it multikueue-sa).
+MULTIKUEUE_WORKER_SA = "multikueue"
+# The token CronJob on the manager: its Kubernetes service account, Role, ConfigMap and CronJob (workload identity
+# binds this KSA to the account of multikueue_account_id).
+MULTIKUEUE_MANAGER_KSA = "multikueue-token"
+# Kueue's metrics on every cluster of a multi-region stack: the metrics-reader ServiceAccount in kueue-system, the
+# Secret holding its one-hour token (the PodMonitoring's bearer), and the PodMonitoring itself.
+KUEUE_METRICS_SA = "kueue-metrics"
+KUEUE_METRICS_SECRET = f"{KUEUE_METRICS_SA}-token"
+KUEUE_METRICS_TOKEN_JOB = f"{KUEUE_METRICS_SA}-token"  # a single-region cluster's own token job (KSA, Role, CronJob)
+KUEUE_METRICS_MONITORING = "kueue-metrics"
+
+
 def network_name(cluster: str, index: int) -> str:
     """The default VPC of the ``index``-th (1-based) secondary network."""
     return f"{cluster}-net-{index}"

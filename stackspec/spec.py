@@ -21,6 +21,7 @@ from .loader import (
     load_file,
     load_stack,
     stack_config,
+    stack_file_of_run,
 )
 from .model import (
     CAPACITY_TYPES,
@@ -57,5 +58,5 @@ __all__ = [
     "Problem",
     "RaySettings", "SecondaryNetwork", "Slice", "SpecError", "StackFileError", "StackSpec", "Storage",
     "UnknownName", "WorkerGroup", "environment_of", "flat_config", "from_pulumi", "gke_version_key", "load",
-    "load_file", "load_stack", "stack_config", "stack_file",
+    "load_file", "load_stack", "stack_config", "stack_file", "stack_file_of_run",
 ]

@@ -425,7 +425,8 @@ def test_kueue_metrics_are_scraped_with_a_reader_token():
     docs = mk.metrics_objects("prod", "maxtext-tpu")
     (pm,) = [d for d in docs if d["kind"] == "PodMonitoring"]
     ep = pm["spec"]["endpoints"][0]
-    assert ep["scheme"] == "https" and ep["authorization"]["credentials"]["secret"]["name"] == mk.METRICS_SECRET
+    assert ep["scheme"] == "https"
+    assert ep["authorization"]["credentials"]["secret"]["name"] == names.KUEUE_METRICS_SECRET
     crb = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
     assert crb["roleRef"]["name"] == f"{kueue.RELEASE}-metrics-reader"
 

@@ -106,7 +106,7 @@ def test_kueue_cluster_queue_rules_trip(manager, regions):
             "admissionChecks": list(checks)}
         return out
 
-    mk_check = {"name": mk.check_name(manager)}
+    mk_check = {"name": names.multikueue_check(manager.name)}
     assert any("ProvisioningRequest" in m for m in mk.cluster_queue_rules(
         with_checks(mk_check, {"name": dws[1]["metadata"]["name"]})))
     assert any("per flavor" in m for m in mk.cluster_queue_rules(
@@ -129,7 +129,7 @@ def test_dispatch_order_is_the_regions_order(manager, regions):
     assert [c["metadata"]["name"] for c in clusters] == ["tpu-use5", "tpu-euw4"]
     for c in clusters:
         assert c["spec"]["clusterSource"] == {"kubeConfig": {
-            "location": f"{c['metadata']['name']}-multikueue", "locationType": "Secret"}}
+            "location": names.multikueue_kubeconfig_secret(c["metadata"]["name"]), "locationType": "Secret"}}
     (config,) = by_kind(docs, "MultiKueueConfig")
     assert config["spec"]["clusters"] == ["tpu-use5", "tpu-euw4"]
     (check,) = by_kind(docs, "AdmissionCheck")
@@ -156,7 +156,8 @@ def test_manager_quota_is_the_workers_total(manager, regions):
     # Names, namespace and policy are the workers': the LocalQueue a job names exists on both sides.
     assert cq["metadata"]["name"] == worker[0]["metadata"]["name"]
     assert cq["spec"]["namespaceSelector"] == worker[0]["spec"]["namespaceSelector"]
-    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": mk.check_name(manager)}]}
+    assert cq["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": names.multikueue_check(manager.name)}]}
     (lq,) = by_kind(mk.manager_objects(manager, regions), "LocalQueue")
     assert lq["metadata"]["namespace"] == manager.namespace
     assert lq["metadata"]["name"] == kueue.local_queue(regions[0])["metadata"]["name"]
@@ -207,14 +208,17 @@ def test_worker_rbac_is_least_privilege(manager, regions):
     assert granted[("ray.io", "rayjobs/status")] == {"get"}
     assert granted[("kueue.x-k8s.io", "clusterqueues")] == {"get", "list", "watch"}
     (crb,) = by_kind(docs, "ClusterRoleBinding")
-    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": mk.WORKER_SA, "namespace": kueue.NAMESPACE}]
+    assert role["metadata"]["name"] == crb["roleRef"]["name"] == names.multikueue_worker_role(manager.name)
+    assert crb["subjects"] == [
+        {"kind": "ServiceAccount", "name": names.MULTIKUEUE_WORKER_SA, "namespace": kueue.NAMESPACE}]
     # The manager's Google identity may only mint that one ServiceAccount's tokens.
     (token_role,) = by_kind(docs, "Role")
     assert token_role["rules"] == [{"apiGroups": [""], "resources": ["serviceaccounts/token"],
-                                    "resourceNames": [mk.WORKER_SA], "verbs": ["create"]}]
+                                    "resourceNames": [names.MULTIKUEUE_WORKER_SA], "verbs": ["create"]}]
     (rb,) = by_kind(docs, "RoleBinding")
+    assert token_role["metadata"]["name"] == rb["roleRef"]["name"] == names.multikueue_token_role(manager.name)
     assert rb["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                               "name": "tpu-manager-multikueue@my-tpu-project.iam.gserviceaccount.com"}]
+                               "name": names.multikueue_account_email("tpu-manager", "my-tpu-project")}]
     assert not [d for d in docs if d["kind"] == "Secret"]  # no long-lived token anywhere
 
 
@@ -224,24 +228,26 @@ def test_iam_is_the_cluster_viewer_role_on_each_worker_project(manager, regions)
                                   f"serviceAccount:{manager.google_service_account}")]
     assert len(manager.google_service_account_id) <= 30
     assert mk.workload_identity_member(manager) == \
-        "serviceAccount:my-tpu-project.svc.id.goog[kueue-system/multikueue-token]"
+        f"serviceAccount:my-tpu-project.svc.id.goog[{kueue.NAMESPACE}/{names.MULTIKUEUE_MANAGER_KSA}]"
 
 
 def test_manager_token_job(manager, regions, pod_monitoring_validator):
     docs = mk.manager_access_objects(manager, regions, ENDPOINTS)
     (job,) = by_kind(docs, "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == mk.MANAGER_KSA and pod["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
-    sa = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == mk.MANAGER_KSA)
+    ksa = names.MULTIKUEUE_MANAGER_KSA
+    assert pod["serviceAccountName"] == ksa and pod["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == ksa)
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": manager.google_service_account}
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     config = json.loads(cm["data"]["targets.json"])
     assert [t["server"] for t in config["targets"] if t["kind"] == "kubeconfig"] == ENDPOINTS
     assert {t["expirationSeconds"] for t in config["targets"]} == {3600}
     assert cm["data"]["multikueue_token.py"] == mk.TOKEN_SCRIPT.read_text()
-    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == mk.MANAGER_KSA)
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA)
     patch = next(r for r in role["rules"] if "patch" in r["verbs"])
-    assert patch["resourceNames"] == ["tpu-use5-multikueue", "tpu-euw4-multikueue", mk.METRICS_SECRET]
+    assert patch["resourceNames"] == [*map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"]),
+                                      names.KUEUE_METRICS_SECRET]
     assert not any("get" in r["verbs"] or "list" in r["verbs"] for r in role["rules"])  # never reads Secrets
     (pm,) = by_kind(docs, "PodMonitoring")
     assert pod_monitoring_validator(pm) == []
@@ -254,7 +260,7 @@ def test_worker_metrics_objects(regions, pod_monitoring_validator):
     assert pod_monitoring_validator(pm) == []
     ep = pm["spec"]["endpoints"][0]
     assert ep["port"] == "metrics" and ep["scheme"] == "https"
-    assert ep["authorization"]["credentials"]["secret"] == {"name": mk.METRICS_SECRET, "key": "token"}
+    assert ep["authorization"]["credentials"]["secret"] == {"name": names.KUEUE_METRICS_SECRET, "key": "token"}
     (job,) = by_kind(docs, "CronJob")
     assert "nodeSelector" not in job["spec"]["jobTemplate"]["spec"]["template"]["spec"]  # no Google identity
     crb = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
@@ -333,14 +339,15 @@ def test_the_token_script_writes_kubeconfigs_kueue_accepts(manager, regions, api
     base, state = api
     config = mk.token_targets(manager, regions, [base, base])
     lines = tok.refresh(config, local_api=base, local_bearer="manager-sa-token", metadata_base=base)
-    assert lines == ["tpu-use5-multikueue: created (kubeconfig, 3600s)", "tpu-euw4-multikueue: created (kubeconfig, "
-                     "3600s)", f"{mk.METRICS_SECRET}: created (token, 3600s)"]
-    kc = base64.b64decode(state["secrets"]["tpu-use5-multikueue"][mk.KUBECONFIG_KEY]).decode()
+    use5, euw4 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"])
+    assert lines == [f"{use5}: created (kubeconfig, 3600s)", f"{euw4}: created (kubeconfig, 3600s)",
+                     f"{names.KUEUE_METRICS_SECRET}: created (token, 3600s)"]
+    kc = base64.b64decode(state["secrets"][use5][mk.KUBECONFIG_KEY]).decode()
     assert _kueue_accepts(kc) == []
     parsed = yaml.safe_load(kc)
     # The worker's token was asked for with the Google identity; the metrics token with the pod's own.
     assert parsed["users"][0]["user"]["token"] == "minted-for-Bearer google-token"
-    assert base64.b64decode(state["secrets"][mk.METRICS_SECRET]["token"]).decode() == \
+    assert base64.b64decode(state["secrets"][names.KUEUE_METRICS_SECRET]["token"]).decode() == \
         "minted-for-Bearer manager-sa-token"
     assert state["expiry"] == [3600, 3600, 3600]
     # The next run replaces the key in place.
@@ -353,9 +360,10 @@ def test_the_token_script_reports_each_failure_and_keeps_going(manager, regions,
     config = mk.token_targets(manager, regions, [base + "/forbidden", base])
     with pytest.raises(tok.TokenError) as e:
         tok.refresh(config, local_api=base, local_bearer="t", metadata_base=base)
-    assert "tpu-use5-multikueue: TokenRequest kueue-system/multikueue" in str(e.value)
+    use5, euw4 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"])
+    assert f"{use5}: TokenRequest {kueue.NAMESPACE}/{names.MULTIKUEUE_WORKER_SA} at" in str(e.value)
     assert "HTTP 403 forbidden" in str(e.value)
-    assert set(state["secrets"]) == {"tpu-euw4-multikueue", mk.METRICS_SECRET}  # the others were written
+    assert set(state["secrets"]) == {euw4, names.KUEUE_METRICS_SECRET}  # the others were written
     with pytest.raises(tok.TokenError, match="metadata server: HTTP 404"):
         tok.google_access_token(base + "/nowhere")
 
@@ -381,7 +389,8 @@ def test_components_declare_every_document(components, manager, regions, kueue_v
         if m["apiVersion"].startswith("kueue.x-k8s.io/"):
             assert kueue_validator(m) == [], m["metadata"]["name"]
     # The endpoints reach the token job's ConfigMap once the clusters' outputs resolve.
-    cm = next(m for m in components.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == mk.MANAGER_KSA)
+    cm = next(m for m in components.manifests
+              if m["kind"] == "ConfigMap" and m["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA)
     servers = [t["server"] for t in json.loads(cm["data"]["targets.json"])["targets"] if t["kind"] == "kubeconfig"]
     assert servers == ["https://gke-tpu-use5.us-east5.gke.goog", "https://gke-tpu-euw4.europe-west4.gke.goog"]
     # IAM: only the workload identity binding, on the account the bootstrap makes (named by stackspec.names); the

@@ -204,7 +204,7 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
                if engine.is_kubernetes_object(r) and (r.provider_urn or "").endswith(f"::{v.cluster.name}-k8s")}
         assert want <= got, want - got
     # The token job reaches every worker's DNS endpoint, in dispatch order.
-    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == mk.MANAGER_KSA]
+    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA]
     targets = json.loads(cm["data"]["targets.json"])["targets"]
     assert [t["cluster"] for t in targets if t["kind"] == "kubeconfig"] == ["maxtext-east5", "maxtext-east1"]
     assert all(t["server"] == f"https://{engine.PLACEHOLDER_ENDPOINT}" for t in targets if t["kind"] == "kubeconfig")

@@ -150,3 +150,26 @@ def test_the_deployment_diagram_shows_every_workflow_identity_and_environment():
     environments = ["pr-preview", names.deploy_environment("<stack>"), names.drill_environment("<stack>")]
     missing = [x for x in workflows + identities + environments if x not in diagram]
     assert not missing, f"the deployment diagram does not show: {missing}"
+
+
+REGIONS_BEGIN, REGIONS_END = "<!-- regions: slicectl preview --stack multi --format markdown -->", "<!-- /regions -->"
+
+
+def test_the_regions_diagram_is_what_the_preview_renders_for_multi():
+    """The README's regions picture (under "Regions") is the preview's "Regions and dispatch order" section of
+    ``stacks/Pulumi.multi.yaml`` as ``slicectl preview --format markdown`` renders it today: its Mermaid diagram
+    and the dispatch order with each region's reason."""
+    from offline import engine
+    from slicectl import cmd_preview
+
+    text = README.read_text()
+    section = text.split("## Regions: a manager and regional TPU clusters", 1)[1].split("\n## ", 1)[0]
+    assert REGIONS_BEGIN in section and REGIONS_END in section, \
+        f"the Regions section needs the diagram between {REGIONS_BEGIN} and {REGIONS_END}"
+    written = section.split(REGIONS_BEGIN, 1)[1].split(REGIONS_END, 1)[0].strip()
+    rendered = cmd_preview.markdown(engine.render("multi"))
+    heading = "### Regions and dispatch order\n"
+    assert heading in rendered, "the preview no longer renders the regions section: update this test"
+    expected = rendered.split(heading, 1)[1].split("\n### ", 1)[0].strip()
+    assert "```mermaid" in expected
+    assert written == expected, f"the README's regions diagram is stale; write between the markers:\n{expected}"

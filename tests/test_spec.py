@@ -347,3 +347,58 @@ def test_cluster_ranges_are_pinned_together_and_with_dcn_networks():
     assert f"{NS}:cluster.podCidr = (missing): required with secondary networks" in msg
     msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.pop("serviceCidr") and None))
     assert f"{NS}:cluster.serviceCidr = (missing): podCidr and serviceCidr are pinned together" in msg
+
+
+# --------------------------------------------------------------------------- --stacks-dir: the file the run reads
+
+
+def test_preview_of_a_stack_in_another_stacks_dir_names_that_file_and_its_lines(tmp_path, capsys):
+    """``slicectl preview --stacks-dir D``: a warning on a key is placed at D's file and line (here three lines
+    below stacks/'s), and nothing points at stacks/."""
+    from slicectl import cli
+
+    src = (engine.ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    text = "# a team's copy\n# kept elsewhere\n# three lines longer\n" + src.replace(
+        "    serviceAccount: maxtext-ksa\n", "    serviceAccount: maxtext-ksa\n    namespace: default\n", 1)
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(text)
+    line = text.splitlines().index("    namespace: default") + 1
+    code = cli.main(["preview", "--stack", "dev", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"{path}:{line}: {spec.PROJECT}:storage.namespace is default" in out
+    assert "stacks/Pulumi.dev.yaml" not in out
+
+
+def test_the_program_reads_the_stack_file_the_engine_read(tmp_path):
+    """The program's from_pulumi() takes the stack file's own keys (and its lines) from the file the run reads (the
+    engine hands it over), not stacks/Pulumi.<stack>.yaml; a config without a file has none."""
+    program = engine.ROOT / "tests" / "programs" / "stack_file.py"
+    shipped = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    mine = "gcpkms://projects/my-tpu-ci/locations/global/keyRings/pulumi/cryptoKeys/prod-copy"
+    assert "secretsprovider: gcpkms://" in shipped and mine not in shipped
+    (tmp_path / "Pulumi.prod.yaml").write_text(
+        "\n".join(f"secretsprovider: {mine}" if ln.startswith("secretsprovider:") else ln
+                  for ln in shipped.splitlines()) + "\n")
+    assert engine.render("prod", stacks_dir=tmp_path, program=program).outputs == {"secretsprovider": mine}
+    assert engine.render("prod", program=program).outputs["secretsprovider"] in shipped
+    # An edited config for a stack without a file anywhere: no file's keys, even when stacks/ has one of that name.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert engine.render("prod", config=prod_config(), stacks_dir=empty, program=program).outputs == {
+        "secretsprovider": None}
+
+
+def test_the_stacks_dir_is_the_projects_stack_config_dir(tmp_path):
+    """Pulumi's engine reads Pulumi.<stack>.yaml from the project's stackConfigDir; the CLI and from_pulumi()
+    under Pulumi read the same directory (one fact: Pulumi.yaml)."""
+    import yaml
+
+    from stackspec import loader
+
+    declared = yaml.safe_load((engine.ROOT / "Pulumi.yaml").read_text())["stackConfigDir"]
+    assert loader.STACKS_DIR == engine.ROOT / declared == engine.ROOT / "stacks"
+    (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\nstackConfigDir: config/stacks\n")
+    assert loader._stack_config_dir(tmp_path) == tmp_path / "config" / "stacks"
+    (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\n")
+    assert loader._stack_config_dir(tmp_path) == tmp_path  # Pulumi's default: beside Pulumi.yaml

@@ -17,6 +17,7 @@ from kubectl_standin import Cluster, MultiRegion, Server, kubeconfig
 
 from offline import engine
 from slicectl import cli, where
+from stackspec import names
 from stackspec import spec as stack_spec
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
@@ -52,11 +53,11 @@ def workload(rayjob: str, *, cluster: str | None = None, message: str | None = N
     if cluster:
         status["clusterName"] = cluster
     if message:
-        status["admissionChecks"] = [{"name": "multikueue", "state": "Ready", "message": message,
-                                      "lastTransitionTime": T}]
+        status["admissionChecks"] = [{"name": names.multikueue_check("tpu-manager"), "state": "Ready",
+                                      "message": message, "lastTransitionTime": T}]
     if nominated:
         status["nominatedClusterNames"] = nominated
-        status["admissionChecks"] = [{"name": "multikueue", "state": "Pending", "message": "",
+        status["admissionChecks"] = [{"name": names.multikueue_check("tpu-manager"), "state": "Pending", "message": "",
                                       "lastTransitionTime": T}]
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",

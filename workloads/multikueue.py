@@ -51,9 +51,8 @@ DISPATCH_STEP = 1
 MAX_CLUSTERS = 20  # MultiKueueConfig spec.clusters: 1..20, unique (CRD validation)
 KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 
-# The worker side's identity for the manager: a ServiceAccount in kueue-system (as Kueue's example names it
-# multikueue-sa), whose tokens the manager's CronJob requests.
-WORKER_SA = "multikueue"
+# The worker side's identity for the manager is a ServiceAccount in kueue-system (names.MULTIKUEUE_WORKER_SA),
+# whose tokens the manager's CronJob (its KSA names.MULTIKUEUE_MANAGER_KSA) requests.
 TOKEN_SECONDS = 3600
 TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
 TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
@@ -61,7 +60,6 @@ TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
 # Binary Authorization's allow-list with Kueue's (SYSTEM_IMAGES).
 TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
 SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: each at its tag
-MANAGER_KSA = "multikueue-token"  # the CronJob's Kubernetes service account on the manager
 
 # Least privilege on a worker: Kueue's example (site/static/examples/multikueue/create-multikueue-kubeconfig.sh
 # at v0.19.2, lines 112-140 for Workloads and queues, 221-255 for RayJobs and RayClusters), only the rules for
@@ -141,21 +139,8 @@ def _rbac(kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, **body}
 
 
-# --------------------------------------------------------------------------- names
-
-
-def check_name(manager: Manager) -> str:
-    """The MultiKueue AdmissionCheck and its MultiKueueConfig."""
-    return f"{manager.name}-multikueue"
-
-
-def kubeconfig_secret(cluster: str) -> str:
-    """The Secret in kueue-system (the manager) holding a worker's kubeconfig."""
-    return f"{cluster}-multikueue"
-
-
-METRICS_SA = "kueue-metrics"
-METRICS_SECRET = "kueue-metrics-token"
+# Every name MultiKueue's objects carry is derived in stackspec/names.py (multikueue_*, KUEUE_METRICS_*): slicectl,
+# the policies and the tests read them there.
 
 
 # --------------------------------------------------------------------------- the regions agree
@@ -228,7 +213,7 @@ def manager_cluster_queue(manager: Manager, regions: Sequence[StackSpec]) -> dic
                       "preemption": dict(kueue.PREEMPTION),
                       "resourceGroups": groups,
                       # One MultiKueue check, on the whole queue (Kueue refuses it per flavor).
-                      "admissionChecksStrategy": {"admissionChecks": [{"name": check_name(manager)}]},
+                      "admissionChecksStrategy": {"admissionChecks": [{"name": names.multikueue_check(manager.name)}]},
                   })
 
 
@@ -245,14 +230,17 @@ def manager_objects(manager: Manager, regions: Sequence[StackSpec]) -> list[dict
     priorities = [_kueue("WorkloadPriorityClass", _meta(manager.stack, name, "multikueue"), value=value,
                          description=f"tpu-multislice jobs with priority: {name}")
                   for name, value in WORKLOAD_PRIORITIES.items()]
-    clusters = [_kueue("MultiKueueCluster", _meta(manager.stack, r.cluster.name, "multikueue"), spec={
-        "clusterSource": {"kubeConfig": {"location": kubeconfig_secret(r.cluster.name), "locationType": "Secret"}}})
+    clusters = [_kueue("MultiKueueCluster", _meta(manager.stack, names.multikueue_cluster(r.cluster.name),
+                                                  "multikueue"), spec={
+        "clusterSource": {"kubeConfig": {"location": names.multikueue_kubeconfig_secret(r.cluster.name),
+                                         "locationType": "Secret"}}})
         for r in regions]
-    config = _kueue("MultiKueueConfig", _meta(manager.stack, check_name(manager), "multikueue"), spec={
-        "clusters": [r.cluster.name for r in regions]})
-    check = _kueue("AdmissionCheck", _meta(manager.stack, check_name(manager), "multikueue"), spec={
+    check_name = names.multikueue_check(manager.name)
+    config = _kueue("MultiKueueConfig", _meta(manager.stack, check_name, "multikueue"), spec={
+        "clusters": [names.multikueue_cluster(r.cluster.name) for r in regions]})
+    check = _kueue("AdmissionCheck", _meta(manager.stack, check_name, "multikueue"), spec={
         "controllerName": MULTIKUEUE_CONTROLLER,
-        "parameters": {"apiGroup": kube.KUEUE_GROUP, "kind": "MultiKueueConfig", "name": check_name(manager)}})
+        "parameters": {"apiGroup": kube.KUEUE_GROUP, "kind": "MultiKueueConfig", "name": check_name}})
     local_queue = _kueue("LocalQueue", _meta(manager.stack, names.local_queue(first.ray.cluster_name), "multikueue",
                                              manager.namespace),
                          spec={"clusterQueue": names.cluster_queue(first.ray.cluster_name)})
@@ -285,22 +273,22 @@ def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[
 def worker_objects(region: StackSpec, manager: Manager) -> list[dict[str, Any]]:
     """On a worker: the ServiceAccount the manager acts as, its least-privilege role, and the one permission
     the manager's Google identity holds (a token for that ServiceAccount)."""
-    ns, stack = kueue.NAMESPACE, region.stack
-    role = f"{manager.name}-multikueue"
+    ns, stack, sa = kueue.NAMESPACE, region.stack, names.MULTIKUEUE_WORKER_SA
+    role, token_role = names.multikueue_worker_role(manager.name), names.multikueue_token_role(manager.name)
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, WORKER_SA, "multikueue", ns),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, sa, "multikueue", ns),
          "automountServiceAccountToken": False},
         _rbac("ClusterRole", _meta(stack, role, "multikueue"), rules=[dict(r) for r in WORKER_RULES]),
         _rbac("ClusterRoleBinding", _meta(stack, role, "multikueue"),
               roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-              subjects=[{"kind": "ServiceAccount", "name": WORKER_SA, "namespace": ns}]),
-        _rbac("Role", _meta(stack, f"{role}-token", "multikueue", ns), rules=[
-            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [WORKER_SA],
+              subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": ns}]),
+        _rbac("Role", _meta(stack, token_role, "multikueue", ns), rules=[
+            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [sa],
              "verbs": ["create"]}]),
         # GKE names a Google service account's requests after its email: RBAC's User subject
         # (https://cloud.google.com/kubernetes-engine/docs/how-to/role-based-access-control, "Define subjects").
-        _rbac("RoleBinding", _meta(stack, f"{role}-token", "multikueue", ns),
-              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{role}-token"},
+        _rbac("RoleBinding", _meta(stack, token_role, "multikueue", ns),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": token_role},
               subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                          "name": manager.google_service_account}]),
     ]
@@ -316,7 +304,7 @@ def iam_grants(manager: Manager, regions: Sequence[StackSpec]) -> list[IamGrant]
 
 def workload_identity_member(manager: Manager) -> str:
     """The member bound with roles/iam.workloadIdentityUser on the Google service account."""
-    return f"serviceAccount:{manager.project}.svc.id.goog[{kueue.NAMESPACE}/{MANAGER_KSA}]"
+    return f"serviceAccount:{manager.project}.svc.id.goog[{kueue.NAMESPACE}/{names.MULTIKUEUE_MANAGER_KSA}]"
 
 
 def token_targets(manager: Manager, regions: Sequence[StackSpec], endpoints: Sequence[str],
@@ -330,7 +318,8 @@ def token_targets(manager: Manager, regions: Sequence[StackSpec], endpoints: Seq
         raise ValueError(f"{len(regions)} regions, {len(endpoints)} endpoints")
     targets: list[dict[str, Any]] = [
         {"kind": "kubeconfig", "cluster": r.cluster.name, "server": e, "tokenNamespace": kueue.NAMESPACE,
-         "serviceAccount": WORKER_SA, "secret": kubeconfig_secret(r.cluster.name), "expirationSeconds": TOKEN_SECONDS}
+         "serviceAccount": names.MULTIKUEUE_WORKER_SA, "secret": names.multikueue_kubeconfig_secret(r.cluster.name),
+         "expirationSeconds": TOKEN_SECONDS}
         for r, e in zip(regions, endpoints, strict=True)]
     if metrics:
         targets.append(metrics_target())
@@ -338,8 +327,8 @@ def token_targets(manager: Manager, regions: Sequence[StackSpec], endpoints: Seq
 
 
 def metrics_target() -> dict[str, Any]:
-    return {"kind": "token", "tokenNamespace": kueue.NAMESPACE, "serviceAccount": METRICS_SA,
-            "secret": METRICS_SECRET, "expirationSeconds": TOKEN_SECONDS}
+    return {"kind": "token", "tokenNamespace": kueue.NAMESPACE, "serviceAccount": names.KUEUE_METRICS_SA,
+            "secret": names.KUEUE_METRICS_SECRET, "expirationSeconds": TOKEN_SECONDS}
 
 
 def _secret_rules(secrets: list[str], service_accounts: list[str]) -> list[dict[str, Any]]:
@@ -406,7 +395,7 @@ def manager_access_objects(manager: Manager, regions: Sequence[StackSpec],
     """On the manager: the token CronJob (running as the Google service account through workload identity),
     and Kueue's own metrics scraping."""
     config = token_targets(manager, regions, endpoints)
-    job = token_job(manager.stack, MANAGER_KSA, MANAGER_KSA, config,
+    job = token_job(manager.stack, names.MULTIKUEUE_MANAGER_KSA, names.MULTIKUEUE_MANAGER_KSA, config,
                     annotations={"iam.gke.io/gcp-service-account": manager.google_service_account},
                     workload_identity=True)
     return [*job, *metrics_objects(manager.stack, manager.name, with_job=False)]
@@ -430,31 +419,31 @@ def metrics_objects(stack: str, cluster: str, with_job: bool = True) -> list[dic
     """Kueue's metrics into Google Managed Prometheus: a PodMonitoring on the controller's HTTPS port with a
     one-hour bearer token of a metrics-reader ServiceAccount (minted by the token job) that only GMP's
     collector may read. ``with_job``: this cluster's own token job (the manager's job does it there)."""
-    ns = kueue.NAMESPACE
-    reader = f"{METRICS_SA}-reader"
+    ns, sa, secret = kueue.NAMESPACE, names.KUEUE_METRICS_SA, names.KUEUE_METRICS_SECRET
+    reader = f"{sa}-reader"
     docs: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, METRICS_SA, "kueue-metrics", ns),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, sa, "kueue-metrics", ns),
          "automountServiceAccountToken": False},
         _rbac("ClusterRoleBinding", _meta(stack, reader, "kueue-metrics"),
               roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER_ROLE},
-              subjects=[{"kind": "ServiceAccount", "name": METRICS_SA, "namespace": ns}]),
-        _rbac("Role", _meta(stack, f"{METRICS_SECRET}-reader", "kueue-metrics", ns), rules=[
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [METRICS_SECRET], "verbs": ["get"]}]),
-        _rbac("RoleBinding", _meta(stack, f"{METRICS_SECRET}-reader", "kueue-metrics", ns),
-              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{METRICS_SECRET}-reader"},
+              subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": ns}]),
+        _rbac("Role", _meta(stack, f"{secret}-reader", "kueue-metrics", ns), rules=[
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret], "verbs": ["get"]}]),
+        _rbac("RoleBinding", _meta(stack, f"{secret}-reader", "kueue-metrics", ns),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{secret}-reader"},
               subjects=[{"kind": "ServiceAccount", "name": GMP_COLLECTOR[1], "namespace": GMP_COLLECTOR[0]}]),
         {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
-         "metadata": _meta(stack, "kueue-metrics", "kueue-metrics", ns), "spec": {
+         "metadata": _meta(stack, names.KUEUE_METRICS_MONITORING, "kueue-metrics", ns), "spec": {
              "selector": {"matchLabels": dict(KUEUE_POD_LABELS)},
              "endpoints": [{"port": METRICS_PORT, "scheme": "https", "interval": "30s", "path": "/metrics",
                             "authorization": {"type": "Bearer", "credentials": {
-                                "secret": {"name": METRICS_SECRET, "key": "token"}}},
+                                "secret": {"name": secret, "key": "token"}}},
                             # Kueue's own self-signed serving certificate (no CA to pin from outside).
                             "tls": {"insecureSkipVerify": True}}],
          }},
     ]
     if with_job:
-        name = f"{METRICS_SA}-token"
+        name = names.KUEUE_METRICS_TOKEN_JOB
         docs += token_job(stack, name, name, {"namespace": ns, "targets": [metrics_target()]})
     return docs
 

@@ -82,10 +82,13 @@ def _by_name(docs: Sequence[dict[str, Any]], kind: str) -> dict[str, dict[str, A
 
 
 def _topology(resources: Sequence[Res]) -> tuple[str, list[str]] | None:
-    """(the manager, its workers in dispatch order) when the stack has a MultiKueueConfig, else None."""
-    for cluster, docs in _kueue_docs(resources).items():
+    """(the manager, its workers in dispatch order) when the stack has a MultiKueueConfig, else None. The config
+    lists MultiKueueClusters, each named after its worker's cluster (``names.multikueue_cluster``)."""
+    by_docs = _kueue_docs(resources)
+    clusters = {names.multikueue_cluster(str(c)): str(c) for c in by_docs if c is not None}
+    for cluster, docs in by_docs.items():
         for config in (d for d in docs if d["kind"] == "MultiKueueConfig"):
-            return str(cluster), [str(c) for c in items(get(config, "spec.clusters", []))]
+            return str(cluster), [clusters.get(str(c), str(c)) for c in items(get(config, "spec.clusters", []))]
     return None
 
 
@@ -272,7 +275,7 @@ def multikueue_consistent(resources: Sequence[Res], ctx: Context) -> Violations:
         out += [(None, f"cluster {cluster}: {p}") for p in kueue_rules.cluster_queue_rules(ds)]
     on_manager = docs.get(manager, [])
     declared = _by_name(on_manager, "MultiKueueCluster")
-    if missing := [w for w in workers if w not in declared]:
+    if missing := [w for w in workers if names.multikueue_cluster(w) not in declared]:
         out.append((None, f"the MultiKueueConfig lists {missing} with no MultiKueueCluster on the manager"))
     if manager in workers:
         out.append((None, f"the manager {manager} is listed as its own worker"))

@@ -11,6 +11,7 @@ import pulumi  # noqa: E402
 import pulumi_kubernetes as k8s  # noqa: E402
 
 from offline import engine  # noqa: E402
+from stackspec import names  # noqa: E402
 from stackspec import spec as stack_spec  # noqa: E402
 from workloads import multikueue as mk  # noqa: E402
 from workloads.multikueue_component import (  # noqa: E402
@@ -31,7 +32,8 @@ def region(cluster: str, gcp_region: str, zone: str) -> stack_spec.StackSpec:
 
 regions = [region("tpu-use5", "us-east5", "us-east5-b"), region("tpu-euw4", "europe-west4", "europe-west4-a")]
 manager = mk.Manager("tpu-manager", "my-tpu-project", "us-central1", regions[0].storage.namespace, "multiregion")
-providers = {n: k8s.Provider(f"{n}-k8s", kubeconfig="{}") for n in ["tpu-manager", *(r.cluster.name for r in regions)]}
+providers = {n: k8s.Provider(names.k8s_provider(n), kubeconfig="{}")
+             for n in [manager.name, *(r.cluster.name for r in regions)]}
 endpoints = [pulumi.Output.from_input(f"https://gke-{r.cluster.name}.{r.region}.gke.goog") for r in regions]
 MultiKueueManager("mk", MultiKueueManagerArgs(manager=manager, regions=regions, k8s_provider=providers["tpu-manager"],
                                               endpoints=endpoints))
