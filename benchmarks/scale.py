@@ -1,6 +1,6 @@
 """Benchmark: what one more slice costs the whole ``slicectl preview`` process.
 
-Run: ``uv run python benchmarks/scale.py [--slices 2,64,256,1024] [--runs 3] [--on-demand-only]``.
+Run: ``uv run python benchmarks/scale.py [--slices 2,64,256,1024] [--runs 3] [--on-demand-only] [--compare DIR]``.
 Prints figures; asserts nothing.
 
 The stack is prod with ``n`` copies of its first slice (``v6e-16-<i>``), each with three capacity options
@@ -73,13 +73,39 @@ def preview_process(root: Path, stacks_dir: Path, out: Path) -> tuple[float, flo
     return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT) -> list[tuple]:
-    """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come."""
+def machine_speed() -> float:
+    """Milliseconds a fixed pure-Python loop takes here now (best of 5): this machine's speed varies with its
+    neighbours by a third in an hour, so a figure is read beside it (and a comparison made with ``--compare``)."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT,
+        compare: Path | None = None) -> list[tuple]:
+    """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come.
+
+    ``compare``: another checkout, run alternately with ``root`` (this run, that run, ...), so both meet the
+    same machine; its figures print on a line of their own with the ratio of the medians."""
     rows = []
     for n in counts:
         stacks_dir = scaled_stack(n, tmp / f"stacks-{n}", fallbacks=fallbacks).parent
         out = tmp / f"out-{n}"
-        figures = [preview_process(root, stacks_dir, out) for _ in range(runs)]
+        figures, other = [], []
+        for _ in range(runs):
+            figures.append(preview_process(root, stacks_dir, out))
+            if compare is not None:
+                other.append(preview_process(compare, stacks_dir, tmp / f"out-{n}-compare"))
+        if other:
+            wall, cpu = statistics.median(f[0] for f in other), statistics.median(f[1] for f in other)
+            ratio = wall / statistics.median(f[0] for f in figures)
+            print(f"compare, {n:5d} slices, {compare}: whole process median of {runs}: {wall:.2f} s wall, "
+                  f"{cpu:.2f} s CPU; {ratio:.2f}x the wall time of {root}", flush=True)
         resources = len(json.loads((out / "resources.json").read_text()))
         wall = statistics.median(f[0] for f in figures)
         cpu = statistics.median(f[1] for f in figures)
@@ -100,12 +126,15 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3, help="whole-process runs per size (default: 3)")
     p.add_argument("--on-demand-only", action="store_true", help="prod's one capacity option per slice")
     p.add_argument("--root", type=Path, default=ROOT,
-                   help="the checkout whose slicectl runs (default: this one; another to compare)")
+                   help="the checkout whose slicectl runs (default: this one)")
+    p.add_argument("--compare", type=Path, default=None,
+                   help="another checkout (say a worktree of an older commit), its runs alternated with --root's")
     args = p.parse_args()
-    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}; {args.root}", flush=True)
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}, "
+          f"a fixed 2,000,000-step Python loop {machine_speed():.0f} ms; {args.root}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         run([int(n) for n in args.slices.split(",") if n], args.runs, not args.on_demand_only, Path(tmp),
-            args.root.resolve())
+            args.root.resolve(), args.compare.resolve() if args.compare else None)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ that are public but not documented as stable: subclassing ``MockMonitor`` to see
 ``MockMonitor`` deserializes, serializes back through asyncio, and the recording deserialized again),
 the fields of that gRPC request, and ``pulumi.runtime.resource._get_stack_trace``, which walks the
 Python stack for every resource to tell the engine its source position (no engine reads it here:
-skipped while the program runs, a tenth of a large stack's time). They live here, and
+skipped while the program runs, a tenth of a large stack's time). While a program runs, the SDK's
+per-output bookkeeping (``rpc.transfer_properties``, ``Output._track``) is done leaner, to the same
+effect (:data:`REPLACED`). They live here, and
 ``tests/test_engine_adapter.py`` checks each of them against the installed Pulumi, so an
 upgrade that moves one fails there, by name, rather than as a wrong rendering.
 """
@@ -26,8 +28,10 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
+import pulumi.runtime.settings
 from google.protobuf import struct_pb2
 from pulumi import _types as pulumi_types
+from pulumi import output as pulumi_output
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
@@ -267,17 +271,72 @@ def _memoized(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return cached
 
 
+def _transfer_properties(res: pulumi.Resource, props: dict[str, Any], custom: bool) -> dict[str, rpc.Resolver]:
+    """``rpc.transfer_properties``: an output on ``res`` and its resolver for each property, each output's
+    state one future (``Output._from_data``, the SDK's own factory) that the resolver completes.
+
+    The SDK makes four futures per property (value, known, secret, resources) and a task that awaits them
+    into the same ``_OutputData``: a node pool has some 30 properties, 1,024 slices 90,000, and those tasks
+    and their wake-ups were a tenth of the preview. Resolved or failed, each output holds what the SDK's
+    would (``tests/test_engine_adapter.py``)."""
+    resolvers: dict[str, rpc.Resolver] = {}
+    loop = asyncio.get_event_loop()
+    for name in props:
+        if name == "urn" or (name == "id" and custom):  # handled apart, as in the SDK
+            continue
+        data = loop.create_future()
+        resolvers[name] = functools.partial(_resolve, res, data)
+        res.__dict__[name] = pulumi.Output._from_data(data)
+    return resolvers
+
+
+def _resolve(res: pulumi.Resource, data: asyncio.Future, value: Any, is_known: bool, is_secret: bool,
+             deps: set[pulumi.Resource] | None, failed: Exception | None) -> None:
+    """An :func:`_transfer_properties` resolver (the SDK's ``rpc.Resolver`` arguments after the first two)."""
+    if failed is not None:
+        data.set_exception(failed)
+        return
+    resources = set(deps) if deps else set()
+    resources.add(res)
+    data.set_result(pulumi_output._OutputData(resources=resources, value=value, is_known=is_known,
+                                              is_secret=is_secret))
+
+
+def _track(self: pulumi.Output) -> None:
+    """``Output._track`` without its lock: the program and its monitor calls run on one thread here.
+
+    The SDK registers every output's state in the run's set of outstanding outputs (which the run awaits
+    before it ends) and removes it when it completes, each under a lock reached through a context
+    variable; the same set, the same additions and removals."""
+    outputs, data = pulumi.runtime.settings.SETTINGS.outputs, self._data
+    outputs.add(data)
+
+    def done(future: asyncio.Future, outputs: set = outputs) -> None:
+        if not future.cancelled() and future.exception() is None:  # a failed one stays, for the run to raise
+            outputs.discard(future)
+
+    data.add_done_callback(done)
+
+
+# (owner, name, replacement) for the duration of a run: the SDK's per-output bookkeeping, done leaner.
+REPLACED = ((rpc, "transfer_properties", _transfer_properties), (pulumi.Output, "_track", _track))
+
+
 @contextlib.contextmanager
 def _lean():
     """What a program of thousands of resources does not need offline, off while it runs: the source
     positions no engine reads, the cyclic garbage collector (the SDK's futures and outputs are
     alive until the program ends; each full collection walks them all: half of 1,024 slices' time),
-    and the repeats of the SDK's type analysis (:data:`MEMOIZED`)."""
+    the repeats of the SDK's type analysis (:data:`MEMOIZED`), and the SDK's per-output futures, task and
+    lock (:data:`REPLACED`)."""
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
     originals = [(module, name, getattr(module, name)) for module, name in MEMOIZED]
+    replaced = [(owner, name, owner.__dict__[name]) for owner, name, _ in REPLACED]
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
     for module, name, function in originals:
         setattr(module, name, _memoized(function))
+    for owner, name, replacement in REPLACED:
+        setattr(owner, name, replacement)
     gc.disable()
     try:
         yield
@@ -285,6 +344,8 @@ def _lean():
         runtime_resource._get_stack_trace = stack_trace
         for module, name, function in originals:
             setattr(module, name, function)
+        for owner, name, original in replaced:
+            setattr(owner, name, original)
         if collecting:
             gc.enable()
 

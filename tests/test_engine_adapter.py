@@ -273,3 +273,74 @@ def test_the_programs_log_reaches_the_engines_logger():
     pulumi_runtime.run(lambda: pulumi.log.warn("careful"))
     assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, "careful")], \
         UPGRADE + "pulumi.log no longer reaches the mocks' logger"
+
+
+class _Bare:
+    """Stands in for a resource where only its ``__dict__`` and identity are used (the resolvers' target)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+
+@pytest.mark.parametrize("resolution", [
+    ("plain", {"size": 2.0}, True, False),
+    ("unknown in preview", None, False, False),
+    ("secret", "s3cret", True, True),
+    ("holds an unknown", [1, pulumi.output.UNKNOWN], True, False),
+    ("failed", RuntimeError("refused"), None, None),
+], ids=lambda r: r[0])
+def test_lean_outputs_hold_what_the_sdks_hold(resolution):
+    """The engine's per-property outputs (one future each, no task) resolve, fail and leave the run's set of
+    outstanding outputs exactly as the SDK's do: every field of the SDK's output state is compared."""
+    from pulumi.runtime.settings import SETTINGS
+
+    _, value, known, secret = resolution
+    pulumi_runtime._ensure_event_loop()
+    loop = asyncio.get_event_loop()
+    dep = _Bare("dep")
+    states = []
+    for transfer, track in ((rpc.transfer_properties, pulumi.Output._track),
+                            (pulumi_runtime._transfer_properties, pulumi_runtime._track)):
+        original = pulumi.Output._track
+        pulumi.Output._track = track
+        try:
+            res = _Bare("thing")
+            resolvers = transfer(res, {"urn": None, "id": None, "size": None}, True)
+        finally:
+            pulumi.Output._track = original
+        assert set(resolvers) == {"size"}, "urn and id are the SDK's to resolve"
+        out = res.__dict__["size"]
+        assert out._data in SETTINGS.outputs, "an output's state is outstanding until it completes"
+        if isinstance(value, Exception):
+            resolvers["size"](None, False, False, {dep}, value)
+            with pytest.raises(RuntimeError, match="refused"):
+                loop.run_until_complete(out._data)
+            assert out._data in SETTINGS.outputs, "a failed output stays for the run to raise"
+            SETTINGS.outputs.discard(out._data)
+            states.append("failed")
+            continue
+        resolvers["size"](value, known, secret, {dep}, None)
+        data = loop.run_until_complete(out._data)
+        loop.run_until_complete(asyncio.sleep(0))  # the done callbacks
+        assert out._data not in SETTINGS.outputs, "a completed output is no longer outstanding"
+        state = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+        state["resources"] = sorted(r._name for r in state["resources"])  # each round has its own resource
+        states.append(state)
+    sdk, lean = states
+    assert lean == sdk, UPGRADE + "the SDK's output state changed shape or meaning"
+    if isinstance(sdk, dict):
+        assert sdk["resources"] == ["dep", "thing"]
+
+
+def test_the_replaced_sdk_functions_are_there():
+    """What the engine replaces while a program runs exists where it replaces it, and is put back after."""
+    from pulumi.runtime import resource as runtime_resource
+
+    for owner, name, _ in pulumi_runtime.REPLACED:
+        assert callable(owner.__dict__.get(name)), UPGRADE + f"{owner.__name__}.{name} is gone"
+    assert "rpc.transfer_properties(res, props, custom)" in inspect.getsource(runtime_resource.register_resource), \
+        UPGRADE + "register_resource no longer makes its outputs with rpc.transfer_properties"
+    assert callable(getattr(pulumi.Output, "_from_data", None)), UPGRADE + "Output._from_data is gone"
+    before = {name: owner.__dict__[name] for owner, name, _ in pulumi_runtime.REPLACED}
+    _deploy(lambda: _Thing("t", {"n": 1}))
+    assert {name: owner.__dict__[name] for owner, name, _ in pulumi_runtime.REPLACED} == before
