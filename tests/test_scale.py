@@ -58,10 +58,14 @@ def test_resources_json_is_the_standard_librarys_text(pair):
     """``slicectl preview`` writes resources.json with msgspec (for speed): the text ``json.dumps`` would write,
     on the 2- and the 1,024-slice renderings; floats with an exponent read back as the same numbers."""
     from slicectl.cmd_preview import json_text
+    from stackspec import cost
 
     for rendering in pair:
         value = [r.to_json() for r in rendering.resources]
         assert json_text(value) == json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        # cost.json and outputs.json keep their keys in the order written.
+        for value in (cost.compute(rendering.spec), rendering.outputs):
+            assert json_text(value, sort_keys=False) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
     odd = {"b": [{}, [], None, True, 4.0, 1.5, 10**20, 1e-05, 1e300, -0.0], "a": "é—\u2028\"\\\n",
            "c": {"z": 1, "y": []}}
     assert json.loads(json_text(odd)) == odd
