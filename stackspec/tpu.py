@@ -277,7 +277,11 @@ def from_machine_type(machine_type: str, topology: str) -> SliceShape:
 
 
 def is_tpu_machine_type(machine_type: str) -> bool:
-    return any(mt.name == machine_type for gen in GENERATIONS.values() for mt in gen.machine_types)
+    return machine_type in _TPU_MACHINE_TYPES
+
+
+# Every TPU machine type of the table, for the rules that ask of each node pool (thousands at scale).
+_TPU_MACHINE_TYPES = frozenset(mt.name for gen in GENERATIONS.values() for mt in gen.machine_types)
 
 
 # MaxText mesh axes and their defaults in MaxText 0.2.1's base.yml: -1 means

@@ -139,11 +139,11 @@ def pool_shape(props: Mapping[str, Any]) -> tpu.SliceShape | None:
     topo = pool_topology(props)
     if topo is None:
         return None
-    return _slice_shape(str(get(props, "nodeConfig.machineType")), topo)
+    return slice_shape(str(get(props, "nodeConfig.machineType")), topo)
 
 
 @functools.cache
-def _slice_shape(machine_type: str, topology: str) -> tpu.SliceShape | None:
+def slice_shape(machine_type: str, topology: str) -> tpu.SliceShape | None:
     """A machine type and topology's slice (immutable; every pool of a stack asks for one of a few)."""
     try:
         return tpu.from_machine_type(machine_type, topology)

@@ -30,6 +30,7 @@ from .common import (
     k8s_name,
     pool_networks,
     pool_topology,
+    slice_shape,
     tpu_request,
     worker_groups,
 )
@@ -118,12 +119,7 @@ def node_pool_compact_placement(type_: str, props: Mapping[str, Any], ctx: Conte
     topo = get(placement, "tpuTopology")
     count = as_int(get(props, "nodeCount", get(props, "initialNodeCount"))) or 0
     top = as_int(get(props, "autoscaling.totalMaxNodeCount", get(props, "autoscaling.maxNodeCount"))) or 0
-    shape = None
-    if topo:
-        try:
-            shape = tpu.from_machine_type(str(get(props, "nodeConfig.machineType")), str(topo))
-        except tpu.SliceError:
-            shape = None
+    shape = slice_shape(str(get(props, "nodeConfig.machineType")), str(topo)) if topo else None
     multi_host = (shape.multi_host if shape else False) or max(count, top) > 1
     if not multi_host:
         return []
