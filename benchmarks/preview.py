@@ -126,8 +126,8 @@ def main() -> None:
     args = p.parse_args()
     if not SLICECTL.exists():
         sys.exit(f"no {SLICECTL}: run `uv sync` first")
-    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}; "
-          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
+    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}, a fixed 2,000,000-step Python loop "
+          f"{scale.machine_speed():.0f} ms; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
     with tempfile.TemporaryDirectory() as tmp:
         wall, cpu = whole_process(args.stack, Path(tmp) / "first")
         print(f"whole process, first run: slicectl preview --stack {args.stack}: {wall:.2f} s wall, {cpu:.2f} s CPU")
