@@ -123,6 +123,7 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
                         for p in problems]
         raise SpecError(src, _unique(problems))
     assert spec is not None
+    spec._source = src
     return spec
 
 

@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     WithJsonSchema,
     model_validator,
@@ -965,6 +966,9 @@ class StackSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, coerce_numbers_to_str=True)
 
+    # The file the spec was read from (the loader sets it; ``--stacks-dir`` moves it), for messages.
+    _source: str | None = PrivateAttr(default=None)
+
     stack: str
     environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
     project: ProjectId = Field(alias="gcp:project")
@@ -1051,9 +1055,14 @@ class StackSpec(BaseModel):
         return checkpoints.step_seconds(job.model, shape.pod_type, job.slices, job.per_device_batch_size,
                                         job.max_target_length)
 
+    @property
+    def stack_file(self) -> str:
+        """The stack file the spec was read from (``stacks/Pulumi.<stack>.yaml`` unless read elsewhere)."""
+        return self._source or names.stack_file(self.stack)
+
     def job(self, name: str | None = None) -> Job:
         """The named job, or the stack's first; :class:`UnknownName` naming the stack file otherwise."""
-        where = names.stack_file(self.stack)
+        where = self.stack_file
         if not self.jobs:
             raise UnknownName(f"{where}: {NS}:jobs is empty; add a job")
         if name is None:

@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -402,3 +403,17 @@ def test_the_stacks_dir_is_the_projects_stack_config_dir(tmp_path):
     assert loader._stack_config_dir(tmp_path) == tmp_path / "config" / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\n")
     assert loader._stack_config_dir(tmp_path) == tmp_path  # Pulumi's default: beside Pulumi.yaml
+
+
+def test_an_unknown_job_names_the_stack_file_it_was_read_from(tmp_path):
+    """A spec read from another directory (``--stacks-dir``) names that file when a job is not in it."""
+    from stackspec import loader
+    from stackspec.spec import UnknownName
+
+    (tmp_path / "Pulumi.prod.yaml").write_text(Path(loader.stack_path("prod")).read_text())
+    spec = loader.load_stack("prod", tmp_path)
+    assert spec.stack_file.endswith(str(tmp_path / "Pulumi.prod.yaml"))
+    with pytest.raises(UnknownName, match=r"Pulumi\.prod\.yaml: no job named 'nope'") as refused:
+        spec.job("nope")
+    assert str(refused.value).startswith(spec.stack_file)
+    assert loader.load_stack("prod").stack_file == "stacks/Pulumi.prod.yaml"
