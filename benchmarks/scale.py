@@ -13,6 +13,7 @@ resource, the marginal cost of a resource over the smallest stack, and the proce
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Wide enough for a node's /24 pod range at 4,096 TPU hosts (1,024 slices of 4), clear of the DCN subnets.
 SCALED_POD_CIDR = "10.128.0.0/10"
 SCALED_NODE_CIDR = "10.0.0.0/16"
+# What a preview process imports of a checkout (with its __main__.py).
+PACKAGES = ("stackspec", "infra", "workloads", "policies", "offline", "slicectl")
 # The capacity fallbacks a slice can list (README "Capacity"): each its own node pool.
 FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
              {"type": "flex-start", "maxRunDuration": "7d"},
@@ -86,6 +89,16 @@ def machine_speed() -> float:
     return best * 1000
 
 
+def compiled(checkout: Path) -> None:
+    """The checkout's own modules compiled to bytecode first, as after a first run, so no process pays for it (where
+    ``PYTHONDONTWRITEBYTECODE`` is set, as on this project's machines, every process would recompile what it
+    imports; a fresh worktree given to ``--compare`` would pay more than this one)."""
+    for package in PACKAGES:
+        if (checkout / package).is_dir():
+            compileall.compile_dir(checkout / package, quiet=1)
+    compileall.compile_file(checkout / "__main__.py", quiet=1)
+
+
 def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT,
         compare: Path | None = None) -> list[tuple]:
     """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come.
@@ -93,6 +106,8 @@ def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = R
     ``compare``: another checkout, run alternately with ``root`` (this run, that run, ...), so both meet the
     same machine; its figures print on a line of their own with the ratio of the medians."""
     rows = []
+    for checkout in filter(None, (root, compare)):
+        compiled(checkout)
     for n in counts:
         stacks_dir = scaled_stack(n, tmp / f"stacks-{n}", fallbacks=fallbacks).parent
         out = tmp / f"out-{n}"
