@@ -6,6 +6,7 @@ engine (``slicectl preview``), which drives it with ``pulumi.runtime.set_mocks``
 
 # First: the provider packages load only the modules this program uses (see the module).
 import infra.provider_modules  # noqa: F401, I001 (before pulumi_gcp and pulumi_kubernetes)
+import functools
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
@@ -51,14 +52,18 @@ if spec.storage.namespace == "default":
 for key, why in spec.unverified_paths.items():
     pulumi.log.warn(f"unverified, opted in with {key}: {why}")
 streaming = spec.image is not None and spec.image.streaming
-project_number = None
+
+
+@functools.cache
+def project_number(project: str) -> pulumi.Output[str]:
+    """The project's number, looked up once per project (a multi-region stack's regions share theirs)."""
+    return gcp.organizations.get_project_output(project_id=project).number
 
 
 def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None, shared_monitoring=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
-    global project_number
     name = view.cluster.name
     dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=view.networks, region=view.region,
                                                                  mtu=view.mtu))
@@ -104,12 +109,11 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
     namespace = WorkloadNamespace(f"{name}-namespace", WorkloadNamespaceArgs(spec=view, k8s_provider=provider))
     in_namespace = [namespace.namespace] if namespace.namespace else []
 
-    if project_number is None:
-        project_number = gcp.organizations.get_project_output(project_id=view.project).number
     checkpoints = CheckpointStore(
         f"{name}-checkpoints",
         CheckpointStoreArgs(
-            storage=view.storage, project=view.project, project_number=project_number, k8s_provider=provider,
+            storage=view.storage, project=view.project, project_number=project_number(view.project),
+            k8s_provider=provider,
             workload_pool=[gke.cluster], namespace=in_namespace, shared_bucket=shared_bucket,
         ),
     )
