@@ -23,6 +23,16 @@ from stackspec import spec as stack_spec
 from workloads import kueue
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bootstrap():
+    """The bootstrap program's module (bootstrap/ is not a package), imported from its directory."""
+    sys.path.insert(0, str(ROOT / "bootstrap"))
+    try:
+        import ci_components
+    finally:
+        sys.path.remove(str(ROOT / "bootstrap"))
+    return ci_components
 NS = stack_spec.PROJECT
 COVERED: set[str] = set()
 
@@ -198,11 +208,7 @@ def test_dranet_needs_its_minimum_version():
 
 @covers("gke-image-streaming-node-sa-role")
 def test_streaming_nodes_hold_service_usage_consumer(prod):
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components as ci  # the bootstrap program's module (bootstrap/ is not a package)
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
+    ci = _bootstrap()
     stacks, problems = ci.read_stacks()
     assert not problems
     roles = {s.name: s.node_roles for s in stacks}
@@ -464,11 +470,7 @@ def test_the_readme_table_is_the_module_table():
 
 @covers("gke-secrets-kms-key")
 def test_the_cluster_names_the_bootstraps_secrets_key_in_its_region(prod):
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components as ci  # the bootstrap program's module (bootstrap/ is not a package)
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
+    ci = _bootstrap()
     (stack,) = [s for s in ci.read_stacks()[0] if s.name == "prod"]
     key = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu").inputs["databaseEncryption"]["keyName"]
     # The key's location is the zonal cluster's region, and it is the key the bootstrap makes for this stack.
@@ -528,11 +530,7 @@ def test_binary_authorization_admits_the_images_the_stack_runs(prod):
     assert workers == {r.spec.worker_image} and "@sha256:" in r.spec.worker_image
     assert not _admitted_by_pattern(r.spec.worker_image, patterns), patterns
     # The attestor, key and grants the rule names are the bootstrap's (bootstrap/ci_components.py).
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components as ci
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
+    ci = _bootstrap()
     assert ci.IMAGE_SIGNING_ALGORITHM == "EC_SIGN_P256_SHA256"
     assert {"binaryauthorization.googleapis.com", "containeranalysis.googleapis.com"} <= set(ci.STACK_SERVICES)
     # image.yml signs with the key version the attestor holds, the digest it pushed (never a tag).
