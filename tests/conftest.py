@@ -69,6 +69,16 @@ FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
              {"type": "on-demand"})
 
 
+def stack_files(into: Path, *leave_out: str) -> Path:
+    """The repository's stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
+    edits or adds one (``--stacks-dir``)."""
+    into.mkdir(parents=True, exist_ok=True)
+    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        if p.name.removeprefix("Pulumi.").removesuffix(".yaml") not in leave_out:
+            (into / p.name).write_text(p.read_text())
+    return into
+
+
 def opt_in(config: Mapping[str, str], *keys: str) -> dict[str, str]:
     """A flat stack config with these ``tpu-multislice:unverified`` keys (``draScaleFromZero``,
     ``rayTokenAuth``) turned on beside the ones the stack already sets (prod keeps rayTokenAuth)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
+from conftest import stack_files
 
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -853,10 +854,7 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
     """team-eu with deploy.onPush and a cluster drill: its own ci-deploy-team-eu, holding roles in team-eu's
     project, key and state only, usable from deploy.yml on main in deploy-team-eu only; its drill-team-eu
     environment; both approved by the team's own reviewers (stackReviewers)."""
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
-        (stacks / p.name).write_text(p.read_text())
+    stacks = stack_files(tmp_path / "stacks")
     team = stacks / "Pulumi.team-eu.yaml"
     text = team.read_text()
     assert "    onPush: false\n" in text
@@ -902,10 +900,7 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     """multi with deploy.onPush: its ci-deploy-multi also holds roles/iam.serviceAccountAdmin on the MultiKueue token
     account alone (the stack binds workload identity on it once the manager's pool exists); no other account, no
     project IAM role; the README says so beside the role table and in the threat table."""
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
-        (stacks / p.name).write_text(p.read_text())
+    stacks = stack_files(tmp_path / "stacks")
     multi = stacks / "Pulumi.multi.yaml"
     text = multi.read_text()
     assert "tpu-multislice:deploy:" not in text

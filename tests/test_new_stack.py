@@ -8,11 +8,11 @@ but for its header comment: the README's path is the one that made it.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import stack_files
 
 from slicectl import cli, cmd_new, cmd_stacks
 from stackspec import names, spec, tpu, zones
@@ -25,12 +25,7 @@ TEAM_EU = ["team-eu", "--project", "team-eu-tpu", "--region", "europe-west4", "-
 @pytest.fixture
 def stacks_dir(tmp_path) -> Path:
     """The repository's stack files but team-eu, in a directory of their own."""
-    d = tmp_path / "stacks"
-    d.mkdir()
-    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
-        if p.name != "Pulumi.team-eu.yaml":
-            shutil.copy(p, d / p.name)
-    return d
+    return stack_files(tmp_path / "stacks", "team-eu")
 
 
 def test_slicectl_new_writes_the_shipped_team_eu_stack_and_it_lints_previews_and_costs_clean(stacks_dir, capsys):
