@@ -62,15 +62,20 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a directory")
     policy_config = read_policy_config(args.policy_config)  # before the render: fail fast
-    # This process renders once and exits: the cyclic collector stays off (the engine turns it back on only
-    # if it found it on), and what the render left (most of the heap at scale, the SDK's futures and outputs,
-    # much of it garbage once the program has run) is frozen, so neither a collection here nor the one at
-    # exit walks it: at 1,024 slices, a second.
+    # A preview renders once: the cyclic collector stays off through the render (the engine turns it back on
+    # only if it found it on), and what the render left (most of the heap at scale, the SDK's futures and
+    # outputs, much of it garbage once the program has run) is frozen before it is turned back on, so neither
+    # a collection later nor the one at exit walks it: at 1,024 slices, a second.
+    collecting = gc.isenabled()
     gc.disable()
-    started = time.perf_counter()
-    rendering = engine.render(args.stack, stacks_dir=args.stacks_dir)
-    elapsed = time.perf_counter() - started
-    gc.freeze()
+    try:
+        started = time.perf_counter()
+        rendering = engine.render(args.stack, stacks_dir=args.stacks_dir)
+        elapsed = time.perf_counter() - started
+        gc.freeze()
+    finally:
+        if collecting:
+            gc.enable()
     write(rendering, out)
     # The policy pack's rules on the same rendering; a mandatory violation fails the preview. What `pulumi up`
     # would refuse, the program's warnings and the violations print first, before the long plan.

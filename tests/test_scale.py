@@ -70,3 +70,17 @@ def test_resources_json_is_the_standard_librarys_text(pair):
            "c": {"z": 1, "y": []}}
     assert json.loads(json_text(odd)) == odd
     assert json_text(odd).split("\n")[1] == json.dumps(odd, indent=2, sort_keys=True, ensure_ascii=False).split("\n")[1]
+
+
+@pytest.mark.parametrize("stack", ["dev", "no-such-stack"])
+def test_preview_in_process_leaves_the_cyclic_collector_as_it_found_it(stack, tmp_path):
+    """``slicectl preview`` keeps the collector off through its render (leftovers frozen); a caller in the same
+    process (these tests) gets it back on, after a render and after a refusal alike."""
+    import gc
+
+    from slicectl import cli
+
+    assert gc.isenabled()
+    code = cli.main(["preview", "--stack", stack, "--out", str(tmp_path / "out")])
+    assert code in (0, 1) if stack == "dev" else code == 2
+    assert gc.isenabled()
