@@ -167,8 +167,8 @@ class BootstrapConfig:
     state_bucket: str = ""
     bootstrap_state_bucket: str = ""
     state_location: str = ""
-    kms_location: str = "global"
-    key_ring: str = "pulumi"
+    kms_location: str = names.STACK_KEYS_LOCATION
+    key_ring: str = names.STACK_KEY_RING
     bootstrap_key_ring: str = "bootstrap"
     adopt_kms: bool = False
 
@@ -195,11 +195,11 @@ class BootstrapConfig:
         return f"{self.key_ring_id(self.bootstrap_key_ring)}/cryptoKeys/state"
 
     def stack_key_id(self, stack: str) -> str:
-        return f"{self.key_ring_id(self.key_ring)}/cryptoKeys/{stack}"
+        return names.stack_key_id(self.ci_project, stack, self.kms_location, self.key_ring)
 
     def secrets_provider(self, stack: str) -> str:
         """What ``stacks/Pulumi.<stack>.yaml`` carries as ``secretsprovider``: its own key."""
-        return f"gcpkms://{self.stack_key_id(stack)}"
+        return names.stack_secrets_provider(self.ci_project, stack, self.kms_location, self.key_ring)
 
 
 def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]:
@@ -318,8 +318,9 @@ def read_config(cfg: pulumi.Config, gcp_cfg: pulumi.Config, stacks_dir: Path | N
     state_location = cfg.get("stateLocation") or gcp_cfg.get("region") or ""
     if not state_location:
         problems.append(f"{NAMESPACE}:stateLocation: set it (or gcp:region) to the state buckets' location")
-    rings = {k: cfg.get(k) or d for k, d in (("kmsLocation", "global"), ("keyRing", "pulumi"),
-                                             ("bootstrapKeyRing", "bootstrap"))}
+    defaults = (("kmsLocation", names.STACK_KEYS_LOCATION), ("keyRing", names.STACK_KEY_RING),
+                ("bootstrapKeyRing", "bootstrap"))
+    rings = {k: cfg.get(k) or d for k, d in defaults}
     for key, value in rings.items():
         if not RESOURCE_ID.match(value):
             problems.append(f"{NAMESPACE}:{key} = {value!r}: letters, digits, '-' and '_' only (at most 63)")

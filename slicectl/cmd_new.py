@@ -36,8 +36,6 @@ from stackspec.model import DEFAULT_RAY_IMAGE
 STACK_NAME = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]")
 PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
 REGION = re.compile(r"[a-z]+-[a-z]+\d+")
-# The bootstrap's defaults (bootstrap/Pulumi.example.yaml): the stacks' key ring and its location.
-KEY_RING, KMS_LOCATION = "pulumi", "global"
 # The DCN: two secondary networks at MTU 8896, as GKE's multislice tutorial (the seed) and prod have them.
 DCN_SUBNETS = ("10.50.0.0/16", "10.60.0.0/16")
 POD_CIDR, SERVICE_CIDR = "10.100.0.0/14", "10.104.0.0/20"  # away from the DCN subnets, as prod's
@@ -75,7 +73,7 @@ class NewStack:
     @property
     def secrets_provider(self) -> str:
         """The stack's own key, as the bootstrap makes it (one per stack, named after it)."""
-        return f"gcpkms://projects/{self.ci_project}/locations/{KMS_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{self.stack}"
+        return names.stack_secrets_provider(self.ci_project, self.stack)
 
 
 def shapes(accelerator: str) -> list[tpu.SliceShape]:

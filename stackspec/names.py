@@ -107,6 +107,24 @@ POD_RANGE = "pods"
 SERVICE_RANGE = "services"
 
 
+# The bootstrap's defaults for the stacks' state keys (bootstrap/Pulumi.example.yaml: kmsLocation, keyRing).
+STACK_KEYS_LOCATION = "global"
+STACK_KEY_RING = "pulumi"
+
+
+def stack_key_id(ci_project: str, stack: str, location: str = STACK_KEYS_LOCATION,
+                 key_ring: str = STACK_KEY_RING) -> str:
+    """The stack's own Cloud KMS key (its state's secrets), named after it, which the bootstrap makes in the CI
+    project."""
+    return f"projects/{ci_project}/locations/{location}/keyRings/{key_ring}/cryptoKeys/{stack}"
+
+
+def stack_secrets_provider(ci_project: str, stack: str, location: str = STACK_KEYS_LOCATION,
+                           key_ring: str = STACK_KEY_RING) -> str:
+    """What a stack file carries as ``secretsprovider``: its own key (:func:`stack_key_id`)."""
+    return f"gcpkms://{stack_key_id(ci_project, stack, location, key_ring)}"
+
+
 def secrets_key_ring(cluster: str) -> str:
     """The Cloud KMS key ring (in the cluster's region) the bootstrap makes for the cluster's Secrets key."""
     return f"{cluster}-gke"
