@@ -318,6 +318,55 @@ SCHEMA = {
 # --------------------------------------------------------------------------- views
 
 
+# --------------------------------------------------------------------------- dispatch: regions by price
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A region's place in the manager's dispatch order and why it is there."""
+
+    view: Any  # the region's view (a StackSpec)
+    index: int  # its place in tpu-multislice:regions
+    usd_per_chip_hour: float | None  # its slices' first-choice price, weighted by chips; None: unknown
+    reason: str
+
+
+def dispatch_order(spec: Any) -> tuple[Dispatch, ...]:
+    """The regions in the order the manager's MultiKueueConfig lists them (the incremental dispatcher nominates
+    clusters in that order, Kueue v0.19.2 multikueue_types.go:149-160), and why each is where it is.
+
+    ``cost``: cheapest first by the first-choice price per chip-hour of the region's slices (a job's hourly cost
+    there is its chips times that), unknown prices last, ties in the listed order; ``listed``: the file's order."""
+    out = []
+    for v in spec.region_views():
+        usd = chips = 0.0
+        unknown = []
+        for s in v.slices:
+            p = prices.tpu(s.generation, s.preferred.type, v.region, v.prices.tpu_overrides())
+            if p.usd is None:
+                unknown.append(p.key)
+            else:
+                usd += p.usd * s.shape.chips
+                chips += s.shape.chips
+        rate = None if unknown or not chips else usd / chips
+        first = sorted({s.preferred.type for s in v.slices})
+        why = (f"${rate:.2f}/chip-hour first choice ({', '.join(first)})" if rate is not None
+               else f"price unknown (set {unknown[0]})")
+        out.append(Dispatch(v, v.site_index, rate, why))
+    if spec.dispatch == "cost":
+        out.sort(key=lambda d: (d.usd_per_chip_hour is None, d.usd_per_chip_hour or 0.0, d.index))
+
+        def why(d: Dispatch) -> str:
+            if d.usd_per_chip_hour is None:
+                return d.reason + "; after every priced region"
+            tie = [o.view.region for o in out if o is not d and o.usd_per_chip_hour == d.usd_per_chip_hour]
+            return d.reason + (f"; ties with {', '.join(tie)}: listed order" if tie else "; cheapest first")
+
+        return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, why(d)) for d in out)
+    return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, d.reason + "; listed order (dispatch: listed)")
+                 for d in out)
+
+
 def usd(x: float | None) -> str:
     return UNKNOWN if x is None else f"${x:,.2f}"
 

@@ -1,0 +1,82 @@
+"""The spec's field types (each carries the limit of the system it is deployed to) and the section base."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .. import limits, names, tpu, zones
+from ..gke import gke_version_key
+
+NS = names.PROJECT
+ENVIRONMENTS = ("dev", "prod")
+
+
+def _ns(key: str) -> str:
+    return f"{NS}:{key}"
+
+
+def _check(fn):
+    """An AfterValidator from a ``value -> message | None`` check."""
+
+    def run(value):
+        if (msg := fn(value)) is not None:
+            raise ValueError(msg)
+        return value
+
+    return AfterValidator(run)
+
+
+def _name(rule: limits.NameRule):
+    return _check(rule.check)
+
+
+def _to_str(value: Any) -> Any:
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+ClusterName = Annotated[str, _name(limits.GKE_CLUSTER)]
+NodePoolName = Annotated[str, _name(limits.GKE_NODE_POOL)]
+NetworkName = Annotated[str, _name(limits.COMPUTE_NETWORK)]
+SubnetName = Annotated[str, _name(limits.COMPUTE_SUBNETWORK)]
+Namespace = Annotated[str, _name(limits.K8S_NAMESPACE)]
+KsaName = Annotated[str, _name(limits.K8S_SERVICE_ACCOUNT)]
+RayClusterName = Annotated[str, _name(limits.RAY_CLUSTER)]
+RayJobName = Annotated[str, _name(limits.RAY_JOB)]
+GroupName = Annotated[str, _name(limits.RAY_WORKER_GROUP)]
+RunName = Annotated[str, _name(limits.RUN_NAME)]
+BucketName = Annotated[str, _check(limits.bucket_name)]
+SubnetCidr = Annotated[str, _check(lambda v: limits.private_cidr(v, limits.SUBNET_PREFIX))]
+ClusterCidr = Annotated[str, _check(limits.private_cidr)]
+Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
+                                    "must be a GKE version like 1.35.2-gke.1842000")]
+ProjectId = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", v) else
+                                   "not a GCP project ID: 6-30 lowercase letters, digits and '-', starting "
+                                   "with a letter")]
+Region = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+", v) else
+                                "not a GCP region, e.g. us-east5")]
+Zone = Annotated[str, _check(lambda v: None if zones.ZONE.fullmatch(v) else
+                              "not a GCE zone: <region>-<a to f> (or an AI zone such as us-central1-ai1), "
+                              "e.g. us-east5-b")]
+MeshAxis = Literal[tpu.MESH_AXES]
+MeshDegree = Annotated[int, _check(lambda v: None if v >= 1 or v == -1 else "must be a positive integer or -1 "
+                                                                             "(auto)")]
+MaxTextValue = Annotated[str, BeforeValidator(lambda v: str(v).lower() if isinstance(v, bool) else _to_str(v))]
+
+
+class Section(BaseModel):
+    """A section of the stack spec: camelCase keys, unknown keys refused, frozen once checked."""
+
+    # No inf/nan anywhere: YAML's .inf would pass every bound and overflow the arithmetic after it.
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              coerce_numbers_to_str=True, allow_inf_nan=False)
+
+
+def at(key: str, message: str) -> ValueError:
+    """A section rule's error on one of its keys (the loader appends ``key`` to the location)."""
+    return ValueError(f"@{key}: {message}")
