@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # MaxText base.yml (maxtext 0.2.1): checkpoint_period: 10_000, max_num_checkpoints_to_keep: None,
 # save_checkpoint_on_completion: True, weight_dtype: float32, opt_type: adamw, mu_dtype inherits.
@@ -154,6 +155,15 @@ class Plan:
 
     period: int
     how: str  # one line: the rule and its inputs
+
+
+def job_step_seconds(job: Any, pod_type: str) -> tuple[float, str] | None:
+    """Seconds per step of ``job`` (a ``stackspec.model.Job``) on slices of ``pod_type`` and where the figure comes
+    from: the job's ``expectedStepSeconds``, else the seed's measured step for the same model, shape, slices, batch
+    and length."""
+    if job.expected_step_seconds:
+        return job.expected_step_seconds, "expectedStepSeconds"
+    return step_seconds(job.model, pod_type, job.slices, job.per_device_batch_size, job.max_target_length)
 
 
 def step_seconds(model: str, pod_type: str, slices: int, batch: float, length: int) -> tuple[float, str] | None:

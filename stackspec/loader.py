@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from . import names, source
+from . import names, rules, source
 from .errors import MISSING, Problem, SpecError, StackFileError
 from .model import NS, StackSpec
 
@@ -110,12 +110,16 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     data["stack"] = stack
     sink: list[Problem] = []
     spec = None
+    # The stack file's own keys (the secrets provider) are checked only when the file was read.
+    context = {"problems": sink, "stack_file": document is not None, "as_written": as_written}
     try:
-        # The stack file's own keys (the secrets provider) are checked only when the file was read.
-        spec = StackSpec.model_validate(data, context={"problems": sink, "stack_file": document is not None,
-                                                       "as_written": as_written})
+        # As written (each section and its own rules), then resolved in one pure step and checked across sections.
+        written = StackSpec.model_validate(data, context=context)
     except ValidationError as e:
         problems += [_problem(err, data) for err in e.errors(include_url=False)]
+    else:
+        spec, across = rules.checked(written, context)
+        sink += across
     problems += sink
     if problems:
         if document:
@@ -123,8 +127,7 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
                         for p in problems]
         raise SpecError(src, _unique(problems))
     assert spec is not None
-    spec._source = src
-    return spec
+    return spec.model_copy(update={"source": src})
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
@@ -342,7 +345,7 @@ def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
     model = _model_at(loc)
     if model is None:
         return []
-    keys = [f.alias or n for n, f in model.model_fields.items() if n != "stack"]
+    keys = [f.alias or n for n, f in model.model_fields.items() if n != "stack" and not f.exclude]
     return [k for k in keys if k not in ("secretsprovider", "encryptionsalt", "encryptedkey")]
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from .. import limits, machines, names
 from ..gke import (
@@ -19,7 +20,7 @@ from ..gke import (
     WINDOW_MIN_HOURS,
 )
 from .network import PrimaryNetwork
-from .types import ClusterCidr, ClusterName, GkeVersion, Region, Section, SubnetCidr, at
+from .types import ClusterCidr, ClusterName, GkeVersion, Region, Section, SubnetCidr, at, resolved
 
 CONTROL_PLANE_ACCESS = ("dns", "authorized-networks")
 _WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
@@ -202,10 +203,9 @@ class Cluster(Section):
     control_plane: ControlPlane = Field(default_factory=ControlPlane)
     maintenance: Maintenance = Field(default_factory=Maintenance)
 
-    @property
-    def location(self) -> str:
-        """The zone (the seed's Standard cluster is zonal): ``gcp:zone``."""
-        return self.__dict__["location"]
+    # Resolved (stackspec.defaults): where the cluster is, gcp:zone (the seed's Standard cluster is zonal), or a
+    # manager's region (Autopilot clusters are regional).
+    location: SkipJsonSchema[str | None] = resolved()
 
 
 class Manager(Section):
@@ -230,12 +230,11 @@ class Manager(Section):
 
     def as_cluster(self) -> Cluster:
         """The manager as the cluster settings the infra reads (regional: Autopilot clusters are regional)."""
-        c = Cluster(name=self.name, version=self.version, release_channel=self.release_channel,
-                    system_machine_type=self.system_machine_type, system_node_count=self.system_node_count,
-                    deletion_protection=self.deletion_protection, control_plane=self.control_plane,
-                    maintenance=self.maintenance, pod_cidr=self.pod_cidr, service_cidr=self.service_cidr)
-        c.__dict__["location"] = self.region
-        return c
+        return Cluster(name=self.name, version=self.version, release_channel=self.release_channel,
+                       system_machine_type=self.system_machine_type, system_node_count=self.system_node_count,
+                       deletion_protection=self.deletion_protection, control_plane=self.control_plane,
+                       maintenance=self.maintenance, pod_cidr=self.pod_cidr,
+                       service_cidr=self.service_cidr).model_copy(update={"location": self.region})
 
     @property
     def network(self) -> PrimaryNetwork:

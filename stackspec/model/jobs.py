@@ -8,10 +8,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from .. import checkpoints, runs
 from .. import maxtext as maxtext_facts
-from .types import MaxTextValue, MeshAxis, MeshDegree, RayJobName, Region, Section, _check, at
+from .types import MaxTextValue, MeshAxis, MeshDegree, RayJobName, Region, Section, _check, at, resolved
 
 # One preemption spends two of Ray Train's failures: the lost worker, and the restart that
 # still counts the lost slice (Ray's resource view lags) and times out. Measured by the drill.
@@ -74,6 +75,8 @@ class Job(Section):
     # An operator's pause: a dedicated job is declared suspended and outside Kueue (no queue label:
     # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
     suspend: bool = False
+    # Resolved (stackspec.defaults): how checkpointPeriod was chosen, one line for the preview.
+    checkpoint_how: SkipJsonSchema[str | None] = resolved()
 
     @model_validator(mode="after")
     def _mode_keys(self) -> Job:
@@ -85,12 +88,10 @@ class Job(Section):
             if failures < MIN_ELASTIC_MAX_FAILURES:
                 raise at("maxFailures", f"must be at least {MIN_ELASTIC_MAX_FAILURES}: one preemption spends two "
                                         "(the lost worker, and a restart that times out waiting for the lost slice)")
-            object.__setattr__(self, "max_failures", failures)
         else:
             for key in ("min_slices", "max_slices"):
                 if key in given:
                     raise at(to_camel(key), "multislice jobs take slices; minSlices/maxSlices are for mode elastic")
-            object.__setattr__(self, "max_failures", self.max_failures or 0)
         for key in self.maxtext:
             if key.startswith(("ici_", "dcn_")) or key in JOB_OWNED_MAXTEXT_KEYS:
                 raise at(f"maxtext.{key}", "set through the job's own key (ici, dcn, steps, ...), not maxtext")
@@ -136,9 +137,9 @@ class Job(Section):
 
     @property
     def checkpoint_plan(self) -> checkpoints.Plan:
-        """The resolved checkpoint period and how it was chosen (set by ``StackSpec._checkpoint_rules``)."""
-        return self.__dict__.get("checkpoint_plan") or checkpoints.Plan(
-            self.checkpoint_period or checkpoints.SEED_CHECKPOINT_PERIOD, "unresolved")
+        """The resolved checkpoint period and how it was chosen (:func:`stackspec.defaults.checkpoint_plan`)."""
+        return checkpoints.Plan(self.checkpoint_period or checkpoints.SEED_CHECKPOINT_PERIOD,
+                                self.checkpoint_how or "unresolved")
 
     @property
     def checkpoint_storage(self) -> checkpoints.Storage | None:

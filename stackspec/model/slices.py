@@ -50,8 +50,7 @@ class Capacity(Section):
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
         if self.type == "reservation":
-            affinity = self.affinity or "SPECIFIC"
-            object.__setattr__(self, "affinity", affinity)
+            affinity = self.affinity or "SPECIFIC"  # the resolve step sets it (stackspec.defaults)
             if affinity == "SPECIFIC" and not self.reservation:
                 raise at("reservation", "required when type is reservation with SPECIFIC affinity")
             if affinity != "SPECIFIC" and (self.reservation or self.project):
@@ -96,7 +95,7 @@ class Slice(Section):
     generation: Literal[tuple(tpu.GENERATIONS)] = "v6e"
     topology: str
     machine_type: str | None = None  # needed where a topology allows several
-    group: GroupName | None = None  # the Ray worker group; by default one per shape
+    group: GroupName | None = None  # the Ray worker group; by default one per shape (resolved: its name)
     # Capacity options in the order GKE tries them (a ComputeClass per worker group); one
     # mapping is a list of one.
     capacity: Annotated[tuple[Capacity, ...], BeforeValidator(_capacity_list)] = Field(
@@ -143,14 +142,11 @@ class Slice(Section):
     @model_validator(mode="after")
     def _shape(self) -> Slice:
         try:
-            shape = tpu.resolve(self.generation, self.topology, self.machine_type)
+            tpu.resolve(self.generation, self.topology, self.machine_type)
         except SliceError as e:
             gen = tpu.GENERATIONS[self.generation]
             key = "machineType" if self.machine_type and self.topology in gen.topologies else "topology"
             raise at(key, str(e)) from None
-        self.__dict__["shape"] = shape
-        if self.group is None:
-            object.__setattr__(self, "group", shape.group_name)
         return self
 
     @cached_property

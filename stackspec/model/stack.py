@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .. import checkpoints, cost, limits, names, zones
 from .. import regions as places
@@ -21,7 +22,7 @@ from .network import Network, SecondaryNetwork
 from .options import UNVERIFIED, Deploy, Prices, Unverified
 from .regions import RegionSite
 from .slices import Slice, WorkerGroup
-from .types import ENVIRONMENTS, NS, ProjectId, Region, Zone, _ns
+from .types import ENVIRONMENTS, NS, ProjectId, Region, Zone, _ns, resolved
 from .workloads import Monitoring, RaySettings, Storage, WorkerImage
 
 
@@ -29,9 +30,6 @@ class StackSpec(BaseModel):
     """One stack: its ``gcp:*`` keys, the project's sections and the stack file's secrets provider."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, coerce_numbers_to_str=True)
-
-    # The file the spec was read from (the loader sets it; ``--stacks-dir`` moves it), for messages.
-    _source: str | None = PrivateAttr(default=None)
 
     stack: str
     environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
@@ -61,6 +59,16 @@ class StackSpec(BaseModel):
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
     encrypted_key: str | None = Field(None, alias="encryptedkey")
+
+    # Resolved (stackspec.defaults), never read from the stack file:
+    # the file the spec was read from (``--stacks-dir`` moves it), for messages;
+    source: SkipJsonSchema[str | None] = resolved()
+    # a region view's region and its place in tpu-multislice:regions;
+    site: SkipJsonSchema[RegionSite | None] = resolved()
+    site_index: SkipJsonSchema[int | None] = resolved()
+    # a multi-region stack's region views, in the file's order, and each queued job -> the regions it fits.
+    views: SkipJsonSchema[tuple[StackSpec, ...]] = resolved(())
+    fits: SkipJsonSchema[dict[str, tuple[int, ...]]] = resolved({})
 
     # ------------------------------------------------------------------ views
 
@@ -111,18 +119,13 @@ class StackSpec(BaseModel):
         return next(g for g in self.groups if g.name == name)
 
     def step_time(self, job: Job) -> tuple[float, str] | None:
-        """Seconds per step and where the figure comes from: the job's ``expectedStepSeconds``,
-        else the seed's measured step for the same model, shape, slices, batch and length."""
-        if job.expected_step_seconds:
-            return job.expected_step_seconds, "expectedStepSeconds"
-        shape = self.group(job.group).shape
-        return checkpoints.step_seconds(job.model, shape.pod_type, job.slices, job.per_device_batch_size,
-                                        job.max_target_length)
+        """Seconds per step and where the figure comes from (:func:`stackspec.checkpoints.job_step_seconds`)."""
+        return checkpoints.job_step_seconds(job, self.group(job.group).shape.pod_type)
 
     @property
     def stack_file(self) -> str:
         """The stack file the spec was read from (``stacks/Pulumi.<stack>.yaml`` unless read elsewhere)."""
-        return self._source or names.stack_file(self.stack)
+        return self.source or names.stack_file(self.stack)
 
     def job(self, name: str | None = None) -> Job:
         """The named job, or the stack's first; :class:`UnknownName` naming the stack file otherwise."""
@@ -239,18 +242,6 @@ class StackSpec(BaseModel):
             info.context.setdefault("problems", []).extend(problems)
         return data
 
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> StackSpec:
-        from .. import rules  # the rules read the model: imported when first checked
-
-        problems = rules.check(self, info)
-        sink = (info.context or {}).get("problems") if info.context is not None else None
-        if problems:
-            if sink is None:
-                raise ValueError("; ".join(p.render() for p in problems))
-            sink.extend(problems)
-        return self
-
     @property
     def multi_region(self) -> bool:
         return bool(self.regions)
@@ -260,26 +251,15 @@ class StackSpec(BaseModel):
         """(cluster, region) the stack-wide resources are named after and kept in: the stack's cluster, or a
         multi-region stack's manager (the bulletin topic, the image attestor and its signing key)."""
         if self.multi_region:
-            return self.manager.name, self.manager.region
+            return self.manager.name, self.manager.region or self.region
         return self.cluster.name, self.region
-
-    @property
-    def site(self) -> RegionSite | None:
-        """A region view's region (its place in tpu-multislice:regions); None for a single-region stack."""
-        got = self.__dict__.get("_site")
-        return got[1] if got else None
-
-    @property
-    def site_index(self) -> int | None:
-        got = self.__dict__.get("_site")
-        return got[0] if got else None
 
     def region_views(self) -> tuple[StackSpec, ...]:
         """Each region as a single-region stack (its zone, cluster, networks, slices and prices, the jobs it may
         run), in the file's order; a single-region stack is its own only view."""
         if not self.regions:
             return (self,)
-        return tuple(v for v in self.__dict__.get("_views", ()) if v is not None)
+        return self.views
 
     def created_here(self) -> tuple[Job, ...]:
         """The jobs whose RayJob is created in this cluster: all of a single-region stack's; in a region view, those
@@ -293,7 +273,7 @@ class StackSpec(BaseModel):
         order = [d.index for d in self.dispatch_order()]
         by_index = {v.site_index: v for v in self.region_views()}
         return {name: tuple(by_index[i] for i in order if i in idx and i in by_index)
-                for name, idx in self.__dict__.get("_fits", {}).items()}
+                for name, idx in self.fits.items()}
 
     def dispatch_order(self) -> tuple[cost.Dispatch, ...]:
         """The regions in the order the manager's MultiKueueConfig lists them, and why each is where it is

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from .. import limits, names, tpu, zones
@@ -75,6 +76,22 @@ class Section(BaseModel):
     # No inf/nan anywhere: YAML's .inf would pass every bound and overflow the arithmetic after it.
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
                               coerce_numbers_to_str=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_resolved(cls, data: Any) -> Any:
+        # A field the resolve step sets (stackspec.defaults) is not a stack-file key.
+        if isinstance(data, Mapping):
+            for name, f in cls.model_fields.items():
+                if f.exclude and (name in data or to_camel(name) in data):
+                    raise at(to_camel(name), "not a stack-file key: the spec works it out (stackspec.defaults)")
+        return data
+
+
+def resolved(default: Any = None) -> Any:
+    """A field the resolve step (:mod:`stackspec.defaults`) sets, never the stack file: refused there, and left out of
+    dumps, of the editor schema (annotate it ``SkipJsonSchema``) and of the keys a message lists as allowed."""
+    return Field(default, exclude=True, repr=False)
 
 
 def at(key: str, message: str) -> ValueError:

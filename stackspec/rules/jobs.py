@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import checkpoints, kuberay, tpu
+from .. import kuberay, tpu
 from ..errors import MISSING
 from ..model.types import _ns
 
@@ -20,8 +20,6 @@ def check(spec: StackSpec, fail) -> None:
         if j.name in seen:
             fail(f"{k}.name", j.name, "job names must be unique")
         seen.add(j.name)
-        if j.group is None and len(available) == 1:
-            object.__setattr__(j, "group", next(iter(available)))
         if j.group not in available:
             fail(f"{k}.group", MISSING if j.group is None else j.group,
                  f"{'required with several worker groups' if j.group is None else 'no such worker group'}; "
@@ -29,10 +27,7 @@ def check(spec: StackSpec, fail) -> None:
             continue
         n = available[j.group]
         key = "maxSlices" if j.elastic else "slices"
-        high = (j.max_slices if j.elastic else j.slices) or n
-        low = (j.min_slices or 1) if j.elastic else high
-        object.__setattr__(j, "slices", high)
-        object.__setattr__(j, "min_slices", low)
+        high, low = j.slices, j.min_slices  # resolved: (stackspec.defaults)
         if high > n:
             fail(f"{k}.{key}", high, f"worker group {j.group} has only {n} slice(s); allowed: 1..{n}")
             continue
@@ -63,32 +58,18 @@ def check(spec: StackSpec, fail) -> None:
 
 
 def checkpoint(spec: StackSpec, fail) -> None:
-    """Each job's checkpoint period: as set, the seed's (multislice) or Young/Daly's (elastic)."""
+    """An elastic job's checkpoint period comes from Young/Daly's rule (:func:`stackspec.defaults.checkpoint_plan`):
+    it needs the save time, the preemption interval and the step time, unless checkpointPeriod is set."""
     for i, j in enumerate(spec.jobs):
-        k = f"{_ns('jobs')}[{i}]"
-        if j.group not in {g.name for g in spec.groups}:
+        if j.group not in {g.name for g in spec.groups} or j.checkpoint_how is not None:
             continue
-        if j.checkpoint_period is not None:
-            plan = checkpoints.Plan(j.checkpoint_period, "checkpointPeriod in the stack file")
-        elif not j.elastic:
-            plan = checkpoints.Plan(checkpoints.SEED_CHECKPOINT_PERIOD,
-                                    "the seed's (it sets none: MaxText's default), so a run saves at step 0 "
-                                    "and its last step")
-        else:
-            step = spec.step_time(j)
-            missing = [key for key, v in (("checkpointSaveSeconds", j.checkpoint_save_seconds),
-                                          ("expectedPreemptionIntervalMinutes",
-                                           j.expected_preemption_interval_minutes),
-                                          ("expectedStepSeconds", step)) if v is None]
-            if missing:
-                fail(f"{k}.{missing[0]}", MISSING,
-                     f"an elastic job's checkpoint period comes from Young/Daly's rule: set "
-                     f"{', '.join(missing)} (MaxText logs each save's and step's seconds), or checkpointPeriod")
-                continue
-            plan = checkpoints.elastic_period(j.checkpoint_save_seconds, j.expected_preemption_interval_minutes,
-                                              step[0], step[1], j.steps)
-        object.__setattr__(j, "checkpoint_period", plan.period)
-        j.__dict__["checkpoint_plan"] = plan
+        missing = [key for key, v in (("checkpointSaveSeconds", j.checkpoint_save_seconds),
+                                      ("expectedPreemptionIntervalMinutes", j.expected_preemption_interval_minutes),
+                                      ("expectedStepSeconds", spec.step_time(j))) if v is None]
+        if missing:
+            fail(f"{_ns('jobs')}[{i}].{missing[0]}", MISSING,
+                 f"an elastic job's checkpoint period comes from Young/Daly's rule: set "
+                 f"{', '.join(missing)} (MaxText logs each save's and step's seconds), or checkpointPeriod")
 
 
 def kuberay_fields(spec: StackSpec, fail) -> None:

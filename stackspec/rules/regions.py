@@ -4,31 +4,27 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationInfo
-
+from .. import defaults
 from .. import regions as places
 from ..errors import MISSING, Problem
 from ..gke import PROD_RELEASE_CHANNELS
 from ..model.regions import RegionSite
 from ..model.types import NS, _ns
+from .single import single_region
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
 
 
-def check(spec: StackSpec, fail, info: ValidationInfo) -> None:
+def check(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
     """The manager, the regions and what spans them; then each region as a single-region view, whose
     problems are named at the region's keys (``stackspec.regions.rename``)."""
     m, ns = spec.manager, _ns("regions")
     if m is None:
-        return  # reported by _one_place
-    if m.region is None:
-        object.__setattr__(m, "region", spec.region)
-    if m.deletion_protection is None:
-        object.__setattr__(m, "deletion_protection", spec.prod)
-    elif spec.prod and not m.deletion_protection:
+        return spec  # reported by _one_place
+    if spec.prod and not m.deletion_protection:
         fail(_ns("manager.deletionProtection"), False, "a production cluster keeps deletion protection on")
     if spec.prod and m.release_channel not in PROD_RELEASE_CHANNELS:
         fail(_ns("manager.releaseChannel"), m.release_channel, "prod enrols in a release channel with GKE's SLA; "
@@ -70,7 +66,7 @@ def check(spec: StackSpec, fail, info: ValidationInfo) -> None:
             fail(key, MISSING, "only a queued job (cluster: dedicated, not suspended) goes through the manager: "
                  "a job on a shared RayCluster or held outside Kueue is created in one region; name it; allowed: "
                  f"{', '.join(listed)}")
-    build_views(spec, fail, info)
+    return build_views(spec, fail, context)
 
 
 def bucket_place(spec: StackSpec, fail) -> None:
@@ -79,37 +75,29 @@ def bucket_place(spec: StackSpec, fail) -> None:
     ways = places.bucket_places(regions_)
     shown = "; ".join(w.describe() for w in ways)
     if st.location is None:
-        if not ways:
-            fail(_ns("storage.location"), MISSING, f"no dual-region or multi-region holds all of {regions_} "
-                 "(https://cloud.google.com/storage/docs/locations): jobs resume only from a bucket every "
-                 "region reads; pick regions of one continent")
-            return
-        object.__setattr__(st, "location", ways[0].location)
-        object.__setattr__(st, "data_locations", ways[0].data_locations)
+        fail(_ns("storage.location"), MISSING, f"no dual-region or multi-region holds all of {regions_} "
+             "(https://cloud.google.com/storage/docs/locations): jobs resume only from a bucket every "
+             "region reads; pick regions of one continent")
         return
     place = places.place_of(st.location, st.data_locations)
-    object.__setattr__(st, "location", place.location)
     missing = [r for r in regions_ if not place.contains(r)]
     if missing:
         fail(_ns("storage.location"), st.location, f"{place.describe()} does not hold {missing}: a job resumes "
              f"in whichever region admits it, from one bucket every region reads; allowed: {shown or 'none'}")
 
 
-def build_views(spec: StackSpec, fail, info: ValidationInfo) -> None:
-    ctx = info.context or {}
-    skip = {"manager", "regions", "dispatch", "zone", "cluster", "network", "slices", "jobs", "prices", "region"}
-    base = {f.alias or n: getattr(spec, n) for n, f in type(spec).model_fields.items() if n not in skip}
+def build_views(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
+    """Each region as a resolved single-region view (:func:`stackspec.defaults.view`) running its own jobs and the
+    queued ones it fits, checked as a single-region stack; ``spec`` holding them."""
     queued = [k for k, j in enumerate(spec.jobs) if j.region is None and j.queued and not j.elastic]
     misfit: dict[int, list[tuple[int, Problem]]] = {k: [] for k in queued}
 
     def view(i: int, r: RegionSite, ks: list[int]) -> tuple[StackSpec | None, list[tuple[int | None, Problem]]]:
-        data = {**base, "gcp:region": r.region, "gcp:zone": r.zone, _ns("cluster"): r.cluster,
-                _ns("network"): r.network, _ns("slices"): r.slices, _ns("prices"): r.prices or spec.prices,
-                _ns("jobs"): tuple(spec.jobs[k].model_copy() for k in ks)}
         sink: list[Problem] = []
         try:
-            v = type(spec).model_validate(data, context={"problems": sink, "stack_file": ctx.get("stack_file"),
-                                                         "view": True})
+            v, sink = defaults.view(spec, i, ks, context)
+            local = lambda key, value, msg: sink.append(Problem(key, value, msg))  # noqa: E731
+            single_region(v, local, {"stack_file": context.get("stack_file"), "view": True}, sink)
         except ValueError as e:  # the sections were checked already: only a bug lands here
             sink.append(Problem(f"{ns}[{i}]", r.region, str(e)))
             v = None
@@ -122,7 +110,7 @@ def build_views(spec: StackSpec, fail, info: ValidationInfo) -> None:
         return v, out
 
     ns = _ns("regions")
-    views: list[StackSpec | None] = []
+    views: list[StackSpec] = []
     fits: dict[str, tuple[int, ...]] = {}
     for i, r in enumerate(spec.regions):
         ks = sorted({k for k, j in enumerate(spec.jobs) if j.region == r.region} | set(queued))
@@ -136,8 +124,7 @@ def build_views(spec: StackSpec, fail, info: ValidationInfo) -> None:
         for _, p in found:
             fail(p.key, p.value, p.message)
         if v is not None:
-            v.__dict__["_site"] = (i, r)
-        views.append(v)
+            views.append(v)
         for k in queued:
             if k not in bad:
                 fits.setdefault(spec.jobs[k].name, ())
@@ -147,5 +134,4 @@ def build_views(spec: StackSpec, fail, info: ValidationInfo) -> None:
             for i, p in misfit[k]:
                 fail(p.key, p.value, f"fits no region; in {spec.regions[i].region} ({spec.regions[i].cluster.name})"
                                      f": {p.message}")
-    spec.__dict__["_views"] = tuple(views)
-    spec.__dict__["_fits"] = fits
+    return defaults.with_views(spec, tuple(views), fits)

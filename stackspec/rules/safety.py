@@ -14,6 +14,14 @@ if TYPE_CHECKING:
     from ..model.stack import StackSpec
 
 
+def protection(spec: StackSpec, fail) -> None:
+    """Prod keeps its cluster and its checkpoints protected from deletion (both on by default there)."""
+    if spec.prod and not spec.cluster.deletion_protection:
+        fail(_ns("cluster.deletionProtection"), False, "a production cluster keeps deletion protection on")
+    if spec.prod and not spec.storage.protected:
+        fail(_ns("storage.protected"), False, "production checkpoints must be protected from deletion")
+
+
 def unverified(spec: StackSpec, fail) -> None:
     if spec.ray.auth == "token" and not spec.unverified.ray_token_auth:
         fail(_ns("ray.auth"), "token", "GKE does not publish the KubeRay version of its Ray add-on, and one older "
