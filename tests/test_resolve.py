@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import random
 from pathlib import Path
 
 import pytest
