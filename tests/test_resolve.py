@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import random
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,97 @@ def test_a_multi_region_image_lives_in_the_managers_region(tmp_path):
     assert (s.manager.region, s.home, s.image.location) == ("us-central1", ("trio-manager", "us-central1"),
                                                             "us-central1")
     assert {v.image.location for v in s.region_views()} == {"us-central1"}
+
+
+# --------------------------------------------------------------------------- any order resolves alike
+
+
+def orders(n: int, seed: int) -> list[list[int]]:
+    """Every order of ``n`` items up to 3; beyond, the listed one, its reverse and four seeded shuffles."""
+    if n <= 3:
+        return [list(p) for p in itertools.permutations(range(n))]
+    rng = random.Random(seed)
+    out = [list(range(n)), list(reversed(range(n)))]
+    while len(out) < 6:
+        p = rng.sample(range(n), n)
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _section(x) -> dict | None:
+    """A section as resolved, with the fields only the resolve step sets."""
+    if x is None:
+        return None
+    out = x.model_dump(mode="json")
+    for name, f in type(x).model_fields.items():
+        if f.exclude and name not in ("site", "views", "fits", "source"):
+            out[name] = getattr(x, name)
+    return out
+
+
+def canonical(s) -> dict:
+    """What a resolved spec says, with every list whose order the stack file chooses keyed by name instead."""
+    def region(v) -> dict:
+        return {
+            "zone": v.zone, "cluster": _section(v.cluster), "network": _section(v.network),
+            "slices": {x.name: _section(x) | {"capacity": [_section(c) for c in x.capacity]} for x in v.slices},
+            "groups": {g.name: (g.shape.key, sorted(x.name for x in g.slices)) for g in v.groups},
+            "jobs": {j.name: _section(j) | {"runName": j.run_name, "plan": j.checkpoint_plan.how} for j in v.jobs},
+            "createdHere": sorted(j.name for j in v.created_here()),
+            "names": sorted((d.name, d.how) for d in v.derived_names()),
+            "storage": _section(v.storage), "image": _section(v.image), "workerImage": v.worker_image,
+            "prices": _section(v.prices), "home": v.home,
+        }
+    out = {"storage": _section(s.storage), "image": _section(s.image), "workerImage": s.worker_image,
+           "manager": _section(s.manager), "home": s.home, "jobs": {j.name: _section(j) for j in s.jobs}}
+    if s.multi_region:
+        out["regions"] = {v.region: region(v) for v in s.region_views()}
+        out["fits"] = {job: sorted(v.region for v in vs) for job, vs in s.placements().items()}
+    else:
+        out["regions"] = {s.region: region(s)}
+    return out
+
+
+def dispatch(s) -> list[str]:
+    return [d.view.region for d in s.dispatch_order()]
+
+
+def usd(s) -> dict[str, float | None]:
+    return {d.view.region: d.usd_per_chip_hour for d in s.dispatch_order()}
+
+
+LISTS = [("duo", "regions"), ("duo", "jobs"), ("trio", "regions"), ("trio", "jobs"), ("trio", "regions[0].slices"),
+         ("quad", "slices"), ("quad", "jobs")]
+
+
+@pytest.mark.parametrize(("stack", "key"), LISTS, ids=[f"{s}-{k}" for s, k in LISTS])
+def test_any_order_of_regions_slices_or_jobs_resolves_to_the_same_spec(stack, key, tmp_path):
+    """Reordering a list changes that list's order and, for regions, the dispatch order under ``dispatch: listed``
+    (cheapest first under ``cost``, ties in the listed order); the bucket, the image repository, every name, every
+    job's resolved settings and where each queued job fits stay as they were."""
+    doc = written(stack)
+    base = load(doc, tmp_path, "base")
+    want = canonical(base)
+    config = doc["config"]
+    if key.startswith("regions["):
+        n = len(config[f"{NS}:regions"][int(key[len("regions["):-len("].slices")])]["slices"])
+    else:
+        n = len(config[f"{NS}:{key}"])
+    listed_dispatch = config.get(f"{NS}:dispatch", "cost") == "listed"
+    for k, order in enumerate(orders(n, seed=n * 1000 + len(key))):
+        s = load(reordered(doc, key, order), tmp_path, f"p{k}")
+        assert canonical(s) == want, (key, order)
+        if key == "regions":
+            listed = [config[f"{NS}:regions"][i]["region"] for i in order]
+            assert [v.region for v in s.region_views()] == listed
+            if listed_dispatch:
+                assert dispatch(s) == listed
+            else:
+                prices = usd(base)
+                assert dispatch(s) == sorted(listed, key=lambda r: (prices[r] is None, prices[r] or 0.0))
+        elif s.multi_region:
+            assert dispatch(s) == dispatch(base)
 
 
 # --------------------------------------------------------------------------- nothing written, nothing shared
