@@ -60,7 +60,7 @@ def project_number(project: str) -> pulumi.Output[str]:
     return gcp.organizations.get_project_output(project_id=project).number
 
 
-def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None, shared_monitoring=None):
+def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -74,14 +74,14 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
         name,
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
-                       multi_networking=view.dranet, fleet_project=fleet_project),
+                       multi_networking=view.dranet),
         # The policy's API and the policy itself before the cluster evaluates it.
         opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
     )
     registry = registry(gke)
     pools = [
         SliceNodePool(
-            s.name if fleet_project is None else f"{name}-{s.name}",
+            s.name if shared_bucket is None else f"{name}-{s.name}",
             SliceNodePoolArgs(
                 slice=s,
                 cluster_name=gke.cluster.name,
@@ -114,7 +114,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
         CheckpointStoreArgs(
             storage=view.storage, project=view.project, project_number=project_number(view.project),
             k8s_provider=provider,
-            workload_pool=[gke.cluster], namespace=in_namespace, shared_bucket=shared_bucket,
+            workload_pool=[gke.cluster], namespace=in_namespace, shared=shared_bucket,
         ),
     )
 
@@ -190,7 +190,7 @@ def multi_region() -> None:
     shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
                          if spec.monitoring.enabled else None)
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
-                                              shared_bucket=bucket.bucket, fleet_project=spec.project,
+                                              shared_bucket=bucket,
                                               shared_monitoring=shared_monitoring)
                for v in views}
 

@@ -18,15 +18,13 @@ import pulumi_gcp as gcp
 from infra.cluster_security import EVALUATION_MODE, SECURITY_BULLETIN_EVENT
 from infra.nat import CloudNat, CloudNatArgs
 from stackspec import names
+from stackspec.gke import IMAGE_STREAMING_ROLE
 from stackspec.model import rfc3339
 from stackspec.spec import Cluster
 
 # The minimal role GKE documents for a node service account (logs, metrics,
 # image pulls): nodes never run as the default compute service account.
 NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
-# Image streaming with a custom node service account also needs Service Usage Consumer on it
-# (cloud rule gke-image-streaming-node-sa-role); without it every image is pulled whole.
-IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
 
 
 def node_roles(image_streaming: bool) -> tuple[str, ...]:
@@ -58,10 +56,6 @@ class GkeClusterArgs:
     notifications_topic: pulumi.Input[str]  # projects/<p>/topics/<t>: security bulletins (infra/cluster_security.py)
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
     multi_networking: bool = False  # node pools attach extra (DCN) networks
-    # A multi-region stack's clusters register in the project's fleet (the cluster's `fleet` block,
-    # terraform-provider-google resource_container_cluster.go "fleet"): the manager reaches each worker through
-    # its fleet membership (README "Regions").
-    fleet_project: str | None = None
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -159,7 +153,6 @@ class GkeCluster(pulumi.ComponentResource):
                 control_plane_endpoints_config=control_plane_endpoints(c),
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
-                fleet=gcp.container.ClusterFleetArgs(project=args.fleet_project) if args.fleet_project else None,
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=after),
         )

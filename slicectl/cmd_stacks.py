@@ -40,7 +40,7 @@ def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
     (the bootstrap's, named after the stack's home cluster)."""
     cluster, region = s.home
     return {"stack": s.stack,
-            "image": names.image_path(s.image.location or s.region, s.project, s.image.repository, s.image.name),
+            "image": names.image_path(s.image.location, s.project, s.image.repository, s.image.name),
             "attestor": names.image_attestor_id(s.project, cluster),
             "keyversion": names.image_signing_key_version_id(s.project, region, cluster)}
 

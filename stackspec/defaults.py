@@ -134,13 +134,11 @@ def _stack_wide(s: StackSpec) -> StackSpec:
 
 
 def bucket_place(s: StackSpec) -> places.BucketPlace | None:
-    """Where a multi-region stack's one bucket lives: the place ``storage.location`` names (normalised), else the best
-    that holds every region (None: there is none; the rules say so)."""
+    """Where a multi-region stack's one bucket lives: the place ``storage.location`` names (normalised). Never derived
+    from the regions: adding or removing one would move the bucket, and its location and ``dataLocations`` are
+    ForceNew (None: unset; the rules name the places that hold every region)."""
     st = s.storage
-    if st.location is not None:
-        return places.place_of(st.location, st.data_locations)
-    ways = places.bucket_places([r.region for r in s.regions])
-    return ways[0] if ways else None
+    return places.place_of(st.location, st.data_locations) if st.location is not None else None
 
 
 def view(s: StackSpec, index: int, jobs: list[int], context: dict[str, Any]) -> tuple[StackSpec | None,

@@ -95,8 +95,7 @@ def test_multikueue_limits(tmp_path):
     assert any(p.startswith(f"{NS}:jobs[2].region = (missing)") and "No Multikueue support" in p for p in got), got
     elsewhere = MULTI.replace("      region: us-east1\n      minSlices", "      region: europe-west4\n      minSlices")
     assert any("allowed: us-east5, us-east1" in p for p in problems(elsewhere, tmp_path))
-    eu = MULTI.replace("    storageClass: STANDARD\n    namespace", "    location: EU\n    storageClass: STANDARD\n"
-                       "    namespace", 1)
+    eu = MULTI.replace("    location: US\n    dataLocations: [us-east1, us-east5]\n", "    location: EU\n", 1)
     got = problems(eu, tmp_path)
     assert any(p.startswith(f"{NS}:storage.location = \"EU\"") and "does not hold" in p for p in got), got
 
@@ -120,14 +119,17 @@ def test_the_program_renders_every_region_and_the_manager(multi):
     clusters = {r.inputs["name"]: r.inputs for r in by_type["gcp:container/cluster:Cluster"]}
     assert set(clusters) == {"tpu-manager", "maxtext-east5", "maxtext-east1"}
     assert clusters["tpu-manager"]["enableAutopilot"] is True and clusters["tpu-manager"]["location"] == "us-east5"
-    assert all(c["fleet"] == {"project": "my-tpu-project-multi"} for c in clusters.values())
+    # No fleet: nothing consumes a membership and gkehub.googleapis.com is enabled nowhere (GCP review N7).
+    assert not any("fleet" in c for c in clusters.values())
     pools = {(r.inputs["cluster"], r.inputs["name"]) for r in by_type["gcp:container/nodePool:NodePool"]
              if r.inputs["name"] != "system"}
     assert pools == {(c, p) for c in ("maxtext-east5", "maxtext-east1") for p in ("v6e-16-0", "v6e-16-1")}
     [bucket] = by_type["gcp:storage/bucket:Bucket"]
     assert bucket.inputs["location"] == "US"
     assert bucket.inputs["customPlacementConfig"] == {"dataLocations": ["US-EAST1", "US-EAST5"]}
-    assert len(by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]) == 2
+    # One grant on the shared bucket, the stack's: the principal is project-wide (GCP review N4).
+    [grant] = by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]
+    assert grant.name == "tpu-manager-checkpoints-object-user" and "SharedCheckpointBucket" in grant.parent
     jobs = {r.inputs["metadata"]["name"]: r.provider for r in by_type["kubernetes:ray.io/v1:RayJob"]}
     assert {n: ("tpu-manager-k8s" in p) for n, p in jobs.items()} == {
         "llama3-70b-multislice": True, "llama3-8b-multislice": True, "llama3-8b-elastic": False}
@@ -307,9 +309,14 @@ def test_policies_across_clusters_pass_and_trip(multi):
     assert set(got) == {"gke-version-skew-across-clusters"}, got
     assert "maxtext-east1 runs GKE 1.37.1-gke.100" in got["gke-version-skew-across-clusters"][0]
 
-    # One region's checkpoint identity on a bucket of its own.
-    got = _fired(_edit(base, lambda r: r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
-                       and "maxtext-east1" in r.name, lambda p: p.update(bucket="elsewhere")))
+    # A region's checkpoint identity also bound on a bucket of its own (the stack declares one grant, on the shared
+    # bucket: a second one, as a per-region grant would be, on another bucket).
+    from policies.rules.common import Res
+
+    [grant] = [r for r in base if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
+    own = Res(grant.type, "maxtext-east1-checkpoints-object-user", grant.urn.replace("tpu-manager", "maxtext-east1"),
+              {**grant.props, "bucket": "elsewhere"}, grant.dependencies, grant.provider)
+    got = _fired([*base, own])
     assert "one-checkpoint-location" in got and "different buckets" in got["one-checkpoint-location"][0]
 
     # No region with two 4x4 slices left: the queued jobs fit nowhere.
@@ -371,3 +378,57 @@ def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
     assert all('cluster=~"tpu-manager|maxtext-east5|maxtext-east1"' in q for q in queries if "wait" in q)
     assert any(monitoring.KUEUE_DISPATCHED in q for q in queries)
     assert len(queries) == len(monitoring.KUEUE_WAITS) + 1
+
+
+# --------------------------------------------------------------------------- day 2: regions added, removed, reordered
+
+EAST5 = MULTI[MULTI.index("    - region: us-east5\n"):MULTI.index("    - region: us-east1\n")]
+EAST1 = MULTI[MULTI.index("    - region: us-east1\n"):MULTI.index("  tpu-multislice:storage:\n")]
+CENTRAL1 = (EAST1.replace("us-east1-d", "us-central1-b").replace("us-east1", "us-central1")
+            .replace("maxtext-east1", "maxtext-central1").replace("east1-tpu-subnet", "central1-tpu-subnet")
+            .replace("10.120.0.0/14", "10.124.0.0/14").replace("10.104.16.0/20", "10.104.32.0/20")
+            .replace("10.0.32.0/20", "10.0.48.0/20").replace("10.51.0.0/16", "10.52.0.0/16")
+            .replace("10.61.0.0/16", "10.62.0.0/16"))
+
+
+def _day2(text: str, tmp_path: Path, name: str):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "Pulumi.multi.yaml").write_text(text)
+    return engine.render("multi", stacks_dir=d)
+
+
+def _stack_wide(r) -> dict:
+    """The protected bucket, the image repository and the bucket's grant: URN -> inputs."""
+    kinds = ("gcp:storage/bucket:Bucket", "gcp:artifactregistry/repository:Repository",
+             "gcp:storage/bucketIAMMember:BucketIAMMember")
+    return {x.urn: x.inputs for x in r.resources if x.type in kinds}
+
+
+def test_regions_reordered_or_removed_keep_the_bucket_its_grant_and_the_repository(multi, tmp_path):
+    """Day 2 without loss: a bucket's location and dataLocations are ForceNew and the repository's location too, so
+    neither may follow the regions; the bucket's one grant is the stack's, so no region's removal deletes it."""
+    want = _stack_wide(multi)
+    assert len(want) == 3
+    swapped = _day2(MULTI.replace(EAST5 + EAST1, EAST1 + EAST5), tmp_path, "swapped")
+    assert _stack_wide(swapped) == want
+    # dispatch: cost, and both regions price alike: the tie keeps the listed order, the one order meant to change.
+    assert swapped.outputs["dispatchOrder"] == multi.outputs["dispatchOrder"][::-1]
+    without = MULTI.replace(EAST1, "").replace("      region: us-east1\n      minSlices", "      region: us-east5\n"
+                                               "      minSlices")
+    assert _stack_wide(_day2(without, tmp_path, "one")) == want
+
+
+def test_a_region_the_bucket_does_not_hold_is_refused_not_a_moved_bucket(tmp_path):
+    """Adding us-central1 to a dual-region us-east1 + us-east5 bucket: refused (a new place means a new bucket), never
+    a silent change of dataLocations (ForceNew: the protected bucket would be refused or replaced)."""
+    got = problems(MULTI.replace(EAST1, EAST1 + CENTRAL1), tmp_path)
+    assert any(p.startswith(f'{NS}:storage.location = "US"') and "does not hold ['us-central1']" in p
+               for p in got), got
+
+
+def test_a_multi_region_stack_names_its_bucket_place(tmp_path):
+    unnamed = MULTI.replace("    location: US\n    dataLocations: [us-east1, us-east5]\n", "")
+    got = problems(unnamed, tmp_path)
+    assert any(p.startswith(f"{NS}:storage.location = (missing): required in a multi-region stack") and
+               "ForceNew" in p and "dataLocations: ['us-east1', 'us-east5']" in p for p in got), got

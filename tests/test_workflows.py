@@ -315,7 +315,7 @@ def test_every_workflow_takes_its_stacks_from_the_stack_files(workflow, tmp_path
         "drill": [{"stack": n, "job": s.deploy.cluster_drill} for n, s in specs.items() if s.deploy.cluster_drill],
         # The image and the bootstrap's attestor and signing key version (named after the stack's cluster, or a
         # multi-region stack's manager) image.yml signs the pushed digest with.
-        "image": [{"stack": n, "image": f"{s.image.location or s.region}-docker.pkg.dev/{s.project}/"
+        "image": [{"stack": n, "image": f"{s.image.location}-docker.pkg.dev/{s.project}/"
                                         f"{s.image.repository}/{s.image.name}",
                    "attestor": f"projects/{s.project}/attestors/{s.home[0]}-ci-image",
                    "keyversion": f"projects/{s.project}/locations/{s.home[1]}/keyRings/{s.home[0]}-gke/cryptoKeys/"

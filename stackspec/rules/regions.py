@@ -74,10 +74,22 @@ def bucket_place(spec: StackSpec, fail) -> None:
     st, regions_ = spec.storage, [r.region for r in spec.regions]
     ways = places.bucket_places(regions_)
     shown = "; ".join(w.describe() for w in ways)
-    if st.location is None:
+    if st.location is None and not ways:
         fail(_ns("storage.location"), MISSING, f"no dual-region or multi-region holds all of {regions_} "
              "(https://cloud.google.com/storage/docs/locations): jobs resume only from a bucket every "
              "region reads; pick regions of one continent")
+        return
+    if st.location is None:
+        # Day 2: derived from the regions, the place would change when a region is added or removed, and a bucket's
+        # location and customPlacementConfig.dataLocations are ForceNew (terraform-provider-google
+        # resource_storage_bucket.go: "If any of the data_locations changes, it will recreate the bucket"): the
+        # protected checkpoint bucket would be refused or replaced. So the stack names it, once.
+        best = ways[0]
+        fail(_ns("storage.location"), MISSING, "required in a multi-region stack: a bucket's location and "
+             "dataLocations cannot change once it exists (ForceNew), so they are named once, not derived from the "
+             f"regions, and kept when a region is added or removed; holding all of {regions_}: {shown} (e.g. "
+             f"location: {best.location}" + (f", dataLocations: {list(best.data_locations)}" if best.data_locations
+                                              else "") + ")")
         return
     place = places.place_of(st.location, st.data_locations)
     missing = [r for r in regions_ if not place.contains(r)]
