@@ -34,8 +34,7 @@ from stackspec import spec as stack_spec
 from stackspec.model import DEFAULT_RAY_IMAGE
 
 STACK_NAME = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]")
-PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
-REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+PROJECT_ID, REGION = limits.PROJECT_ID, limits.REGION
 # The DCN: two secondary networks at MTU 8896, as GKE's multislice tutorial (the seed) and prod have them.
 DCN_SUBNETS = ("10.50.0.0/16", "10.60.0.0/16")
 POD_CIDR, SERVICE_CIDR = "10.100.0.0/14", "10.104.0.0/20"  # away from the DCN subnets, as prod's

@@ -34,3 +34,9 @@ _GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
 def gke_version_key(version: str) -> tuple[int, ...] | None:
     m = _GKE_VERSION.fullmatch(version)
     return tuple(int(g) for g in m.groups()) if m else None
+
+
+# Image streaming with a custom node service account also needs Service Usage Consumer on it (cloud rule
+# gke-image-streaming-node-sa-role); without it every image is pulled whole. Granted by the bootstrap, declared by
+# infra/cluster.py's node_roles and checked by the policy pack (policies/rules/gke.py).
+IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"

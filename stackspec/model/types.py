@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -56,10 +55,8 @@ Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error
 Port = Annotated[int, Field(ge=1, le=65535)]
 GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
                                     "must be a GKE version like 1.35.2-gke.1842000")]
-ProjectId = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", v) else
-                                   "not a GCP project ID: 6-30 lowercase letters, digits and '-', starting "
-                                   "with a letter")]
-Region = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z]+-[a-z]+\d+", v) else
+ProjectId = Annotated[str, _check(limits.project_id_error)]
+Region = Annotated[str, _check(lambda v: None if limits.REGION.fullmatch(v) else
                                 "not a GCP region, e.g. us-east5")]
 Zone = Annotated[str, _check(lambda v: None if zones.ZONE.fullmatch(v) else
                               "not a GCE zone: <region>-<a to f> (or an AI zone such as us-central1-ai1), "

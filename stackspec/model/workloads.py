@@ -19,7 +19,8 @@ KUBERAY_AUTH_MIN = (1, 5, 1)
 # (all zeros: no registry holds it, and the rendered objects say "placeholder" beside it).
 IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 PLACEHOLDER_IMAGE_DIGEST = "sha256:" + "0" * 64
-_SERVICE_ACCOUNT_EMAIL = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9.]+\.gserviceaccount\.com")
+# <account id>@<project>.iam.gserviceaccount.com (an account ID has a project ID's shape: 6-30, RFC 1035).
+_SERVICE_ACCOUNT_EMAIL = re.compile(rf"{limits.PROJECT_ID.pattern}@[-a-z0-9.]+\.gserviceaccount\.com")
 NOTIFICATION_CHANNEL_TYPES = ("email", "pubsub", "webhook")
 
 
@@ -129,7 +130,7 @@ class NotificationChannel(Section):
     def _address(self) -> NotificationChannel:
         rules = {
             "email": (r"[^@\s]+@[^@\s]+\.[^@\s]+", "an email address"),
-            "pubsub": (r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/topics/[A-Za-z][-A-Za-z0-9_.~+%]{2,254}",
+            "pubsub": (rf"projects/{limits.PROJECT_ID.pattern}/topics/[A-Za-z][-A-Za-z0-9_.~+%]{{2,254}}",
                        "a Pub/Sub topic, projects/<project>/topics/<topic>"),
             "webhook": (r"https://\S+", "an https:// URL"),
         }
