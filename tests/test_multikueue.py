@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -236,7 +237,12 @@ def test_manager_token_job(manager, regions, pod_monitoring_validator):
     (job,) = by_kind(docs, "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     ksa = names.MULTIKUEUE_MANAGER_KSA
-    assert pod["serviceAccountName"] == ksa and pod["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
+    # Autopilot manager (the default): no nodeSelector (Warden's allow-list has none of GKE's metadata-server
+    # label); a Standard manager selects its system pool's metadata server.
+    assert pod["serviceAccountName"] == ksa and "nodeSelector" not in pod and manager.autopilot
+    standard = mk.manager_access_objects(dataclasses.replace(manager, autopilot=False), regions, ENDPOINTS)
+    (std_job,) = by_kind(standard, "CronJob")
+    assert std_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
     sa = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == ksa)
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": manager.google_service_account}
     cm = next(d for d in docs if d["kind"] == "ConfigMap")

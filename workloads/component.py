@@ -186,8 +186,23 @@ class QueuedRayJobs(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: QueuedRayJobsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:workloads:QueuedRayJobs", name, None, opts)
-        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on),
+        # The DRANET claim template the jobs' workers name, on the manager too: its Kueue reads it to count the
+        # devices against quota (kueue v0.19.2 pkg/dra/claims.go:130-146,168-178; a missing template leaves
+        # the Workload inadmissible, pkg/controller/core/workload_controller.go:470-494), as upstream's
+        # test/e2e/multikueue/dra/dra_test.go:162-176 creates it on the manager. Inert there: no pod uses it.
+        ns = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on))
+        templates = {}
+        for view, _job in args.jobs:
+            if view.dranet and manifests.claim_template_name(view) not in templates:
+                doc = manifests.resource_claim_template(view)
+                templates[doc["metadata"]["name"]] = k8s.resource.v1.ResourceClaimTemplate(
+                    f"{name}-{doc['metadata']['name']}", metadata=doc["metadata"], spec=doc["spec"],
+                    opts=pulumi.ResourceOptions.merge(ns, pulumi.ResourceOptions(
+                        replace_on_changes=["spec"], delete_before_replace=True)))
+        self.claim_templates = templates
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
+                                      depends_on=[*args.depends_on, *templates.values()],
                                       replace_on_changes=["spec", "metadata"], delete_before_replace=True)
         self.jobs = {job.name: _custom(f"{name}-{job.name}", manifests.ray_job(view, job), base)
                      for view, job in args.jobs}
-        self.register_outputs({"rayJobs": list(self.jobs)})
+        self.register_outputs({"rayJobs": list(self.jobs), "claimTemplates": list(templates)})

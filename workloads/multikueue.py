@@ -94,6 +94,9 @@ class Manager:
     region: str
     namespace: str  # the workload namespace (the regions' storage.namespace: LocalQueues mirror it)
     stack: str
+    # Autopilot (the default) or Standard: on Autopilot workload identity is always on and GKE Warden refuses a
+    # nodeSelector outside its allow-list (token_job's pods select no node there).
+    autopilot: bool = True
 
     @property
     def google_service_account_id(self) -> str:
@@ -110,7 +113,7 @@ def manager_of(spec: StackSpec) -> Manager:
     if spec.manager is None:
         raise ValueError(f"stack {spec.stack} has no tpu-multislice:manager")
     return Manager(name=spec.manager.name, project=spec.project, region=spec.manager.region or spec.region,
-                   namespace=spec.storage.namespace, stack=spec.stack)
+                   namespace=spec.storage.namespace, stack=spec.stack, autopilot=spec.manager.autopilot)
 
 
 @dataclass(frozen=True)
@@ -395,9 +398,16 @@ def manager_access_objects(manager: Manager, regions: Sequence[StackSpec],
     """On the manager: the token CronJob (running as the Google service account through workload identity),
     and Kueue's own metrics scraping."""
     config = token_targets(manager, regions, endpoints)
+    # Standard: the pod selects a node with GKE's metadata server (the system pool's GKE_METADATA). Autopilot:
+    # no selector. "In Autopilot, Workload Identity Federation for GKE is always enabled"
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), and GKE Warden refuses
+    # other keys: "[denied by autogke-node-affinity-selector-limitation] ... Autopilot allows node affinity
+    # only on labels with keys: <["topology.kubernetes.io/region", "topology.kubernetes.io/zone", ...,
+    # "cloud.google.com/gke-os-distribution", "kubernetes.io/os", "kubernetes.io/arch"]>"
+    # (kubernetes-sigs/secrets-store-csi-driver#672, quoting the admission webhook's answer).
     job = token_job(manager.stack, names.MULTIKUEUE_MANAGER_KSA, names.MULTIKUEUE_MANAGER_KSA, config,
                     annotations={"iam.gke.io/gcp-service-account": manager.google_service_account},
-                    workload_identity=True)
+                    workload_identity=not manager.autopilot)
     return [*job, *metrics_objects(manager.stack, manager.name, with_job=False)]
 
 
