@@ -61,22 +61,28 @@ TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
 TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
 SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: each at its tag
 
-# Least privilege on a worker: Kueue's example (site/static/examples/multikueue/create-multikueue-kubeconfig.sh
-# at v0.19.2, lines 112-140 for Workloads and queues, 221-255 for RayJobs and RayClusters), only the rules for
-# the frameworks this project dispatches (ray.io/rayjob, ray.io/raycluster). No batch Jobs or pods: KubeRay
-# creates those on the worker from the RayJob; MultiKueue only creates, watches and deletes the RayJob
-# (or RayCluster: update/patch carry elastic replica changes) and the Workload, cluster-wide (its remote watch
-# is a cluster-wide list by the multikueue-origin label: multikueuecluster.go establishWatch).
-WORKER_RULES: tuple[dict[str, Any], ...] = (
-    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads"],
-     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
-    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
+# Least privilege on a worker. The rules are Kueue's own e2e setup's (test/util/multikueue.go at v0.19.2,
+# MultiKueueRulesForManager: Workloads, their status, the queues, and frameworkRules for the frameworks the
+# manager enables, here ray.io/rayjob and ray.io/raycluster; vendored in tests/reference/kueue-multikueue/), split
+# by scope instead of one ClusterRole:
+# - WORKER_READ_RULES, cluster-wide (ClusterRole): MultiKueue's remote watches and its garbage collector list
+#   every namespace (multikueuecluster.go:421 establishWatch and :693 List carry no namespace), which a
+#   namespaced Role cannot grant;
+# - WORKER_WRITE_RULES, in the job namespace only (Role + RoleBinding there): MultiKueue creates, patches and
+#   deletes the remote Workload and RayJob/RayCluster in the manager object's own namespace (workload.go:819,945
+#   Create of the clone; ray_multikueue_adapter.go:220 Create, :257,:274 Patch, :298 Delete). So the token can
+#   create no RayCluster (hence no pod) in kube-system, default or any other namespace.
+WORKER_READ_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads", "clusterqueues", "localqueues"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": ["get", "list", "watch"]},
+)
+WORKER_WRITE_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads"], "verbs": ["create", "update", "patch", "delete"]},
     {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters"],
-     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters/status"], "verbs": ["get"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"],
+     "verbs": ["create", "update", "patch", "delete"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status", "rayclusters/status"], "verbs": ["get"]},
 )
 # What the manager's Google identity needs on a worker's project to reach its API server: authenticate
 # (container.clusters.get) and pass the DNS-based endpoint (container.clusters.connect); nothing inside the
@@ -274,17 +280,24 @@ def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[
 
 
 def worker_objects(region: StackSpec, manager: Manager) -> list[dict[str, Any]]:
-    """On a worker: the ServiceAccount the manager acts as, its least-privilege role, and the one permission
-    the manager's Google identity holds (a token for that ServiceAccount)."""
+    """On a worker: the ServiceAccount the manager acts as, its least-privilege roles (read cluster-wide, write in
+    the job namespace only), and the one permission the manager's Google identity holds (a token for that
+    ServiceAccount)."""
     ns, stack, sa = kueue.NAMESPACE, region.stack, names.MULTIKUEUE_WORKER_SA
     role, token_role = names.multikueue_worker_role(manager.name), names.multikueue_token_role(manager.name)
+    reader = f"{role}-read"
+    subject = [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, sa, "multikueue", ns),
          "automountServiceAccountToken": False},
-        _rbac("ClusterRole", _meta(stack, role, "multikueue"), rules=[dict(r) for r in WORKER_RULES]),
-        _rbac("ClusterRoleBinding", _meta(stack, role, "multikueue"),
-              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-              subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": ns}]),
+        _rbac("ClusterRole", _meta(stack, reader, "multikueue"), rules=[dict(r) for r in WORKER_READ_RULES]),
+        _rbac("ClusterRoleBinding", _meta(stack, reader, "multikueue"),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
+              subjects=subject),
+        _rbac("Role", _meta(stack, role, "multikueue", region.storage.namespace),
+              rules=[dict(r) for r in WORKER_WRITE_RULES]),
+        _rbac("RoleBinding", _meta(stack, role, "multikueue", region.storage.namespace),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}, subjects=subject),
         _rbac("Role", _meta(stack, token_role, "multikueue", ns), rules=[
             {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [sa],
              "verbs": ["create"]}]),
