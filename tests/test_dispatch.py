@@ -536,3 +536,18 @@ def test_single_region_clusters_refuse_kubernetes_tokens_on_their_dns_endpoint()
     r = engine.render("prod")
     [c] = r.by_type("gcp:container/cluster:Cluster")
     assert "enableK8sTokensViaDns" not in c.inputs["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]
+
+
+def test_the_token_job_image_is_pinned_by_digest_and_admitted_exactly():
+    """A digest, never a moving tag; Binary Authorization admits that reference and no other tag of the repository."""
+    from infra.cluster_security import image_pattern
+    from workloads import multikueue as mk
+
+    r = engine.render("multi")
+    images = {c["image"] for d in r.manifests if d["kind"] == "CronJob"
+              for c in d["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]}
+    assert images == {mk.TOKEN_IMAGE} and re.fullmatch(r"[a-z0-9./-]+@sha256:[0-9a-f]{64}", mk.TOKEN_IMAGE)
+    [policy] = r.by_type("gcp:binaryauthorization/policy:Policy")
+    patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
+    assert image_pattern(mk.TOKEN_IMAGE) in patterns
+    assert not [p for p in patterns if "cloudsdktool" in p and p != image_pattern(mk.TOKEN_IMAGE)]

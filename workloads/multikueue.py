@@ -56,9 +56,15 @@ KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 TOKEN_SECONDS = 3600
 TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
 TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
-# An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim). Its repository goes into
-# Binary Authorization's allow-list with Kueue's (SYSTEM_IMAGES).
-TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
+# An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim), pinned by digest to a
+# versioned tag (versioned tags stay published; `stable-slim` is not a documented tag). The digest is the one two
+# independent public Dockerfiles pin for `google-cloud-cli:562.0.0-slim` (found by content search; no registry
+# was reachable to re-check it: `gcloud container images describe <this>` before a first deploy, see
+# docs/multikueue.md). The pod names the digest alone, the reference Binary Authorization's allow-list pattern
+# matches (infra/cluster_security.py image_pattern), beside Kueue's (SYSTEM_IMAGES).
+TOKEN_IMAGE_TAG = "gcr.io/google.com/cloudsdktool/google-cloud-cli:562.0.0-slim"
+TOKEN_IMAGE = ("gcr.io/google.com/cloudsdktool/google-cloud-cli"
+               "@sha256:0da2de42ae51cd6092b5caf7c96d25003659fd15548760eb4c50c2623e7bf9c2")
 SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: each at its tag
 
 # Least privilege on a worker. The rules are Kueue's own e2e setup's (test/util/multikueue.go at v0.19.2,
