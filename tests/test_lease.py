@@ -220,3 +220,64 @@ def test_on_cloud_storage_semantics_the_old_holder_is_refused(gcs):
     assert second.acquire().epoch == 2
     with pytest.raises(wl.LeaseLost):
         first.renew()
+
+
+def test_the_workers_check_the_lease_without_a_copy_of_the_module(tmp_path):
+    """The driver ships the guard to Ray's training workers pickled by value (ray.cloudpickle
+    register_pickle_by_value): a process where ``lease`` is not importable unpickles it and refuses a save once
+    the lease is another's, as the trainer's hook does."""
+    import functools
+    import subprocess
+
+    import ray.cloudpickle
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    ray.cloudpickle.register_pickle_by_value(wl)
+    try:
+        blob = ray.cloudpickle.dumps(functools.partial(wl.guarded, lease=wl.WriterLease(location, "east5").acquire()))
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(wl)
+    code = ("import pickle, sys\n"
+            "guard = pickle.loads(sys.stdin.buffer.read())\n"
+            "save = guard(lambda step: print('saved', step))\n"
+            "for step in (1, 2):\n"
+            "    try:\n        save(step)\n    except Exception as e:\n        print(type(e).__name__)\n")
+    run = functools.partial(subprocess.run, [sys.executable, "-c", code], input=blob, capture_output=True,
+                            cwd=tmp_path, timeout=60)
+    first = run()
+    assert first.stdout.decode().splitlines() == ["saved 1", "saved 2"], first.stderr.decode()
+    # Another copy takes over (the lease rewritten for east1): the worker's next save refuses.
+    store, key = wl.store_for(location)
+    body, gen = store.read(key)
+    store.write(key, {**body, "holder": "east1", "epoch": body["epoch"] + 1}, gen)
+    second = run()
+    assert second.stdout.decode().split() == ["LeaseLost", "LeaseLost"], second.stderr.decode()
+
+
+def test_queued_jobs_of_a_multi_region_stack_hold_the_lease_on_their_bucket():
+    """The RayJob the manager dispatches runs the trainer with --lease beside its checkpoints, on the bucket its
+    pods mount; a single-region stack's jobs and a job pinned to one region hold none; the trainer takes it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    from stackspec import spec as stack_spec
+    from workloads import manifests, trainer_args
+
+    s = stack_spec.load_stack("multi")
+    for view in s.region_views():
+        for job in view.jobs:
+            doc = manifests.ray_job(view, job)
+            argv = trainer_args.trainer_argv(view, job)
+            pods = [doc["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]]
+            [bucket] = {v["csi"]["volumeAttributes"]["bucketName"] for p in pods for v in p["volumes"] if "csi" in v}
+            if job.region is None:
+                lease = argv[argv.index("--lease") + 1]
+                assert lease == wl.location_for("/data/", job.run_name, bucket)
+                assert f"run_name={job.run_name}" in argv and "base_output_directory=/data/" in argv
+                assert manifests.trainer_configmap(view)["data"]["lease.py"] == Path(wl.__file__).read_text()
+                args, _ = maxtext_trainer.parse_args(argv)
+                assert args.lease == lease
+            else:
+                assert "--lease" not in argv
+    prod = stack_spec.load_stack("prod")
+    assert not any("--lease" in trainer_args.trainer_argv(prod, j) for j in prod.jobs)

@@ -47,6 +47,10 @@ LEASE_NAME = ".writer-lease"
 TTL_S = 300.0  # a lease lives 5 minutes unless renewed (every TTL_S / 3)
 SAVE_BUDGET_S = 120.0  # a checkpoint save starts only with at least this much lease left
 SKEW_S = 30.0  # a taker waits this long past expiry (clock difference between hosts)
+# A copy waits for the holder's lease this long: the RayJob's activeDeadlineSeconds (4 h) ends it first. Failing
+# sooner would finish the job on the manager, which then deletes every copy, the running one included
+# (workload.go:380-393).
+WAIT_S = 4 * 3600.0
 METADATA_TOKEN = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
 
 
