@@ -300,6 +300,10 @@ def dispatch_report(rendering: engine.Rendering) -> dict[str, Any]:
         for job in c.of_kind("RayJob"):
             problems, mk_clusters = kueue_problems(c, job, manager_side=True)
             runs_on = []
+            if mk_clusters and job["spec"].get("managedBy") != MULTIKUEUE_CONTROLLER:
+                # Kueue defaults it only if its webhook's caches already hold the queue and check
+                # (jobframework/defaults.go:127-148); it is immutable afterwards (KubeRay CRD CEL).
+                problems.append(f"{c.name}: spec.managedBy is not {MULTIKUEUE_CONTROLLER} at creation")
             if mk_clusters:
                 for mkc in mk_clusters:
                     worker, why = worker_of(c, mkc, all_clusters)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stackspec.kueue_rules import MULTIKUEUE_CONTROLLER
 from stackspec.spec import StackSpec
 from workloads import compute_class, manifests, security
 from workloads import monitoring as gmp
@@ -178,9 +179,9 @@ class QueuedRayJobsArgs:
 
 
 class QueuedRayJobs(pulumi.ComponentResource):
-    """The RayJobs of a multi-region stack, created on the manager. Kueue's webhook sets their spec.managedBy to
-    kueue.x-k8s.io/multikueue there (never set here: Kueue v0.19.2 site/content/en/docs/tasks/run/multikueue/
-    kuberay.md), so KubeRay leaves them alone and MultiKueue mirrors each to the region that admits it."""
+    """The RayJobs of a multi-region stack, created on the manager with spec.managedBy kueue.x-k8s.io/multikueue
+    (:func:`queued`; Kueue v0.19.2 site/content/en/docs/tasks/run/multikueue/kuberay.md: the value Kueue defaults
+    there), so KubeRay leaves them alone and MultiKueue mirrors each to the region that admits it."""
 
     jobs: dict[str, k8s.apiextensions.CustomResource]
 
@@ -203,6 +204,15 @@ class QueuedRayJobs(pulumi.ComponentResource):
         base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
                                       depends_on=[*args.depends_on, *templates.values()],
                                       replace_on_changes=["spec", "metadata"], delete_before_replace=True)
-        self.jobs = {job.name: _custom(f"{name}-{job.name}", manifests.ray_job(view, job), base)
+        self.jobs = {job.name: _custom(f"{name}-{job.name}", queued(manifests.ray_job(view, job)), base)
                      for view, job in args.jobs}
         self.register_outputs({"rayJobs": list(self.jobs), "claimTemplates": list(templates)})
+
+
+def queued(doc: dict) -> dict:
+    """A RayJob created on the manager, handed to MultiKueue from its creation: ``spec.managedBy`` is what Kueue's
+    webhook would default (jobframework/defaults.go:127-148), set by the stack so that it does not depend on the
+    webhook's caches having seen the LocalQueue, ClusterQueue and AdmissionCheck yet (the default is silently
+    skipped otherwise, and the field is immutable: KubeRay CRD CEL ``self == oldSelf``); MultiKueue clears it on
+    the worker's copy (ray_multikueue_adapter.go:217-218 setManagedBy nil)."""
+    return {**doc, "spec": {**doc["spec"], "managedBy": MULTIKUEUE_CONTROLLER}}
