@@ -187,10 +187,16 @@ def test_manager_helm_values(manager, regions):
     assert config["multiKueue"] == {"dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
                                     "incrementalDispatcherConfig": {"stepSize": 1}}
     assert config["integrations"]["frameworks"] == ["ray.io/rayjob", "ray.io/raycluster"]
-    # Same waitForPodsReady and DRA mapping as the workers: the manager admits the same pods' quota first.
+    # The same DRA mapping as the workers: the manager admits the same pods' quota first. waitForPodsReady: the
+    # workers' settings, but a copy not ready within half a job's deadline is evicted and dispatched again (before
+    # KubeRay's activeDeadlineSeconds fails it where it sits).
     worker = kueue.manager_config(regions[0])
-    assert config["waitForPodsReady"] == worker["waitForPodsReady"]
     assert config["resources"] == worker["resources"]
+    wfpr = config["waitForPodsReady"]
+    assert {k: v for k, v in wfpr.items() if k != "timeout"} == {
+        k: v for k, v in worker["waitForPodsReady"].items() if k != "timeout"}
+    deadline = min(j.active_deadline_seconds for r in regions for j in r.jobs)
+    assert wfpr["timeout"] == f"{deadline // 2}s" and deadline // 2 >= 5 * 60  # past a dispatch round (5 min)
     assert "featureGates" not in values.get("controllerManager", {})  # the kubeconfig path needs none
 
 

@@ -49,6 +49,8 @@ INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 # and MultiKueueIncrementalDispatcherConfig are Beta and on in 0.19: concepts/multikueue.md "Incremental").
 DISPATCH_STEP = 1
 MAX_CLUSTERS = 20  # MultiKueueConfig spec.clusters: 1..20, unique (CRD validation)
+# Six dispatch rounds (incrementalDispatcherRoundTimeout, 5 minutes: incrementaldispatcher.go:50) at least.
+MIN_PODS_READY_SECONDS = 1800
 KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 
 # The worker side's identity for the manager is a ServiceAccount in kueue-system (names.MULTIKUEUE_WORKER_SA),
@@ -270,7 +272,22 @@ def manager_config(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, 
         "dispatcherName": INCREMENTAL_DISPATCHER,
         "incrementalDispatcherConfig": {"stepSize": DISPATCH_STEP},
     }
+    config["waitForPodsReady"] = {**config["waitForPodsReady"], "timeout": f"{manager_pods_ready_seconds(regions)}s"}
     return config
+
+
+def manager_pods_ready_seconds(regions: Sequence[StackSpec]) -> int:
+    """The manager's waitForPodsReady timeout: half the shortest queued job's activeDeadlineSeconds (30 minutes at
+    least). A copy admitted on a worker whose pods never get ready (admission there is quota only) is then evicted
+    on the manager, its copies removed (multikueue/workload.go:380-393) and the job dispatched again with a fresh
+    deadline (KubeRay starts a RayJob's clock when it initializes it: rayjob_controller.go v1.5.1 l.826-857), instead
+    of failing at its deadline in the region that admitted it. The manager's clock starts when a worker admits
+    (its MultiKueue check Ready: core/workload_controller.go:1657-1682) and stops at its RayJob's PodsReady, read
+    from the status MultiKueue mirrors (rayjob/rayjob_controller.go:229-231, ray_multikueue_adapter.go:196-200).
+    The workers keep their own 24 h (slow fallback capacity, workloads/kueue.py). docs/multikueue.md
+    "waitForPodsReady"."""
+    deadlines = [j.active_deadline_seconds for r in regions for j in r.jobs if j.region is None]
+    return max(MIN_PODS_READY_SECONDS, min(deadlines, default=2 * MIN_PODS_READY_SECONDS) // 2)
 
 
 def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, Any]:
