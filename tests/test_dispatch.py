@@ -555,3 +555,45 @@ def test_the_token_job_image_is_pinned_by_digest_and_admitted_exactly():
     patterns = [p["namePattern"] for p in policy.inputs["admissionWhitelistPatterns"]]
     assert image_pattern(mk.TOKEN_IMAGE) in patterns
     assert not [p for p in patterns if "cloudsdktool" in p and p != image_pattern(mk.TOKEN_IMAGE)]
+
+
+# GKE Warden's allow-list for node selection without workload separation, as its refusal quotes it
+# (kubernetes-sigs/secrets-store-csi-driver#672, arangodb/kube-arangodb#751).
+AUTOPILOT_NODE_KEYS = {"topology.kubernetes.io/region", "topology.kubernetes.io/zone",
+                       "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+                       "cloud.google.com/gke-os-distribution", "kubernetes.io/os", "kubernetes.io/arch"}
+
+
+def manager_pods(manager: Cluster) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every pod template the stack puts on the manager (a RayJob there makes none: spec.managedBy)."""
+    for d in manager.docs:
+        spec = d.get("spec", {})
+        if d["kind"] == "CronJob":
+            yield f"CronJob/{d['metadata']['name']}", spec["jobTemplate"]["spec"]["template"]["spec"]
+        elif d["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            yield f"{d['kind']}/{d['metadata']['name']}", spec["template"]["spec"]
+        elif d["kind"] == "Pod":
+            yield f"Pod/{d['metadata']['name']}", spec
+
+
+def test_nothing_on_the_autopilot_manager_is_what_autopilot_refuses():
+    """Autopilot's Warden refuses node selectors outside its allow-list and pods outside its baseline policy
+    (privileged, host namespaces, hostPath, added capabilities: cloud.google.com/kubernetes-engine/docs/concepts/
+    autopilot-security). The manager holds Kueue's objects, the claim template and the RayJobs (no pods of
+    theirs) and the token CronJob, whose pod asks for none of these."""
+    r = engine.render("multi")
+    assert r.spec.manager.autopilot
+    manager = clusters(r)[r.outputs["manager"]]
+    assert all(j["spec"].get("managedBy") == MULTIKUEUE_CONTROLLER for j in manager.of_kind("RayJob"))
+    pods = list(manager_pods(manager))
+    assert pods, "the token CronJob"
+    for what, pod in pods:
+        assert set(pod.get("nodeSelector", {})) <= AUTOPILOT_NODE_KEYS, what
+        affinity = pod.get("affinity", {}).get("nodeAffinity", {})
+        assert not affinity, what
+        assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), what
+        assert not any("hostPath" in v for v in pod.get("volumes", [])), what
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            sc = c.get("securityContext", {})
+            assert not sc.get("privileged") and not sc.get("capabilities", {}).get("add"), what
+            assert sc.get("allowPrivilegeEscalation") is False, what
