@@ -326,8 +326,8 @@ def dispatch_report(rendering: engine.Rendering) -> dict[str, Any]:
 
 
 def three_regions(tmp_path: Path) -> engine.Rendering:
-    """A test-owned stack: the multi stack with a third region (us-central1, without DRANET's second NICs would
-    break the queued jobs' rendering alike rule, so with its own two networks), an explicit multi-region bucket
+    """A test-owned stack: the multi stack with a third region (us-central1, with its own two DCN networks: every
+    region must render a queued job alike), the bucket in the US multi-region (a dual-region holds two regions)
     and a Standard manager."""
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.multi.yaml").read_text())
     cfg = doc["config"]

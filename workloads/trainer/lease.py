@@ -40,7 +40,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 LEASE_NAME = ".writer-lease"
@@ -181,8 +181,13 @@ class Lease:
     holder: str
     epoch: int
     save_budget_s: float = SAVE_BUDGET_S
+    # The expiry last read as ours: no other copy can take over before it (plus the skew), so until a save's
+    # budget before it no read is needed (MaxText calls the save hook every step, on every worker).
+    known_expires: float = field(default=0.0, compare=False)
 
     def check(self, now: Callable[[], float] = time.time) -> None:
+        if now() <= self.known_expires - self.save_budget_s:
+            return
         store, key = store_for(self.location)
         found = store.read(key)
         if found is None:
@@ -194,6 +199,7 @@ class Lease:
         if body["expires"] - now() < self.save_budget_s:
             raise LeaseLost(f"{self.location}: {body['expires'] - now():.0f} s of lease left, less than a save's "
                             f"{self.save_budget_s:.0f} s: not renewed in time, this copy stops before writing")
+        self.known_expires = body["expires"]
 
 
 class WriterLease:
