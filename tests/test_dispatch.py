@@ -522,6 +522,11 @@ def test_every_worker_is_reachable_with_the_rendered_credential(rendering):
                 if verb not in READS:
                     for other in ("default", "kube-system", "kueue-system"):
                         assert not allowed(worker, token, verb, group, resource, other), (worker.name, verb, other)
+        # Where it may write, Pod Security keeps what KubeRay makes of a RayCluster unprivileged (no hostPath,
+        # host namespaces or privileged containers: the baseline level).
+        for ns in job_namespaces:
+            labels = worker.get("Namespace", ns)["metadata"].get("labels", {})
+            assert labels.get("pod-security.kubernetes.io/enforce") in ("baseline", "restricted"), (worker.name, ns)
         for group, resource in (("", "pods"), ("", "secrets"), ("batch", "jobs")):
             assert not any(allowed(worker, token, v, group, resource, ns) for v in (*READS, "create")
                            for ns in (None, *job_namespaces)), resource
