@@ -60,7 +60,8 @@ def project_number(project: str) -> pulumi.Output[str]:
     return gcp.organizations.get_project_output(project_id=project).number
 
 
-def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None):
+def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None,
+                   multikueue_worker=False):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -74,7 +75,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
         name,
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
-                       multi_networking=view.dranet),
+                       multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker),
         # The policy's API and the policy itself before the cluster evaluates it.
         opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
     )
@@ -191,7 +192,7 @@ def multi_region() -> None:
                          if spec.monitoring.enabled else None)
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
                                               shared_bucket=bucket,
-                                              shared_monitoring=shared_monitoring)
+                                              shared_monitoring=shared_monitoring, multikueue_worker=True)
                for v in views}
 
     manager = ManagerCluster(m.name, ManagerClusterArgs(

@@ -416,7 +416,8 @@ def test_the_manager_reaches_workers_as_a_google_identity_with_one_permission():
     regions = _mk_regions()
     m = _mk_manager(regions)
     assert [g.role for g in mk.iam_grants(m, regions)] == ["roles/container.clusterViewer"]
-    binding = next(d for d in mk.worker_objects(regions[0], m) if d["kind"] == "RoleBinding")
+    binding = next(d for d in mk.worker_objects(regions[0], m) if d["kind"] == "RoleBinding"
+                   and d["metadata"]["namespace"] == kueue.NAMESPACE)  # the token's (the other: the job namespace's)
     assert binding["subjects"][0]["kind"] == "User" and binding["subjects"][0]["name"] == m.google_service_account
     # The default path is the kubeconfig one: no ClusterProfile, no alpha gate.
     values = mk.manager_helm_values(m, regions)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -186,10 +187,16 @@ def test_manager_helm_values(manager, regions):
     assert config["multiKueue"] == {"dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
                                     "incrementalDispatcherConfig": {"stepSize": 1}}
     assert config["integrations"]["frameworks"] == ["ray.io/rayjob", "ray.io/raycluster"]
-    # Same waitForPodsReady and DRA mapping as the workers: the manager admits the same pods' quota first.
+    # The same DRA mapping as the workers: the manager admits the same pods' quota first. waitForPodsReady: the
+    # workers' settings, but a copy not ready within half a job's deadline is evicted and dispatched again (before
+    # KubeRay's activeDeadlineSeconds fails it where it sits).
     worker = kueue.manager_config(regions[0])
-    assert config["waitForPodsReady"] == worker["waitForPodsReady"]
     assert config["resources"] == worker["resources"]
+    wfpr = config["waitForPodsReady"]
+    assert {k: v for k, v in wfpr.items() if k != "timeout"} == {
+        k: v for k, v in worker["waitForPodsReady"].items() if k != "timeout"}
+    deadline = min(j.active_deadline_seconds for r in regions for j in r.jobs)
+    assert wfpr["timeout"] == f"{deadline // 2}s" and deadline // 2 >= 5 * 60  # past a dispatch round (5 min)
     assert "featureGates" not in values.get("controllerManager", {})  # the kubeconfig path needs none
 
 
@@ -197,25 +204,28 @@ def test_manager_helm_values(manager, regions):
 
 
 def test_worker_rbac_is_least_privilege(manager, regions):
+    """Reads cluster-wide (MultiKueue's remote watches list every namespace), writes in the job namespace only:
+    tests/test_dispatch.py evaluates the same bindings against Kueue's own e2e rules."""
     docs = mk.worker_objects(regions[0], manager)
     (role,) = by_kind(docs, "ClusterRole")
     granted = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
                for r in rule["resources"]}
-    assert set(granted) == {("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "workloads/status"),
-                            ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "localqueues"),
-                            ("ray.io", "rayjobs"), ("ray.io", "rayjobs/status"),
-                            ("ray.io", "rayclusters"), ("ray.io", "rayclusters/status")}
-    assert granted[("ray.io", "rayjobs/status")] == {"get"}
-    assert granted[("kueue.x-k8s.io", "clusterqueues")] == {"get", "list", "watch"}
+    assert set(granted) == {("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "clusterqueues"),
+                            ("kueue.x-k8s.io", "localqueues"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters")}
+    assert set().union(*granted.values()) == {"get", "list", "watch"}  # nothing written cluster-wide
     (crb,) = by_kind(docs, "ClusterRoleBinding")
-    assert role["metadata"]["name"] == crb["roleRef"]["name"] == names.multikueue_worker_role(manager.name)
+    assert role["metadata"]["name"] == crb["roleRef"]["name"] == f"{names.multikueue_worker_role(manager.name)}-read"
     assert crb["subjects"] == [
         {"kind": "ServiceAccount", "name": names.MULTIKUEUE_WORKER_SA, "namespace": kueue.NAMESPACE}]
+    [writer] = [d for d in by_kind(docs, "Role") if d["metadata"]["name"] == names.multikueue_worker_role(manager.name)]
+    assert writer["metadata"]["namespace"] == regions[0].storage.namespace
+    [wrb] = [d for d in by_kind(docs, "RoleBinding") if d["roleRef"]["name"] == writer["metadata"]["name"]]
+    assert wrb["metadata"]["namespace"] == writer["metadata"]["namespace"] and wrb["subjects"] == crb["subjects"]
     # The manager's Google identity may only mint that one ServiceAccount's tokens.
-    (token_role,) = by_kind(docs, "Role")
+    [token_role] = [d for d in by_kind(docs, "Role") if d["metadata"]["namespace"] == kueue.NAMESPACE]
     assert token_role["rules"] == [{"apiGroups": [""], "resources": ["serviceaccounts/token"],
                                     "resourceNames": [names.MULTIKUEUE_WORKER_SA], "verbs": ["create"]}]
-    (rb,) = by_kind(docs, "RoleBinding")
+    [rb] = [d for d in by_kind(docs, "RoleBinding") if d["metadata"]["namespace"] == kueue.NAMESPACE]
     assert token_role["metadata"]["name"] == rb["roleRef"]["name"] == names.multikueue_token_role(manager.name)
     assert rb["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                "name": names.multikueue_account_email("tpu-manager", "my-tpu-project")}]
@@ -236,7 +246,12 @@ def test_manager_token_job(manager, regions, pod_monitoring_validator):
     (job,) = by_kind(docs, "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     ksa = names.MULTIKUEUE_MANAGER_KSA
-    assert pod["serviceAccountName"] == ksa and pod["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
+    # Autopilot manager (the default): no nodeSelector (Warden's allow-list has none of GKE's metadata-server
+    # label); a Standard manager selects its system pool's metadata server.
+    assert pod["serviceAccountName"] == ksa and "nodeSelector" not in pod and manager.autopilot
+    standard = mk.manager_access_objects(dataclasses.replace(manager, autopilot=False), regions, ENDPOINTS)
+    (std_job,) = by_kind(standard, "CronJob")
+    assert std_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["nodeSelector"] == kube.METADATA_SERVER_SELECTOR
     sa = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == ksa)
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": manager.google_service_account}
     cm = next(d for d in docs if d["kind"] == "ConfigMap")

@@ -134,8 +134,12 @@ def test_the_program_renders_every_region_and_the_manager(multi):
     assert {n: ("tpu-manager-k8s" in p) for n, p in jobs.items()} == {
         "llama3-70b-multislice": True, "llama3-8b-multislice": True, "llama3-8b-elastic": False}
     assert "maxtext-east1-k8s" in jobs["llama3-8b-elastic"]
-    # Kueue's webhook sets managedBy on the manager: never the program.
-    assert all("managedBy" not in r.inputs["spec"] for r in by_type["kubernetes:ray.io/v1:RayJob"])
+    # The manager's RayJobs are MultiKueue's from their creation (what Kueue's webhook would default, without
+    # depending on its caches); a job created in its region is KubeRay's there.
+    assert {r.inputs["metadata"]["name"]: r.inputs["spec"].get("managedBy")
+            for r in by_type["kubernetes:ray.io/v1:RayJob"]} == {
+        "llama3-70b-multislice": "kueue.x-k8s.io/multikueue", "llama3-8b-multislice": "kueue.x-k8s.io/multikueue",
+        "llama3-8b-elastic": None}
 
 
 def test_the_multi_stack_previews_clean(tmp_path, capsys):

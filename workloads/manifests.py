@@ -30,6 +30,7 @@ PART_OF = kube.PART_OF_VALUE
 TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
 # Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
 TRAINER_DIR = "/home/ray/trainer"
+LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
 
 # GKE DRANET: one netdev device per secondary network, attached to every TPU worker pod.
 NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
@@ -209,7 +210,9 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
             "trainer",
             annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
         ),
-        "data": {TRAINER_SCRIPT.name: text},
+        # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease).
+        "data": {TRAINER_SCRIPT.name: text, **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
+                                                if spec.site is not None else {})},
     }
 
 

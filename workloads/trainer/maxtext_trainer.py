@@ -116,6 +116,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="--local only: hold each checkpoint of the first attempt (the worker "
                         "group that starts at step 0) this long before Orbax commits it (slow "
                         "storage: a window for the kill-during-save drill)")
+    p.add_argument("--lease", default=None,
+                   help="a writer lease on the run's checkpoints (gs://bucket/run/.writer-lease or a path): wait "
+                        "while another copy holds it, stop before a save once it is lost (lease.py beside this script)")
     p.add_argument("--verdict-wait", type=float, default=VERDICT_WAIT_S,
                    help="elastic: longest wait, after a failure, for the cluster to declare an "
                         "unreachable node dead before restarting without it")
@@ -500,7 +503,7 @@ def train_loop_per_worker(config: dict) -> None:
             emit("loss", step=int(step), loss=loss)
 
     maxtext_train.get_first_step = first_step
-    checkpointing.maybe_save_checkpoint = save
+    checkpointing.maybe_save_checkpoint = config["lease_guard"](save) if config.get("lease_guard") else save
     MetricLogger.log_metrics = log_metrics
     argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
     try:
@@ -585,7 +588,7 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
         train_loop_config={
             "base_yml": base_yml, "settings": settings, "local": args.local,
             "step_delay": args.step_delay, "hosts_per_slice": args.hosts_per_slice,
-            "save_commit_delay": args.save_commit_delay,
+            "save_commit_delay": args.save_commit_delay, "lease_guard": getattr(args, "lease_guard", None),
         },
         scaling_config=scaling,
         run_config=RunConfig(
@@ -593,6 +596,22 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
             **run_kw,
         ),
     )
+
+
+def hold_lease(args: argparse.Namespace):
+    """--lease: hold the run's writer lease (lease.py) for the whole fit; each worker's saves check it."""
+    if not args.lease:
+        return None
+    import functools
+
+    import lease as writer_lease  # beside this script: the trainer ConfigMap carries both
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(writer_lease)  # the workers have no copy of the module
+    lease = writer_lease.WriterLease(args.lease)
+    args.lease_guard = functools.partial(writer_lease.guarded, lease=lease.acquire(wait_s=writer_lease.WAIT_S))
+    lease.start_renewing()
+    return lease
 
 
 def main(argv: list[str]) -> int:
@@ -611,6 +630,7 @@ def main(argv: list[str]) -> int:
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
     metrics = path = None
+    lease = hold_lease(args)
     try:
         result = build_trainer(args, base_yml, settings).fit()
         error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
@@ -620,6 +640,8 @@ def main(argv: list[str]) -> int:
     summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
                "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
     print(f"{RESULT} {json.dumps(summary, default=str)}", flush=True)
+    if lease is not None:
+        lease.release()
     ray.shutdown()
     if error is not None:
         print(f"training failed: {error}", file=sys.stderr)
