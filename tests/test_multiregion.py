@@ -11,6 +11,7 @@ import pytest
 from offline import engine
 from slicectl import cli
 from stackspec import names
+from stackspec import regions as places
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -436,3 +437,26 @@ def test_a_multi_region_stack_names_its_bucket_place(tmp_path):
     got = problems(unnamed, tmp_path)
     assert any(p.startswith(f"{NS}:storage.location = (missing): required in a multi-region stack") and
                "ForceNew" in p and "dataLocations: ['us-east1', 'us-east5']" in p for p in got), got
+
+
+def test_a_dual_region_gcs_does_not_offer_is_refused(tmp_path):
+    """GCS's table of configurable dual-regions (docs.cloud.google.com/storage/docs/locations): both regions listed
+    under the location code named, and not a pair offered only predefined (NAM4, EUR4). Refused in the spec, not at
+    apply time by GCS on the protected bucket."""
+    named = "    location: US\n    dataLocations: [us-east1, us-east5]\n"
+    eu = problems(MULTI.replace(named, "    location: EU\n    dataLocations: [us-east1, us-east5]\n"), tmp_path)
+    assert any(p.startswith(f"{NS}:storage.dataLocations") and "EU offers configurable dual-regions of" in p
+               for p in eu), eu
+    assert places.dual_region_error("US", ("us-east1", "us-east5")) is None
+    assert "predefined dual-region NAM4" in places.dual_region_error("US", ("us-central1", "us-east1"))
+    assert "not asia-northeast1" in places.dual_region_error("ASIA", ("asia-east1", "asia-northeast1"))
+    # What the spec suggests is what GCS accepts: NAM4, never US with the NAM4 pair; no ASIA pair with Tokyo.
+    assert [(w.location, w.data_locations) for w in places.bucket_places(["us-central1", "us-east1"])] == [
+        ("NAM4", ()), ("US", ())]
+    assert [w.location for w in places.bucket_places(["asia-east1", "asia-northeast1"])] == ["ASIA"]
+    # dataLocations name a dual-region's two regions under its code; a single-region stack's default location (its
+    # region) is none.
+    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    got = problems(prod.replace("    storageClass: STANDARD\n", "    storageClass: STANDARD\n"
+                                "    dataLocations: [us-east1, us-east5]\n", 1), tmp_path)
+    assert any(p.startswith(f"{NS}:storage.location") and "required with dataLocations" in p for p in got), got

@@ -448,8 +448,8 @@ FAILING += [
      lambda rs: _find(rs, CLUSTER, "tpu-manager").props.update(minMasterVersion="1.33.5-gke.1080000"), None,
      "cluster maxtext-east5 runs GKE 1.35.2-gke.1842000, more than 1 minor version above tpu-manager"),
     ("one-checkpoint-location", "multi",
-     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-east1-checkpoints-object-user")
-     .props.update(bucket="elsewhere"), None, "bind different buckets"),
+     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-manager-checkpoints-object-user")
+     .props.update(bucket="elsewhere"), None, "binds ['elsewhere'], not the checkpoint bucket"),
     ("queued-job-placeable", "multi",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if r.props.get("name") != "v6e-16-1"]), None,
      "RayJob llama3-70b-multislice needs 2 x tpu-v6e-slice 4x4 and no worker"),

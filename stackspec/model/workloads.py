@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .. import kuberay, limits, names
+from .. import regions as places
 from .types import BucketName, KsaName, Namespace, Port, Quantity, RayClusterName, Region, Section, _check, _name, at
 
 STORAGE_CLASSES = ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE")
@@ -36,15 +37,22 @@ class Storage(Section):
         names.DEFAULT_NAMESPACE)
     service_account: KsaName  # the Kubernetes service account of the workloads
     protected: bool | None = None  # refuse deletion, keep the bucket on destroy; on in prod
-    # A configurable dual-region's two regions (location then names their multi-region: US, EU, ASIA). Multi-region
-    # stacks pick it (or a predefined dual-region or a multi-region) when location is unset.
+    # A configurable dual-region's two regions (location then names the code the GCS table lists both under: US, EU,
+    # ASIA, ...; stackspec.regions.CONFIGURABLE_DUAL_REGIONS). A multi-region stack names its place, never derived.
     data_locations: tuple[Region, ...] = ()
 
     @model_validator(mode="after")
     def _data_locations(self) -> Storage:
-        if self.data_locations and len(set(self.data_locations)) != 2:
+        if not self.data_locations:
+            return self
+        if len(set(self.data_locations)) != 2:
             raise at("dataLocations", "a configurable dual-region names two different regions "
                                       "(https://cloud.google.com/storage/docs/locations)")
+        if self.location is None:
+            raise at("location", "required with dataLocations: a configurable dual-region's location code (US, EU, "
+                                 "ASIA, ...), never a region (https://cloud.google.com/storage/docs/locations)")
+        if error := places.dual_region_error(self.location, self.data_locations):
+            raise at("dataLocations", error)
         return self
     # Most one run's checkpoints may hold (GB): more is a preview warning and a policy warning.
     checkpoint_budget_gb: float | None = Field(None, gt=0)
