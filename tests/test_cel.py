@@ -351,3 +351,26 @@ def _refused_by_mutations(rendered: dict) -> set[tuple[str, str]]:
         s, old, new = _update(rendered, stack, kind, setting, change)
         out |= {(kind, o.rule.rule) for o in kube_cel.evaluate(s, new, old) if not o.ok}
     return out
+
+
+# --------------------------------------------------------------------------- the Kubernetes shim
+
+
+def test_the_kubernetes_shim_follows_the_api_server():
+    """Property-name escaping as the CRD ``rule`` reference's own examples (``namespace`` -> ``__namespace__``,
+    ``x-prop`` -> ``x__dash__prop``, ``redact__d`` -> ``redact__underscores__d``); Go durations; ``isURL``;
+    heterogeneous equality (an int-or-string port compared with 0); map keys unescaped."""
+    assert [kube_cel.escape(n) for n in ("namespace", "x-prop", "redact__d", "a.b/c", "plain", "1x")] == [
+        "__namespace__", "x__dash__prop", "redact__underscores__d", "a__dot__b__slash__c", "plain", None]
+    assert kube_cel.go_duration("1h30m").total_seconds() == 5400
+    assert kube_cel.go_duration("500ms").total_seconds() == 0.5
+    with pytest.raises(ValueError):
+        kube_cel.go_duration("30 seconds")
+    assert [bool(kube_cel.is_url(u)) for u in ("https://a:8080/x", "/metrics", "proxy-host", "")] == [
+        True, True, False, False]
+    port = {"x-kubernetes-int-or-string": True, "x-kubernetes-validations": [{"rule": "self != 0"}]}
+    node = {"properties": {"port": port, "labels": {"additionalProperties": {"type": "string"},
+                                                    "x-kubernetes-validations": [{"rule": "self['a.b/c'] == 'x'"}]}}}
+    assert kube_cel.failures(kube_cel.evaluate(node, {"port": "metrics", "labels": {"a.b/c": "x"}})) == []
+    assert kube_cel.failures(kube_cel.evaluate(node, {"port": 0, "labels": {"a.b/c": "y"}})) == [
+        "port: self != 0", "labels: self['a.b/c'] == 'x'"]
