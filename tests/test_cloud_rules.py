@@ -7,6 +7,7 @@ the rendered plan, the real spec model. Only the cloud is absent; what it would 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import sys
@@ -453,6 +454,46 @@ def test_every_rule_has_a_test_and_its_checks_exist():
             else:
                 assert kind == "spec", (r.id, check)
     assert len({r.id for r in cloud_rules.RULES}) == len(cloud_rules.RULES)
+
+
+_URL = re.compile(r"https://[^\s]+")
+_REPO_REF = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<path>[^:\s]+)"
+                       r":(?P<a>\d+)(?:-(?P<b>\d+))?")
+SOURCES = ROOT / "tests" / "reference" / "cloud-rule-sources.json"
+
+
+def test_every_rule_quotes_what_it_relies_on_where_it_says():
+    """Each rule quotes at least one sentence or line with where it is: a URL, or a repository line range at a
+    commit. A repository quote must be in the lines ``tests/tools/cloud_rule_sources.py`` read at that commit
+    (``tests/reference/cloud-rule-sources.json``): a path or line that does not exist there, or words not in them,
+    fail; so does a recorded range no rule cites any more."""
+    recorded = {f"{e['repo']}@{e['commit']}:{e['path']}:{e['lines']}": e for e in json.loads(SOURCES.read_text())}
+    cited = set()
+    for r in cloud_rules.RULES:
+        assert r.quotes, f"{r.id}: no quote"
+        for q in r.quotes:
+            assert q.text.strip(), r.id
+            m = _REPO_REF.fullmatch(q.where)
+            if m is None:
+                assert _URL.fullmatch(q.where), f"{r.id}: neither a URL nor owner/name@commit:path:line: {q.where}"
+                continue
+            key = f"{m['repo']}@{m['commit']}:{m['path']}:{m['a']}-{m['b'] or m['a']}"
+            assert key in recorded, f"{r.id}: {q.where} was not read at its commit (tests/tools/cloud_rule_sources.py)"
+            assert " ".join(q.text.split()) in " ".join(recorded[key]["text"].split()), (r.id, q.where)
+            cited.add(key)
+    assert set(recorded) == cited, f"recorded but not quoted: {set(recorded) - cited}"
+
+
+def test_the_quote_check_fails_on_a_bad_quote(monkeypatch):
+    rule = cloud_rules.RULES[0]
+    bad = cloud_rules.Quote("words the file does not have", rule.quotes[1].where)
+    monkeypatch.setattr(cloud_rules, "RULES", (dataclasses.replace(rule, quotes=(bad,)),))
+    with pytest.raises(AssertionError):
+        test_every_rule_quotes_what_it_relies_on_where_it_says()
+    missing = cloud_rules.Quote(rule.quotes[1].text, rule.quotes[1].where.replace("node_pool.go", "nodepool.go"))
+    monkeypatch.setattr(cloud_rules, "RULES", (dataclasses.replace(rule, quotes=(missing,)),))
+    with pytest.raises(AssertionError, match="was not read"):
+        test_every_rule_quotes_what_it_relies_on_where_it_says()
 
 
 def test_the_readme_table_is_the_module_table():
