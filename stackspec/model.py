@@ -33,7 +33,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import checkpoints, kuberay, limits, machines, names, prices, runs, tpu, zones
+from . import checkpoints, kuberay, limits, machines, names, prices, rules_extra, runs, tpu, zones
 from . import maxtext as maxtext_facts
 from . import regions as places
 from .errors import MISSING, Problem, UnknownName
@@ -254,6 +254,8 @@ class Slice(Section):
             if types.count(t) > 1:
                 raise at("capacity", f"capacity type {t} is listed {types.count(t)} times; list each type once, "
                                      "in the order GKE should try them")
+        if msg := rules_extra.queued_provisioning_alone(self.capacity):
+            raise at("capacity", msg)
         if self.node_pool_auto_creation and any(c.queued_provisioning for c in self.capacity):
             raise at("nodePoolAutoCreation", "queued provisioning needs a node pool the stack creates; "
                                              "set nodePoolAutoCreation: false or queuedProvisioning: false")

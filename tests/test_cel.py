@@ -39,10 +39,9 @@ def schema(kind: str, version: str) -> dict:
 
 
 def _dws_config() -> dict[str, str]:
-    """prod falling back from a reservation to flex-start with queued provisioning (DWS): the render that has a
-    ProvisioningRequestConfig and its AdmissionCheck in a single-region stack."""
-    return with_fallbacks(engine.stack_config("prod"), [{"type": "reservation", "reservation": "tpu-v6e-res"},
-                                                        {"type": "flex-start", "queuedProvisioning": True}])
+    """prod on flex-start with queued provisioning (DWS): the render that has a ProvisioningRequestConfig and its
+    AdmissionCheck in a single-region stack."""
+    return with_fallbacks(engine.stack_config("prod"), [{"type": "flex-start", "queuedProvisioning": True}])
 
 
 @pytest.fixture(scope="module")

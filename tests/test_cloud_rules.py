@@ -156,8 +156,7 @@ def test_flex_start_pools_start_at_zero_take_no_reservation_and_ignore_gke_label
 
 @covers("gke-queued-provisioning-only-by-request")
 def test_queued_flex_start_goes_through_kueue_provisioning_requests():
-    cfg = prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}, {"type": "on-demand"}],
-                             draScaleFromZero=True)
+    cfg = prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}], draScaleFromZero=True)
     spec = stack_spec.load("prod", cfg)
     queue = kueue.cluster_queue(spec)
     assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"].endswith("-dws")

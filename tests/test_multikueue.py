@@ -39,8 +39,7 @@ def _region(cluster: str, region: str, zone: str, config: dict[str, str] | None 
 
 @pytest.fixture(scope="module")
 def regions() -> list[stack_spec.StackSpec]:
-    flex = with_fallbacks(engine.stack_config("prod"), [{"type": "reservation", "reservation": "tpu-v6e-res"},
-                                                        {"type": "flex-start", "queuedProvisioning": True}])
+    flex = with_fallbacks(engine.stack_config("prod"), [{"type": "flex-start", "queuedProvisioning": True}])
     return [_region("tpu-use5", "us-east5", "us-east5-b"), _region("tpu-euw4", "europe-west4", "europe-west4-a", flex)]
 
 
