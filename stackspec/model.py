@@ -78,12 +78,15 @@ PLACEHOLDER_IMAGE_DIGEST = "sha256:" + "0" * 64
 _SERVICE_ACCOUNT_EMAIL = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9.]+\.gserviceaccount\.com")
 NOTIFICATION_CHANNEL_TYPES = ("email", "pubsub", "webhook")
 
-_GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
+# A GKE version or one of the API's version aliases: "1.X" (the highest valid patch in 1.X), "1.X.Y" (the highest
+# gke.N patch of 1.X.Y), "1.X.Y-gke.N" (exact), per the GKE API's Cluster.initialClusterVersion. A prefix compares
+# as its lowest possible version ((1, 34) < (1, 34, 1, 1829001)), so a floor check on it is sound.
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 
 
 def gke_version_key(version: str) -> tuple[int, ...] | None:
     m = _GKE_VERSION.fullmatch(version)
-    return tuple(int(g) for g in m.groups()) if m else None
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 # --------------------------------------------------------------------------- field types
@@ -124,7 +127,8 @@ ClusterCidr = Annotated[str, _check(limits.private_cidr)]
 Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
-                                    "must be a GKE version like 1.35.2-gke.1842000")]
+                                    "must be a GKE minor such as 1.35 (GKE picks the channel's newest 1.35 patch at "
+                                    "creation), 1.35.2, or an exact version like 1.35.2-gke.1842000")]
 ProjectId = Annotated[str, _check(lambda v: None if re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", v) else
                                    "not a GCP project ID: 6-30 lowercase letters, digits and '-', starting "
                                    "with a letter")]
