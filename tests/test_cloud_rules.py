@@ -229,6 +229,36 @@ def test_streaming_nodes_hold_service_usage_consumer(prod):
     assert not violations([*res, account, grant], "node-sa-image-streaming-role")
 
 
+def _after(rendering) -> dict[str, set[str]]:
+    """Every resource's URN -> the URNs it waits for, transitively (dependencies, and parents' own)."""
+    by = {r.urn: r for r in rendering.resources}
+    memo: dict[str, set[str]] = {}
+
+    def walk(urn: str) -> set[str]:
+        if urn not in memo:
+            memo[urn] = set()
+            r = by.get(urn)
+            direct = set(r.dependencies) if r else set()
+            memo[urn] = direct | {d for x in direct for d in walk(x)}
+        return memo[urn]
+
+    return {u: walk(u) for u in by}
+
+
+@pytest.mark.parametrize("stack", ["prod", "multi"])
+def test_streaming_pools_wait_for_the_container_file_system_api(stack, request):
+    """Image streaming needs the Container File System API on (GKE's image-streaming requirements): every pool with
+    gcfsConfig enabled waits for that Service, so a first `up` enables it before any streaming node."""
+    r = request.getfixturevalue(stack) if stack == "prod" else engine.render(stack)
+    (api,) = [x for x in r.resources if x.type == "gcp:projects/service:Service"
+              and x.inputs["service"] == "containerfilesystem.googleapis.com"]
+    after = _after(r)
+    streaming = [p for p in r.by_type("gcp:container/nodePool:NodePool")
+                 if (p.inputs["nodeConfig"].get("gcfsConfig") or {}).get("enabled")]
+    assert streaming
+    assert [p.name for p in streaming if api.urn not in after[p.urn]] == []
+
+
 @covers("iam-wi-pool-exists")
 def test_the_bucket_binding_waits_for_the_cluster(prod):
     binding = prod.one("gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-tpu-checkpoints-object-user")
