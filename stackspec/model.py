@@ -201,6 +201,8 @@ class Capacity(Section):
             object.__setattr__(self, "affinity", affinity)
             if affinity == "SPECIFIC" and not self.reservation:
                 raise at("reservation", "required when type is reservation with SPECIFIC affinity")
+            if self.reservation and (msg := rules_extra.reservation_name(self.reservation)):
+                raise at("reservation", msg)
             if affinity != "SPECIFIC" and (self.reservation or self.project):
                 # GKE ignores a name with ANY affinity: say so rather than drop it.
                 raise at("reservation", f"a reservation name needs affinity SPECIFIC, not {affinity}")
@@ -538,7 +540,7 @@ class Storage(Section):
 
 class RaySettings(Section):
     cluster_name: RayClusterName = "maxtext-tpu-cluster"
-    image: str = DEFAULT_RAY_IMAGE
+    image: Annotated[str, _check(rules_extra.image_reference)] = DEFAULT_RAY_IMAGE
     head_cpu: Quantity = "8"
     head_memory: Quantity = "16Gi"
     worker_cpu: Quantity = "8"
@@ -585,7 +587,7 @@ class WorkerImage(Section):
     # image.yml's output. Unset: the first phase, in which the stack creates the repository and the pusher's grant
     # and the workers run ray.image, installing MaxText at start as the seed does (no deadlock on day 0).
     digest: str | None = None
-    location: Region | None = None  # the region by default
+    location: Annotated[str, _check(rules_extra.artifact_registry_location)] | None = None  # the region by default
     streaming: bool = True  # GKE image streaming on the node pools (Artifact Registry images only)
     pusher: str | None = None  # ci-image@<project>.iam.gserviceaccount.com by default (bootstrap/)
 
@@ -1538,6 +1540,8 @@ class StackSpec(BaseModel):
             self._capacity_rules(i, s, fail)
             if self.zone.startswith(self.region + "-") and (msg := zones.zone_error(self.zone, s.generation)):
                 fail(f"{_ns('slices')}[{i}].generation", s.generation, f"gcp:zone {self.zone} {msg}")
+            if msg := rules_extra.flex_start_zone(s.generation, self.zone, [c.type for c in s.capacity]):
+                fail(f"{_ns('slices')}[{i}].capacity", [c.type for c in s.capacity], msg)
             if s.node_pool_auto_creation != first.node_pool_auto_creation:
                 fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", s.node_pool_auto_creation,
                      f"worker group {s.group} selects one ComputeClass: set it as slice {first.name} does")
