@@ -1751,6 +1751,8 @@ class StackSpec(BaseModel):
                  f"bootstrap/): {kms}")
         elif self.secrets_provider is not None and not self.secrets_provider.startswith("gcpkms://"):
             fail("secretsprovider", self.secrets_provider, "prod stacks keep secrets with Cloud KMS: gcpkms://...")
+        elif self.secrets_provider is not None and (msg := rules_extra.kms_key_path(self.secrets_provider)):
+            fail("secretsprovider", self.secrets_provider, msg)
 
 
 def config_keys() -> Mapping[str, str]:

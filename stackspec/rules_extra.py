@@ -120,3 +120,22 @@ def flex_start_zone(generation: str, zone: str, capacity_types: Sequence[str]) -
     where = f"only in {', '.join(offered)}" if offered else "in no zone"
     return (f"GKE offers flex-start for TPU {generation} {where} (GKE flex-start provisioning-mode requirements), "
             f"not in gcp:zone {zone}; drop the flex-start option or move the stack")
+
+
+# --------------------------------------------------------------------------- Cloud KMS key paths
+
+# terraform-provider-google google/services/kms/kms_utils.go:186 (the provider's parse of a key's path):
+# "^projects/(<project>)/locations/([a-z0-9-]+)/keyRings/([a-zA-Z0-9_-]{1,63})/cryptoKeys/([a-zA-Z0-9_-]{1,63})$";
+# Pulumi's gcpkms:// secrets provider takes that path after its scheme.
+_KMS_KEY = re.compile(r"projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/locations/(?P<location>[a-z0-9-]+)"
+                      r"/keyRings/[a-zA-Z0-9_-]{1,63}/cryptoKeys/[a-zA-Z0-9_-]{1,63}")
+
+
+def kms_key_path(value: str) -> str | None:
+    """A Cloud KMS key path, ``projects/P/locations/L/keyRings/R/cryptoKeys/K`` (``gcpkms://`` stripped)."""
+    path = value.removeprefix("gcpkms://")
+    if not _KMS_KEY.fullmatch(path):
+        return ("not a Cloud KMS key: gcpkms://projects/<project>/locations/<location>/keyRings/<ring>/cryptoKeys/"
+                "<key>, a project ID of 6-30 characters, a lowercase location (global, a region, a multi-region), "
+                "ring and key IDs of 1-63 letters, digits, '_' and '-'")
+    return None
