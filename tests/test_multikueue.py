@@ -40,7 +40,8 @@ def _region(cluster: str, region: str, zone: str, config: dict[str, str] | None 
 @pytest.fixture(scope="module")
 def regions() -> list[stack_spec.StackSpec]:
     flex = with_fallbacks(engine.stack_config("prod"), [{"type": "flex-start", "queuedProvisioning": True}])
-    return [_region("tpu-use5", "us-east5", "us-east5-b"), _region("tpu-apne1", "asia-northeast1", "asia-northeast1-b", flex)]
+    return [_region("tpu-use5", "us-east5", "us-east5-b"),
+            _region("tpu-apne1", "asia-northeast1", "asia-northeast1-b", flex)]
 
 
 @pytest.fixture(scope="module")
