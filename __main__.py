@@ -17,7 +17,7 @@ from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
 from infra.monitoring import SharedMonitoring, SharedMonitoringArgs, StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
-from infra.registry import ImageRegistry, ImageRegistryArgs
+from infra.registry import ImageRegistry, ImageRegistryArgs, image_streaming_api
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import names
@@ -61,7 +61,7 @@ def project_number(project: str) -> pulumi.Output[str]:
 
 
 def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None,
-                   multikueue_worker=False):
+                   multikueue_worker=False, streaming_api=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -71,13 +71,17 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
     vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=view.network.primary, cluster=view.cluster,
                                                               region=view.region, project=view.project))
     security = security()
+    # Image streaming's API before the cluster, and so before every pool that streams (they wait for the cluster).
+    if streaming and streaming_api is None:
+        streaming_api = image_streaming_api(f"{name}-security", view.project, security)
     gke = GkeCluster(
         name,
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
                        multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker),
         # The policy's API and the policy itself before the cluster evaluates it.
-        opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
+        opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet,
+                                                *([streaming_api] if streaming_api else [])]),
     )
     registry = registry(gke)
     pools = [
@@ -190,9 +194,10 @@ def multi_region() -> None:
     # One set of notification channels (each region's alerts notify them) and the scheduling dashboard.
     shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
                          if spec.monitoring.enabled else None)
+    stack_streaming = image_streaming_api(f"{m.name}-security", spec.project, stack_security) if streaming else None
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
-                                              shared_bucket=bucket,
-                                              shared_monitoring=shared_monitoring, multikueue_worker=True)
+                                              shared_bucket=bucket, shared_monitoring=shared_monitoring,
+                                              multikueue_worker=True, streaming_api=stack_streaming)
                for v in views}
 
     manager = ManagerCluster(m.name, ManagerClusterArgs(

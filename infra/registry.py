@@ -13,7 +13,9 @@ ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
 # Artifact Analysis scans every image pushed to the repository for vulnerabilities once this API is on
 # (https://cloud.google.com/artifact-analysis/docs/enable-automatic-scanning); the repository inherits it.
 CONTAINER_SCANNING_API = "containerscanning.googleapis.com"
-# GKE image streaming reads images through the Container File System API.
+# GKE image streaming reads images through the Container File System API
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements: "You must enable the
+# Container File System API"): :func:`image_streaming_api`, before the cluster and its pools.
 CONTAINER_FILESYSTEM_API = "containerfilesystem.googleapis.com"
 # Repository-scoped grants: the nodes pull (image streaming reads through the same permission),
 # the image workflow's identity (bootstrap/'s ci-image) pushes; neither reaches another repository.
@@ -21,6 +23,18 @@ READER_ROLE = "roles/artifactregistry.reader"
 WRITER_ROLE = "roles/artifactregistry.writer"
 # Digests are what the stacks deploy; untagged versions older than this go (tagged ones stay).
 UNTAGGED_MAX_AGE = f"{30 * 86400}s"
+
+
+def image_streaming_api(parent_name: str, project: str, parent: pulumi.Resource) -> gcp.projects.Service:
+    """The Container File System API, which pools with image streaming (``gcfs_config``) read images through: the
+    cluster depends on it, so its system pool and every slice pool (which wait for the cluster) come after it.
+    Left on at destroy, as the stack's other APIs; ``parent`` the component holding the project's APIs (the
+    stack's ClusterSecurity, named ``parent_name``)."""
+    return gcp.projects.Service(
+        f"{parent_name}-{CONTAINER_FILESYSTEM_API.split('.')[0]}-api",
+        gcp.projects.ServiceArgs(project=project, service=CONTAINER_FILESYSTEM_API, disable_on_destroy=False),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 @dataclass(frozen=True)
@@ -45,7 +59,7 @@ class ImageRegistry(pulumi.ComponentResource):
         super().__init__("tpu-multislice:infra:ImageRegistry", name, None, opts)
         img = args.image
         child = pulumi.ResourceOptions(parent=self)
-        apis = [ARTIFACT_REGISTRY_API, CONTAINER_SCANNING_API, *([CONTAINER_FILESYSTEM_API] if img.streaming else [])]
+        apis = [ARTIFACT_REGISTRY_API, CONTAINER_SCANNING_API]
         self.services = [
             gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}-api",

@@ -252,12 +252,13 @@ def render(
         if config is None:
             raise
         file_config, document = {}, None  # an edited config for a stack without a file
+    as_written = config is None  # the stack file's own config: held to what lint checks (deploy.clusterDrill)
     if config is None:
         if document.problems:
             raise stack_spec.SpecError(document.source, document.problems)
         config = file_config
     # An edited copy of a stack with a file takes its lines from the file.
-    spec = stack_spec.load(stack, config, document)
+    spec = stack_spec.load(stack, config, document, as_written=as_written)
 
     recorded: list[Resource] = []
     mocks = _Mocks()

@@ -155,7 +155,7 @@ def render(n: NewStack) -> str:
         f"  tpu-multislice:environment: {n.environment}",
         "  tpu-multislice:cluster:",
         f"    name: {n.cluster}",
-        f"    version: {n.gke_version}",
+        f'    version: "{n.gke_version}"',
         "    systemMachineType: n1-standard-16  # the Ray head and system pods",
         "    systemNodeCount: 3",
         *(["    deletionProtection: true"] if prod else []),
@@ -302,7 +302,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="capacity options in order, comma-separated (spot, on-demand, flex-start); default on-demand")
     p.add_argument("--ci-project", help="the bootstrap's CI project (default: the one the stack files name)")
     p.add_argument("--environment", default="prod", help="prod (default) or dev")
-    p.add_argument("--gke-version", help="the cluster's GKE version (default: the newest the stack files run)")
+    p.add_argument("--gke-version",
+                   help="the cluster's GKE version (default: the newest minor the stack files run, e.g. 1.35)")
     p.add_argument("--oncall", default="tpu-oncall@example.com", help="the alerts' email address")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
     return p
@@ -324,9 +325,11 @@ def run(args: argparse.Namespace) -> int:
         versions = sorted({v.cluster.version for s in others for v in (s.region_views() if s.multi_region else [s])},
                           key=stack_spec.gke_version_key)
         if versions:
-            gke_version = versions[-1]
+            # The newest minor only: an exact patch fails to create once it leaves the channel (cloud rule
+            # gke-node-version-with-auto-upgrade); GKE picks the minor's newest patch.
+            gke_version = ".".join(versions[-1].split(".")[:2])
         else:
-            errors.append("--gke-version: required (no stack file to take it from), e.g. 1.35.2-gke.1842000")
+            errors.append("--gke-version: required (no stack file to take it from), e.g. 1.35")
     request = NewStack(stack=args.stack, project=args.project, region=args.region, zone=args.zone,
                        slice_shape=args.slice_shape, slices=args.slices,
                        capacity=tuple(c.strip() for c in args.capacity.split(",") if c.strip()),

@@ -28,12 +28,15 @@ DCN_MTU = 8896
 FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
 FLEX_START_MIN_RUN_SECONDS = 600
 
-_GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
+# A GKE version or one of the API's version aliases: "1.X" (the highest valid patch in 1.X), "1.X.Y" (the highest
+# gke.N patch of 1.X.Y), "1.X.Y-gke.N" (exact), per the GKE API's Cluster.initialClusterVersion. A prefix compares
+# as its lowest possible version ((1, 34) < (1, 34, 1, 1829001)), so a floor check on it is sound.
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 
 
 def gke_version_key(version: str) -> tuple[int, ...] | None:
     m = _GKE_VERSION.fullmatch(version)
-    return tuple(int(g) for g in m.groups()) if m else None
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 # Image streaming with a custom node service account also needs Service Usage Consumer on it (cloud rule

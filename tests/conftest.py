@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kube_cel
 import pytest
 import yaml
 
@@ -143,7 +144,8 @@ def kuberay_validator() -> Callable[[dict[str, Any]], list[str]]:
 
     def validate(doc: dict[str, Any]) -> list[str]:
         v = validators[doc["kind"]]
-        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
+        errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
+        return errors + kube_cel.failures(kube_cel.evaluate(v.schema, doc))
 
     return validate
 
@@ -161,37 +163,6 @@ KUEUE_KINDS = {
     "MultiKueueConfig": "kueue.x-k8s.io_multikueueconfigs.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
 }
-
-# The CEL rules (x-kubernetes-validations) of the MultiKueue CRDs, which jsonschema does not read, as Python:
-# the rule text is the CRD's, so a CRD whose rules change fails here until they are translated again.
-KUEUE_CEL: dict[str, Callable[[Any], bool]] = {
-    "[has(self.kubeConfig),has(self.clusterProfileRef)].filter(x,x==true).size() == 1":
-        lambda v: ("kubeConfig" in v) + ("clusterProfileRef" in v) == 1,
-    "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0": lambda v: len(set(v)) == len(v),
-}
-CEL_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
-
-
-def cel_errors(schema: Any, value: Any, path: str = "") -> list[str]:
-    """Every CEL rule on the nodes of ``value``, evaluated through :data:`KUEUE_CEL` (unknown: an error)."""
-    out = []
-    if not isinstance(schema, dict):
-        return out
-    for rule in schema.get("x-kubernetes-validations", []):
-        check = KUEUE_CEL.get(rule["rule"])
-        if check is None:
-            out.append(f"{path or '<root>'}: CEL rule not translated: {rule['rule']}")
-        elif not check(value):
-            out.append(f"{path or '<root>'}: {rule.get('message', rule['rule'])}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k in schema.get("properties", {}):
-                out += cel_errors(schema["properties"][k], v, f"{path}/{k}".lstrip("/"))
-    elif isinstance(value, list) and "items" in schema:
-        for i, v in enumerate(value):
-            out += cel_errors(schema["items"], v, f"{path}/{i}".lstrip("/"))
-    return out
-
 
 def _python_patterns(schema: Any) -> Any:
     """Go's RE2 takes ``^(?i)...``; Python's re wants a global flag first: ``(?i)^...``."""
@@ -224,9 +195,8 @@ def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
             cache[key] = jsonschema.Draft7Validator(kueue_schema(*key))
         errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
                   for e in cache[key].iter_errors(doc)]
-        if doc["kind"] in CEL_KINDS:
-            errors += cel_errors(cache[key].schema, doc)
-        return errors
+        # The CRD's CEL rules (x-kubernetes-validations, which jsonschema does not read), as on a create.
+        return errors + kube_cel.failures(kube_cel.evaluate(cache[key].schema, doc))
 
     return validate
 
@@ -240,7 +210,8 @@ def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
     doc = yaml.safe_load(GMP_CRD.read_text())
     (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
     validator = jsonschema.Draft7Validator(_strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"])))
-    return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+    return lambda d: ([f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+                      + kube_cel.failures(kube_cel.evaluate(validator.schema, d)))
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """MultiKueue across regions: the manager's and workers' objects on real single-region stack views.
 
-The regions are prod's spec loaded twice (us-east5, and europe-west4 with a queued flex-start fallback so its
+The regions are prod's spec loaded twice (us-east5, and asia-northeast1 with a queued flex-start fallback so its
 own ClusterQueue carries the DWS check). Every Kueue object is validated against the v0.19.2 CRDs vendored in
 ``tests/reference/kueue/`` (with the MultiKueue CRDs' CEL rules), plus the ClusterQueue rules Kueue applies
 in its cache; the token script runs for real against a local HTTP stand-in of the metadata server and two
@@ -40,9 +40,9 @@ def _region(cluster: str, region: str, zone: str, config: dict[str, str] | None 
 
 @pytest.fixture(scope="module")
 def regions() -> list[stack_spec.StackSpec]:
-    flex = with_fallbacks(engine.stack_config("prod"), [{"type": "reservation", "reservation": "tpu-v6e-res"},
-                                                        {"type": "flex-start", "queuedProvisioning": True}])
-    return [_region("tpu-use5", "us-east5", "us-east5-b"), _region("tpu-euw4", "europe-west4", "europe-west4-a", flex)]
+    flex = with_fallbacks(engine.stack_config("prod"), [{"type": "flex-start", "queuedProvisioning": True}])
+    return [_region("tpu-use5", "us-east5", "us-east5-b"),
+            _region("tpu-apne1", "asia-northeast1", "asia-northeast1-b", flex)]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def manager(regions) -> mk.Manager:
                       namespace=regions[0].storage.namespace, stack="multiregion")
 
 
-ENDPOINTS = ["https://gke-aaaa.us-east5.gke.goog", "https://gke-bbbb.europe-west4.gke.goog"]
+ENDPOINTS = ["https://gke-aaaa.us-east5.gke.goog", "https://gke-bbbb.asia-northeast1.gke.goog"]
 
 
 def by_kind(docs, kind):
@@ -127,17 +127,17 @@ def test_kueue_cluster_queue_rules_trip(manager, regions):
 def test_dispatch_order_is_the_regions_order(manager, regions):
     docs = mk.manager_objects(manager, regions)
     clusters = by_kind(docs, "MultiKueueCluster")
-    assert [c["metadata"]["name"] for c in clusters] == ["tpu-use5", "tpu-euw4"]
+    assert [c["metadata"]["name"] for c in clusters] == ["tpu-use5", "tpu-apne1"]
     for c in clusters:
         assert c["spec"]["clusterSource"] == {"kubeConfig": {
             "location": names.multikueue_kubeconfig_secret(c["metadata"]["name"]), "locationType": "Secret"}}
     (config,) = by_kind(docs, "MultiKueueConfig")
-    assert config["spec"]["clusters"] == ["tpu-use5", "tpu-euw4"]
+    assert config["spec"]["clusters"] == ["tpu-use5", "tpu-apne1"]
     (check,) = by_kind(docs, "AdmissionCheck")
     assert check["spec"] == {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {
         "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config["metadata"]["name"]}}
     reversed_docs = mk.manager_objects(manager, regions[::-1])
-    assert by_kind(reversed_docs, "MultiKueueConfig")[0]["spec"]["clusters"] == ["tpu-euw4", "tpu-use5"]
+    assert by_kind(reversed_docs, "MultiKueueConfig")[0]["spec"]["clusters"] == ["tpu-apne1", "tpu-use5"]
 
 
 def test_manager_quota_is_the_workers_total(manager, regions):
@@ -261,7 +261,7 @@ def test_manager_token_job(manager, regions, pod_monitoring_validator):
     assert cm["data"]["multikueue_token.py"] == mk.TOKEN_SCRIPT.read_text()
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA)
     patch = next(r for r in role["rules"] if "patch" in r["verbs"])
-    assert patch["resourceNames"] == [*map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"]),
+    assert patch["resourceNames"] == [*map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"]),
                                       names.KUEUE_METRICS_SECRET]
     assert not any("get" in r["verbs"] or "list" in r["verbs"] for r in role["rules"])  # never reads Secrets
     (pm,) = by_kind(docs, "PodMonitoring")
@@ -354,8 +354,8 @@ def test_the_token_script_writes_kubeconfigs_kueue_accepts(manager, regions, api
     base, state = api
     config = mk.token_targets(manager, regions, [base, base])
     lines = tok.refresh(config, local_api=base, local_bearer="manager-sa-token", metadata_base=base)
-    use5, euw4 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"])
-    assert lines == [f"{use5}: created (kubeconfig, 3600s)", f"{euw4}: created (kubeconfig, 3600s)",
+    use5, apne1 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"])
+    assert lines == [f"{use5}: created (kubeconfig, 3600s)", f"{apne1}: created (kubeconfig, 3600s)",
                      f"{names.KUEUE_METRICS_SECRET}: created (token, 3600s)"]
     kc = base64.b64decode(state["secrets"][use5][mk.KUBECONFIG_KEY]).decode()
     assert _kueue_accepts(kc) == []
@@ -375,10 +375,10 @@ def test_the_token_script_reports_each_failure_and_keeps_going(manager, regions,
     config = mk.token_targets(manager, regions, [base + "/forbidden", base])
     with pytest.raises(tok.TokenError) as e:
         tok.refresh(config, local_api=base, local_bearer="t", metadata_base=base)
-    use5, euw4 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-euw4"])
+    use5, apne1 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"])
     assert f"{use5}: TokenRequest {kueue.NAMESPACE}/{names.MULTIKUEUE_WORKER_SA} at" in str(e.value)
     assert "HTTP 403 forbidden" in str(e.value)
-    assert set(state["secrets"]) == {euw4, names.KUEUE_METRICS_SECRET}  # the others were written
+    assert set(state["secrets"]) == {apne1, names.KUEUE_METRICS_SECRET}  # the others were written
     with pytest.raises(tok.TokenError, match="metadata server: HTTP 404"):
         tok.google_access_token(base + "/nowhere")
 
@@ -407,7 +407,7 @@ def test_components_declare_every_document(components, manager, regions, kueue_v
     cm = next(m for m in components.manifests
               if m["kind"] == "ConfigMap" and m["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA)
     servers = [t["server"] for t in json.loads(cm["data"]["targets.json"])["targets"] if t["kind"] == "kubeconfig"]
-    assert servers == ["https://gke-tpu-use5.us-east5.gke.goog", "https://gke-tpu-euw4.europe-west4.gke.goog"]
+    assert servers == ["https://gke-tpu-use5.us-east5.gke.goog", "https://gke-tpu-apne1.asia-northeast1.gke.goog"]
     # IAM: only the workload identity binding, on the account the bootstrap makes (named by stackspec.names); the
     # account and its viewer role on the workers' project are the bootstrap's (no deploy identity could make them).
     (wi,) = components.by_type("gcp:serviceaccount/iAMMember:IAMMember")

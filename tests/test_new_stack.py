@@ -124,3 +124,13 @@ def test_slicectl_new_without_stack_files_needs_the_ci_project_and_gke_version(t
     assert cli.main(["new", *TEAM_EU, "--stacks-dir", str(tmp_path), "--ci-project", "my-tpu-ci", "--gke-version",
                      "1.35.2-gke.1842000"]) == 0
     assert spec.load_stack("team-eu", tmp_path).ci_project == "my-tpu-ci"
+
+
+def test_slicectl_new_takes_the_minor_not_an_exact_patch(stacks_dir, capsys):
+    """A stack file that still pins an exact patch: the new stack gets its minor (GKE's alias ``1.35``, the
+    channel's newest 1.35 patch at creation), never the patch, which fails to create once it leaves the channel."""
+    prod = stacks_dir / "Pulumi.prod.yaml"
+    prod.write_text(prod.read_text().replace('version: "1.35"', "version: 1.35.2-gke.1842000", 1))
+    assert spec.load_stack("prod", stacks_dir).cluster.version == "1.35.2-gke.1842000"
+    assert cli.main(["new", *TEAM_EU, "--stacks-dir", str(stacks_dir)]) == 0
+    assert spec.load_stack("team-eu", stacks_dir).cluster.version == "1.35"

@@ -446,7 +446,7 @@ FAILING += [
      "'maxtext-east1': '0.20.0'"),
     ("gke-version-skew-across-clusters", "multi",
      lambda rs: _find(rs, CLUSTER, "tpu-manager").props.update(minMasterVersion="1.33.5-gke.1080000"), None,
-     "cluster maxtext-east5 runs GKE 1.35.2-gke.1842000, more than 1 minor version above tpu-manager"),
+     "cluster maxtext-east5 runs GKE 1.35, more than 1 minor version above tpu-manager"),
     ("one-checkpoint-location", "multi",
      lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-manager-checkpoints-object-user")
      .props.update(bucket="elsewhere"), None, "binds ['elsewhere'], not the checkpoint bucket"),

@@ -36,7 +36,7 @@ def problems(config, stack="prod") -> str:
 def test_prod_is_the_seed_deployment():
     s = spec.load("prod", prod_config())
     assert s.prod and s.project == "my-tpu-project" and s.region == "us-east5"
-    assert s.cluster.version == "1.35.2-gke.1842000" and s.cluster.deletion_protection
+    assert s.cluster.version == "1.35" and s.cluster.deletion_protection
     assert s.cluster.system_machine_type == "n1-standard-16"
     assert [(n.network, n.subnet, n.cidr) for n in s.networks] == [
         ("maxtext-tpu-net-1", "tpu-subnet-1", "10.50.0.0/16"),
@@ -141,7 +141,10 @@ def test_dranet_needs_a_recent_gke():
 
 def test_bad_version_format():
     msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="latest")))
-    assert "must be a GKE version like 1.35.2-gke.1842000" in msg
+    assert "must be a GKE minor such as 1.35" in msg
+    # A minor prefix holds DRANET's floor only if every patch of it does: 1.34 may be below 1.34.1-gke.1829001.
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="1.34")))
+    assert "DRANET" in msg and "1.34.1-gke.1829001" in msg
 
 
 def test_prod_refuses_nightly_images():

@@ -51,6 +51,7 @@ FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 # ProvisioningRequest admission check controller (GA since Kueue 0.14: no feature gate to open).
 PROVISIONING_CONTROLLER = kueue_rules.PROVISIONING_CONTROLLER
 DWS_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+DWS_NODE_SELECTOR = "autoscaling.gke.io/provisioning-request"
 
 # Node labels a flavor may carry: those GKE puts on a slice's nodes and the pods select.
 FLAVOR_LABEL_KEYS = (kube.ACCELERATOR_LABEL, kube.TOPOLOGY_LABEL, kube.COMPUTE_CLASS_LABEL)
@@ -232,6 +233,11 @@ def provisioning_objects(spec: StackSpec) -> list[dict[str, Any]]:
         "provisioningClassName": DWS_PROVISIONING_CLASS,
         # Only the TPU pod sets are provisioned: heads and submitters run on the system pool.
         "managedResources": [kube.TPU_RESOURCE],
+        # The admitted pods go to the nodes provisioned for their request, as Kueue's API (v0.19.2
+        # provisioningrequestconfig_types.go: "used to target the provisioned nodes") and xpk's DWS config
+        # (src/xpk/templates/kueue_config.yaml.j2) set it: GKE labels those nodes with the resize request's name.
+        "podSetUpdates": {"nodeSelector": [{"key": DWS_NODE_SELECTOR,
+                                            "valueFromProvisioningClassDetail": "ResizeRequestName"}]},
     })
     check = _doc("AdmissionCheck", _meta(spec, name, "kueue"), spec={
         "controllerName": PROVISIONING_CONTROLLER,

@@ -39,6 +39,15 @@ NETDEV_REQUEST = "req-netdev"
 
 # Ray head ports (KubeRay's well-known names), written once in stackspec.
 HEAD_PORTS = tuple(limits.RAY_HEAD_PORTS.items())
+# KubeRay adds a container port named "metrics" = 8080 to a Ray container that declares none (v1.6.0
+# ray-operator/controllers/ray/common/pod.go:224-231 head, 446-453 workers: "If the metrics port does not exist in
+# the Ray container, add a default one for Prometheus"), while Ray exports on ray.metricsExportPort: declared here
+# under KubeRay's name (utils.MetricsPortName), so the named port is the one Ray serves.
+METRICS_PORT_NAME = "metrics"
+
+
+def _metrics_port(spec: StackSpec) -> dict[str, Any]:
+    return {"containerPort": spec.ray.metrics_export_port, "name": METRICS_PORT_NAME}
 
 # GCS FUSE CSI ephemeral volume for the checkpoint bucket; the sidecar gets no limits.
 GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER
@@ -254,7 +263,8 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
                         "name": "ray-head",
                         "image": spec.worker_image,
                         "imagePullPolicy": IMAGE_PULL_POLICY,
-                        "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
+                        "ports": [*({"containerPort": port, "name": n} for n, port in HEAD_PORTS),
+                                  _metrics_port(spec)],
                         "resources": {
                             "limits": {"memory": ray.head_memory},
                             "requests": {"cpu": ray.head_cpu, "memory": ray.head_memory},
@@ -299,6 +309,7 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
             "name": "ray-worker",
             "image": spec.worker_image,
             "imagePullPolicy": IMAGE_PULL_POLICY,
+            "ports": [_metrics_port(spec)],
             "resources": resources,
             "env": _worker_env(spec, size.replicas),
             # Not privileged (the seed is): on GKE >= 1.28 the TPU device plugin gives a container that

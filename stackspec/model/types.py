@@ -54,7 +54,8 @@ ClusterCidr = Annotated[str, _check(limits.private_cidr)]
 Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
-                                    "must be a GKE version like 1.35.2-gke.1842000")]
+                                    "must be a GKE minor such as 1.35 (GKE picks the channel's newest 1.35 patch at "
+                                    "creation), 1.35.2, or an exact version like 1.35.2-gke.1842000")]
 ProjectId = Annotated[str, _check(limits.project_id_error)]
 Region = Annotated[str, _check(lambda v: None if limits.REGION.fullmatch(v) else
                                 "not a GCP region, e.g. us-east5")]

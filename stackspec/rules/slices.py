@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import zones
+from .. import rules_extra, zones
 from ..model.slices import Slice
 from ..model.types import _ns
 from ..tpu import SliceShape
@@ -34,6 +34,8 @@ def check(spec: StackSpec, fail) -> None:
         capacity(spec, i, s, fail)
         if spec.zone.startswith(spec.region + "-") and (msg := zones.zone_error(spec.zone, s.generation)):
             fail(f"{_ns('slices')}[{i}].generation", s.generation, f"gcp:zone {spec.zone} {msg}")
+        if msg := rules_extra.flex_start_zone(s.generation, spec.zone, [c.type for c in s.capacity]):
+            fail(f"{_ns('slices')}[{i}].capacity", [c.type for c in s.capacity], msg)
         if s.node_pool_auto_creation != first.node_pool_auto_creation:
             fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", s.node_pool_auto_creation,
                  f"worker group {s.group} selects one ComputeClass: set it as slice {first.name} does")
