@@ -28,10 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
+from offline import provider_modules
 
-from offline import pulumi_runtime
-from stackspec import spec as stack_spec
+# Before anything imports the providers: stand-ins that load only the modules the program uses (offline only).
+provider_modules.install()
+
+import pulumi  # noqa: E402
+
+from offline import pulumi_runtime  # noqa: E402
+from stackspec import spec as stack_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "__main__.py"
