@@ -143,7 +143,7 @@ def state_of(rendering: Rendering) -> dict[str, dict[str, Any]]:
         deps = [*r.dependencies, *([r.provider_urn] if r.provider_urn else [])]
         state[r.urn] = {"type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom,
                         "inputs": copy.deepcopy(r.inputs), "outputs": copy.deepcopy(r.inputs),
-                        "dependencies": deps, "ignoreChanges": list(r.ignore_changes)}
+                        "dependencies": deps, "ignoreChanges": list(r.ignore_changes), "protect": r.protect}
     return state
 
 
@@ -324,7 +324,8 @@ def forcing(type_: str, fields: Iterable[str], old: Mapping[str, Any], new: Mapp
                 out.append(f)  # the attribute, or a key or element of it
             elif on == "value" and p.startswith(f + ".") and _project(old, p) != _project(new, p):
                 out.append(f)  # a block or list holding it, and its value there changed
-            elif on == "count" and (f == p or p.startswith(f + ".")) and _count(old, p) != _count(new, p):
+            elif on == "count" and (f == p or p.startswith(f + ".") or f.startswith(p + ".")) \
+                    and _count(old, p) != _count(new, p):  # blocks added or removed, not a field of one changed
                 out.append(f)
             else:
                 continue
