@@ -202,9 +202,11 @@ def gke_changes(state: Mapping[str, dict[str, Any]], version: str = "1.35.3-gke.
             o["version"] = version
             what.append(f"{e['name']}: auto-upgraded to {version} [upgrade]")
             config = o.setdefault("nodeConfig", {})
-            for key, value in (("imageType", "COS_CONTAINERD"), ("diskSizeGb", 100), ("diskType", "pd-balanced"),
-                               ("metadata", {"disable-legacy-endpoints": "true"})):
+            for key, value in (("imageType", "COS_CONTAINERD"), ("diskSizeGb", 100), ("diskType", "pd-balanced")):
                 config.setdefault(key, value)
+            # Set whether or not the program sets metadata (terraform-provider-google's docs for
+            # node_config.metadata: the API sets disable-legacy-endpoints=true; set it too, or it plans to unset it).
+            config["metadata"] = {"disable-legacy-endpoints": "true", **(config.get("metadata") or {})}
             config["effectiveTaints"] = list(config.get("taints") or [])
             model = "flex-start" if config.get("flexStart") else "spot" if config.get("spot") else "on-demand"
             config["resourceLabels"] = {**(config.get("resourceLabels") or {}),

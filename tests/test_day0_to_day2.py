@@ -366,3 +366,75 @@ def test_reordering_the_regions_replaces_nothing_protected():
     state, plan = _regions_plan(lambda regions: regions.reverse())
     assert _protected_lost(state, plan) == []
     assert not plan.by_op("replace") and not plan.by_op("delete"), [s.line() for s in plan.changes]
+
+
+# --------------------------------------------------------------------------- day 1, what the cloud returns
+
+
+def _crd_defaulting():
+    """A custom object as the API server stores it: its vendored CRD's structural-schema ``default`` values
+    written where the object leaves them unset (Kubernetes "Defaulting": applied when reading from etcd and on
+    create/update), for every CRD vendored in tests/reference/ (Kueue, KubeRay)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    schemas = {}
+    for path in [*(ROOT / "tests/reference/kueue").glob("*.yaml"), *(ROOT / "tests/reference/kuberay").glob("*.yaml")]:
+        crd = yaml.load(path.read_text(), Loader=loader)  # noqa: S506
+        if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+            continue
+        for version in crd["spec"]["versions"]:
+            api = f"{crd['spec']['group']}/{version['name']}"
+            schemas[(api, crd["spec"]["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+
+    def fill(schema, value):
+        if isinstance(value, dict):
+            out = dict(value)
+            for key, sub in (schema.get("properties") or {}).items():
+                if key not in out and "default" in sub:
+                    out[key] = copy.deepcopy(sub["default"])
+                if key in out:
+                    out[key] = fill(sub, out[key])
+            return out
+        if isinstance(value, list) and isinstance(schema.get("items"), dict):
+            return [fill(schema["items"], v) for v in value]
+        return value
+
+    def defaults(doc):
+        schema = schemas.get((doc.get("apiVersion"), doc.get("kind")))
+        return fill(schema, doc) if schema else doc
+
+    return defaults, schemas
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_day_1_with_what_the_api_server_and_gke_return_plans_nothing(stack):
+    """Day 1 with every day-1 change, the CRDs' defaults included: the API server wrote fields into the custom
+    objects (not ones the program set), GKE into the pools and the cluster; the next run plans no change."""
+    defaults, schemas = _crd_defaulting()
+    rendering = engine.render(stack)
+    first = lc.first_up(rendering)
+    state, changes = lc.gke_changes(first.state, api_defaults=defaults)
+    written = [u for u, e in state.items() if e["type"].startswith("kubernetes:") and e["outputs"] != e["inputs"]]
+    assert any("[api-defaults]" in c for c in changes) and written, "no CRD default reached an object"
+    assert any("[goog-gke-labels]" in c for c in changes) and any("[pool-defaults]" in c for c in changes)
+    again = lc.plan(state, engine.render(stack), lc.replace_on_changes(rendering))
+    assert again.changes == [], [s.line() for s in again.changes]
+
+
+def test_day_1_is_not_true_by_construction():
+    """What day 1 returns is compared, not excused: a pool that set its own metadata without GKE's
+    disable-legacy-endpoints would be replaced on the next run (metadata is ForceNew, and GKE adds the key), a
+    GKE label on a pool's Kubernetes labels is a difference unless ignored, and goog-gke resource labels pass
+    only through the provider's DiffSuppressFunc."""
+    rendering = engine.render("dev")
+    pools = [r for r in rendering.resources if r.type == lc.NODE_POOL]
+    for r in pools:
+        r.inputs["nodeConfig"]["metadata"] = {"team": "tpu"}
+    state, _ = lc.gke_changes(lc.first_up(rendering).state)
+    plan = lc.plan(state, rendering)
+    assert {s.name for s in plan.by_op("replace")} == {r.name for r in pools}
+    assert all(s.fields == ["nodeConfig.metadata.disable-legacy-endpoints"] for s in plan.by_op("replace"))
+    assert "nodeConfig.resourceLabels" not in lc.COMPUTED[lc.NODE_POOL]
+    assert lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.goog-gke-node-pool-provisioning-model")
+    assert not lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.team")
