@@ -110,6 +110,7 @@ class Tok:
     kind: str
     text: str
     line: int
+    file: str = ""
 
 
 @dataclass
@@ -121,12 +122,12 @@ class Group:
     line: int
 
 
-def tokenize(source: str) -> list[Tok]:
+def tokenize(source: str, file: str = "") -> list[Tok]:
     out, line = [], 1
     for m in _TOKEN.finditer(source):
         kind, text = m.lastgroup, m.group()
         if kind not in ("ws", "comment"):
-            out.append(Tok(kind, text, line))
+            out.append(Tok(kind, text, line, file))
         line += text.count("\n")
     return out
 
@@ -178,7 +179,7 @@ class Package:
         self.funcs: dict[str, tuple[str, Group]] = {}
         self.vars: dict[str, tuple[str, list[Any]]] = {}
         for path, source in files.items():
-            parts = parse(tokenize(source))
+            parts = parse(tokenize(source, path))
             for i, part in enumerate(parts):
                 if _word(part, "func") and i + 2 < len(parts) and _word(parts[i + 1]) \
                         and isinstance(parts[i + 2], Group):
@@ -250,7 +251,7 @@ class Reader:
                 out = {}
                 for key, value in entries(literal):
                     if isinstance(key[0], Tok) and key[0].kind == "str":
-                        out[key[0].text.strip('"')] = (value, key[0].line, directory)
+                        out[key[0].text.strip('"')] = (value, f"{key[0].file}:{key[0].line}", directory)
                 return "map", out, directory
             return "schema", {k[0].text: v for k, v in entries(literal) if _word(k[0])}, directory
         if len(expr) >= 2 and _word(expr[0]) and isinstance(expr[1], Group) and expr[1].open == "(":
@@ -318,14 +319,13 @@ def walk(reader: Reader, schema_map: dict[str, Any], tf: str, pulumi: str, out: 
         kind, fields, where = reader.resolve(expr, directory)
         tf_path, pulumi_path = f"{tf}{name}", f"{pulumi}{camel(name)}"
         if kind != "schema":
-            reader.unresolved.append(f"{tf_path} ({directory}:{line}): {fields}")
+            reader.unresolved.append(f"{tf_path} ({line}): {fields}")
             continue
         type_ = " ".join(p.text for p in fields.get("Type", []) if isinstance(p, Tok))
         elem_kind, elem, elem_dir = (reader.resolve(fields["Elem"], where) if "Elem" in fields
                                      else ("none", None, where))
         block = elem_kind in ("resource", "map")
-        source = f"{directory}:{line}"
-        entry = {"path": pulumi_path, "terraform": tf_path, "line": source}
+        entry = {"path": pulumi_path, "terraform": tf_path, "line": line}
         if _true(fields, "ForceNew"):
             # A list or set of blocks: replaced when blocks are added or removed; anything else: on any change.
             many = type_.endswith(("TypeList", "TypeSet")) and block
