@@ -345,10 +345,13 @@ class Step:
     type: str
     name: str
     fields: list[str] = field(default_factory=list)
+    protected: bool = False  # replaced or deleted while protected: Pulumi refuses the update
 
     def line(self) -> str:
         sign = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}[self.op]
-        return f"  {sign} {self.type}  {self.name}" + (f"  ({', '.join(self.fields)})" if self.fields else "")
+        refused = "  [protected: `pulumi up` refuses]" if self.protected else ""
+        return f"  {sign} {self.type}  {self.name}" + (f"  ({', '.join(self.fields)})" if self.fields else "") \
+            + refused
 
 
 @dataclass
@@ -384,10 +387,10 @@ def plan(state: Mapping[str, dict[str, Any]], rendering: Rendering,
         old = e["inputs"] if r.type.startswith("kubernetes:") else e["outputs"]
         replacing = forcing(r.type, fields, old, r.inputs, replace_on.get(urn, ()))
         op = "replace" if replacing else ("update" if fields else "same")
-        steps.append(Step(op, urn, r.type, r.name, fields))
+        steps.append(Step(op, urn, r.type, r.name, fields, protected=op == "replace" and bool(e.get("protect"))))
     for urn, e in state.items():
         if urn not in new and e.get("custom", True):
-            steps.append(Step("delete", urn, e["type"], e["name"]))
+            steps.append(Step("delete", urn, e["type"], e["name"], protected=bool(e.get("protect"))))
     return Plan(sorted(steps, key=lambda s: (s.op, s.urn)))
 
 
