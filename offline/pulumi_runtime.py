@@ -45,7 +45,6 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
-import pulumi.runtime.settings
 from google.protobuf import struct_pb2
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
