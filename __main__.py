@@ -4,9 +4,8 @@ Runs unchanged under ``pulumi up``/``pulumi preview`` and under the offline
 engine (``slicectl preview``), which drives it with ``pulumi.runtime.set_mocks``.
 """
 
-# First: the provider packages load only the modules this program uses (see the module).
-import infra.provider_modules  # noqa: F401, I001 (before pulumi_gcp and pulumi_kubernetes)
 import functools
+
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s

@@ -200,7 +200,7 @@ def test_kueue_installed_from_the_pinned_chart(prod):
     (comp,) = prod.by_type("tpu-multislice:workloads:KueueQueueing")
     assert chart.parent == ns.parent == comp.urn
     # The module the chart's class lives in is in the provider table (no whole-package fallback).
-    from infra import provider_modules
+    from offline import provider_modules
     assert "Chart" in provider_modules.MODULES["pulumi_kubernetes.helm.v4"]
 
 

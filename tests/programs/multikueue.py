@@ -3,7 +3,7 @@ with offline.engine.render, the real engine under mocks); the multi-region progr
 
 import json
 
-from infra import provider_modules
+from offline import provider_modules
 
 provider_modules.install()
 
