@@ -281,3 +281,55 @@ def test_queued_jobs_of_a_multi_region_stack_hold_the_lease_on_their_bucket():
                 assert "--lease" not in argv
     prod = stack_spec.load_stack("prod")
     assert not any("--lease" in trainer_args.trainer_argv(prod, j) for j in prod.jobs)
+
+
+def test_a_copy_that_lost_the_lease_takes_it_over_again_instead_of_failing(tmp_path, monkeypatch):
+    """A copy whose lease another copy took over does not fail its job: a failed copy finishes the job on the
+    manager, which then deletes every copy (kueue v0.19.2 multikueue/workload.go:380-393, 396-438), and at
+    reconnection the manager keeps the copy admitted first (bestMatchByCondition, :140-155, :566-581), which may
+    be this one. The trainer waits for the lease like a new copy and trains again from the latest checkpoint;
+    a failure that is not the lease's ends the job as before."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    store, key = wl.store_for(location)
+    fits: list[int] = []
+
+    def epoch() -> int:
+        return store.read(key)[0]["epoch"]
+
+    class Result:
+        error, metrics, path = None, {"final_step": 9}, None
+
+    class Trainer:
+        def fit(self):
+            fits.append(epoch())
+            if len(fits) == 1:
+                # Another copy took the run over and has since stopped (released): this copy's save refuses.
+                body, gen = store.read(key)
+                store.write(key, {**body, "holder": "east1", "epoch": body["epoch"] + 1, "expires": 0.0}, gen)
+                raise RuntimeError("Training failed due to worker errors: lease.LeaseLost: taken over by east1")
+            if len(fits) == 2:
+                return Result()
+            raise AssertionError("fit once more than needed")
+
+    monkeypatch.setattr(maxtext_trainer, "build_trainer", lambda *a: Trainer())
+    argv = ["--mode", "multislice", "--slices", "2", "--hosts-per-slice", "1", "--chips-per-host", "1",
+            "--topology", "1x1", "--accelerator-type", "v6e", "--name", "r", "--storage-path", str(tmp_path),
+            "--lease", location]
+    assert maxtext_trainer.main(argv) == 0
+    assert fits == [1, 3]  # the second fit under the lease taken over again (epoch 2 was east1's)
+    assert store.read(key)[0]["expires"] == 0.0  # released at the end
+
+    # A failure that is not the lease's: one fit, the job fails.
+    fits.clear()
+
+    class Failing:
+        def fit(self):
+            fits.append(epoch())
+            raise RuntimeError("worker OOM")
+
+    monkeypatch.setattr(maxtext_trainer, "build_trainer", lambda *a: Failing())
+    assert maxtext_trainer.main(argv) == 1
+    assert len(fits) == 1

@@ -21,8 +21,13 @@ The driver acquires the lease before training (waiting up to ``wait_s`` for a li
 renews it every ``ttl_s / 3``; every checkpoint save first checks the lease is still this holder's with at least
 ``save_budget_s`` left (:func:`guarded`). Another copy takes over only after ``expires`` plus ``skew_s``. So two
 copies never write at once provided a save ends within ``save_budget_s`` of its check and the hosts' clocks differ
-by less than ``skew_s`` (GKE nodes keep time with Google's NTP). A copy that cannot renew (its lease taken over, or
-unreachable storage past expiry) raises :class:`LeaseLost` at its next save and stops.
+by less than ``skew_s`` (GKE nodes keep time with Google's NTP). A save ends when its checkpoint is committed:
+with MaxText's default ``async_checkpointing: True`` (maxtext 0.2.1 configs/base.yml) Orbax goes on writing after
+the save call returns, so the budget has to cover that background commit, not the call. A copy that cannot renew
+(its lease taken over, or unreachable storage past expiry) raises :class:`LeaseLost` at its next save and its fit
+fails; the driver then waits for the lease like a new copy and trains again from the latest checkpoint
+(``maxtext_trainer.main``), rather than failing the job (a failed copy finishes the job on the manager, which then
+deletes every copy).
 
 Standard library only: the trainer's ConfigMap carries this file beside ``maxtext_trainer.py``.
 """
@@ -293,8 +298,10 @@ class WriterLease:
 
 def guarded(save: Callable[..., Any], lease: Lease | None,
             now: Callable[[], float] = time.time) -> Callable[..., Any]:
-    """``save`` that first checks ``lease`` (None: unguarded). A failed check raises :class:`LeaseLost`, which
-    MaxText turns into a stop without writing (its save path raises StopTraining on an exception)."""
+    """``save`` that first checks ``lease`` (None: unguarded). A failed check raises :class:`LeaseLost` before
+    MaxText's save runs, so MaxText's own handler (``maybe_save_checkpoint`` turns a failed save into
+    StopTraining) never sees it and its train loop, which catches StopTraining only, fails: the fit fails without
+    writing (maxtext 0.2.1 common/checkpointing.py maybe_save_checkpoint, trainers/pre_train/train.py)."""
     if lease is None:
         return save
 

@@ -598,6 +598,11 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     )
 
 
+# A copy that lost its run's writer lease takes it over again at most this often (main): more is a fault of this
+# copy (a worker whose clock runs minutes ahead refuses every save), not a takeover, and ends the job.
+LEASE_RETAKES = 3
+
+
 def hold_lease(args: argparse.Namespace):
     """--lease: hold the run's writer lease (lease.py) for the whole fit; each worker's saves check it."""
     if not args.lease:
@@ -612,6 +617,23 @@ def hold_lease(args: argparse.Namespace):
     args.lease_guard = functools.partial(writer_lease.guarded, lease=lease.acquire(wait_s=writer_lease.WAIT_S))
     lease.start_renewing()
     return lease
+
+
+def lease_lost(lease, error: BaseException) -> bool:
+    """Whether a failed fit failed because this copy lost the run's writer lease: the renewer saw it taken over, a
+    worker's save refused (``LeaseLost`` in Ray Train's error, which carries the workers' tracebacks), or the
+    lease now names another holder."""
+    import lease as writer_lease
+
+    if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
+        return True
+    try:
+        lease.token().check()
+    except writer_lease.LeaseLost:
+        return True
+    except (writer_lease.LeaseError, OSError):
+        return False
+    return False
 
 
 def main(argv: list[str]) -> int:
@@ -631,11 +653,29 @@ def main(argv: list[str]) -> int:
     started = time.time()
     metrics = path = None
     lease = hold_lease(args)
-    try:
-        result = build_trainer(args, base_yml, settings).fit()
-        error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
-    except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
-        error = e
+    retakes = 0
+    while True:
+        try:
+            result = build_trainer(args, base_yml, settings).fit()
+            error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
+        except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
+            error = e
+        if lease is None or error is None or retakes >= LEASE_RETAKES or not lease_lost(lease, error):
+            break
+        retakes += 1
+        # Another copy of this run took the writer lease over and this copy's saves stopped. Failing here would
+        # finish the job on the manager, which finishes it on any copy's Finished and then deletes every copy,
+        # the running one included (kueue v0.19.2 multikueue/workload.go:380-393, 396-438); and at reconnection
+        # the manager keeps the copy admitted first, which may be this one (bestMatchByCondition, :140-155 and
+        # :566-581). So wait for the lease like a new copy, then train again from the run's latest checkpoint.
+        print(f"writer lease lost ({lease.lost or 'a save refused'}): waiting to take the run over again, then "
+              "resuming from its latest checkpoint", flush=True)
+        lease.release()  # stops the renewer; the write is refused unless the lease is still this copy's
+        try:
+            lease = hold_lease(args)
+        except Exception as e:  # noqa: BLE001 - LeaseHeld past the wait: reported below as the job's error
+            error, lease = e, None
+            break
     # The result line is the job's report, failed or not (the runner and the drills read it).
     summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
                "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
