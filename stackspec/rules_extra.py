@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from . import limits
+
 
 def queued_provisioning_alone(capacity: Sequence[Any]) -> str | None:
     """Queued provisioning (DWS) only as a slice's one capacity option.
@@ -35,7 +37,7 @@ def queued_provisioning_alone(capacity: Sequence[Any]) -> str | None:
 # terraform-provider-google resource_compute_reservation.go:140-146 (the Compute API's Reservation.name): "The name
 # must be 1-63 characters long, and comply with RFC1035. Specifically, the name must be 1-63 characters long and
 # match the regular expression '[a-z]([-a-z0-9]*[a-z0-9])?'".
-_GCE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_GCE_NAME = limits._RFC1035  # the same RFC 1035 label
 
 
 def gce_name(kind: str, value: str) -> str | None:
@@ -85,7 +87,7 @@ def image_reference(value: str) -> str | None:
 # terraform-provider-google website/docs/r/artifact_registry_repository.html.markdown:821-823: "In addition to
 # specific regions, special values for multi-region locations are `asia`, `europe`, and `us`."
 ARTIFACT_REGISTRY_MULTI_REGIONS = ("asia", "europe", "us")
-_REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+_REGION = limits.REGION
 
 
 def artifact_registry_location(value: str) -> str | None:

@@ -26,9 +26,9 @@ def crds() -> dict[str, dict]:
     """kind -> the vendored CRD document (KubeRay, Kueue, GMP)."""
     out = {}
     for path in sorted(REFERENCE.glob("*/*.yaml")):
-        doc = yaml.load(path.read_text(), Loader=LOADER)  # noqa: S506
-        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-            out[doc["spec"]["names"]["kind"]] = doc
+        for doc in yaml.load_all(path.read_text(), Loader=LOADER):  # noqa: S506 (a multi-document setup may sit beside)
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                out[doc["spec"]["names"]["kind"]] = doc
     return out
 
 
