@@ -1,4 +1,8 @@
-"""Shared test helpers: CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
+"""Shared test helpers: the tests' own stacks, CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
+
+The code's tests read their own stack files, ``tests/fixtures/stacks/`` (copies of the examples as they shipped,
+headed as fixtures): a team that edits, replaces or removes the examples in ``stacks/`` breaks none of them. Only
+``tests/test_examples.py`` reads ``stacks/``, whatever it holds.
 
 The CRDs are vendored (``tests/reference/README.md`` names their source commits), so a
 fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
@@ -16,7 +20,16 @@ import jsonschema
 import pytest
 import yaml
 
+from stackspec import loader as _loader
+
 ROOT = Path(__file__).resolve().parents[1]
+# The examples a team replaces (Pulumi.yaml's stackConfigDir): read by tests/test_examples.py only.
+EXAMPLE_STACKS = _loader.STACKS_DIR
+# The tests' own stacks. Every default that names the stacks directory (the loader, the engine, slicectl's
+# --stacks-dir) reads them in this test process; a subprocess gets ``--stacks-dir`` (:data:`STACKS_ARGS`).
+FIXTURE_STACKS = ROOT / "tests" / "fixtures" / "stacks"
+_loader.STACKS_DIR = FIXTURE_STACKS
+STACKS_ARGS = ("--stacks-dir", str(FIXTURE_STACKS))
 REFERENCE = ROOT / "tests" / "reference"
 SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
 KUBERAY_CRDS = REFERENCE / "kuberay"
@@ -56,7 +69,7 @@ def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def _shipped_renderings() -> dict:
-    """The shipped stacks rendered by the real program under mocks, once per test process."""
+    """The fixture stacks rendered by the real program under mocks, once per test process."""
     return {}
 
 
@@ -70,10 +83,10 @@ FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
 
 
 def stack_files(into: Path, *leave_out: str) -> Path:
-    """The repository's stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
+    """The tests' stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
     edits or adds one (``--stacks-dir``)."""
     into.mkdir(parents=True, exist_ok=True)
-    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+    for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"):
         if p.name.removeprefix("Pulumi.").removesuffix(".yaml") not in leave_out:
             (into / p.name).write_text(p.read_text())
     return into
@@ -113,13 +126,14 @@ def _rendering(cache: dict, stack: str, variant: str = "", config: Callable[[], 
 
 @pytest.fixture(scope="module")
 def prod(_shipped_renderings):
-    """``stacks/Pulumi.prod.yaml`` as the program declares it (``offline.engine.Rendering``)."""
+    """The fixture prod stack (``tests/fixtures/stacks/Pulumi.prod.yaml``) as the program declares it
+    (``offline.engine.Rendering``)."""
     return _rendering(_shipped_renderings, "prod")
 
 
 @pytest.fixture(scope="module")
 def dev(_shipped_renderings):
-    """``stacks/Pulumi.dev.yaml`` as the program declares it."""
+    """The fixture dev stack as the program declares it."""
     return _rendering(_shipped_renderings, "dev")
 
 

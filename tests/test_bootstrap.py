@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import stack_files
+from conftest import FIXTURE_STACKS, stack_files
 
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -157,7 +157,7 @@ STATE = CFG[f"{NS}:stateBucket"]
 BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
 REPO = CFG[f"{NS}:repository"]
 STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml"))}
 PROD_PROJECT = STACKS["prod"].project
 # The bootstrap's config as the program reads it (for the declared environments).
 CONFIG = ci.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
@@ -221,9 +221,9 @@ def test_each_stack_has_its_own_key_and_its_stack_file_names_it(boot):
         key = keys[stack]
         assert providers[stack] == f"gcpkms://{key.inputs['keyRing']}/cryptoKeys/{stack}"
         assert s.secrets_provider == providers[stack], f"stacks/Pulumi.{stack}.yaml: secretsprovider"
-        doc = yaml.safe_load((ROOT / names.stack_file(stack)).read_text())
+        doc = yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text())
         assert "encryptionsalt" not in doc, f"{stack}: a passphrase provider"
-    scanned = [*WORKFLOWS.glob("*.y*ml"), *ROOT.glob("stacks/*.yaml"), ROOT / ".ci/run",
+    scanned = [*WORKFLOWS.glob("*.y*ml"), *FIXTURE_STACKS.glob("*.yaml"), ROOT / ".ci/run",
                *(f for f in BOOT.iterdir() if f.is_file())]
     for f in scanned:
         assert "PULUMI_CONFIG_PASSPHRASE" not in f.read_text(), f"{f}: a passphrase"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from offline import engine
 from stackspec import names
@@ -193,7 +194,7 @@ def test_the_preview_shows_the_first_phase_warning_first(fmt, tmp_path, capsys):
     first = out.index("image.digest is unset: first phase")
     assert first < out.index("Policies") < out.index("Plan")
     assert "unverified, opted in with tpu-multislice:unverified.rayTokenAuth" in out[:out.index("Plan")]
-    line = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text().splitlines().index("  tpu-multislice:image:") + 1
+    line = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text().splitlines().index("  tpu-multislice:image:") + 1
     assert f"Pulumi.prod.yaml:{line}: tpu-multislice:image.digest is unset" in out
     rendering = engine.render("prod")
     assert rendering.warnings[0].startswith("tpu-multislice:image.digest is unset: first phase")

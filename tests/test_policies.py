@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi_policy
 import pytest
-from conftest import with_fallbacks
+from conftest import FIXTURE_STACKS, with_fallbacks
 from pulumi.runtime import config as runtime_config
 from pulumi_policy.proxy import unknown_checking_proxy
 
@@ -540,7 +540,7 @@ def test_preview_report_prints_fix_and_writes_policy_json(renderings, tmp_path):
         in text
     assert f"fix: {registry.rule('tpu-node-count-matches-hosts').remediation}" in text
     # On the stack file's line of the slice the pool was built from.
-    line = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text().splitlines().index("    - name: v6e-16-0") + 1
+    line = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text().splitlines().index("    - name: v6e-16-0") + 1
     assert f"Pulumi.prod.yaml:{line}: tpu-multislice:slices[0]: [mandatory] tpu-node-count-matches-hosts" \
         in text
     doc = json.loads((tmp_path / report.POLICY_FILE).read_text())

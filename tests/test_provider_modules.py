@@ -14,12 +14,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import FIXTURE_STACKS
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# The tests' own stacks in the fresh interpreter too (conftest.FIXTURE_STACKS).
+PRELUDE = f"from stackspec import loader\nloader.STACKS_DIR = loader.Path({str(FIXTURE_STACKS)!r})\n"
 
 
 def _run(code: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

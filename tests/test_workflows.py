@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -280,7 +281,7 @@ def run_stacks_job(workflow: str, tmp_path: Path, stacks_dir: Path | None = None
     (step,) = [s for s in steps(job) if s.get("id") == "list"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    extra = f" --stacks-dir {stacks_dir}" if stacks_dir else ""
+    extra = f" --stacks-dir {stacks_dir or FIXTURE_STACKS}"
     (bin_dir / "uv").write_text(
         "#!/bin/sh\n"
         '[ "$1" = sync ] && exit 0\n'
@@ -298,7 +299,7 @@ def run_stacks_job(workflow: str, tmp_path: Path, stacks_dir: Path | None = None
     return {k: json.loads(v) for k, v in values.items()}
 
 
-STACK_NAMES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACK_NAMES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
 
 
 @pytest.mark.parametrize("workflow", ["pr.yml", "deploy.yml", "drills.yml", "image.yml"])
@@ -352,7 +353,7 @@ def test_a_new_stack_reaches_the_workflows_lists(tmp_path):
     one that does not appears in pr.yml's only."""
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    prod = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     (stacks / "Pulumi.prod.yaml").write_text(prod)
     off = prod.replace("    onPush: true\n    clusterDrill: llama3-8b-elastic\n", "    onPush: false\n")
     assert off != prod
