@@ -256,7 +256,7 @@ def test_periods_per_job_kind():
     for name in ("llama3-8b-multislice", "llama3-70b-multislice"):
         assert by[name].checkpoint_period == checkpoints.SEED_CHECKPOINT_PERIOD == 10_000
     elastic = by["llama3-8b-elastic"]
-    assert "Young/Daly" in elastic.checkpoint_plan.how and "seeds/" in elastic.checkpoint_plan.how
+    assert "Young/Daly" in elastic.checkpoint_plan.how and "run log: step 99" in elastic.checkpoint_plan.how
     assert elastic.checkpoint_period == 50
     assert f"checkpoint_period={elastic.checkpoint_period}" in manifests.entrypoint(spec, elastic)
     # An explicit period wins; an elastic job without the inputs is told which keys to set.

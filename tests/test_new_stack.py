@@ -15,7 +15,7 @@ import yaml
 from conftest import FIXTURE_STACKS, stack_files
 
 from slicectl import cli, cmd_new, cmd_stacks
-from stackspec import names, spec, tpu, zones
+from stackspec import spec, tpu, zones
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM_EU = ["team-eu", "--project", "team-eu-tpu", "--region", "europe-west4", "--zone", "europe-west4-a",
