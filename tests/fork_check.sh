@@ -21,7 +21,7 @@ where=$("$python" -c 'import stackspec; print(stackspec.__file__)')
 case "$where" in "$work/fork/"*) ;; *) echo "fork check: stackspec imports from $where, not the clone" >&2; exit 1;; esac
 
 # Make it yours (docs/make-it-yours.md): no example stacks, the team's own.
-git rm --quiet stacks/Pulumi.*.yaml
+git rm --quiet stacks/Pulumi.*.yaml && mkdir -p stacks
 "$python" -m slicectl.cli new acme-ml-prod --project acme-ml-prod --region us-east5 --zone us-east5-b \
   --slice-shape v6e-64 --slices 2 --capacity flex-start,on-demand --ci-project acme-ml-ci \
   --gke-version 1.35.2-gke.1842000 --oncall ml-oncall@acme.example
