@@ -30,6 +30,18 @@ EXAMPLE_STACKS = _loader.STACKS_DIR
 FIXTURE_STACKS = ROOT / "tests" / "fixtures" / "stacks"
 _loader.STACKS_DIR = FIXTURE_STACKS
 STACKS_ARGS = ("--stacks-dir", str(FIXTURE_STACKS))
+# The same for a fresh interpreter (``python -c``): its first lines, before anything reads a stack.
+FIXTURE_PRELUDE = f"from stackspec import loader\nloader.STACKS_DIR = loader.Path({str(FIXTURE_STACKS)!r})\n"
+# ``slicectl`` as its own process, reading the tests' stacks (for the commands without ``--stacks-dir``).
+SLICECTL = ("-c", FIXTURE_PRELUDE + "import sys\nfrom slicectl.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+# The documentation site's pages (mkdocs.yml): the README is the front page a repository shows, docs/ the rest.
+DOCS = ROOT / "docs"
+
+
+def documentation() -> str:
+    """The README and every page under ``docs/``, as one text: a test that holds a section of the documentation to
+    the code finds the section on whichever page it lives (pages move; the section's heading is what it names)."""
+    return "\n\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))])
 REFERENCE = ROOT / "tests" / "reference"
 SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
 KUBERAY_CRDS = REFERENCE / "kuberay"
@@ -280,16 +292,6 @@ def local_cluster():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-# The collected test files, the number of tests and of slow ones (``tests/test_readme.py``).
-COLLECTED = pytest.StashKey[tuple[tuple[str, ...], int, int]]()
-
-
-@pytest.fixture
-def collected(request) -> tuple[tuple[str, ...], int, int]:
-    """The test files collected, the number of tests and of slow ones, before any deselection."""
-    return request.config.stash.get(COLLECTED, ((), 0, 0))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs of one module stay
@@ -299,9 +301,6 @@ def pytest_collection_modifyitems(config, items):
     the kill and the failure verdict), so two side by side use the two cores. All share the
     persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and
     compiles. Without xdist this changes nothing."""
-    # What was collected before any deselection (``-m``, ``-k``): the README's test counts are checked against it.
-    config.stash[COLLECTED] = (tuple(sorted({str(item.path) for item in items})), len(items),
-                               sum(1 for item in items if item.get_closest_marker("slow")))
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))

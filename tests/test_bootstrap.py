@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import FIXTURE_STACKS, stack_files
+from conftest import FIXTURE_STACKS, documentation, stack_files
 
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -691,7 +691,7 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
 
 def readme_rows(title: str) -> list[list[str]]:
     """The first table under the README heading ``title``, header and rule left out."""
-    lines = (ROOT / "README.md").read_text().split(f"### {title}\n", 1)[1].splitlines()
+    lines = documentation().split(f"### {title}\n", 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
@@ -710,7 +710,7 @@ def test_readme_role_table_is_exactly_what_the_bootstrap_grants(boot):
 
 
 def test_readme_conditions_are_the_rendered_expressions(boot):
-    text = (ROOT / "README.md").read_text()
+    text = documentation()
     for type_ in SCOPES:
         for r in boot.of(type_):
             if "condition" in r.inputs:
@@ -921,7 +921,7 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     for r in b.of("gcp:projects/iAMMember:IAMMember"):
         if member_id(r.inputs["member"]) == mine:
             assert r.inputs["project"] == project and "iam" not in r.inputs["role"].lower(), r.name
-    text = (ROOT / "README.md").read_text()
+    text = documentation()
     (grant,) = [g for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT]
     assert f"`{grant.role}` on its MultiKueue account" in text.split("### Roles the bootstrap grants", 1)[1]
     assert f"`{grant.role}` on its MultiKueue account" in text.split("### Threat table: each identity", 1)[1]

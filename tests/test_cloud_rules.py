@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import documentation
 
 from offline import engine
 from policies import offline
@@ -456,7 +457,7 @@ def test_every_rule_has_a_test_and_its_checks_exist():
 
 
 def test_the_readme_table_is_the_module_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     rows = [f"| `{r.id}` | {r.system} | {r.rule} | {r.source} | {', '.join(f'`{c}`' for c in r.checks)} |"
             for r in cloud_rules.RULES]
     start = readme.index("| rule | system | what it accepts or does | source | checks |")

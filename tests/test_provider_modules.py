@@ -14,13 +14,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import FIXTURE_STACKS
+from conftest import FIXTURE_PRELUDE
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# The tests' own stacks in the fresh interpreter too (conftest.FIXTURE_STACKS).
-PRELUDE = f"from stackspec import loader\nloader.STACKS_DIR = loader.Path({str(FIXTURE_STACKS)!r})\n"
+# The tests' own stacks in the fresh interpreter too.
+PRELUDE = FIXTURE_PRELUDE
 
 
 def _run(code: str) -> dict:
