@@ -11,6 +11,7 @@ fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -71,18 +72,19 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
-    # The CRDs are large (2 MB): libyaml's loader reads them in a second.
+@functools.cache
+def load_crd(path: Path) -> dict[str, Any]:
+    """A vendored CRD, read once per test process with libyaml's loader: they are large (the RayJob CRD is
+    1.4 MB), and the pure-Python loader takes seconds where this takes a fraction of one. Callers deep-copy
+    what they change."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    doc = yaml.load((KUBERAY_CRDS / CRD_FILES[kind]).read_text(), Loader=loader)  # noqa: S506
+    return yaml.load(path.read_text(), Loader=loader)  # noqa: S506
+
+
+def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
+    doc = load_crd(KUBERAY_CRDS / CRD_FILES[kind])
     served = next(v for v in doc["spec"]["versions"] if v["name"] == version)
     return _strict(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
-
-
-@pytest.fixture(scope="session")
-def _shipped_renderings() -> dict:
-    """The fixture stacks rendered by the real program under mocks, once per test process."""
-    return {}
 
 
 # The stack file's key for the paths nothing here can verify (``stackspec.model.Unverified``).
@@ -126,35 +128,48 @@ def with_fallbacks(config: Mapping[str, str], capacity: Sequence[Mapping] = FALL
     return scale_from_zero({**config, key: json.dumps(slices)})
 
 
-def _rendering(cache: dict, stack: str, variant: str = "", config: Callable[[], dict[str, str]] | None = None):
+# What rendered() rendered in this test process: (stack, its config as JSON or "") -> offline.engine.Rendering.
+_RENDERED: dict[tuple[str, str], Any] = {}
+
+
+def rendered(stack: str, config: Mapping[str, str] | None = None):
+    """``offline.engine.render(stack, config)`` of the tests' stacks, rendered once per test process: many modules
+    render the same stack, or the same edited config, and a render is most of a second (prod was rendered about 66
+    times a run). Each caller gets its own deep copy: a test that edits what it reads cannot leak into another.
+    Not for a test that changes what a render does (a monkeypatch): that one calls ``engine.render`` itself."""
     from offline import engine
 
-    key = f"{stack}{variant}"
-    if key not in cache:
-        cache[key] = engine.render(stack, config() if config else None)
-    # A module's own copy: a test that edits what it reads cannot leak into another module.
-    return copy.deepcopy(cache[key])
+    key = (stack, "" if config is None else json.dumps(dict(config), sort_keys=True))
+    if key not in _RENDERED:
+        _RENDERED[key] = engine.render(stack, None if config is None else dict(config))
+    return copy.deepcopy(_RENDERED[key])
 
 
 @pytest.fixture(scope="module")
-def prod(_shipped_renderings):
+def prod():
     """The fixture prod stack (``tests/fixtures/stacks/Pulumi.prod.yaml``) as the program declares it
     (``offline.engine.Rendering``)."""
-    return _rendering(_shipped_renderings, "prod")
+    return rendered("prod")
 
 
 @pytest.fixture(scope="module")
-def dev(_shipped_renderings):
+def dev():
     """The fixture dev stack as the program declares it."""
-    return _rendering(_shipped_renderings, "dev")
+    return rendered("dev")
 
 
 @pytest.fixture(scope="module")
-def prod_fallbacks(_shipped_renderings):
+def multi():
+    """The fixture two-region stack (a manager and two regions) as the program declares it."""
+    return rendered("multi")
+
+
+@pytest.fixture(scope="module")
+def prod_fallbacks():
     """prod with capacity fallbacks (:data:`FALLBACKS`) on every slice, opted in to pools from zero."""
     from offline import engine
 
-    return _rendering(_shipped_renderings, "prod", "+fallbacks", lambda: with_fallbacks(engine.stack_config("prod")))
+    return rendered("prod", with_fallbacks(engine.stack_config("prod")))
 
 
 @pytest.fixture(scope="session")
@@ -232,7 +247,7 @@ def _python_patterns(schema: Any) -> Any:
 
 
 def kueue_schema(kind: str, version: str) -> dict[str, Any]:
-    doc = yaml.safe_load((KUEUE_CRDS / KUEUE_KINDS[kind]).read_text())
+    doc = load_crd(KUEUE_CRDS / KUEUE_KINDS[kind])
     served = next(v for v in doc["spec"]["versions"] if v["name"] == version and v.get("served"))
     return _python_patterns(_strict(copy.deepcopy(served["schema"]["openAPIV3Schema"])))
 
@@ -263,7 +278,7 @@ GMP_CRD = REFERENCE / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
 
 @pytest.fixture(scope="session")
 def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
-    doc = yaml.safe_load(GMP_CRD.read_text())
+    doc = load_crd(GMP_CRD)
     (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
     validator = jsonschema.Draft7Validator(_strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"])))
     return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]

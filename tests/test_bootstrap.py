@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import FIXTURE_STACKS, documentation, stack_files
+from conftest import FIXTURE_STACKS, documentation, rendered, stack_files
 
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -145,9 +145,7 @@ def boot() -> Boot:
 @pytest.fixture(scope="module")
 def ci_multi():
     """The multi-region stack's program (offline.engine.render)."""
-    from offline import engine
-
-    return engine.render("multi")
+    return rendered("multi")
 
 
 CFG = example_config()

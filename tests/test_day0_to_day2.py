@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_STACKS
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from offline import lifecycle as lc
@@ -107,7 +107,7 @@ def test_a_pinned_pool_version_or_managed_flex_labels_would_fight_gke():
             e["inputs"]["version"] = e["outputs"]["version"] = "1.35.2-gke.1842000"
             e["ignoreChanges"] = []
     state, _ = lc.gke_changes(pinned)
-    new = engine.render("dev")
+    new = rendered("dev")
     for r in new.resources:
         if r.type == lc.NODE_POOL:
             r.inputs["version"] = "1.35.2-gke.1842000"

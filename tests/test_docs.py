@@ -140,18 +140,17 @@ def test_the_deployment_diagram_shows_every_workflow_identity_and_environment():
 REGIONS_BEGIN, REGIONS_END = "<!-- regions: slicectl preview --stack multi --format markdown -->", "<!-- /regions -->"
 
 
-def test_the_regions_diagram_is_what_the_preview_renders_for_multi():
+def test_the_regions_diagram_is_what_the_preview_renders_for_multi(multi):
     """The regions picture (under "Regions") is the preview's "Regions and dispatch order" section of the
     two-region ``multi`` stack (the tests' copy) as ``slicectl preview --format markdown`` renders it today: its
     Mermaid diagram and the dispatch order with each region's reason."""
-    from offline import engine
     from slicectl import cmd_preview
 
     section = documentation().split("## Regions: a manager and regional TPU clusters", 1)[1].split("\n## ", 1)[0]
     assert REGIONS_BEGIN in section and REGIONS_END in section, \
         f"the Regions section needs the diagram between {REGIONS_BEGIN} and {REGIONS_END}"
     written = section.split(REGIONS_BEGIN, 1)[1].split(REGIONS_END, 1)[0].strip()
-    rendered = cmd_preview.markdown(engine.render("multi"))
+    rendered = cmd_preview.markdown(multi)
     heading = "### Regions and dispatch order\n"
     assert heading in rendered, "the preview no longer renders the regions section: update this test"
     expected = rendered.split(heading, 1)[1].split("\n### ", 1)[0].strip()

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_STACKS
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from policies import offline
@@ -350,7 +350,7 @@ def test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in(prod
     assert patterns == ["gcr.io/gke-release/*", "gke.gcr.io/*", "registry.k8s.io/kueue/kueue:v0.19.2*"]
     assert "tpu-multislice:unverified.binaryAuthorizationEnforce" in r.spec.unverified_paths
     # A stack without an image repository has no attestor to require: everything else is denied.
-    (policy,) = engine.render("dev").by_type("gcp:binaryauthorization/policy:Policy")
+    (policy,) = rendered("dev").by_type("gcp:binaryauthorization/policy:Policy")
     assert policy.inputs["defaultAdmissionRule"] == {"evaluationMode": "ALWAYS_DENY",
                                                      "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY"}
     assert "docker.io/rayproject/ray:nightly-py312-tpu*" in [

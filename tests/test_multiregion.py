@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_STACKS
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from slicectl import cli
@@ -33,7 +33,7 @@ def problems(text: str, tmp_path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def multi():
-    return engine.render("multi")
+    return rendered("multi")
 
 
 def test_each_region_is_a_single_region_view():

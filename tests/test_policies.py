@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi_policy
 import pytest
-from conftest import FIXTURE_STACKS, with_fallbacks
+from conftest import FIXTURE_STACKS, rendered, with_fallbacks
 from pulumi.runtime import config as runtime_config
 from pulumi_policy.proxy import unknown_checking_proxy
 
@@ -48,15 +48,15 @@ def _only_job(stack: str, name: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, engine.Rendering]:
     return {
-        "prod": engine.render("prod"),
-        "dev": engine.render("dev"),
-        "prod-8b": engine.render("prod", _only_job("prod", "llama3-8b-multislice")),
-        "prod-70b": engine.render("prod", _only_job("prod", "llama3-70b-multislice")),
-        "prod-elastic": engine.render("prod", _only_job("prod", "llama3-8b-elastic")),
+        "prod": rendered("prod"),
+        "dev": rendered("dev"),
+        "prod-8b": rendered("prod", _only_job("prod", "llama3-8b-multislice")),
+        "prod-70b": rendered("prod", _only_job("prod", "llama3-70b-multislice")),
+        "prod-elastic": rendered("prod", _only_job("prod", "llama3-8b-elastic")),
         # prod with capacity fallbacks (opted in): every option's pool autoscales 0 <-> one slice.
-        "prod-fallbacks": engine.render("prod", with_fallbacks(engine.stack_config("prod"))),
-        # A manager and two regions (stacks/Pulumi.multi.yaml): the rules across clusters.
-        "multi": engine.render("multi"),
+        "prod-fallbacks": rendered("prod", with_fallbacks(engine.stack_config("prod"))),
+        # A manager and two regions (the multi fixture): the rules across clusters.
+        "multi": rendered("multi"),
     }
 
 
