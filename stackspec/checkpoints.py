@@ -70,13 +70,16 @@ MODEL_SHAPES: dict[str, DenseShape] = {
     "mistral-7b": DenseShape(4096, 32, 14336, 32, 8, 128, 32_000),
 }
 
-# Measured step times (seconds) on the seed's deployment: (model, pod type, slices,
-# per-device batch, max target length) -> seconds, with where the number was read.
+# Measured step times (seconds) on the deployment of GKE's tutorial "Multislice and elastic training on TPUs using
+# Ray Train" (2x v6e-16): (model, pod type, slices, per-device batch, max target length) -> seconds, with the
+# published run log the number was read from (named by its title: a preview and cost.json print it).
 STEP_SECONDS: dict[tuple[str, str, int, float, int], tuple[float, str]] = {
     ("llama3-8b", "v6e-16", 2, 4.0, 4096): (
-        1.003, "seeds/ray-tpu-first-class-announcement.txt:93 (step 99, 16 338 tokens/s/device)"),
+        1.003, "Ray's announcement \"TPUs are a first-class accelerator in Ray\" (Ray 2.55), its llama3-8b run log: "
+               "step 99, 16 338 tokens/s/device"),
     ("llama3-70b", "v6e-16", 2, 2.0, 4096): (
-        0.693, "seeds/gke-multislice-elastic-ray-train-tutorial.txt:593 (step 99, 11 819 tokens/s/device)"),
+        0.693, "GKE tutorial \"Multislice and elastic training on TPUs using Ray Train\", its llama3-70b run log: "
+               "step 99, 11 819 tokens/s/device"),
 }
 
 

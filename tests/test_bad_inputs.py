@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from slicectl import cli
 from slicectl.exits import Exit
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-PROD = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+PROD = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
 _TOPOLOGY_LINE = PROD.splitlines().index("      topology: 4x4") + 1  # the first slice's
 NS = stack_spec.PROJECT
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import documentation
 
 from offline import engine
 from policies import offline
@@ -527,7 +528,7 @@ def test_the_quote_check_fails_on_a_bad_quote(monkeypatch):
 
 
 def test_the_readme_table_is_the_module_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     rows = [f"| `{r.id}` | {r.system} | {r.rule} | {r.source} | {', '.join(f'`{c}`' for c in r.checks)} |"
             for r in cloud_rules.RULES]
     start = readme.index("| rule | system | what it accepts or does | source | checks |")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from offline import lifecycle as lc
@@ -112,7 +111,7 @@ def test_a_pinned_pool_version_or_managed_flex_labels_would_fight_gke():
             e["inputs"]["version"] = e["outputs"]["version"] = "1.35.2-gke.1842000"
             e["ignoreChanges"] = []
     state, _ = lc.gke_changes(pinned)
-    new = engine.render("dev")
+    new = rendered("dev")
     for r in new.resources:
         if r.type == lc.NODE_POOL:
             r.inputs["version"] = "1.35.2-gke.1842000"
@@ -167,32 +166,33 @@ def test_setting_the_image_digest_moves_only_the_workloads_to_it(prod_days):
 # --------------------------------------------------------------------------- the command
 
 
-def test_slicectl_lifecycle_shows_each_day_and_carries_state(tmp_path):
+def test_slicectl_lifecycle_shows_each_day_and_carries_state(tmp_path, capsys):
+    """The command as a user runs it, in this process (``cli.main``, its exit code and what it prints): the
+    subprocess would add nothing but an interpreter start per call."""
+    from slicectl import cli
+
     changed = tmp_path / "Pulumi.dev.yaml"
-    text = (ROOT / "stacks/Pulumi.dev.yaml").read_text()
+    text = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
     changed.write_text(text.replace("steps: 50\n", "steps: 200\n", 1))
-    cmd = [sys.executable, "-m", "slicectl.cli", "lifecycle", "--stack", "dev", "--change", str(changed),
-           "--out", str(tmp_path / "build")]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "A simulation" in out.stdout and "terraform-provider-google @" in out.stdout
-    assert "Day 0:" in out.stdout and "every resource waits" in out.stdout
-    assert "plan: no changes" in out.stdout
-    assert "Day 2: to" in out.stdout and "1 to replace" in out.stdout
+    cmd = ["lifecycle", "--stack", "dev", "--change", str(changed), "--out", str(tmp_path / "build")]
+    assert cli.main(cmd) == 0
+    out = capsys.readouterr().out
+    assert "A simulation" in out and "terraform-provider-google @" in out
+    assert "Day 0:" in out and "every resource waits" in out
+    assert "plan: no changes" in out
+    assert "Day 2: to" in out and "1 to replace" in out
     state = tmp_path / "build/dev/state.json"
     assert state.is_file()
-    again = subprocess.run([*cmd[:6], "--state", str(state), "--out", str(tmp_path / "b2")], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "Day 0: skipped" in again.stdout
-    missing = subprocess.run([*cmd[:6], "--state", str(tmp_path / "nope.json")], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
-    assert missing.returncode == 2 and "no such file" in missing.stderr
+    assert cli.main([*cmd[:5], "--state", str(state), "--out", str(tmp_path / "b2")]) == 0
+    assert "Day 0: skipped" in capsys.readouterr().out
+    assert cli.main([*cmd[:5], "--state", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
     for bad in ("{not json", '{"urn": 1}'):
         broken = tmp_path / "broken.json"
         broken.write_text(bad)
-        out = subprocess.run([*cmd[:6], "--state", str(broken)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert out.returncode == 2 and "not a state slicectl lifecycle wrote" in out.stderr
-        assert "Traceback" not in out.stderr
+        # An exit code, not an exception (in a process: no traceback).
+        assert cli.main([*cmd[:5], "--state", str(broken)]) == 2
+        assert "not a state slicectl lifecycle wrote" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- the provider's ForceNew

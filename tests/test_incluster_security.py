@@ -16,6 +16,7 @@ import json
 import kube_cel
 import kubernetes_validate
 import pytest
+from conftest import rendered
 
 from drills import cluster as drill
 from offline import engine
@@ -43,8 +44,8 @@ def _with_shared_job(stack: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, engine.Rendering]:
-    return {"prod": engine.render("prod"), "dev": engine.render("dev"),
-            "prod-shared": engine.render("prod", _with_shared_job("prod"))}
+    return {"prod": rendered("prod"), "dev": rendered("dev"),
+            "prod-shared": rendered("prod", _with_shared_job("prod"))}
 
 
 def _docs(rendering: engine.Rendering) -> list[dict]:
@@ -347,7 +348,7 @@ def _config(stack: str, **ray) -> dict[str, str]:
 
 
 def test_token_auth_renders_kuberay_auth_options(kuberay_validator):
-    r = engine.render("prod")  # prod sets ray.auth: token
+    r = rendered("prod")  # prod sets ray.auth: token
     jobs = [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
     assert jobs
     for d in jobs:

@@ -9,6 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from slicectl import cli
 from slicectl.cmd_lint import schema
@@ -19,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_shipped_stacks_lint_clean(capsys):
     assert cli.main(["lint"]) == Exit.OK
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
     assert capsys.readouterr().out.splitlines() == [f"{s}: ok" for s in stacks]
 
 
 def test_a_broken_stack_is_annotated_on_its_lines(tmp_path, capsys):
-    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("topology: 2x4", "topology: 2x5")
+    text = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text().replace("topology: 2x4", "topology: 2x5")
     (tmp_path / "Pulumi.pr.yaml").write_text(text)
     code = cli.main(["lint", "--stacks-dir", str(tmp_path), "--format", "github"])
     out = capsys.readouterr().out
@@ -39,9 +40,9 @@ def test_a_broken_stack_is_annotated_on_its_lines(tmp_path, capsys):
 
 def test_the_schema_accepts_the_shipped_stack_files_and_refuses_bad_types():
     validator = jsonschema.Draft202012Validator(schema())
-    for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+    for path in FIXTURE_STACKS.glob("Pulumi.*.yaml"):
         assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path
-    bad = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    bad = yaml.safe_load((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text())
     bad["config"]["tpu-multislice:slices"][0]["capacity"][0]["type"] = "preemptible"
     bad["config"]["tpu-multislice:cluster"]["systemNodeCount"] = 0
     # cluster and slices are optional since a multi-region stack names them per region: their errors sit in the

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from slicectl import cli
@@ -15,7 +16,7 @@ from stackspec import regions as places
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-MULTI = (ROOT / "stacks" / "Pulumi.multi.yaml").read_text()
+MULTI = (FIXTURE_STACKS / "Pulumi.multi.yaml").read_text()
 NS = stack_spec.PROJECT
 
 
@@ -33,7 +34,7 @@ def problems(text: str, tmp_path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def multi():
-    return engine.render("multi")
+    return rendered("multi")
 
 
 def test_each_region_is_a_single_region_view():
@@ -108,7 +109,7 @@ def test_a_job_fitting_no_region_is_refused(tmp_path):
 
 
 def test_single_region_stacks_refuse_region_keys(tmp_path):
-    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    prod = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     got = problems(prod.replace("      mode: elastic\n", "      mode: elastic\n      region: us-east5\n"), tmp_path)
     assert any(p.startswith(f"{NS}:jobs[2].region") and "only in a multi-region stack" in p for p in got), got
 

@@ -2,8 +2,8 @@
 
 The command runs for real (``slicectl.cli.main``) into a temporary stacks directory beside copies of the
 repository's stack files (its CI project and GKE version come from them); the file it writes is then
-loaded, linted and previewed by the real commands, and must be the shipped ``stacks/Pulumi.team-eu.yaml``
-but for its header comment: the README's path is the one that made it.
+loaded, linted and previewed by the real commands, and must be the team-eu stack it wrote when the example
+shipped (the tests' copy, ``tests/fixtures/stacks/Pulumi.team-eu.yaml``) but for its header comment.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import stack_files
+from conftest import FIXTURE_STACKS, stack_files
 
 from slicectl import cli, cmd_new, cmd_stacks
-from stackspec import names, spec, tpu, zones
+from stackspec import spec, tpu, zones
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM_EU = ["team-eu", "--project", "team-eu-tpu", "--region", "europe-west4", "--zone", "europe-west4-a",
@@ -38,8 +38,9 @@ def test_slicectl_new_writes_the_shipped_team_eu_stack_and_it_lints_previews_and
                  "encryptedkey", "tpu-multislice:deploy.onPush", "image.digest"):
         assert step in out, step
     text = written.read_text()
-    shipped = (ROOT / names.stack_file("team-eu")).read_text()
-    assert cmd_new.header_free(text) == cmd_new.header_free(shipped), "regenerate stacks/Pulumi.team-eu.yaml"
+    shipped = (FIXTURE_STACKS / "Pulumi.team-eu.yaml").read_text()
+    assert cmd_new.header_free(text) == cmd_new.header_free(shipped), \
+        "regenerate tests/fixtures/stacks/Pulumi.team-eu.yaml (the fixture below its two-line fixture header)"
     # It loads: four 4x8 slices, Spot first then on-demand, in the zone the table lists, its key named.
     s = spec.load_stack("team-eu", stacks_dir)
     assert s.project == "team-eu-tpu" and s.region == "europe-west4"

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import documentation
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "tests" / "reference" / "peers"
-README = ROOT / "README.md"
+
 PEER_SECTION = "### Compared with the peers"
 PEER_NAMES = ("cluster-toolkit", "xpk")
 
@@ -638,15 +639,15 @@ def ours_plan(prod):
 
 def test_every_difference_is_explained_in_the_readme(prod):
     found = differences(prod)
-    table = readme_peer_table(README.read_text())
+    table = readme_peer_table(documentation())
     unexplained = sorted(set(found) - set(table))
     stale = sorted(set(table) - set(found))
     assert not unexplained and not stale, (
-        "README '### Compared with the peers' is out of date.\n"
+        "docs/cloud-rules.md '### Compared with the peers' is out of date.\n"
         + "".join(f"  unexplained: {i}: ours {found[i][0]!r}, peer's {found[i][1]!r}\n" for i in unexplained)
         + "".join(f"  stale row: {i}\n" for i in stale))
     for rid, cells in table.items():
-        assert len(cells) == 3 and all(cells), f"README row {rid}: needs ours, peer's and why"
+        assert len(cells) == 3 and all(cells), f"docs/cloud-rules.md row {rid}: needs ours, peer's and why"
 
 
 def test_readme_table_parser():

@@ -16,12 +16,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import FIXTURE_PRELUDE
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# The tests' own stacks in the fresh interpreter too.
+PRELUDE = FIXTURE_PRELUDE
 
 
 def _run(code: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

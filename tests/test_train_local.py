@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import SLICECTL
 
 from drills.local_train import ROOT, load_job, parse_line, train_local
 from drills.localray import pid_alive
@@ -135,7 +136,7 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="ti-", dir=ROOT / "build"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slicectl.cli", "train", "--local", "--stack", "dev", "--steps", "50",
+        [sys.executable, *SLICECTL, "train", "--local", "--stack", "dev", "--steps", "50",
          "--run-dir", str(run_dir)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
