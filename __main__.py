@@ -185,8 +185,8 @@ def multi_region() -> None:
     readers = tuple((v.cluster.name, names.node_service_account_email(v.cluster.name, spec.project)) for v in views)
     stack_registry = (
         ImageRegistry(f"{m.name}-images", ImageRegistryArgs(image=spec.image, project=spec.project,
-                                                            node_service_account=readers[0][1],
-                                                            more_readers=readers[1:], protected=spec.prod))
+                                                            node_service_account=None,
+                                                            more_readers=readers, protected=spec.prod))
         if spec.image is not None else None
     )
     bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)

@@ -41,7 +41,7 @@ def image_streaming_api(parent_name: str, project: str, parent: pulumi.Resource)
 class ImageRegistryArgs:
     image: WorkerImage
     project: str
-    node_service_account: pulumi.Input[str]
+    node_service_account: pulumi.Input[str] | None
     protected: bool = False  # prod: the repository survives `pulumi destroy` and refuses deletion
     # A multi-region stack's other clusters' node accounts (cluster name -> email): readers too.
     more_readers: tuple[tuple[str, str], ...] = ()
@@ -52,7 +52,7 @@ class ImageRegistry(pulumi.ComponentResource):
 
     services: list[gcp.projects.Service]
     repository: gcp.artifactregistry.Repository
-    node_reader: gcp.artifactregistry.RepositoryIamMember
+    node_reader: gcp.artifactregistry.RepositoryIamMember | None
     pusher: gcp.artifactregistry.RepositoryIamMember
 
     def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None):
@@ -94,7 +94,9 @@ class ImageRegistry(pulumi.ComponentResource):
                 parent=self, depends_on=self.services, protect=args.protected, retain_on_delete=args.protected
             ),
         )
-        self.node_reader = gcp.artifactregistry.RepositoryIamMember(
+        # A single-region stack's node account; a multi-region stack's are all in more_readers, each grant named
+        # after its cluster, so that the order of regions names no grant (a reorder replaces nothing).
+        self.node_reader = None if args.node_service_account is None else gcp.artifactregistry.RepositoryIamMember(
             f"{name}-node-reader",
             gcp.artifactregistry.RepositoryIamMemberArgs(
                 project=args.project,

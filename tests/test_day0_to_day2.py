@@ -55,11 +55,8 @@ def _section(cfg, key, fn):
 @pytest.mark.parametrize("stack", ["prod", "dev"])
 def test_first_up_creates_in_the_order_the_cloud_needs(stack):
     rendering, first, _, _ = day1(stack)
-    streaming = [p for p in first.problems if "containerfilesystem.googleapis.com" in p]
-    assert [p for p in first.problems if p not in streaming] == []
-    if streaming:  # gcp.md B4 "no pool depends on that API Service; it is ordered by luck" (issue #26 item 5)
-        pytest.xfail("image-streaming pools do not wait for containerfilesystem.googleapis.com (wt-rules fixes it): "
-                     + "; ".join(streaming))
+    # gcp.md B4: image-streaming pools wait for containerfilesystem.googleapis.com (issue #26 item 5).
+    assert first.problems == []
     order = {first.state[u]["name"]: i for i, wave in enumerate(first.waves) for u in wave}
     cluster = rendering.spec.cluster.name
     # The cluster, its system pool, then the slices and the Kubernetes provider (the node account and its roles
@@ -337,18 +334,12 @@ def _protected_lost(state, plan, going: str = "") -> list[str]:
         s.op == "replace" or (s.op == "delete" and not (going and s.name.startswith(going))))]
 
 
-REGIONS_DEFECT = ("the bucket's derived location changes with the regions (customPlacementConfig.dataLocations is "
-                  "ForceNew), and region views share defaults: wt-house fixes the model (issue #24 item 4, #28 item 1)")
-
-
-@pytest.mark.xfail(reason=REGIONS_DEFECT, strict=False)
 def test_adding_a_region_replaces_nothing_protected():
     state, plan = _regions_plan(lambda regions: regions.append(copy.deepcopy(THIRD_REGION)))
     assert any(s.op == "create" and s.name.startswith("maxtext-central1") for s in plan.steps)
     assert _protected_lost(state, plan) == []
 
 
-@pytest.mark.xfail(reason=REGIONS_DEFECT, strict=False)
 def test_removing_a_region_replaces_nothing_protected():
     def stay(jobs):  # the jobs held to the region that goes move to the one that stays
         for j in jobs:
@@ -359,9 +350,6 @@ def test_removing_a_region_replaces_nothing_protected():
     assert _protected_lost(state, plan, going="maxtext-east1") == []
 
 
-@pytest.mark.xfail(reason="reordering the regions moves the protected image repository to the other region "
-                          "(region views share defaults written into frozen models): wt-house fixes the model",
-                   strict=False)
 def test_reordering_the_regions_replaces_nothing_protected():
     state, plan = _regions_plan(lambda regions: regions.reverse())
     assert _protected_lost(state, plan) == []
