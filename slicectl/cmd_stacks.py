@@ -46,8 +46,7 @@ def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
 
 
 def stack_names(stacks_dir: Path | None = None) -> list[str]:
-    where = stacks_dir or loader.STACKS_DIR
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
+    return loader.stack_names(stacks_dir)  # a directory that is not there: exit 2, naming it
 
 
 def lists(stacks_dir: Path | None = None) -> dict[str, list]:
