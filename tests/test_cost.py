@@ -471,4 +471,4 @@ def test_multi_region_rows_name_their_region(capsys):
         for name in names:
             assert re.search(rf"^\s+{re.escape(name)} @ {region}\s", text, re.M), (name, region)
     diff = cost.changes(None, cost.compute(s))
-    assert len({c["row"] for c in diff}) == len(diff)  # the diff keeps each region's row apart too
+    assert len({(c["view"], c["row"]) for c in diff}) == len(diff)  # the diff keeps each region's row apart too
