@@ -22,8 +22,9 @@ import os
 from pathlib import Path
 
 from slicectl.exits import Exit
-from stackspec import loader
+from stackspec import across, loader
 from stackspec import spec as stack_spec
+from stackspec.errors import Problem
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -83,14 +84,15 @@ def run(args: argparse.Namespace) -> int:
         from slicectl.cmd_preview import read_policy_config
 
         policy_config = read_policy_config(args.policy_config)
-    results = []
+    results, specs = [], {}
     for stack in _stacks(args):
         try:
-            stack_spec.load_stack(stack, args.stacks_dir)
+            specs[stack] = stack_spec.load_stack(stack, args.stacks_dir)
         except stack_spec.SpecError as e:
             results.append((stack, e, []))
             continue
         results.append((stack, None, _policies(stack, args.stacks_dir, policy_config)))
+    results = _across(results, specs, args.stacks_dir)
     if args.format == "json":
         print(json.dumps([{"stack": s, "file": e.source if e else None, "problems": [
             {"line": p.line, "key": p.key, "value": None if p.value is stack_spec.MISSING else p.value,
@@ -123,6 +125,28 @@ def run(args: argparse.Namespace) -> int:
     if any(e for _, e, _ in results):
         return Exit.INVALID_SPEC
     return Exit.POLICY_VIOLATION if any(v.mandatory for _, _, vs in results for v in vs) else Exit.OK
+
+
+def _across(results: list, specs: dict, stacks_dir: Path | None) -> list:
+    """What two stack files must not both declare (stackspec/across.py), judged over every valid stack of the
+    directory, the ones not asked for too: a stack checked alone still meets the others."""
+    others = []
+    for name in loader.stack_names(stacks_dir) if stacks_dir is None or stacks_dir.is_dir() else []:
+        if name not in specs:
+            try:
+                others.append(stack_spec.load_stack(name, stacks_dir))
+            except (stack_spec.SpecError, stack_spec.StackFileError):
+                continue
+    problems = across.shared_project([*specs.values(), *others])
+    out = []
+    for stack, e, violations in results:
+        if stack in problems:
+            s = specs[stack]
+            line = s._source and stack_spec.stack_config(stack, stacks_dir)[1].line(("config", "gcp:project"))
+            e = stack_spec.SpecError(s.stack_file, [Problem(p.key, p.value, p.message, line or None)
+                                                    for p in problems[stack]])
+        out.append((stack, e, violations))
+    return out
 
 
 def _cell(text: object) -> str:

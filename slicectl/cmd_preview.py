@@ -19,6 +19,7 @@ from policies import report as policies
 from slicectl.exits import Exit, UsageError
 from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
 from stackspec import checkpoints, cost, names
+from stackspec import quota as tpu_quota
 from stackspec.loader import key_path
 from stackspec.spec import StackSpec
 
@@ -231,6 +232,8 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     ]
     if problems := problem_lines(rendering):
         lines += [*problems, ""]
+    if unchecked := tpu_quota.warnings(spec):  # no quota section: what nothing checked, before the long plan
+        lines += [f"  warning: {w}" for w in unchecked] + [""]
     if violations is not None:
         lines += [policies.text(violations), ""]
     lines += [
@@ -294,6 +297,8 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
         lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata']['name']}"
                   for d in rendering.held]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
+    lines += ["", "TPU quota (chips each quota type must allow, per region; docs/quota.md):",
+              indent(text_table(tpu_quota.HEADER, tpu_quota.rows(spec)))]
     lines += ["", "Cost:", indent(cost_text(cost.compute(spec)))]
     return "\n".join(lines)
 
@@ -424,6 +429,8 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
     if rendering.warnings:
         first += ["> [!WARNING]\n> **Warnings** (" + str(len(rendering.warnings)) + "):\n"
                   + "\n".join(f"> - {_placed(rendering, w)}" for w in rendering.warnings)]
+    if unchecked := tpu_quota.warnings(spec):
+        first += ["> [!WARNING]\n> **TPU quota not declared**:\n" + "\n".join(f"> - {w}" for w in unchecked)]
     if violations is not None:
         first += [policies.markdown(violations)]
     if spec.multi_region:
@@ -445,6 +452,8 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
         *regional,
         "### Cost",
         cost_markdown(cost.compute(spec)),
+        "### TPU quota (chips each quota type must allow, per region; docs/quota.md)",
+        md_table(tpu_quota.HEADER, tpu_quota.rows(spec)),
         "### Runs and checkpoints",
         "```\n" + "\n".join(checkpoint_lines(spec)) + "\n```" if spec.jobs else "(no jobs)",
         "### Plan",

@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 
 from . import checkpoints, kuberay, limits, machines, names, prices, runs, tpu, zones
 from . import maxtext as maxtext_facts
+from . import quota as tpu_quota
 from . import regions as places
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
@@ -996,6 +997,7 @@ class StackSpec(BaseModel):
     regions: tuple[RegionSite, ...] = Field((), alias=_ns("regions"))
     dispatch: Literal[places.DISPATCH] = Field("cost", alias=_ns("dispatch"))
     deploy: Deploy = Field(default_factory=Deploy, alias=_ns("deploy"))
+    quota: tuple[tpu_quota.QuotaEntry, ...] = Field((), alias=_ns("quota"))  # stackspec/quota.py
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider
@@ -1186,6 +1188,8 @@ class StackSpec(BaseModel):
             self._multi_region_rules(fail, info)
         elif self.zone is not None and self.cluster is not None and self.slices is not None:
             self._single_region_rules(fail, info, problems)
+        if not (info.context or {}).get("view"):  # the declared TPU quota against the slices' chips, every region
+            tpu_quota.check(self, fail)
         drill = self.deploy.cluster_drill
         if (info.context or {}).get("as_written") and drill is not None and not any(
                 j.name == drill and j.elastic for j in self.jobs):

@@ -127,3 +127,72 @@ def test_an_invalid_stack_leaves_a_job_summary_that_says_why(tmp_path, capsys, m
     (problem,) = [r for r in rows if len(r) == 4 and r[1] == "tpu-multislice:slices[0].topology"]
     assert problem[0] == f"{tmp_path}/Pulumi.solo.yaml:{line}" and problem[2] == '"2x5"'
     assert "allowed" in problem[3] or "topolog" in problem[3]
+
+
+def _scaled(into, count: int, topology: str = "16x16", quota: list | None = None, name: str = "big"):
+    """The solo fixture with ``count`` copies of its slice at ``topology`` (v6e-256 by default), ranges wide enough."""
+    doc = yaml.safe_load((FIXTURES / "Pulumi.solo.yaml").read_text())
+    config = doc["config"]
+    first = config["tpu-multislice:slices"][0]
+    config["tpu-multislice:slices"] = [{**first, "name": f"v6e-{i}", "topology": topology} for i in range(count)]
+    config["tpu-multislice:cluster"]["podCidr"] = "10.128.0.0/10"
+    config["tpu-multislice:network"].setdefault("primary", {})["cidr"] = "10.0.0.0/16"
+    config.pop("tpu-multislice:jobs", None)
+    if quota is not None:
+        config["tpu-multislice:quota"] = quota
+    into.mkdir(parents=True, exist_ok=True)
+    (into / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return doc
+
+
+def test_200_v6e_256_slices_do_not_lint_clean_against_a_declared_quota(tmp_path, capsys):
+    """Issue 27: 200 x v6e-256 linted clean. Each slice is 256 chips (Cloud TPU: v6e-256 is 16x16, one chip per
+    core); the fixture's slices list spot then flex-start, both drawing on preemptible quota (docs/quota.md)."""
+    from stackspec import tpu
+
+    (shape,) = [s for s in tpu.table() if s.pod_type == "v6e-256"][:1]
+    assert shape.chips == 16 * 16
+    _scaled(tmp_path, 200, quota=[{"generation": "v6e", "preemptible": 1024, "onDemand": 0}])
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path)]) == Exit.INVALID_SPEC
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "tpu-multislice:quota[0].preemptible = 1024" in x]
+    assert f"need {200 * 256} v6e chips" in line and f"{200 * 256 - 1024} more than declared" in line
+    assert "v6e-0" in line and "v6e-199" in line and "docs/quota.md" in line
+    # Enough quota: clean; the region must be declared when a quota section is.
+    _scaled(tmp_path, 200, quota=[{"generation": "v6e", "preemptible": 200 * 256}])
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path)]) == Exit.OK, capsys.readouterr().out
+    capsys.readouterr()
+    _scaled(tmp_path, 2, quota=[{"region": "europe-west4", "generation": "v6e", "preemptible": 512}])
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path)]) == Exit.INVALID_SPEC
+    assert "no entry for v6e in us-east5" in capsys.readouterr().out
+
+
+def test_without_a_declared_quota_the_preview_warns_with_the_chips_per_region(tmp_path, capsys):
+    _scaled(tmp_path, 3, topology="4x4")
+    assert cli.main(["preview", "--stack", "big", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    warning = [x for x in out.splitlines() if "TPU quota not declared" in x]
+    assert warning == [f"  warning: TPU quota not declared (tpu-multislice:quota): the slices need {3 * 16} v6e chips "
+                       "of preemptible (spot, flex-start) quota in us-east5; check the project's quota (docs/quota.md)"]
+    assert out.index(warning[0]) < out.index("Plan (")  # before the long plan
+    assert (ROOT / "docs" / "quota.md").is_file()
+    assert cli.main(["cost", "--stack", "big", "--stacks-dir", str(tmp_path)]) == 0
+    cost = capsys.readouterr().out
+    assert re.search(r"^\s+us-east5\s+v6e\s+preemptible \(spot, flex-start\)\s+48\s+not declared\s", cost, re.M), cost
+
+
+def test_two_stacks_in_one_project_are_refused_at_their_project_lines(tmp_path, capsys):
+    """Each stack declares its project's Binary Authorization policy; a project has at most one (stackspec/across.py
+    quotes the API reference): two stacks in one project would overwrite each other's."""
+    text = (FIXTURES / "Pulumi.solo.yaml").read_text()
+    (tmp_path / "Pulumi.a.yaml").write_text(text)
+    (tmp_path / "Pulumi.b.yaml").write_text(text)
+    project = yaml.safe_load(text)["config"]["gcp:project"]
+    line = next(n for n, x in enumerate(text.splitlines(), 1) if x.strip().startswith("gcp:project:"))
+    for argv in (["lint", "--stacks-dir", str(tmp_path)], ["lint", "--stacks-dir", str(tmp_path), "--stack", "a"]):
+        assert cli.main(argv) == Exit.INVALID_SPEC
+        out = capsys.readouterr().out
+        assert f"{tmp_path}/Pulumi.a.yaml:{line}: gcp:project = \"{project}\": also the project of b" in out
+        assert "at most one policy per project" in out
+    (tmp_path / "Pulumi.b.yaml").write_text(text.replace(project, "another-project-b"))
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path)]) == Exit.OK
