@@ -37,6 +37,7 @@ from . import checkpoints, kuberay, limits, machines, names, prices, runs, tpu, 
 from . import maxtext as maxtext_facts
 from . import quota as tpu_quota
 from . import regions as places
+from . import trainer as own_trainer
 from .errors import MISSING, Problem, UnknownName
 from .tpu import SliceError, SliceShape
 
@@ -694,6 +695,7 @@ class Job(Section):
     # An operator's pause: a dedicated job is declared suspended and outside Kueue (no queue label:
     # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
     suspend: bool = False
+    trainer: own_trainer.Trainer | None = None  # a team's own train loop instead of MaxText (stackspec/trainer.py)
 
     @model_validator(mode="after")
     def _mode_keys(self) -> Job:
