@@ -256,3 +256,37 @@ def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cl
         assert second["losses"][steps] < losses[steps - 1]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_submit_renders_a_one_off_rayjob_of_a_stack_job(tmp_path, capsys):
+    """``slicectl submit``: the job's RayJob under a name of its own, a fresh run, the steps asked for, queued like the
+    job (same Kueue queue and priority), its own trainer script found under the ConfigMap key the stack deploys."""
+    import shlex
+
+    import yaml
+
+    from slicectl import cli
+    from stackspec import spec as stack_spec
+    from workloads import manifests
+
+    out = tmp_path / "one.yaml"
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "tiny-own", "--name",
+                     "tiny-own-try", "--steps", "7", "--out", str(out)]) == 0
+    assert "kubectl apply -f" in capsys.readouterr().err
+    body = yaml.safe_load(out.read_text())
+    s = stack_spec.load_stack("own", FIXTURES)
+    declared = manifests.ray_job(s, s.job("tiny-own"))
+    assert body["metadata"]["name"] == "tiny-own-try" != declared["metadata"]["name"]
+    assert body["metadata"]["labels"]["tpu-multislice/one-off"] == "true"
+    for label in ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"):
+        assert body["metadata"]["labels"][label] == declared["metadata"]["labels"][label]
+    argv = shlex.split(body["spec"]["entrypoint"])
+    run = argv[argv.index("--name") + 1]
+    assert run != s.job("tiny-own").run_name and "steps=7" in argv
+    script = argv[argv.index("--custom-trainer") + 1].rsplit("/", 1)[1]
+    assert script in manifests.trainer_configmap(s)["data"]  # the deployed ConfigMap has it
+    # Names past the RayJob limit and unknown jobs are refused, nothing written.
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "tiny-own", "--name",
+                     "x" * 60, "--out", str(tmp_path / "bad.yaml")]) == 3
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "nope"]) == 2
+    assert not (tmp_path / "bad.yaml").exists()

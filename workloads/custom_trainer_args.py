@@ -19,8 +19,9 @@ FLAG = "--custom-trainer"
 
 
 def script_key(job: Job) -> str:
-    """The script's file name in the trainer ConfigMap: one per job (two jobs may run scripts of one name)."""
-    return f"{job.name}--{Path(job.trainer.script).name}"
+    """The script's file name in the trainer ConfigMap, from its path (a ConfigMap key takes no ``/``): one per
+    script, whatever job runs it (a one-off run of the job, ``slicectl submit``, finds it too)."""
+    return "own--" + job.trainer.script.replace("/", "--")
 
 
 def wrap(job: Job, argv: list[str], local: bool, mount: str) -> list[str]:
