@@ -431,10 +431,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--capacity", default="on-demand",
                    help="capacity options in order, comma-separated (spot, on-demand, flex-start); default on-demand")
     p.add_argument("--ci-project", help="the bootstrap's CI project (default: the one the stack files name)")
-    p.add_argument("--environment", default="prod", help="prod (default) or dev")
+    p.add_argument("--environment", default=None, help="prod (default) or dev (--sandbox: dev)")
     p.add_argument("--gke-version", help="the cluster's GKE version (default: the newest the stack files run)")
     p.add_argument("--oncall", default="tpu-oncall@example.com", help="the alerts' email address")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
+    p.add_argument("--sandbox", action="store_true",
+                   help="a dev stack deployed by hand without the CI bootstrap: no CI project, image or KMS key "
+                        "(docs/sandbox.md)")
     return p
 
 
@@ -443,7 +446,12 @@ def run(args: argparse.Namespace) -> int:
     others = existing(stacks_dir) if stacks_dir.is_dir() else []
     errors = [] if stacks_dir.is_dir() else [f"--stacks-dir {stacks_dir}: not a directory"]
     ci_project = args.ci_project
-    if ci_project is None:
+    args.environment = args.environment or ("dev" if args.sandbox else "prod")
+    if args.sandbox:
+        if args.environment == "prod":
+            errors.append("--environment prod: a sandbox stack is dev (docs/sandbox.md)")
+        ci_project = new_parts.NO_CI  # rendered, then removed (new_parts.sandboxed): the stack names none
+    elif ci_project is None:
         named = sorted({s.ci_project for s in others})
         if len(named) == 1:
             ci_project = named[0]
@@ -481,6 +489,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
         return Exit.USAGE
     text = render(request)
+    if args.sandbox:
+        text = new_parts.sandboxed(text)
     # The file through the spec model before it is written: a name past its limit, a job the shape cannot hold.
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"Pulumi.{request.stack}.yaml").write_text(text)
@@ -493,5 +503,5 @@ def run(args: argparse.Namespace) -> int:
             return Exit.USAGE
     path = stacks_dir / f"Pulumi.{request.stack}.yaml"
     path.write_text(text)
-    print(next_steps(request, _shown(path)))
+    print(new_parts.sandbox_steps(request.stack, _shown(path)) if args.sandbox else next_steps(request, _shown(path)))
     return Exit.OK

@@ -89,3 +89,50 @@ def quota_lines(generation: str, capacities: tuple[str, ...], regions: list[str]
             "  # uncomment, and lint checks the slices against it.",
             "  # tpu-multislice:quota:",
             *[f"  #   - {{region: {r}, generation: {generation}, {need}}}" for r in regions]]
+
+
+# --sandbox: the file is rendered as any stack's (with this stand-in CI project), then what needs the CI bootstrap is
+# taken out: the CI project, the prebuilt image section, the stack's KMS key (stackspec/sandbox.py says why).
+NO_CI = "sandbox-no-ci-project"
+
+
+def sandboxed(text: str) -> str:
+    """A rendered stack file as a sandbox stack (docs/sandbox.md)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        if skip:  # the image section's keys
+            if line.startswith("    "):
+                continue
+            skip = False
+        if "tpu-multislice:ciProject:" in line or line.startswith("  # The bootstrap's CI project"):
+            continue
+        if line.startswith("  # The workers' prebuilt image") or line.startswith("  # which the stack's first") \
+                or line.startswith("  # until then the workers run ray.image"):
+            continue
+        if line == "  tpu-multislice:image:":
+            skip = True
+            continue
+        if line.startswith(("# The stack's own Cloud KMS key", "# --secrets-provider <this>", "# it opens nothing",
+                            "secretsprovider:")):
+            continue
+        if line.startswith("#     --slice-shape "):
+            line += " --sandbox"
+        if line.startswith("  tpu-multislice:environment:"):
+            out += ["  tpu-multislice:environment: dev",
+                    "  # Deployed by hand, without the CI bootstrap: no CI project, prebuilt image or KMS key, and no",
+                    "  # workflow acts on it (docs/sandbox.md).",
+                    "  tpu-multislice:sandbox: true"]
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def sandbox_steps(stack: str, path) -> str:
+    return f"""wrote {path} (a sandbox stack: docs/sandbox.md)
+next:
+  1. slicectl lint --stack {stack} && slicectl preview --stack {stack} && slicectl cost --stack {stack}
+  2. with your own credentials, in a project of your own (no bootstrap, no CI):
+       pulumi login --local          # or any state backend you own
+       pulumi stack init {stack} --secrets-provider passphrase
+       pulumi up --stack {stack} --policy-pack policies
+  3. pulumi destroy --stack {stack} when done (the sandbox's bucket is not protected: dev)"""

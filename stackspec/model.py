@@ -33,7 +33,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import checkpoints, kuberay, limits, machines, names, prices, runs, tpu, zones
+from . import checkpoints, kuberay, limits, machines, names, prices, runs, sandbox, tpu, zones
 from . import maxtext as maxtext_facts
 from . import quota as tpu_quota
 from . import regions as places
@@ -979,7 +979,8 @@ class StackSpec(BaseModel):
     environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
     project: ProjectId = Field(alias="gcp:project")
     # The bootstrap's CI project: the CI identities (image pusher, drill user) and the state keys live there.
-    ci_project: ProjectId = Field(alias=_ns("ciProject"))
+    ci_project: ProjectId | None = Field(None, alias=_ns("ciProject"))  # required but in a sandbox (sandbox.py)
+    sandbox: bool = Field(False, alias=_ns("sandbox"))  # deployed by hand, without the CI bootstrap (docs/sandbox.md)
     region: Region = Field(alias="gcp:region")
     # Required in a single-region stack (StackSpec._one_place); a multi-region stack names them per region.
     zone: Zone | None = Field(None, alias="gcp:zone")
@@ -1192,6 +1193,7 @@ class StackSpec(BaseModel):
             self._single_region_rules(fail, info, problems)
         if not (info.context or {}).get("view"):  # the declared TPU quota against the slices' chips, every region
             tpu_quota.check(self, fail)
+            sandbox.rules(self, fail)  # a stack deployed by hand, without the CI bootstrap (stackspec/sandbox.py)
         drill = self.deploy.cluster_drill
         if (info.context or {}).get("as_written") and drill is not None and not any(
                 j.name == drill and j.elastic for j in self.jobs):

@@ -241,3 +241,34 @@ def _cost_json(stacks_dir, stack: str, capsys) -> str:
     capsys.readouterr()
     assert cli.main(["cost", "--stack", stack, "--stacks-dir", str(stacks_dir), "--format", "json"]) == 0
     return capsys.readouterr().out
+
+
+def test_a_sandbox_stack_previews_without_the_ci_bootstrap_and_no_workflow_acts_on_it(tmp_path, capsys):
+    """``--sandbox``: no CI project, image section or KMS key; the whole preview (every policy) passes; the workflows'
+    lists leave it out; what needs the bootstrap is refused at its key."""
+    import yaml
+
+    code, err = _new(tmp_path, "sand", "--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2",
+                     "--sandbox")
+    assert code == 0, err
+    doc = yaml.safe_load((tmp_path / "Pulumi.sand.yaml").read_text())
+    config = doc["config"]
+    assert config["tpu-multislice:sandbox"] is True and config["tpu-multislice:environment"] == "dev"
+    assert "tpu-multislice:ciProject" not in config and "tpu-multislice:image" not in config
+    assert "secretsprovider" not in doc
+    assert cli.main(["preview", "--stack", "sand", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "b")]) == 0
+    preview = capsys.readouterr().out
+    assert "Policies: all" in preview and "rules pass" in preview
+    lists = cmd_stacks.lists(tmp_path)
+    assert lists["sandbox"] == ["sand"] and all("sand" not in str(lists[k]) for k in ("all", "deploy", "image"))
+    # What needs the bootstrap, each refused at its key; a CI stack without ciProject is refused too.
+    for edit, key in (({"tpu-multislice:environment": "prod"}, "tpu-multislice:environment"),
+                      ({"tpu-multislice:deploy": {"onPush": True}}, "tpu-multislice:deploy.onPush"),
+                      ({"tpu-multislice:image": {"repository": "r", "name": "n"}}, "tpu-multislice:image"),
+                      ({"tpu-multislice:sandbox": False}, "tpu-multislice:ciProject")):
+        bad = {**doc, "config": {**config, **edit}}
+        (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+        with pytest.raises(spec.SpecError) as e:
+            spec.load_stack("bad", tmp_path)
+        assert any(p.key == key and "docs/sandbox.md" in p.message for p in e.value.problems), (key, e.value)
+    assert (ROOT / "docs" / "sandbox.md").is_file()
