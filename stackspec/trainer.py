@@ -4,7 +4,7 @@
       - name: tiny-own
         mode: elastic
         trainer:
-          script: examples/trainers/tiny_jax.py   # a file of this repository defining train_loop_per_worker(config)
+          script: trainers/tiny_jax.py   # a file of this repository defining train_loop_per_worker(config)
           config: {learning_rate: 0.1}            # handed to it beside steps, checkpoint_period, run_name, output_dir
           image: us-east5-docker.pkg.dev/p/r/own@sha256:...   # optional: its workers' image (dedicated jobs)
 
@@ -43,7 +43,7 @@ class Trainer(BaseModel):
     def _script(cls, v: str) -> str:
         path = Path(v)
         if path.is_absolute() or ".." in path.parts or path.suffix != ".py":
-            raise ValueError("a .py file of this repository, as a relative path (examples/trainers/tiny_jax.py)")
+            raise ValueError("a .py file of this repository, as a relative path (trainers/tiny_jax.py)")
         full = ROOT / path
         if not full.is_file():
             raise ValueError(f"no such file in the repository ({full.relative_to(ROOT)})")

@@ -182,7 +182,7 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
 
 # --------------------------------------------------------------------------- a team's own trainer (issue 27)
 
-FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # Pulumi.own.yaml: job tiny-own runs examples/trainers/tiny_jax.py
+FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # Pulumi.own.yaml: job tiny-own runs trainers/tiny_jax.py
 
 
 def test_a_job_with_its_own_trainer_renders_its_script_into_the_rayjob_and_configmap():
@@ -201,7 +201,7 @@ def test_a_job_with_its_own_trainer_renders_its_script_into_the_rayjob_and_confi
     script = argv[i + 1]
     cm = manifests.trainer_configmap(s)["data"]
     assert script.startswith(manifests.TRAINER_DIR + "/") and script.rsplit("/", 1)[1] in cm
-    assert cm[script.rsplit("/", 1)[1]] == (ROOT / "examples" / "trainers" / "tiny_jax.py").read_text()
+    assert cm[script.rsplit("/", 1)[1]] == (ROOT / "trainers" / "tiny_jax.py").read_text()
     assert cm["custom_trainer.py"] == (ROOT / "workloads" / "trainer" / "custom_trainer.py").read_text()
     # The trainer's config reaches the script after the job's own settings; the MaxText job is unchanged.
     assert "learning_rate=0.2" in argv and f"steps={job.steps}" in argv
@@ -211,10 +211,10 @@ def test_a_job_with_its_own_trainer_renders_its_script_into_the_rayjob_and_confi
 
 @pytest.mark.parametrize("trainer, message", [
     ({"script": "../outside.py"}, "relative path"),
-    ({"script": "examples/trainers/nope.py"}, "no such file"),
+    ({"script": "trainers/nope.py"}, "no such file"),
     ({"script": "README.md"}, "a .py file"),
-    ({"script": "examples/trainers/tiny_jax.py", "config": {"steps": 3}}, "set by the job itself"),
-    ({"script": "examples/trainers/tiny_jax.py", "image": "my/image:latest"}, "by digest"),
+    ({"script": "trainers/tiny_jax.py", "config": {"steps": 3}}, "set by the job itself"),
+    ({"script": "trainers/tiny_jax.py", "image": "my/image:latest"}, "by digest"),
 ])
 def test_a_trainer_the_spec_cannot_run_is_refused_at_its_key(tmp_path, trainer, message):
     import yaml
@@ -232,7 +232,7 @@ def test_a_trainer_the_spec_cannot_run_is_refused_at_its_key(tmp_path, trainer, 
 
 @pytest.mark.slow
 def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cluster):
-    """``examples/trainers/tiny_jax.py`` under the real JaxTrainer on the local Ray cluster (two slice nodes, two
+    """``trainers/tiny_jax.py`` under the real JaxTrainer on the local Ray cluster (two slice nodes, two
     workers): every step reported, the loss falls, rank 0's checkpoints land in Ray Train's storage, and a second run
     of the same job with more steps resumes after the last checkpoint instead of starting over."""
     spec, job = load_job("own", "tiny-own", FIXTURES)
