@@ -1,8 +1,15 @@
 """``slicectl new``: a team's stack file, with everything its set-up needs.
 
-    slicectl new STACK --project P --region R --zone Z --slice-shape v6e-32 --slices 4
+    slicectl new STACK --project P --region R (--zone Z | --regions R1:Z1,R2:Z2) --slice-shape v6e-32 --slices 4
                  [--capacity spot,on-demand] [--ci-project C] [--environment prod|dev]
                  [--gke-version V] [--oncall EMAIL] [--stacks-dir DIR]
+                 [--node-cidr C] [--pod-cidr C] [--service-cidr C] [--sandbox]
+
+``--regions``: a multi-region stack (a manager cluster in ``--region``, a cluster of ``--slices`` slices per
+region); ``--*-cidr``: the ranges the spec asks to enlarge (its error names the flag); ``--sandbox``: a dev stack
+deployed by hand without the CI bootstrap (docs/sandbox.md). The file carries the prices the table knows with their
+sources, a commented placeholder for each it lacks, the TPU quota the slices need (commented, docs/quota.md) and,
+for prod, a maintenance window.
 
 Writes ``stacks/Pulumi.<STACK>.yaml``: the project, region and zone (checked against the TPU zone table),
 ``--slices`` slices of the shape (a Cloud TPU accelerator type of the slice table, e.g. v6e-32 is 4x8),
