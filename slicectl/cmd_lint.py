@@ -23,6 +23,7 @@ from pathlib import Path
 
 from slicectl.exits import Exit
 from stackspec import across, loader
+from stackspec import quota as tpu_quota
 from stackspec import spec as stack_spec
 from stackspec.errors import Problem
 
@@ -112,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
             for p in (e.problems if e else []):
                 line = (f",line={p.line}" if p.line else "") + (f",col={p.column}" if p.column else "")
                 print(f"::error file={e.source}{line},title=stack spec::{_escape(p.render())}")
+            if e is None and stack in specs:  # what nothing checked: the TPU quota, when none is declared
+                for w in tpu_quota.warnings(specs[stack]):
+                    print(f"::warning file={specs[stack].stack_file},title=TPU quota::{_escape(w)}")
             for v in violations:
                 line = f",line={v.line}" if v.line else ""
                 kind = "error" if v.mandatory else "warning"

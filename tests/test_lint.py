@@ -179,6 +179,10 @@ def test_without_a_declared_quota_the_preview_warns_with_the_chips_per_region(tm
     assert cli.main(["cost", "--stack", "big", "--stacks-dir", str(tmp_path)]) == 0
     cost = capsys.readouterr().out
     assert re.search(r"^\s+us-east5\s+v6e\s+preemptible \(spot, flex-start\)\s+48\s+not declared\s", cost, re.M), cost
+    # lint says the same on the pull request (a warning annotation: nothing refused).
+    assert cli.main(["lint", "--stacks-dir", str(tmp_path), "--format", "github"]) == Exit.OK
+    annotations = [x for x in capsys.readouterr().out.splitlines() if "title=TPU quota::" in x]
+    assert annotations == [f"::warning file={tmp_path}/Pulumi.big.yaml,title=TPU quota::{warning[0].split(': ', 1)[1]}"]
 
 
 def test_two_stacks_in_one_project_are_refused_at_their_project_lines(tmp_path, capsys):
