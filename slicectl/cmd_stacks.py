@@ -80,4 +80,6 @@ def run(args: argparse.Namespace) -> int:
         for s in out["all"]:
             print(f"{s:<{width}}  {'yes' if s in out['deploy'] else 'no':<14}  {drills.get(s, '-'):<19}  "
                   f"{images.get(s, '-')}")
+        if out["sandbox"]:
+            print(f"sandbox (deployed by hand, in no workflow; docs/sandbox.md): {', '.join(out['sandbox'])}")
     return 0
