@@ -203,7 +203,8 @@ def _compute_regions(spec: Any) -> dict:
     for d, doc in docs:
         c = d.view.cluster.name
         capacity += doc["capacity"]
-        standing += [{**r, "item": f"{c}: {r['item']}"} for r in doc["standing"] if not r["item"].startswith("bucket ")]
+        standing += [{**r, "item": f"{c} ({d.view.region}): {r['item']}"} for r in doc["standing"]
+                     if not r["item"].startswith("bucket ")]
         jobs += [{**r, "job": f"{r['job']} @ {d.view.region}"} for r in doc["jobs"]]
         t = doc["totals"]
         for key, tot in (("standing", t["standingPerMonth"]), ("first", t["capacityPerMonth"]["firstChoice"]),
@@ -213,7 +214,7 @@ def _compute_regions(spec: Any) -> dict:
     hours = prices.hours_per_month()
     m, over = spec.manager, spec.prices
     mp = prices.manager(m.autopilot, m.system_machine_type, m.system_node_count, m.region, over)
-    standing.append({"item": f"manager {m.name}", "what": ("Autopilot: Kueue's controller pods"
+    standing.append({"item": f"manager {m.name} ({m.region})", "what": ("Autopilot: Kueue's controller pods"
                                                              if m.autopilot else
                                                              f"{m.system_node_count} x {m.system_machine_type}"),
                      "usdPerHour": _round(mp.usd), "usdPerMonth": _round(_mul(mp.usd, hours)),
@@ -421,6 +422,11 @@ def _age(published: str | None, read: str | None) -> str:
     return f" ({months} months old when read: check the page)" if months >= 3 else ""
 
 
+def _slice_row(doc: dict, r: dict) -> str:
+    """A capacity row's slice: with its region in a multi-region stack (the same slice names in every region)."""
+    return f"{r['slice']} @ {r['region']}" if "dispatch" in doc else r["slice"]
+
+
 def _hours(x: float | None) -> str:
     return UNKNOWN if x is None else f"{x:g}"
 
@@ -428,7 +434,7 @@ def _hours(x: float | None) -> str:
 def tables(doc: dict) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
     """(title, header, rows) of the three views with their totals, as text cells, and the sources' footnotes."""
     t, src = doc["totals"], _Sources()
-    cap = [[r["slice"], str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
+    cap = [[_slice_row(doc, r), str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
             str(r["chips"]), _rate(r["price"]["usd"]), usd(r["usdPerHour"]), usd(r["usdPerMonth"]),
             _hours(r["expectedWaitHours"]), src.cell(r["price"])] for r in doc["capacity"]]
     if cap:
@@ -502,7 +508,7 @@ def _keyed(doc: dict | None) -> dict[tuple[str, str], Any]:
         out[("stays up, per month", r["item"])] = r["usdPerMonth"]
     out[("stays up, per month", "total")] = t["standingPerMonth"]
     for r in doc.get("capacity", []):
-        out[("capacity option, per month", f"{r['slice']} #{r['rank']} {r['capacity']}")] = r["usdPerMonth"]
+        out[("capacity option, per month", f"{_slice_row(doc, r)} #{r['rank']} {r['capacity']}")] = r["usdPerMonth"]
     out[("capacity option, per month", "total, first choice")] = t["capacityPerMonth"]["firstChoice"]
     out[("capacity option, per month", "total, last fallback")] = t["capacityPerMonth"]["lastFallback"]
     for r in doc.get("jobs", []):

@@ -102,6 +102,8 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     """
     src = stack_file or (document.source if document and document.source else names.stack_file(stack))
     problems = list(document.problems) if document else []
+    if any(p.key == "(yaml)" for p in problems):  # unreadable: the keys it lacks are not problems of their own
+        raise SpecError(src, [p for p in problems if p.key == "(yaml)"])
     data = _decode(config)
     if document:
         for key in ("secretsprovider", "encryptedkey", "encryptionsalt"):
@@ -145,6 +147,19 @@ def read_stack(path: Path) -> source.StackDocument:
         return source.read(path, _shown(path))
     except (OSError, UnicodeDecodeError) as e:
         raise StackFileError(f"{path}: cannot read the stack file ({getattr(e, 'strerror', None) or e})") from None
+
+
+def stack_names(stacks_dir: Path | None = None, *, some: bool = False) -> list[str]:
+    """The stacks of a stacks directory (``Pulumi.<stack>.yaml``). A directory that is not there is a
+    :class:`StackFileError` naming it (a typo must not check nothing); with ``some``, so is one with no stack file."""
+    where = stacks_dir or STACKS_DIR
+    if not where.is_dir():
+        raise StackFileError(f"{_shown(where)}: no such stacks directory"
+                             + ("" if not where.exists() else " (it is a file)"))
+    out = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
+    if some and not out:
+        raise StackFileError(f"{_shown(where)}: no stack file (Pulumi.<stack>.yaml) in this directory")
+    return out
 
 
 def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:

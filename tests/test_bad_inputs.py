@@ -224,3 +224,13 @@ def test_artifact_registry_multi_regions_are_accepted(location):
     cfg[f"{NS}:image"] = json.dumps(image)
     spec = stack_spec.load("prod", cfg)
     assert spec.image.location == location
+
+
+def test_a_stacks_dir_that_is_not_there_checks_nothing_and_says_so(tmp_path, capsys):
+    """Issue 27: ``stacks --stacks-dir <typo>`` printed empty lists and exit 0: the workflows would act on none."""
+    for command in (["stacks"], ["stacks", "--format", "github"], ["lint"]):
+        assert cli.main([*command, "--stacks-dir", str(tmp_path / "nonexistent")]) == Exit.USAGE, command
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert line == f"error: {tmp_path / 'nonexistent'}: no such stacks directory", command
+        assert captured.out == "" and "Traceback" not in captured.err

@@ -447,3 +447,29 @@ def test_cost_per_productive_hour_per_region_and_option():
     assert {(r["waitHours"], r["usdPerProductiveHour"]) for r in prod["jobs"]} == {(None, None)}
     assert cost.tables(prod)[0][0][1][-2] == "wait h" and cost.tables(prod)[0][0][2][0][-2] == cost.UNKNOWN
     assert cost.per_productive_hour(10.0, 2.0, 1.0) == 15.0 and cost.per_productive_hour(10.0, 2.0, None) is None
+
+
+def test_multi_region_rows_name_their_region(capsys):
+    """Issue 27: a two-region stack's cost repeated ``v6e-16-0`` without saying in which region. Every capacity
+    and standing row names the region its cluster is in (the spec's regions), and no two rows read the same."""
+    fixtures = ROOT / "tests" / "fixtures" / "rough"
+    s = spec.load_stack("duo", fixtures)
+    regions = {v.cluster.name: v.region for v in s.region_views()}
+    assert len(set(regions.values())) == 2
+    assert cli.main(["cost", "--stack", "duo", "--stacks-dir", str(fixtures)]) == 0
+    text = capsys.readouterr().out
+    views, _ = cost.tables(cost.compute(s))
+    for title, _, rows in views[:2]:
+        named = [r[0] for r in rows if r[0] != "total"]
+        assert len(named) == len(set(named)), (title, named)
+        for row in named:
+            if "replication" in row:  # the dual-region bucket: both regions at once
+                continue
+            assert any(region in row for region in [*regions.values(), s.manager.region]), (title, row)
+            assert row in text
+    slices = {v.region: [sl.name for sl in v.slices] for v in s.region_views()}
+    for region, names in slices.items():
+        for name in names:
+            assert re.search(rf"^\s+{re.escape(name)} @ {region}\s", text, re.M), (name, region)
+    diff = cost.changes(None, cost.compute(s))
+    assert len({(c["view"], c["row"]) for c in diff}) == len(diff)  # the diff keeps each region's row apart too

@@ -252,7 +252,7 @@ def _is_set(obj, path) -> bool:
     return _is_set(obj[head], rest) if rest else True
 
 
-SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

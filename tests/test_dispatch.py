@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REFERENCE
+from conftest import FIXTURE_STACKS, REFERENCE
 
 from offline import engine
 from stackspec import limits
@@ -329,7 +329,7 @@ def three_regions(tmp_path: Path) -> engine.Rendering:
     """A test-owned stack: the multi stack with a third region (us-central1, with its own two DCN networks: every
     region must render a queued job alike), the bucket in the US multi-region (a dual-region holds two regions)
     and a Standard manager."""
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.multi.yaml").read_text())
+    doc = yaml.safe_load((FIXTURE_STACKS / "Pulumi.multi.yaml").read_text())
     cfg = doc["config"]
     third = json.loads(json.dumps(cfg["tpu-multislice:regions"][1]))
     third.update(region="us-central1", zone="us-central1-b")

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from offline import engine
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "checks"
-SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))
 # A slice's capacity options as the README's "Capacity" lists them: each its own node pool.
 FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
              {"type": "flex-start", "maxRunDuration": "7d"},

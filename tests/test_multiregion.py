@@ -4,6 +4,7 @@ single-region view the existing rules and components run on; the real program re
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -457,7 +458,80 @@ def test_a_dual_region_gcs_does_not_offer_is_refused(tmp_path):
     assert [w.location for w in places.bucket_places(["asia-east1", "asia-northeast1"])] == ["ASIA"]
     # dataLocations name a dual-region's two regions under its code; a single-region stack's default location (its
     # region) is none.
-    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    prod = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     got = problems(prod.replace("    storageClass: STANDARD\n", "    storageClass: STANDARD\n"
                                 "    dataLocations: [us-east1, us-east5]\n", 1), tmp_path)
     assert any(p.startswith(f"{NS}:storage.location") and "required with dataLocations" in p for p in got), got
+
+
+# --------------------------------------------------------------------------- issue 27: per-cluster manifests, diagrams
+
+FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # stacks of this test's own (duo: two regions and a manager)
+
+
+def test_manifests_are_written_per_cluster(tmp_path, capsys):
+    """``build/<stack>/manifests/<cluster>/``: which of the three clusters each object is applied to is visible. The
+    split follows the Kubernetes provider each object was declared through (the resources' own provider URNs)."""
+    out = tmp_path / "build"
+    assert cli.main(["preview", "--stack", "duo", "--stacks-dir", str(FIXTURES), "--out", str(out)]) == 0
+    capsys.readouterr()
+    s = stack_spec.load_stack("duo", FIXTURES)
+    clusters = {s.manager.name, *(v.cluster.name for v in s.region_views())}
+    assert len(clusters) == 3
+    folders = {p.name for p in (out / "manifests").iterdir() if p.is_dir()} - {"held"}
+    assert folders == clusters
+    assert not list((out / "manifests").glob("*.yaml"))  # nothing left flat
+    rendering = engine.render("duo", stacks_dir=FIXTURES)
+    by_provider: dict[str, int] = {}
+    for r in rendering.resources:
+        if engine.is_kubernetes_object(r):
+            by_provider[r.provider_urn.rsplit("::", 1)[-1]] = by_provider.get(r.provider_urn.rsplit("::", 1)[-1], 0) + 1
+    for cluster in clusters:
+        files = sorted((out / "manifests" / cluster).glob("*.yaml"))
+        assert len(files) == by_provider[names.k8s_provider(cluster)], cluster
+    # The manager holds the MultiKueue objects, each region its worker ServiceAccount.
+    kinds = {c: {f.name.split("-", 2)[1] for f in (out / "manifests" / c).glob("*.yaml")} for c in clusters}
+    assert "multikueuecluster" in kinds[s.manager.name]
+    assert all("multikueuecluster" not in kinds[v.cluster.name] for v in s.region_views())
+    # A second preview leaves no file of the first behind.
+    assert cli.main(["preview", "--stack", "duo", "--stacks-dir", str(FIXTURES), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert sum(len(list((out / "manifests" / c).glob("*.yaml"))) for c in clusters) == len(rendering.manifests)
+
+
+# Mermaid refuses a diagram text longer than maxTextSize, default 50000
+# (https://mermaid.js.org/config/schema-docs/config-properties-maxtextsize.html).
+MERMAID_MAX_TEXT_SIZE = 50_000
+
+
+@pytest.mark.parametrize("count, shape", [(256, ("v6e", "4x4", "ct6e-standard-4t")),
+                                          (16, ("v6e", "16x16", "ct6e-standard-4t"))])
+def test_the_topology_diagram_stays_under_mermaids_limit_and_names_every_slice_group(tmp_path, count, shape):
+    import yaml
+
+    from slicectl import cmd_preview
+
+    doc = yaml.safe_load((FIXTURES / "Pulumi.solo.yaml").read_text())
+    config = doc["config"]
+    generation, topology, machine = shape
+    first = config[f"{NS}:slices"][0]
+    # Two worker groups of identical slices, as a team scaling out would write them.
+    config[f"{NS}:slices"] = [{**first, "name": f"{generation}-{i}", "generation": generation, "topology": topology,
+                               "machineType": machine, **({"group": "second"} if i >= count // 2 else {})}
+                              for i in range(count)]
+    config[f"{NS}:cluster"]["podCidr"] = "10.128.0.0/10"
+    config[f"{NS}:network"].setdefault("primary", {})["cidr"] = "10.0.0.0/16"
+    config.pop(f"{NS}:jobs", None)
+    path = tmp_path / "Pulumi.big.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        s = stack_spec.load_file(path)
+    except stack_spec.SpecError as e:
+        pytest.skip(f"the fixture cannot be scaled this way: {e}")
+    diagram = cmd_preview.mermaid(s)
+    assert len(diagram) < MERMAID_MAX_TEXT_SIZE, len(diagram)
+    for g in s.groups:
+        assert f"group {g.name}:" in diagram, g.name
+        assert f"ComputeClass {g.compute_class}" in diagram
+    # Every slice is counted once: the boxes' "N x" add up to the stack's slices.
+    assert sum(int(n) for n in re.findall(r'\["group [^:]+: (\d+) x ', diagram)) == count

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "offline" / "data" / "provider_schema.json"
 sys.path.insert(0, str(ROOT / "offline" / "tools"))
 import gen_forcenew  # noqa: E402
+from conftest import FIXTURE_STACKS  # noqa: E402
 
 
 def test_the_vendored_schema_is_whole_and_for_the_locked_pulumi_gcp():
@@ -34,7 +35,7 @@ def test_the_vendored_schema_is_whole_and_for_the_locked_pulumi_gcp():
     (locked,) = re.findall(r'name = "pulumi-gcp"\nversion = "([^"]+)"', (ROOT / "uv.lock").read_text())
     assert data["pulumiGcp"] == locked, "pulumi-gcp moved: regenerate offline/data/provider_schema.json"
     # Every GCP resource type a shipped stack renders has its table.
-    stacks = [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml")]
+    stacks = [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in FIXTURE_STACKS.glob("Pulumi.*.yaml")]
     rendered = {r.type for s in stacks for r in engine.render(s).resources if r.custom and r.type.startswith("gcp:")}
     assert rendered <= set(data["resources"]), sorted(rendered - set(data["resources"]))
 

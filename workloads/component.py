@@ -104,12 +104,13 @@ class RayWorkloads(pulumi.ComponentResource):
         needs += self.network_policies
         # What the drill identity may delete (label checks RBAC cannot make), in force before its RBAC binds ...
         admission = k8s.admissionregistration.v1
-        policy, binding = security.drill_admission_policy(spec)
-        vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
-                                                  spec=policy["spec"], opts=base)
-        self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(
-            f"{name}-drill-admission-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[vap])))]
+        self.drill_admission = []
+        for policy, binding in [security.drill_admission_policy(spec)] if spec.ci_project else []:  # none: sandbox
+            vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
+                                                      spec=policy["spec"], opts=base)
+            self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(
+                f"{name}-drill-admission-binding", metadata=binding["metadata"], spec=binding["spec"],
+                opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[vap])))]
         # ... and its RBAC: exactly what drills/cluster.py calls.
         after_admission = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=self.drill_admission))
         self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, after_admission)

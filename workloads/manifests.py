@@ -20,7 +20,7 @@ from typing import Any
 from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
-from workloads import compute_class, security
+from workloads import compute_class, custom_trainer_args, security
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
@@ -219,9 +219,11 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
             "trainer",
             annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
         ),
-        # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease).
+        # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease); jobs'
+        # own trainers ride along.
         "data": {TRAINER_SCRIPT.name: text, **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
-                                                if spec.site is not None else {})},
+                                                if spec.site is not None else {}),
+                 **custom_trainer_args.configmap_files(spec)},
     }
 
 
@@ -453,6 +455,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
             # An operator's pause, outside Kueue (no queue label below): KubeRay creates nothing. A queued
             # job carries no suspend at all: Kueue's webhook suspends it on creation and admission lifts it.
             body["suspend"] = True
+    custom_trainer_args.with_image(body, job)  # a job's own trainer may bring its workers' image
     # Deadline, retries and cleanup in the fields of the target KubeRay (stackspec.kuberay.lifecycle;
     # the spec refused any it does not know).
     body.update(kuberay.lifecycle(job))

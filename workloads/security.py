@@ -155,9 +155,9 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 # --------------------------------------------------------------------------- drill RBAC
 
 
-def drill_user(spec: StackSpec) -> str:
-    """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/)."""
-    return names.ci_account_email("drill", spec.ci_project)
+def drill_user(spec: StackSpec) -> str | None:
+    """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/); none in a sandbox."""
+    return None if spec.ci_project is None else names.ci_account_email("drill", spec.ci_project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
@@ -183,6 +183,8 @@ def drill_role_name(spec: StackSpec) -> str:
 
 def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     """Role + RoleBinding in the workload namespace, ClusterRole + ClusterRoleBinding for nodes."""
+    if spec.ci_project is None:  # a sandbox stack (stackspec/sandbox.py): no CI drill user to grant anything
+        return []
     name, ns = drill_role_name(spec), spec.storage.namespace
     labels = _labels(spec, "drill-rbac")
     subject = [{"kind": "User", "apiGroup": RBAC_GROUP, "name": drill_user(spec)}]

@@ -140,4 +140,8 @@ def trainer_argv(
         spec, job, base_output_directory=root + "/", steps=steps,
         checkpoint_period=checkpoint_period, defaults=defaults,
     )
+    if job.trainer is not None:  # the job's own train loop (workloads/custom_trainer_args.py)
+        from workloads import custom_trainer_args
+        from workloads.manifests import TRAINER_DIR
+        argv = custom_trainer_args.wrap(job, argv, local, TRAINER_DIR)
     return argv

@@ -12,6 +12,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from .. import checkpoints, runs
 from .. import maxtext as maxtext_facts
+from .. import trainer as own_trainer
 from .types import MaxTextValue, MeshAxis, MeshDegree, RayJobName, Region, Section, _check, at, resolved
 
 # One preemption spends two of Ray Train's failures: the lost worker, and the restart that
@@ -75,6 +76,7 @@ class Job(Section):
     # An operator's pause: a dedicated job is declared suspended and outside Kueue (no queue label:
     # Kueue would unsuspend it on admission); a shared job is not submitted (held for review).
     suspend: bool = False
+    trainer: own_trainer.Trainer | None = None  # a team's own train loop instead of MaxText (stackspec/trainer.py)
     # Resolved (stackspec.defaults): how checkpointPeriod was chosen, one line for the preview.
     checkpoint_how: SkipJsonSchema[str | None] = resolved()
 

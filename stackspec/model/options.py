@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from .. import machines, tpu
@@ -62,6 +62,9 @@ class TpuPrices(Section):
 
 class Prices(Section):
     """Prices the stack gives itself (a negotiated rate, a current Spot price, what the table lacks)."""
+
+    # The generations' keys as written everywhere else (v6e, tpu7x), not camelCased (v6E, tpu7X).
+    model_config = ConfigDict(alias_generator=lambda n: n if n in tpu.GENERATIONS else to_camel(n))
 
     v6e: TpuPrices | None = None
     v5e: TpuPrices | None = None

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 from pydantic.json_schema import SkipJsonSchema
 
 from .. import checkpoints, cost, limits, names, zones
+from .. import quota as tpu_quota
 from .. import regions as places
 from ..errors import MISSING, Problem, UnknownName
 from .cluster import Cluster, Manager
@@ -35,7 +36,8 @@ class StackSpec(BaseModel):
     environment: Literal[ENVIRONMENTS] = Field(alias=_ns("environment"))
     project: ProjectId = Field(alias="gcp:project")
     # The bootstrap's CI project: the CI identities (image pusher, drill user) and the state keys live there.
-    ci_project: ProjectId = Field(alias=_ns("ciProject"))
+    ci_project: ProjectId | None = Field(None, alias=_ns("ciProject"))  # required but in a sandbox (sandbox.py)
+    sandbox: bool = Field(False, alias=_ns("sandbox"))  # deployed by hand, without the CI bootstrap (docs/sandbox.md)
     region: Region = Field(alias="gcp:region")
     # Required in a single-region stack (StackSpec._one_place); a multi-region stack names them per region.
     zone: Zone | None = Field(None, alias="gcp:zone")
@@ -55,6 +57,7 @@ class StackSpec(BaseModel):
     regions: tuple[RegionSite, ...] = Field((), alias=_ns("regions"))
     dispatch: Literal[places.DISPATCH] = Field("cost", alias=_ns("dispatch"))
     deploy: Deploy = Field(default_factory=Deploy, alias=_ns("deploy"))
+    quota: tuple[tpu_quota.QuotaEntry, ...] = Field((), alias=_ns("quota"))  # stackspec/quota.py
     # The stack file's own top-level keys (beside config:), as Pulumi writes them.
     secrets_provider: str | None = Field(None, alias="secretsprovider")
     encryption_salt: str | None = Field(None, alias="encryptionsalt")  # present: the passphrase provider

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import defaults
+from .. import defaults, sandbox
+from .. import quota as tpu_quota
 from ..errors import Problem
 from ..model.types import _ns
 from . import regions
@@ -31,6 +32,8 @@ def checked(written: StackSpec, context: dict[str, Any]) -> tuple[StackSpec, lis
         spec = regions.check(spec, fail, context)
     elif spec.zone is not None and spec.cluster is not None and spec.slices is not None:
         single_region(spec, fail, context, problems)
+    tpu_quota.check(spec, fail)  # the declared TPU quota against the slices' chips, every region
+    sandbox.rules(spec, fail)  # a stack deployed by hand, without the CI bootstrap (stackspec/sandbox.py)
     drill = spec.deploy.cluster_drill
     if context.get("as_written") and drill is not None and not any(j.name == drill and j.elastic for j in spec.jobs):
         # The cluster drill preempts a running elastic job and follows it back (drills/cluster.py). Checked on

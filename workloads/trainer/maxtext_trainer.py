@@ -637,6 +637,9 @@ def lease_lost(lease, error: BaseException) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    if "--custom-trainer" in argv:  # a job's own train loop (jobs[].trainer): custom_trainer.py beside this script
+        import custom_trainer
+        return custom_trainer.main(argv)
     args, rest = parse_args(argv)
     if args.script_sha256:
         ensure_script_version(args.script_sha256, os.path.abspath(__file__), argv)
