@@ -1,10 +1,13 @@
 """A local Ray cluster of separate processes: a head plus one worker node per local "slice".
 
 Each node is ``ray start --block`` started as a child in its own process group, with
-its own ports (below 32768), a capped object store and its temp dir inside the run
-directory. :class:`LocalRayCluster` ends exactly the process groups it started (and
-their descendants), on exit, on an exception or on Ctrl-C. It never runs ``ray stop``,
-which ends every Ray process on the host, other people's included.
+its own ports (below 32768) and a capped object store. Ray's temp dir (its session, logs and
+Unix sockets) is a short directory under /tmp named by a hash, whatever the run directory's
+length (an AF_UNIX path holds at most 107 bytes); ``<run dir>/ray`` links to it while the
+cluster runs and holds a copy of its logs once it is down. :class:`LocalRayCluster` ends
+exactly the process groups it started (and their descendants), on exit, on an exception or
+on Ctrl-C. It never runs ``ray stop``, which ends every Ray process on the host, other
+people's included.
 """
 
 from __future__ import annotations
@@ -36,8 +39,21 @@ START_TIMEOUT_S = 90.0
 # a second of SIGTERM; the head's GCS, raylet and autoscaler monitor outlive it by more than
 # 10 s (measured), and a throwaway local cluster keeps nothing worth waiting for.
 SHUTDOWN_GRACE_S = 2.0
-# Longest temp dir (<run dir>/ray) we start Ray in: its Unix socket paths grow from it.
-MAX_TEMP_DIR_CHARS = 50
+# Ray's Unix sockets live under its temp dir (<temp>/session_<date>_<time>_<pid>/sockets/raylet.<n>, about
+# 60 bytes past it) and an AF_UNIX path holds at most 107 bytes (Linux sun_path): the temp dir is
+# /tmp/<SHORT_TEMP_PREFIX><10 hex>, 21 bytes, whatever the run directory (a CI checkout alone is ~50).
+SHORT_TEMP_ROOT = Path("/tmp")
+SHORT_TEMP_PREFIX = "sray-"
+SOCKET_PATH_MAX = 107
+
+
+def short_temp_dir(run_dir: Path) -> Path:
+    """A fresh short temp dir for a cluster of ``run_dir``: hashed from the run dir, this process and the time,
+    so two clusters (two regions of one drill, two engineers' runs) never share one."""
+    import hashlib
+
+    key = f"{run_dir}:{os.getpid()}:{time.time_ns()}".encode()
+    return SHORT_TEMP_ROOT / f"{SHORT_TEMP_PREFIX}{hashlib.sha256(key).hexdigest()[:10]}"
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
 # period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL, so a quick verdict is
 # safe here; the trainer's elastic policy waits for it before sizing a restart.
@@ -159,10 +175,8 @@ class LocalRayCluster:
     def __post_init__(self) -> None:
         self._sampling = False
         self.run_dir = Path(self.run_dir).resolve()
-        # Ray's Unix sockets live under the temp dirs: keep their paths short.
-        self.temp_dir = self.run_dir / "ray"
-        if len(str(self.temp_dir)) > MAX_TEMP_DIR_CHARS:
-            raise LocalRayError(f"run directory path too long for Ray's sockets: {self.run_dir}")
+        # Ray's Unix sockets live under the temp dir: short whatever the run directory.
+        self.temp_dir = short_temp_dir(self.run_dir)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -182,7 +196,13 @@ class LocalRayCluster:
         signal.signal(signal.SIGTERM, self._old_sigterm)
 
     def start(self) -> None:
-        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.temp_dir.mkdir(parents=True, exist_ok=False)
+        link = self.run_dir / "ray"
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(self.temp_dir)
         self._start_node("head", head=True)
         # One at a time: nodes sharing the head's session directory race when started together.
         for _ in range(self.slices):
@@ -313,6 +333,23 @@ class LocalRayCluster:
                 node.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._keep_logs()
+
+    def _keep_logs(self) -> None:
+        """Copy Ray's logs from the short temp dir into ``<run dir>/ray`` (replacing the link), then
+        remove the temp dir: nothing of the cluster is left under /tmp."""
+        import shutil
+
+        if not self.temp_dir.exists():
+            return
+        link = self.run_dir / "ray"
+        if link.is_symlink():
+            link.unlink()
+        for logs in self.temp_dir.glob("session_2*/logs"):
+            shutil.copytree(logs, link / logs.parent.name / "logs", dirs_exist_ok=True,
+                            ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("*.sock"))
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ nodes
 

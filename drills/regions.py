@@ -43,7 +43,7 @@ from drills.local import (
     checkpoint_dirs,
     corrupt_checkpoints,
 )
-from drills.localray import MAX_TEMP_DIR_CHARS, pid_alive
+from drills.localray import pid_alive
 from drills.report import DrillReport
 from stackspec.spec import Job, StackSpec
 
@@ -57,22 +57,54 @@ DEFAULT_REGIONS = (("region-a", 2), ("region-b", 1))
 class Region:
     name: str
     slices: int  # slices of the job's shape there
+    # The region's single-region view of the stack (None: the local stand-ins): the trainer's arguments
+    # for a run there come from it (its slice shape).
+    site: StackSpec | None = field(default=None, compare=False, repr=False)
 
 
 def stack_regions(spec: StackSpec, job: Job) -> list[Region]:
-    """The stack's regions in dispatch order with the slices of ``job``'s shape in each: one per
-    region view (``StackSpec.region_views()`` of a multi-region stack), the stack itself otherwise."""
-    views = spec.region_views() if callable(getattr(spec, "region_views", None)) else [spec]
+    """The regions ``job`` can run in, in its dispatch order, with the slices of its shape in each.
+
+    A job the manager queues: its placements (``StackSpec.placements``: the MultiKueueConfig's order, which
+    the incremental dispatcher nominates in); a job pinned to a region: that region only (it is created
+    there, nothing moves it); a single-region stack: itself."""
+    views = None
+    if getattr(spec, "regions", None):
+        views = spec.placements().get(job.name)
+        if views is None:
+            views = tuple(v for v in spec.region_views() if v.region == job.region)
+    if views is None:
+        views = spec.region_views() if callable(getattr(spec, "region_views", None)) else [spec]
     out = []
     for v in views:
+        j = next((x for x in v.jobs if x.name == job.name), job)
         replicas = {g.name: g.replicas for g in v.groups}
-        out.append(Region(v.region, replicas.get(job.group, 0)))
+        out.append(Region(v.region, replicas.get(j.group, 0), site=v))
     return out
 
 
+def pick_job(spec: StackSpec, name: str | None) -> Job:
+    """The named job, else on a multi-region stack the first job the manager can dispatch to two regions
+    (elastic first, as :meth:`StackSpec.drill_job`), else the stack's drill job. A job pinned to one region
+    is refused: losing its region takes it down, no other region runs it."""
+    if not getattr(spec, "regions", None):
+        return spec.drill_job(name)
+    movable = [j for j in spec.jobs if len(stack_regions(spec, j)) >= 2]
+    if name:
+        job = spec.job(name)
+        if job not in movable:
+            raise ValueError(f"job {name} runs in {job.region or 'one region'} only (created there, not queued on "
+                             f"the manager): a region loss has nowhere to move it; drill one of "
+                             f"{', '.join(j.name for j in movable) or '(none)'}")
+        return job
+    if not movable:
+        raise ValueError(f"stack {spec.stack}: no job can run in two regions (every job is pinned to one)")
+    return ([j for j in movable if j.elastic] or movable)[0]
+
+
 def default_regions(spec: StackSpec, job: Job) -> tuple[Region, Region]:
-    """Region A (where the job runs first) and region B (where it resumes): the stack's first two
-    regions with the job's shape, else :data:`DEFAULT_REGIONS`."""
+    """Region A (where the job runs first: the first of its dispatch order with its shape) and region B (where
+    MultiKueue dispatches it next), else :data:`DEFAULT_REGIONS` on a single-region stack."""
     have = [r for r in stack_regions(spec, job) if r.slices]
     if len(have) >= 2:
         return have[0], have[1]
@@ -224,9 +256,6 @@ class RegionLossDrill:
                              f"needs {workers_b}")
         self.spec, self.job, self.opts = spec, job, o
         self.run_dir = Path(run_dir).resolve()
-        if len(str(self.run_dir / "a" / "ray")) > MAX_TEMP_DIR_CHARS:
-            raise ValueError(f"run directory {self.run_dir}: too long for Ray's Unix sockets (a region's "
-                             f"<run dir>/a/ray must be at most {MAX_TEMP_DIR_CHARS} characters); pick a shorter one")
         self.bucket = self.run_dir / "bucket"  # the checkpoint bucket both regions read
         self.ckpt_dir = self.bucket / job.run_name / "checkpoints"
         self.a = _Region(o.region_a, workers_a)
@@ -260,8 +289,10 @@ class RegionLossDrill:
         from workloads.trainer_args import trainer_argv
 
         o = self.opts
-        argv = trainer_argv(self.spec, self.job, local=True, data_dir=str(self.bucket), local_slices=r.workers,
-                            steps=o.steps, step_delay=o.step_delay, checkpoint_period=o.checkpoint_period,
+        site = r.region.site or self.spec
+        argv = trainer_argv(site, site.job(self.job.name), local=True, data_dir=str(self.bucket),
+                            local_slices=r.workers, steps=o.steps, step_delay=o.step_delay,
+                            checkpoint_period=o.checkpoint_period,
                             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR))
         if self.t_job is None:
             self.t_job = time.time()

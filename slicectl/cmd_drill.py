@@ -165,9 +165,15 @@ def run_local(args: argparse.Namespace) -> int:
     from stackspec import spec as stack_spec
 
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
-    job = pick_job(spec, args.job)
     if args.scenario == REGION_LOSS:
+        from drills import regions
+
+        try:
+            job = regions.pick_job(spec, args.job)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         return run_region_loss(args, spec, job)
+    job = pick_job(spec, args.job)
     if args.resume_slices is not None or args.worker_lost_timeout:
         raise UsageError("--resume-slices and --worker-lost-timeout are for --scenario region-loss")
     defaults = LocalDrillOptions()
@@ -228,7 +234,7 @@ def run_region_loss(args: argparse.Namespace, spec, job) -> int:
         kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
         timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose)
     try:
-        drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region", "a"), opts)
+        drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region"), opts)
     except ValueError as e:
         raise UsageError(str(e)) from None
     report = drill.run()

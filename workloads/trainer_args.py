@@ -34,6 +34,20 @@ def find_job(spec: StackSpec, name: str | None = None) -> Job:
     return spec.job(name)
 
 
+def job_site(spec: StackSpec, job: Job) -> tuple[StackSpec, Job]:
+    """The single-region view ``job`` runs in, and the job as that view resolves it (its group).
+
+    A single-region stack is its own view. On a multi-region stack (no top-level slices) a queued job
+    runs in the first region of its dispatch order (``StackSpec.placements``), a pinned job in its region;
+    every view names the run alike (the run name holds no region), so any of them builds the same run."""
+    if spec.slices is not None or not spec.regions:
+        return spec, job
+    views = spec.placements().get(job.name) or tuple(v for v in spec.region_views() if v.region == job.region)
+    if not views:
+        raise ValueError(f"job {job.name}: no region of stack {spec.stack} can run it")
+    return views[0], views[0].job(job.name)
+
+
 def _num(v: float | int) -> str:
     return str(int(v)) if float(v).is_integer() else str(v)
 
@@ -92,6 +106,7 @@ def trainer_argv(
     cache in ``jax_cache_dir`` (default: inside the run), ``max_failures`` overriding the job's
     (a drill that runs out of retries on purpose).
     """
+    spec, job = job_site(spec, job)
     shape = spec.group(job.group).shape
     hosts = LOCAL_HOSTS_PER_SLICE if local else shape.hosts
     chips = LOCAL_CHIPS_PER_HOST if local else shape.chips_per_host
