@@ -36,6 +36,8 @@ TMP_MARK = ".orbax-checkpoint-tmp"
 # Orbax's per-checkpoint metadata file: a committed step without it is corrupt.
 CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"
 POLL_S = 0.02
+# Ray Train's controller polls its workers' health this often in a drill (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S).
+CONTROLLER_POLL_S = 0.5
 DRILL_STEPS = 40
 # Growing back takes a node start, a resize check and a worker-group restart (a MaxText
 # cold start, about a minute here): enough steps must be left to see it.
@@ -101,6 +103,9 @@ class LocalDrillOptions:
     # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
+    # Warm spares: every slice node keeps an idle worker process with MaxText imported, which a restarted
+    # worker group takes instead of starting and importing anew (drills.localray, warm_worker.py).
+    warm: bool = True
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -293,10 +298,13 @@ class LocalDrill:
             resize_interval=o.resize_interval_s if self.job.elastic else None,
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
             save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
+            warm_workers=bool(o.warm and self.cluster.spares),
         )
         if self.t_job is None:
             self.t_job = time.time()
-        env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
+        env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s),
+               # The controller polls its workers this often (Ray's default 2 s): a dead worker is seen sooner.
+               "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": str(CONTROLLER_POLL_S)}
         log = self.run_dir / f"driver-{name or len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
                               on_line=self.timeline.on_line, env=env)
@@ -316,7 +324,7 @@ class LocalDrill:
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
             if self._own_cluster:
-                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=1 if o.warm else 0)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():

@@ -30,6 +30,7 @@ PORTS_PER_NODE = 48
 WORKER_PORTS = 32  # Ray worker processes per node: Train workers plus Ray's own helpers
 OBJECT_STORE_BYTES = 150 * 1024**2  # Ray's minimum is 75 MB; MaxText passes no big objects
 READY_MARK = "Ray runtime started"
+STARTUP_TIMEOUT_MARK = "timed out during startup"
 # Every local process runs from this same environment. Ray's `uv run` hook (on by default)
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
@@ -55,10 +56,12 @@ def short_temp_dir(run_dir: Path) -> Path:
     key = f"{run_dir}:{os.getpid()}:{time.time_ns()}".encode()
     return SHORT_TEMP_ROOT / f"{SHORT_TEMP_PREFIX}{hashlib.sha256(key).hexdigest()[:10]}"
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
-# period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL, so a quick verdict is
-# safe here; the trainer's elastic policy waits for it before sizing a restart.
-HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
-            "RAY_health_check_failure_threshold": "4"}
+# period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL: the raylet's port refuses at
+# once, so each check fails at once and the verdict takes about threshold x period (1.5 s); a live
+# raylet slowed by load still has the timeout (2 s) to answer each one. The trainer's elastic
+# policy waits for the verdict before sizing a restart.
+HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "2000",
+            "RAY_health_check_failure_threshold": "3"}
 
 
 class LocalRayError(RuntimeError):
@@ -171,6 +174,10 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # Warm spares: each slice node keeps this many idle worker processes beyond its Train worker,
+    # MaxText already imported (workloads/trainer/warm_worker.py), with the workers' environment
+    # (the trainer's --warm-workers); 0: every worker process starts cold.
+    spares: int = 0
 
     def __post_init__(self) -> None:
         self._sampling = False
@@ -355,7 +362,18 @@ class LocalRayCluster:
 
     def _start_node(self, name: str, head: bool) -> Node:
         node = self._spawn_node(name, head)
-        self._wait_ready(node)
+        try:
+            self._wait_ready(node)
+        except LocalRayError as e:
+            # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
+            # loaded machine it can miss that once. One more try, then the error.
+            if STARTUP_TIMEOUT_MARK not in str(e):
+                raise
+            _kill_tree(node.proc, signal.SIGKILL)
+            node.proc.wait(timeout=10)
+            self.nodes.remove(node)
+            node = self._spawn_node(name, head)
+            self._wait_ready(node)
         return node
 
     def _spawn_node(self, name: str, head: bool) -> Node:
@@ -393,11 +411,13 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                "--num-cpus", str(self.cpus_per_slice),
+                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the
+                # spares are that many CPUs more, which the slice resource keeps from a second worker.
+                "--num-cpus", str(self.cpus_per_slice + self.spares),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {})
+        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {}) | (warm_env() if self.spares and not head else {})
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -419,6 +439,20 @@ class LocalRayCluster:
             time.sleep(0.3)
         raise LocalRayError(f"ray node {node.name} not ready after {START_TIMEOUT_S:.0f} s; "
                             f"see {node.log}")
+
+
+def warm_env() -> dict[str, str]:
+    """A slice node's environment for warm spares: Ray imports ``warm_worker`` (beside the trainer script)
+    in every worker process it starts, and the node carries what the trainer's runtime env would have
+    given its workers (CPU JAX, its XLA flags), so an idle process fits a Train worker as it is."""
+    from workloads.trainer import maxtext_trainer
+    from workloads.trainer_args import TRAINER_SCRIPT
+
+    here = str(TRAINER_SCRIPT.parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    xla = f"{os.environ.get('XLA_FLAGS', '')} {maxtext_trainer.LOCAL_XLA_FLAGS}".strip()
+    return {"RAY_preload_python_modules": "warm_worker", "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": xla}
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001

@@ -308,7 +308,7 @@ class RegionLossDrill:
                                 on_line=r.timeline.on_line)
 
     def run(self) -> DrillReport:
-        from drills.localray import LocalRayCluster
+        from drills.localray import LocalRayCluster, LocalRayError
 
         o, rep = self.opts, self.report
         deadline = self.t0 + o.timeout_s
@@ -329,7 +329,7 @@ class RegionLossDrill:
                     stack.enter_context(self.b.cluster)
                 self.say(f"{self.b.region.name} up at {self.b.cluster.address}")
                 self._drill(deadline)
-        except DrillFailed as e:
+        except (DrillFailed, LocalRayError) as e:
             rep.ok = False
             rep.notes.append(f"drill failed: {e}")
             self.say(f"FAILED: {e}")

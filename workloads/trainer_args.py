@@ -97,6 +97,7 @@ def trainer_argv(
     jax_cache_dir: str | None = None,
     save_commit_delay: float | None = None,
     max_failures: int | None = None,
+    warm_workers: bool = False,
 ) -> list[str]:
     """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
 
@@ -104,7 +105,8 @@ def trainer_argv(
     ``local=True``: one worker per local slice node, output under ``data_dir`` (required),
     ``local_slices`` local slice nodes (default: the job's maximum slices), the compilation
     cache in ``jax_cache_dir`` (default: inside the run), ``max_failures`` overriding the job's
-    (a drill that runs out of retries on purpose).
+    (a drill that runs out of retries on purpose), ``warm_workers`` for a local cluster whose slice
+    nodes keep warm spares (``LocalRayCluster(spares=...)``).
     """
     spec, job = job_site(spec, job)
     shape = spec.group(job.group).shape
@@ -141,6 +143,8 @@ def trainer_argv(
             argv += ["--step-delay", str(step_delay)]
         if save_commit_delay:
             argv += ["--save-commit-delay", _num(save_commit_delay)]
+        if warm_workers:
+            argv.append("--warm-workers")  # the local nodes keep MaxText-imported spares (drills.localray)
         defaults = {"jax_cache_dir": jax_cache_dir} if jax_cache_dir else {}
     else:
         if spec.prebuilt_image:

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 PROGRESS = "slicectl-progress"
@@ -110,6 +111,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--script-sha256", default=None,
                    help="the sha256 this script must have: on a ConfigMap mount, wait for the "
                         "kubelet to refresh a stale copy and re-run the new one")
+    p.add_argument("--warm-workers", action="store_true",
+                   help="the nodes keep idle worker processes with MaxText imported (warm_worker.py) and "
+                        "carry the workers' environment: give the workers no runtime env, so Ray's pool "
+                        "hands them those processes instead of starting new ones")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     p.add_argument("--save-commit-delay", type=float, default=0.0,
@@ -129,6 +134,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
+    if args.warm_workers and not args.local:
+        p.error("--warm-workers is for --local (the nodes' warm_worker preload is set up by the local cluster)")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -419,6 +426,16 @@ def defer_unused_imports() -> None:
         sys.meta_path.insert(0, _DeferredImports(DEFERRED_IMPORTS))
 
 
+def preimport() -> None:
+    """Import what a Train worker's training function imports (``warm_worker.py`` runs this in idle
+    worker processes, so a restarted worker group finds it done)."""
+    defer_unused_imports()
+    import jax  # noqa: F401
+    from maxtext.common import checkpointing  # noqa: F401
+    from maxtext.common.metric_logger import MetricLogger  # noqa: F401
+    from maxtext.trainers.pre_train import train  # noqa: F401
+
+
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
@@ -427,6 +444,7 @@ def train_loop_per_worker(config: dict) -> None:
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
     t_import = time.time()
+    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (warm_worker.py) took this worker
     defer_unused_imports()
     import jax
     from maxtext.common import checkpointing
@@ -462,10 +480,11 @@ def train_loop_per_worker(config: dict) -> None:
             line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
-    emit("worker_up", t_up=round(t_up, 3))
-    emit("imported", import_s=round(time.time() - t_import, 1))
+    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid())
+    emit("imported", import_s=round(time.time() - t_import, 1), warm=warm)
     if local:
         _init_local_jax_distributed()
+        emit("distributed")
 
     # Hooks on functions MaxText 0.2.1's train_loop calls (no copy of the loop):
     # get_first_step once (the restored step), maybe_save_checkpoint after every step,
@@ -499,8 +518,18 @@ def train_loop_per_worker(config: dict) -> None:
             seen["loss"] = loss
             emit("loss", step=int(step), loss=loss)
 
+    orig_load = checkpointing.load_state_if_possible
+
+    def load_state(*a, **kw):
+        # The checkpoint read itself (Orbax's restore), apart from the setup around it.
+        t = time.time()
+        out = orig_load(*a, **kw)
+        emit("checkpoint_read", read_s=round(time.time() - t, 3))
+        return out
+
     maxtext_train.get_first_step = first_step
     checkpointing.maybe_save_checkpoint = save
+    checkpointing.load_state_if_possible = load_state
     MetricLogger.log_metrics = log_metrics
     argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
     try:
@@ -508,6 +537,7 @@ def train_loop_per_worker(config: dict) -> None:
     finally:
         maxtext_train.get_first_step = orig_first_step
         checkpointing.maybe_save_checkpoint = orig_save
+        checkpointing.load_state_if_possible = orig_load
         MetricLogger.log_metrics = orig_log
         if local:
             jax.distributed.shutdown()
@@ -540,7 +570,73 @@ def train_loop_per_worker(config: dict) -> None:
     ray.train.report(metrics)
 
 
+# --------------------------------------------------------------------------- warm spares
+
+# --warm-workers: at most one keep-warm task per slice node this often. A no-op on the node's idle
+# spare (which it keeps in Ray's worker pool for this job); once a restart has taken the spare, the
+# next one makes the node start another (importing MaxText in the background, not in a recovery).
+SPARE_INTERVAL_S = 15.0
+# Before the first worker group starts: how long to wait for a spare on every slice node (the cold
+# start imports MaxText once, in the spare the first worker group then takes).
+SPARE_FIRST_WAIT_S = 300.0
+
+
+def _spare_marker() -> bool:
+    return "maxtext.trainers.pre_train.train" in sys.modules
+
+
+def keep_spares_warm(resource: str, first: threading.Event, stop: threading.Event,
+                     interval_s: float = SPARE_INTERVAL_S) -> None:
+    """Keep an idle, MaxText-imported worker process of this job on every live node holding ``resource``.
+
+    Ray's worker pool hands an actor an idle worker of the same job and runtime env (an actor's process
+    is its own until it dies; a task's returns to the pool): a one-CPU no-op task pinned to each slice
+    node leaves one there, and the node's ``warm_worker`` preload has imported MaxText in it. ``first``
+    is set once every slice node has one."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    spare = ray.remote(num_cpus=1, max_retries=0)(_spare_marker)
+    pending: dict[str, tuple[object, float]] = {}
+    while not stop.is_set():
+        try:
+            nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource)]
+            for nid in nodes:
+                ref, since = pending.get(nid, (None, 0.0))
+                if ref is not None and not ray.wait([ref], timeout=0)[0]:
+                    continue
+                if ref is not None and time.time() - since < interval_s:
+                    continue
+                strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
+                pending[nid] = (spare.options(scheduling_strategy=strategy).remote(), time.time())
+            done = [r for r, _ in pending.values() if r is not None and ray.wait([r], timeout=0)[0]]
+            if nodes and len(done) >= len(nodes):
+                first.set()
+        except Exception as e:  # noqa: BLE001 - a spare is an optimisation: never fail the job for it
+            print(f"maxtext_trainer: keeping spares warm: {type(e).__name__}: {e}", flush=True)
+        stop.wait(0.5)
+
+
 # --------------------------------------------------------------------------- driver
+
+
+def node_environment_callback():
+    """A controller callback that makes the worker group take the node's environment as it is.
+
+    Ray Train adds the controller's ``RAY_TRAIN_*`` settings to every worker's runtime env
+    (``WorkerGroup._get_worker_runtime_env``), and a worker with a runtime env of its own needs a new
+    process: the warm spares would never serve. The worker group lives in the controller's process, so
+    the change is made there, when the controller starts (``ControllerCallback.after_controller_start``;
+    Ray 2.60 has no public switch; tests/test_trainer_args.py fails loudly when an upgrade moves it)."""
+    from ray.train.v2._internal.execution.callback import ControllerCallback
+
+    class NodeEnvironment(ControllerCallback):
+        def after_controller_start(self, train_run_context) -> None:  # noqa: ARG002 - the hook's signature
+            from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
+
+            WorkerGroup._get_worker_runtime_env = staticmethod(lambda custom_runtime_env: dict(custom_runtime_env))
+
+    return NodeEnvironment()
 
 
 def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
@@ -577,6 +673,10 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
             },
         }
     run_kw = {}
+    if args.warm_workers:
+        # An idle worker serves an actor only if their runtime envs match: the warm spares have none.
+        worker_env = {}
+        run_kw["callbacks"] = [node_environment_callback()]
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
         install_verdict_policy(args.verdict_wait)
@@ -611,11 +711,24 @@ def main(argv: list[str]) -> int:
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
     metrics = path = None
+    stop = threading.Event()
     try:
+        if args.warm_workers:
+            ray.init()
+            first = threading.Event()
+            threading.Thread(target=keep_spares_warm, args=(LOCAL_SLICE_RESOURCE, first, stop),
+                             daemon=True).start()
+            t = time.time()
+            first.wait(SPARE_FIRST_WAIT_S)
+            spares = {"event": "spares", "t": round(time.time(), 3), "world": 0, "ready": first.is_set(),
+                      "wait_s": round(time.time() - t, 1)}
+            print(f"{PROGRESS} {json.dumps(spares)}", flush=True)
         result = build_trainer(args, base_yml, settings).fit()
         error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
     except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
         error = e
+    finally:
+        stop.set()
     # The result line is the job's report, failed or not (the runner and the drills read it).
     summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
                "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
