@@ -36,8 +36,6 @@ TMP_MARK = ".orbax-checkpoint-tmp"
 # Orbax's per-checkpoint metadata file: a committed step without it is corrupt.
 CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"
 POLL_S = 0.02
-# Ray Train's controller polls its workers' health this often in a drill (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S).
-CONTROLLER_POLL_S = 0.5
 DRILL_STEPS = 40
 # Growing back takes a node start, a resize check and a worker-group restart (a MaxText
 # cold start, about a minute here): enough steps must be left to see it.
@@ -302,9 +300,7 @@ class LocalDrill:
         )
         if self.t_job is None:
             self.t_job = time.time()
-        env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s),
-               # The controller polls its workers this often (Ray's default 2 s): a dead worker is seen sooner.
-               "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": str(CONTROLLER_POLL_S)}
+        env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
         log = self.run_dir / f"driver-{name or len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
                               on_line=self.timeline.on_line, env=env)
@@ -372,6 +368,7 @@ class LocalDrill:
         if r.final_step is not None and self.opts.scenario != "reshard":  # reshard: separate runs
             r.job_wall_s = round(max(t for t, _, _ in steps) - t0, 1)
             r.productive_s = round(productive_seconds(steps, starts), 1)
+            r.measure_from_first_step(steps, starts, t0)
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report

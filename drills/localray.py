@@ -61,7 +61,10 @@ def short_temp_dir(run_dir: Path) -> Path:
 # raylet slowed by load still has the timeout (2 s) to answer each one. The trainer's elastic
 # policy waits for the verdict before sizing a restart.
 HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "2000",
-            "RAY_health_check_failure_threshold": "3"}
+            "RAY_health_check_failure_threshold": "3",
+            # Ray Train's controller (an actor on the head) polls its workers this often (Ray's default 2 s): a
+            # dead worker is seen sooner. Read when the controller is created, so from the head's environment.
+            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
 
 
 class LocalRayError(RuntimeError):

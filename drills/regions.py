@@ -48,6 +48,7 @@ from drills.report import DrillReport
 from stackspec.spec import Job, StackSpec
 
 SCENARIO = "region-loss"
+STANDBYS = ("warm", "cold")
 DEFAULT_STEPS = 20
 # Local stand-ins when the stack has no regions of its own.
 DEFAULT_REGIONS = (("region-a", 2), ("region-b", 1))
@@ -144,7 +145,15 @@ class RegionLossOptions:
     probe_interval_s: float = 0.25  # how often the "manager" checks region A's head
     timeout_s: float = 900.0
     jax_cache_dir: Path | None = None
+    # Region B before the loss. warm: its cluster up, each slice node keeping a MaxText-imported spare worker
+    # (the trainer's --warm-workers); cold: nothing running there, its cluster started once the loss is seen
+    # (what a region without standing capacity costs: nodes up, then the same cold start as the first region).
+    standby: str = "warm"
     verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.standby not in STANDBYS:
+            raise ValueError(f"standby {self.standby!r}: allowed {', '.join(STANDBYS)}")
 
     def kill_step(self) -> int:
         if self.kill_after_step is not None:
@@ -261,6 +270,8 @@ class RegionLossDrill:
         self.a = _Region(o.region_a, workers_a)
         self.b = _Region(o.region_b, workers_b, cluster=cluster_b)
         self._own_b = cluster_b is None
+        if o.standby == "cold" and not self._own_b:
+            raise ValueError("a cold standby is started by the drill after the loss: pass no running cluster for B")
         self.report = DrillReport(target=f"local:{spec.stack}/{job.name}", job=job.name, elastic=job.elastic,
                                   target_step=o.steps - 1, scenario=SCENARIO)
         self.t0 = time.time()
@@ -293,7 +304,8 @@ class RegionLossDrill:
         argv = trainer_argv(site, site.job(self.job.name), local=True, data_dir=str(self.bucket),
                             local_slices=r.workers, steps=o.steps, step_delay=o.step_delay,
                             checkpoint_period=o.checkpoint_period,
-                            jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR))
+                            jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
+                            warm_workers=bool(r.cluster.spares))
         if self.t_job is None:
             self.t_job = time.time()
 
@@ -316,18 +328,20 @@ class RegionLossDrill:
         self.say(f"drill {SCENARIO}: job {self.job.name} ({self.job.mode}, run {self.job.run_name}) in "
                  f"{self.a.region.name} on {self.a.workers} slice(s), resumed in {self.b.region.name} on "
                  f"{self.b.workers}; {o.steps} steps, checkpoint every {o.checkpoint_period}; bucket {self.bucket}")
-        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers)
+        spares = 1 if o.standby == "warm" else 0
+        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares)
         if self._own_b:
-            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers)
+            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers, spares=spares)
         try:
             with contextlib.ExitStack() as stack:
+                self._stack = stack
                 stack.enter_context(self.a.cluster)
                 self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
                 self._submit(self.a)
-                if self._own_b:
+                if self._own_b and o.standby == "warm":
                     # Region B comes up while the job starts in A: a standing region, as MultiKueue's workers are.
                     stack.enter_context(self.b.cluster)
-                self.say(f"{self.b.region.name} up at {self.b.cluster.address}")
+                    self.say(f"{self.b.region.name} up at {self.b.cluster.address} (warm standby)")
                 self._drill(deadline)
         except (DrillFailed, LocalRayError) as e:
             rep.ok = False
@@ -387,6 +401,13 @@ class RegionLossDrill:
             time.sleep(o.worker_lost_timeout_s)
         t_dispatch = time.time()
         rep.marks.append(("dispatched", t_dispatch))
+        t_up = None
+        if o.standby == "cold":
+            self._stack.enter_context(b.cluster)
+            t_up = time.time()
+            rep.marks.append((f"{b.region.name} up", t_up))
+            self.say(f"{b.region.name} up at {b.cluster.address} {t_up - t_dispatch:.1f} s after the dispatch "
+                     "(cold standby)")
         self._submit(b)
         t_start, start_step, world = self._wait(f"training to start in {b.region.name}",
                                                 lambda: b.timeline.starts_after(t_dispatch), deadline, b)[0]
@@ -400,6 +421,10 @@ class RegionLossDrill:
         if None not in (up, imported):
             rep.phases = {"detect": t_detect - t_kill, "reschedule": up - t_detect, "process_start": imported - up,
                           "restore": t_start - imported, "first_step": first[0] - t_start}
+            if t_up is not None:  # the cold region's cluster start, then the job's own start there
+                rep.phases = {"detect": t_detect - t_kill, "standby_up": t_up - t_detect,
+                              "reschedule": up - t_up} | {k: rep.phases[k] for k in ("process_start", "restore",
+                                                                                        "first_step")}
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
@@ -423,6 +448,8 @@ class RegionLossDrill:
             driver_ok=b.driver.proc.returncode == 0 and bool((b.driver.result or {}).get("ok")))
         rep.steps_lost = figures.pop("steps lost")
         rep.figures = {"regions": f"{a.region.name} -> {b.region.name}",
+                       "standby": o.standby + (" (cluster up, spare workers with MaxText imported)"
+                                               if o.standby == "warm" else " (cluster started after the loss)"),
                        "slices": f"{a.workers} -> {b.workers}",
                        "run name (both regions)": self.job.run_name,
                        "checkpoints committed at the loss": committed_at_kill,
@@ -473,3 +500,4 @@ class RegionLossDrill:
         if rep.final_step is not None:
             rep.job_wall_s = round(max(ts for ts, _, _ in steps) - t0, 1)
             rep.productive_s = round(productive_seconds(steps, starts), 1)
+            rep.measure_from_first_step(steps, starts, t0)

@@ -620,23 +620,41 @@ def keep_spares_warm(resource: str, first: threading.Event, stop: threading.Even
 # --------------------------------------------------------------------------- driver
 
 
-def node_environment_callback():
-    """A controller callback that makes the worker group take the node's environment as it is.
+def take_train_settings() -> dict[str, str]:
+    """Remove Ray Train's ``RAY_TRAIN_*`` settings from this driver's environment and return them.
+
+    Ray Train gives the controller a runtime env holding every such setting the driver has
+    (``get_env_vars_to_propagate``), and an actor inherits its parent's runtime env: the training
+    workers would then need processes of their own, never the warm spares. With ``--warm-workers``
+    the settings reach the controller through :func:`node_environment_callback` instead."""
+    from ray.train.v2._internal.constants import ENV_VARS_TO_PROPAGATE, V2_ENABLED_ENV_VAR
+
+    return {k: os.environ.pop(k) for k in sorted(ENV_VARS_TO_PROPAGATE - {V2_ENABLED_ENV_VAR}) if k in os.environ}
+
+
+def node_environment_callback(settings: dict[str, str]):
+    """A controller callback for warm spares: the controller takes ``settings`` (:func:`take_train_settings`) into
+    its own environment, and its worker group gives the workers no runtime env, so they take the node's.
 
     Ray Train adds the controller's ``RAY_TRAIN_*`` settings to every worker's runtime env
     (``WorkerGroup._get_worker_runtime_env``), and a worker with a runtime env of its own needs a new
-    process: the warm spares would never serve. The worker group lives in the controller's process, so
-    the change is made there, when the controller starts (``ControllerCallback.after_controller_start``;
-    Ray 2.60 has no public switch; tests/test_trainer_args.py fails loudly when an upgrade moves it)."""
+    process. The worker group lives in the controller's process, so the change is made there when the
+    controller starts (``ControllerCallback.after_controller_start``, before any worker group; Ray 2.60 has no
+    public switch; tests/test_trainer_args.py fails loudly when an upgrade moves it). Settings read when the
+    controller is created (its health-check period) must be in the head node's environment instead."""
     from ray.train.v2._internal.execution.callback import ControllerCallback
 
     class NodeEnvironment(ControllerCallback):
+        def __init__(self, env: dict[str, str]):
+            self.env = dict(env)
+
         def after_controller_start(self, train_run_context) -> None:  # noqa: ARG002 - the hook's signature
             from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
 
+            os.environ.update(self.env)
             WorkerGroup._get_worker_runtime_env = staticmethod(lambda custom_runtime_env: dict(custom_runtime_env))
 
-    return NodeEnvironment()
+    return NodeEnvironment(settings)
 
 
 def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
@@ -676,7 +694,7 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     if args.warm_workers:
         # An idle worker serves an actor only if their runtime envs match: the warm spares have none.
         worker_env = {}
-        run_kw["callbacks"] = [node_environment_callback()]
+        run_kw["callbacks"] = [node_environment_callback(take_train_settings())]
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
         install_verdict_policy(args.verdict_wait)
