@@ -62,6 +62,8 @@ class GkeClusterArgs:
     # terraform-provider-google resource_container_cluster.go "fleet"): the manager reaches each worker through
     # its fleet membership (README "Regions").
     fleet_project: str | None = None
+    # GKE's HighScaleCheckpointing add-on (multi-tier checkpointing: workloads/multitier.py, an unverified opt-in).
+    multi_tier_checkpointing: bool = False
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -150,6 +152,8 @@ class GkeCluster(pulumi.ComponentResource):
                     gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
                         enabled=True
                     ),
+                    high_scale_checkpointing_config=gcp.container.ClusterAddonsConfigHighScaleCheckpointingConfigArgs(
+                        enabled=True) if args.multi_tier_checkpointing else None,
                 ),
                 deletion_protection=c.deletion_protection,
                 network=args.network,

@@ -149,7 +149,10 @@ def trainer_argv(
     else:
         if spec.prebuilt_image:
             argv.append("--prebuilt-image")  # MaxText is in the worker image: workers install nothing at start
-        defaults = {"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
+        from workloads import multitier
+
+        defaults = ({"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
+                    | multitier.settings(spec, job))
     argv.append("--")
     argv += maxtext_args(
         spec, job, base_output_directory=root + "/", steps=steps,
