@@ -78,6 +78,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local.add_argument("--worker-lost-timeout", type=seconds(), default=0.0,
                        help="region-loss: seconds from the lost region detected to the job dispatched again "
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
+    local.add_argument("--standby", choices=("warm", "cold"), default=None,
+                       help="region-loss: the other region before the loss; warm: its cluster up with spare workers "
+                            "(MaxText imported), cold: started once the loss is seen (default warm)")
+    local.add_argument("--cold-workers", action="store_true",
+                       help="no warm spare workers: every restarted worker starts and imports MaxText anew")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
@@ -174,8 +179,8 @@ def run_local(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         return run_region_loss(args, spec, job)
     job = pick_job(spec, args.job)
-    if args.resume_slices is not None or args.worker_lost_timeout:
-        raise UsageError("--resume-slices and --worker-lost-timeout are for --scenario region-loss")
+    if args.resume_slices is not None or args.worker_lost_timeout or args.standby:
+        raise UsageError("--resume-slices, --worker-lost-timeout and --standby are for --scenario region-loss")
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
         slices=args.slices if args.slices is not None else defaults.slices,
@@ -188,6 +193,7 @@ def run_local(args: argparse.Namespace) -> int:
         timeout_s=args.timeout if args.timeout is not None else defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
         scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
+        warm=not args.cold_workers,
     )
     try:
         if args.step_delay is None and args.scenario == "reshard":
@@ -232,7 +238,8 @@ def run_region_loss(args: argparse.Namespace, spec, job) -> int:
         checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
-        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose)
+        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+        standby=args.standby or ("cold" if args.cold_workers else defaults.standby))
     try:
         drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region"), opts)
     except ValueError as e:
