@@ -102,7 +102,7 @@ class LocalDrillOptions:
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
     # Warm spares: every slice node keeps an idle worker process with MaxText imported, which a restarted
-    # worker group takes instead of starting and importing anew (drills.localray, warm_worker.py).
+    # worker group takes instead of starting and importing anew (the trainer's --warm-workers).
     warm: bool = True
     verbose: bool = False
 

@@ -177,9 +177,8 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
-    # Warm spares: each slice node keeps this many idle worker processes beyond its Train worker,
-    # MaxText already imported (workloads/trainer/warm_worker.py), with the workers' environment
-    # (the trainer's --warm-workers); 0: every worker process starts cold.
+    # Warm spares: each slice node has room (a CPU) for this many idle worker processes beyond its Train
+    # worker, which the trainer's --warm-workers keeps with MaxText imported; 0: every worker starts cold.
     spares: int = 0
 
     def __post_init__(self) -> None:
@@ -414,8 +413,8 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the
-                # spares are that many CPUs more, which the slice resource keeps from a second worker.
+                # A spare is kept warm by a one-CPU task: that many CPUs more, which the slice resource
+                # keeps from a second Train worker.
                 "--num-cpus", str(self.cpus_per_slice + self.spares),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
@@ -445,17 +444,14 @@ class LocalRayCluster:
 
 
 def warm_env() -> dict[str, str]:
-    """A slice node's environment for warm spares: Ray imports ``warm_worker`` (beside the trainer script)
-    in every worker process it starts, and the node carries what the trainer's runtime env would have
-    given its workers (CPU JAX, its XLA flags), so an idle process fits a Train worker as it is."""
+    """A slice node's environment for warm spares (the trainer's ``--warm-workers``): the workers' environment is
+    the node's (CPU JAX and its XLA flags, which the trainer's runtime env gives them otherwise), and the pool
+    keeps the spare: Ray kills idle workers past this many per node (default: its CPUs), and the idle workers Ray
+    prestarts at node start (one per CPU, of no job) count too."""
     from workloads.trainer import maxtext_trainer
-    from workloads.trainer_args import TRAINER_SCRIPT
 
-    here = str(TRAINER_SCRIPT.parent)
-    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     xla = f"{os.environ.get('XLA_FLAGS', '')} {maxtext_trainer.LOCAL_XLA_FLAGS}".strip()
-    return {"RAY_preload_python_modules": "warm_worker", "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": xla}
+    return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla, "RAY_num_workers_soft_limit": "8"}
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001

@@ -217,7 +217,7 @@ def test_cli_flags_reach_the_region_loss_drill(monkeypatch, short_dir, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--scenario", "region-loss", "--scale-up"], "--scale-up is not for --scenario region-loss"),
     (["--scenario", "region-loss", "--kill-node", "1"], "--kill-node is not for --scenario region-loss"),
-    (["--scenario", "preemption", "--resume-slices", "1"], "--resume-slices, --worker-lost-timeout and --standby are for"),
+    (["--scenario", "preemption", "--resume-slices", "1"], "--worker-lost-timeout and --standby are for"),
     (["--scenario", "preemption", "--standby", "cold"], "--standby are for --scenario region-loss"),
     (["--scenario", "region-loss", "--job", "llama3-8b-multislice", "--resume-slices", "1"],
      "multislice on exactly 2 slice(s)"),

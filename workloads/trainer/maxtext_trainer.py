@@ -112,9 +112,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="the sha256 this script must have: on a ConfigMap mount, wait for the "
                         "kubelet to refresh a stale copy and re-run the new one")
     p.add_argument("--warm-workers", action="store_true",
-                   help="the nodes keep idle worker processes with MaxText imported (warm_worker.py) and "
-                        "carry the workers' environment: give the workers no runtime env, so Ray's pool "
-                        "hands them those processes instead of starting new ones")
+                   help="keep an idle worker process with MaxText imported on every slice node (the nodes "
+                        "carry the workers' environment and a CPU for it): a restarted worker group takes "
+                        "those processes instead of starting new ones")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     p.add_argument("--save-commit-delay", type=float, default=0.0,
@@ -135,7 +135,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
     if args.warm_workers and not args.local:
-        p.error("--warm-workers is for --local (the nodes' warm_worker preload is set up by the local cluster)")
+        p.error("--warm-workers is for --local (the local cluster gives each slice node the workers' environment)")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -427,7 +427,7 @@ def defer_unused_imports() -> None:
 
 
 def preimport() -> None:
-    """Import what a Train worker's training function imports (``warm_worker.py`` runs this in idle
+    """Import what a Train worker's training function imports (the keep-warm task runs this in idle
     worker processes, so a restarted worker group finds it done)."""
     defer_unused_imports()
     import jax  # noqa: F401
@@ -444,7 +444,7 @@ def train_loop_per_worker(config: dict) -> None:
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
     t_import = time.time()
-    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (warm_worker.py) took this worker
+    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (keep_spares_warm) took this worker
     defer_unused_imports()
     import jax
     from maxtext.common import checkpointing
@@ -572,31 +572,51 @@ def train_loop_per_worker(config: dict) -> None:
 
 # --------------------------------------------------------------------------- warm spares
 
-# --warm-workers: at most one keep-warm task per slice node this often. A no-op on the node's idle
-# spare (which it keeps in Ray's worker pool for this job); once a restart has taken the spare, the
-# next one makes the node start another (importing MaxText in the background, not in a recovery).
+# --warm-workers: at most one keep-warm task per slice node this often. The first imports MaxText in a worker
+# process of this job, which then waits idle in Ray's worker pool; the next ones find it there and return at
+# once; once a restart has taken it, the next one makes the node start another (the import then runs in the
+# background, not in a recovery).
 SPARE_INTERVAL_S = 15.0
-# Before the first worker group starts: how long to wait for a spare on every slice node (the cold
-# start imports MaxText once, in the spare the first worker group then takes).
+# Before the first worker group starts: how long to wait for a spare on every slice node (the cold start
+# imports MaxText once per node, in the spare the first worker group then takes).
 SPARE_FIRST_WAIT_S = 300.0
 
 
-def _spare_marker() -> bool:
-    return "maxtext.trainers.pre_train.train" in sys.modules
+def _warm_spare() -> bool:
+    """A keep-warm task: import what the training function imports; True if it already had."""
+    had = "maxtext.trainers.pre_train.train" in sys.modules
+    preimport()
+    return had
 
 
-def keep_spares_warm(resource: str, first: threading.Event, stop: threading.Event,
+def controller_runtime_env() -> dict:
+    """The runtime env Ray Train 2.60 gives its controller (``DataParallelTrainer._initialize_and_run_controller``:
+    the ``RAY_TRAIN_*`` settings to propagate, and ``RAY_WARN_BLOCKING_GET_INSIDE_ASYNC``). The training workers
+    inherit it (an actor without a runtime env of its own takes its parent's): a spare serves them only if it
+    was started with the same one (Ray's worker pool matches idle workers by job and runtime env)."""
+    from ray._common.constants import RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_ENV_VAR
+    from ray.train.v2._internal.constants import (
+        DEFAULT_RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_VALUE,
+        get_env_vars_to_propagate,
+    )
+
+    env = get_env_vars_to_propagate()
+    env.setdefault(RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_ENV_VAR, DEFAULT_RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_VALUE)
+    return {"env_vars": env}
+
+
+def keep_spares_warm(resource: str, runtime_env: dict, first: threading.Event, stop: threading.Event,
                      interval_s: float = SPARE_INTERVAL_S) -> None:
     """Keep an idle, MaxText-imported worker process of this job on every live node holding ``resource``.
 
-    Ray's worker pool hands an actor an idle worker of the same job and runtime env (an actor's process
-    is its own until it dies; a task's returns to the pool): a one-CPU no-op task pinned to each slice
-    node leaves one there, and the node's ``warm_worker`` preload has imported MaxText in it. ``first``
-    is set once every slice node has one."""
+    Ray's worker pool hands an actor an idle worker of the same job and runtime env (an actor's process is
+    its own until it dies; a task's returns to the pool): a one-CPU task pinned to each slice node, with the
+    training workers' runtime env (:func:`controller_runtime_env`), imports MaxText in such a worker and leaves
+    it idle there. ``first`` is set once every slice node has one."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    spare = ray.remote(num_cpus=1, max_retries=0)(_spare_marker)
+    spare = ray.remote(num_cpus=1, max_retries=0, runtime_env=runtime_env)(_warm_spare)
     pending: dict[str, tuple[object, float]] = {}
     while not stop.is_set():
         try:
@@ -609,7 +629,7 @@ def keep_spares_warm(resource: str, first: threading.Event, stop: threading.Even
                     continue
                 strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
                 pending[nid] = (spare.options(scheduling_strategy=strategy).remote(), time.time())
-            done = [r for r, _ in pending.values() if r is not None and ray.wait([r], timeout=0)[0]]
+            done = [r for n, (r, _) in pending.items() if n in nodes and ray.wait([r], timeout=0)[0]]
             if nodes and len(done) >= len(nodes):
                 first.set()
         except Exception as e:  # noqa: BLE001 - a spare is an optimisation: never fail the job for it
@@ -657,7 +677,8 @@ def node_environment_callback(settings: dict[str, str]):
     return NodeEnvironment(settings)
 
 
-def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
+def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str],
+                  train_settings: dict[str, str] | None = None):
     from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.jax import JaxTrainer
 
@@ -694,7 +715,8 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     if args.warm_workers:
         # An idle worker serves an actor only if their runtime envs match: the warm spares have none.
         worker_env = {}
-        run_kw["callbacks"] = [node_environment_callback(take_train_settings())]
+        settings_for_controller = take_train_settings() if train_settings is None else train_settings
+        run_kw["callbacks"] = [node_environment_callback(settings_for_controller)]
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
         install_verdict_policy(args.verdict_wait)
@@ -731,17 +753,19 @@ def main(argv: list[str]) -> int:
     metrics = path = None
     stop = threading.Event()
     try:
+        train_settings = None
         if args.warm_workers:
             ray.init()
+            train_settings = take_train_settings()  # before the controller's runtime env is read
             first = threading.Event()
-            threading.Thread(target=keep_spares_warm, args=(LOCAL_SLICE_RESOURCE, first, stop),
-                             daemon=True).start()
+            threading.Thread(target=keep_spares_warm,
+                             args=(LOCAL_SLICE_RESOURCE, controller_runtime_env(), first, stop), daemon=True).start()
             t = time.time()
             first.wait(SPARE_FIRST_WAIT_S)
             spares = {"event": "spares", "t": round(time.time(), 3), "world": 0, "ready": first.is_set(),
                       "wait_s": round(time.time() - t, 1)}
             print(f"{PROGRESS} {json.dumps(spares)}", flush=True)
-        result = build_trainer(args, base_yml, settings).fit()
+        result = build_trainer(args, base_yml, settings, train_settings).fit()
         error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
     except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
         error = e
