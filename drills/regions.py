@@ -48,7 +48,7 @@ from drills.report import DrillReport
 from stackspec.spec import Job, StackSpec
 
 SCENARIO = "region-loss"
-STANDBYS = ("warm", "cold")
+STANDBYS = ("warm", "up", "cold")
 DEFAULT_STEPS = 20
 # Local stand-ins when the stack has no regions of its own.
 DEFAULT_REGIONS = (("region-a", 2), ("region-b", 1))
@@ -145,9 +145,10 @@ class RegionLossOptions:
     probe_interval_s: float = 0.25  # how often the "manager" checks region A's head
     timeout_s: float = 900.0
     jax_cache_dir: Path | None = None
-    # Region B before the loss. warm: its cluster up, each slice node keeping a MaxText-imported spare worker
-    # (the trainer's --warm-workers); cold: nothing running there, its cluster started once the loss is seen
-    # (what a region without standing capacity costs: nodes up, then the same cold start as the first region).
+    # Region B before the loss. warm: its cluster up and the job waiting there (its driver started, a spare worker
+    # with MaxText imported on each slice node: the trainer's --warm-workers and --wait-for), the dispatch its go;
+    # up: its cluster up, the job submitted at the dispatch (MultiKueue's re-dispatch to a standing cluster);
+    # cold: nothing running there, its cluster started once the loss is seen (nodes up, then a cold start).
     standby: str = "warm"
     verbose: bool = False
 
@@ -295,7 +296,7 @@ class RegionLossDrill:
                 raise DrillFailed(f"timed out waiting for {what}")
             time.sleep(POLL_S)
 
-    def _submit(self, r: _Region) -> None:
+    def _submit(self, r: _Region, wait_for: Path | None = None) -> None:
         from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
@@ -306,6 +307,8 @@ class RegionLossDrill:
                             checkpoint_period=o.checkpoint_period,
                             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
                             warm_workers=bool(r.cluster.spares))
+        if wait_for is not None:
+            argv[argv.index("--"):argv.index("--")] = ["--wait-for", str(wait_for)]
         if self.t_job is None:
             self.t_job = time.time()
 
@@ -338,10 +341,15 @@ class RegionLossDrill:
                 stack.enter_context(self.a.cluster)
                 self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
                 self._submit(self.a)
-                if self._own_b and o.standby == "warm":
+                if self._own_b and o.standby != "cold":
                     # Region B comes up while the job starts in A: a standing region, as MultiKueue's workers are.
                     stack.enter_context(self.b.cluster)
-                    self.say(f"{self.b.region.name} up at {self.b.cluster.address} (warm standby)")
+                    self.say(f"{self.b.region.name} up at {self.b.cluster.address} ({o.standby} standby)")
+                if o.standby == "warm":
+                    # The job waits in region B, its workers warm; the dispatch is its go.
+                    self._go = self.run_dir / "dispatch-b"
+                    self._go.unlink(missing_ok=True)
+                    self._submit(self.b, wait_for=self._go)
                 self._drill(deadline)
         except (DrillFailed, LocalRayError) as e:
             rep.ok = False
@@ -402,13 +410,16 @@ class RegionLossDrill:
         t_dispatch = time.time()
         rep.marks.append(("dispatched", t_dispatch))
         t_up = None
+        if o.standby == "warm":
+            self._go.touch()  # the waiting job's go
         if o.standby == "cold":
             self._stack.enter_context(b.cluster)
             t_up = time.time()
             rep.marks.append((f"{b.region.name} up", t_up))
             self.say(f"{b.region.name} up at {b.cluster.address} {t_up - t_dispatch:.1f} s after the dispatch "
                      "(cold standby)")
-        self._submit(b)
+        if o.standby != "warm":
+            self._submit(b)
         t_start, start_step, world = self._wait(f"training to start in {b.region.name}",
                                                 lambda: b.timeline.starts_after(t_dispatch), deadline, b)[0]
         first = self._wait(f"the first step in {b.region.name}", lambda: b.timeline.steps_after(t_start),
@@ -448,8 +459,9 @@ class RegionLossDrill:
             driver_ok=b.driver.proc.returncode == 0 and bool((b.driver.result or {}).get("ok")))
         rep.steps_lost = figures.pop("steps lost")
         rep.figures = {"regions": f"{a.region.name} -> {b.region.name}",
-                       "standby": o.standby + (" (cluster up, spare workers with MaxText imported)"
-                                               if o.standby == "warm" else " (cluster started after the loss)"),
+                       "standby": o.standby + {"warm": " (cluster up, the job waiting, its workers warm)",
+                                               "up": " (cluster up, the job submitted at the dispatch)",
+                                               "cold": " (cluster started after the loss)"}[o.standby],
                        "slices": f"{a.workers} -> {b.workers}",
                        "run name (both regions)": self.job.run_name,
                        "checkpoints committed at the loss": committed_at_kill,

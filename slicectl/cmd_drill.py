@@ -78,9 +78,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local.add_argument("--worker-lost-timeout", type=seconds(), default=0.0,
                        help="region-loss: seconds from the lost region detected to the job dispatched again "
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
-    local.add_argument("--standby", choices=("warm", "cold"), default=None,
-                       help="region-loss: the other region before the loss; warm: its cluster up with spare workers "
-                            "(MaxText imported), cold: started once the loss is seen (default warm)")
+    local.add_argument("--standby", choices=("warm", "up", "cold"), default=None,
+                       help="region-loss: the other region before the loss; warm: its cluster up and the job waiting "
+                            "there with its workers warm (MaxText imported), the dispatch its go; up: its cluster up, "
+                            "the job submitted at the dispatch; cold: started once the loss is seen (default warm)")
     local.add_argument("--cold-workers", action="store_true",
                        help="no warm spare workers: every restarted worker starts and imports MaxText anew")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")

@@ -115,6 +115,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="keep an idle worker process with MaxText imported on every slice node (the nodes "
                         "carry the workers' environment and a CPU for it): a restarted worker group takes "
                         "those processes instead of starting new ones")
+    p.add_argument("--wait-for", default=None, metavar="PATH",
+                   help="--local only: a standby; once connected (and its spares warm), wait for PATH to exist "
+                        "before training (the drill's dispatch to a standing region)")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     p.add_argument("--save-commit-delay", type=float, default=0.0,
@@ -134,6 +137,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
+    if args.wait_for and not args.local:
+        p.error("--wait-for is for --local (a drill's standby region)")
     if args.warm_workers and not args.local:
         p.error("--warm-workers is for --local (the local cluster gives each slice node the workers' environment)")
     if (args.step_delay or args.save_commit_delay) and not args.local:
@@ -765,6 +770,11 @@ def main(argv: list[str]) -> int:
             spares = {"event": "spares", "t": round(time.time(), 3), "world": 0, "ready": first.is_set(),
                       "wait_s": round(time.time() - t, 1)}
             print(f"{PROGRESS} {json.dumps(spares)}", flush=True)
+        if args.wait_for:
+            ray.init(ignore_reinit_error=True)
+            print(f"{PROGRESS} {json.dumps({'event': 'standby', 't': round(time.time(), 3), 'world': 0})}", flush=True)
+            while not os.path.exists(args.wait_for):
+                time.sleep(0.05)
         result = build_trainer(args, base_yml, settings, train_settings).fit()
         error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
     except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
