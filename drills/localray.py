@@ -64,7 +64,10 @@ HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": 
             "RAY_health_check_failure_threshold": "3",
             # Ray Train's controller (an actor on the head) polls its workers this often (Ray's default 2 s): a
             # dead worker is seen sooner. Read when the controller is created, so from the head's environment.
-            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
+            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
+            # What Ray Train sets in its controller's runtime env, which a warm run leaves out (maxtext_trainer.py
+            # controller_without_runtime_env): the controller runs on the head.
+            "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
 
 
 class LocalRayError(RuntimeError):
@@ -177,8 +180,9 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
-    # Warm spares: each slice node has room (a CPU) for this many idle worker processes beyond its Train
-    # worker, which the trainer's --warm-workers keeps with MaxText imported; 0: every worker starts cold.
+    # Warm spares: each slice node prestarts this many idle worker processes beyond its Train worker's, with
+    # MaxText imported (workloads/trainer/warm_worker.py), for the trainer's --warm-workers; 0: none, every
+    # worker starts cold.
     spares: int = 0
 
     def __post_init__(self) -> None:
@@ -413,8 +417,8 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                # A spare is kept warm by a one-CPU task: that many CPUs more, which the slice resource
-                # keeps from a second Train worker.
+                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the spares
+                # are that many CPUs more, which the slice resource keeps from a second Train worker.
                 "--num-cpus", str(self.cpus_per_slice + self.spares),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
@@ -444,14 +448,18 @@ class LocalRayCluster:
 
 
 def warm_env() -> dict[str, str]:
-    """A slice node's environment for warm spares (the trainer's ``--warm-workers``): the workers' environment is
-    the node's (CPU JAX and its XLA flags, which the trainer's runtime env gives them otherwise), and the pool
-    keeps the spare: Ray kills idle workers past this many per node (default: its CPUs), and the idle workers Ray
-    prestarts at node start (one per CPU, of no job) count too."""
+    """A slice node's environment for warm spares (the trainer's ``--warm-workers``): Ray imports ``warm_worker``
+    (beside the trainer script) in every worker process it starts, the idle ones it prestarts included (one per
+    CPU), and the node carries what the trainer's runtime env would have given its workers (CPU JAX, its XLA
+    flags), so an idle process fits a training worker as it is."""
     from workloads.trainer import maxtext_trainer
+    from workloads.trainer_args import TRAINER_SCRIPT
 
+    here = str(TRAINER_SCRIPT.parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     xla = f"{os.environ.get('XLA_FLAGS', '')} {maxtext_trainer.LOCAL_XLA_FLAGS}".strip()
-    return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla, "RAY_num_workers_soft_limit": "8"}
+    return {"RAY_preload_python_modules": "warm_worker", "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": xla}
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001

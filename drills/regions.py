@@ -145,10 +145,10 @@ class RegionLossOptions:
     probe_interval_s: float = 0.25  # how often the "manager" checks region A's head
     timeout_s: float = 900.0
     jax_cache_dir: Path | None = None
-    # Region B before the loss. warm: its cluster up and the job waiting there (its driver started, a spare worker
-    # with MaxText imported on each slice node: the trainer's --warm-workers and --wait-for), the dispatch its go;
-    # up: its cluster up, the job submitted at the dispatch (MultiKueue's re-dispatch to a standing cluster);
-    # cold: nothing running there, its cluster started once the loss is seen (nodes up, then a cold start).
+    # Region B before the loss. warm: its cluster up, each slice node keeping idle worker processes with MaxText
+    # imported (the trainer's --warm-workers); up: its cluster up, no spares (the job's workers start and import
+    # MaxText at the dispatch); cold: nothing running there, its cluster started once the loss is seen. In each,
+    # the job is submitted at the dispatch, as MultiKueue creates it in the region it picks.
     standby: str = "warm"
     verbose: bool = False
 
@@ -296,7 +296,7 @@ class RegionLossDrill:
                 raise DrillFailed(f"timed out waiting for {what}")
             time.sleep(POLL_S)
 
-    def _submit(self, r: _Region, wait_for: Path | None = None) -> None:
+    def _submit(self, r: _Region) -> None:
         from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
@@ -307,8 +307,6 @@ class RegionLossDrill:
                             checkpoint_period=o.checkpoint_period,
                             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
                             warm_workers=bool(r.cluster.spares))
-        if wait_for is not None:
-            argv[argv.index("--"):argv.index("--")] = ["--wait-for", str(wait_for)]
         if self.t_job is None:
             self.t_job = time.time()
 
@@ -345,11 +343,7 @@ class RegionLossDrill:
                     # Region B comes up while the job starts in A: a standing region, as MultiKueue's workers are.
                     stack.enter_context(self.b.cluster)
                     self.say(f"{self.b.region.name} up at {self.b.cluster.address} ({o.standby} standby)")
-                if o.standby == "warm":
-                    # The job waits in region B, its workers warm; the dispatch is its go.
-                    self._go = self.run_dir / "dispatch-b"
-                    self._go.unlink(missing_ok=True)
-                    self._submit(self.b, wait_for=self._go)
+
                 self._drill(deadline)
         except (DrillFailed, LocalRayError) as e:
             rep.ok = False
@@ -410,16 +404,13 @@ class RegionLossDrill:
         t_dispatch = time.time()
         rep.marks.append(("dispatched", t_dispatch))
         t_up = None
-        if o.standby == "warm":
-            self._go.touch()  # the waiting job's go
         if o.standby == "cold":
             self._stack.enter_context(b.cluster)
             t_up = time.time()
             rep.marks.append((f"{b.region.name} up", t_up))
             self.say(f"{b.region.name} up at {b.cluster.address} {t_up - t_dispatch:.1f} s after the dispatch "
                      "(cold standby)")
-        if o.standby != "warm":
-            self._submit(b)
+        self._submit(b)
         t_start, start_step, world = self._wait(f"training to start in {b.region.name}",
                                                 lambda: b.timeline.starts_after(t_dispatch), deadline, b)[0]
         first = self._wait(f"the first step in {b.region.name}", lambda: b.timeline.steps_after(t_start),
@@ -459,7 +450,7 @@ class RegionLossDrill:
             driver_ok=b.driver.proc.returncode == 0 and bool((b.driver.result or {}).get("ok")))
         rep.steps_lost = figures.pop("steps lost")
         rep.figures = {"regions": f"{a.region.name} -> {b.region.name}",
-                       "standby": o.standby + {"warm": " (cluster up, the job waiting, its workers warm)",
+                       "standby": o.standby + {"warm": " (cluster up, spare workers with MaxText imported)",
                                                "up": " (cluster up, the job submitted at the dispatch)",
                                                "cold": " (cluster started after the loss)"}[o.standby],
                        "slices": f"{a.workers} -> {b.workers}",

@@ -79,9 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="region-loss: seconds from the lost region detected to the job dispatched again "
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
     local.add_argument("--standby", choices=("warm", "up", "cold"), default=None,
-                       help="region-loss: the other region before the loss; warm: its cluster up and the job waiting "
-                            "there with its workers warm (MaxText imported), the dispatch its go; up: its cluster up, "
-                            "the job submitted at the dispatch; cold: started once the loss is seen (default warm)")
+                       help="region-loss: the other region before the loss; warm: its cluster up with spare "
+                            "workers (MaxText imported); up: its cluster up, no spares; cold: started once the loss "
+                            "is seen (default warm)")
     local.add_argument("--cold-workers", action="store_true",
                        help="no warm spare workers: every restarted worker starts and imports MaxText anew")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")

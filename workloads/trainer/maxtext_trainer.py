@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 
 PROGRESS = "slicectl-progress"
@@ -112,12 +111,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="the sha256 this script must have: on a ConfigMap mount, wait for the "
                         "kubelet to refresh a stale copy and re-run the new one")
     p.add_argument("--warm-workers", action="store_true",
-                   help="keep an idle worker process with MaxText imported on every slice node (the nodes "
-                        "carry the workers' environment and a CPU for it): a restarted worker group takes "
-                        "those processes instead of starting new ones")
-    p.add_argument("--wait-for", default=None, metavar="PATH",
-                   help="--local only: a standby; once connected (and its spares warm), wait for PATH to exist "
-                        "before training (the drill's dispatch to a standing region)")
+                   help="the slice nodes keep idle worker processes with MaxText imported (warm_worker.py) and "
+                        "carry the workers' environment: give the workers no runtime env, so a (re)started "
+                        "worker group takes those processes instead of starting new ones")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     p.add_argument("--save-commit-delay", type=float, default=0.0,
@@ -137,8 +133,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
-    if args.wait_for and not args.local:
-        p.error("--wait-for is for --local (a drill's standby region)")
     if args.warm_workers and not args.local:
         p.error("--warm-workers is for --local (the local cluster gives each slice node the workers' environment)")
     if (args.step_delay or args.save_commit_delay) and not args.local:
@@ -432,7 +426,7 @@ def defer_unused_imports() -> None:
 
 
 def preimport() -> None:
-    """Import what a Train worker's training function imports (the keep-warm task runs this in idle
+    """Import what a Train worker's training function imports (``warm_worker.py`` runs this in idle
     worker processes, so a restarted worker group finds it done)."""
     defer_unused_imports()
     import jax  # noqa: F401
@@ -449,7 +443,7 @@ def train_loop_per_worker(config: dict) -> None:
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
     t_import = time.time()
-    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (keep_spares_warm) took this worker
+    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (warm_worker.py) took this worker
     defer_unused_imports()
     import jax
     from maxtext.common import checkpointing
@@ -577,69 +571,31 @@ def train_loop_per_worker(config: dict) -> None:
 
 # --------------------------------------------------------------------------- warm spares
 
-# --warm-workers: at most one keep-warm task per slice node this often. The first imports MaxText in a worker
-# process of this job, which then waits idle in Ray's worker pool; the next ones find it there and return at
-# once; once a restart has taken it, the next one makes the node start another (the import then runs in the
-# background, not in a recovery).
-SPARE_INTERVAL_S = 15.0
-# Before the first worker group starts: how long to wait for a spare on every slice node (the cold start
-# imports MaxText once per node, in the spare the first worker group then takes).
-SPARE_FIRST_WAIT_S = 300.0
 
+def controller_without_runtime_env() -> None:
+    """Start Ray Train's controller without a runtime env, so the training workers it creates have none.
 
-def _warm_spare() -> bool:
-    """A keep-warm task: import what the training function imports; True if it already had."""
-    had = "maxtext.trainers.pre_train.train" in sys.modules
-    preimport()
-    return had
-
-
-def controller_runtime_env() -> dict:
-    """The runtime env Ray Train 2.60 gives its controller (``DataParallelTrainer._initialize_and_run_controller``:
-    the ``RAY_TRAIN_*`` settings to propagate, and ``RAY_WARN_BLOCKING_GET_INSIDE_ASYNC``). The training workers
-    inherit it (an actor without a runtime env of its own takes its parent's): a spare serves them only if it
-    was started with the same one (Ray's worker pool matches idle workers by job and runtime env)."""
-    from ray._common.constants import RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_ENV_VAR
-    from ray.train.v2._internal.constants import (
-        DEFAULT_RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_VALUE,
-        get_env_vars_to_propagate,
-    )
-
-    env = get_env_vars_to_propagate()
-    env.setdefault(RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_ENV_VAR, DEFAULT_RAY_WARN_BLOCKING_GET_INSIDE_ASYNC_VALUE)
-    return {"env_vars": env}
-
-
-def keep_spares_warm(resource: str, runtime_env: dict, first: threading.Event, stop: threading.Event,
-                     interval_s: float = SPARE_INTERVAL_S) -> None:
-    """Keep an idle, MaxText-imported worker process of this job on every live node holding ``resource``.
-
-    Ray's worker pool hands an actor an idle worker of the same job and runtime env (an actor's process is
-    its own until it dies; a task's returns to the pool): a one-CPU task pinned to each slice node, with the
-    training workers' runtime env (:func:`controller_runtime_env`), imports MaxText in such a worker and leaves
-    it idle there. ``first`` is set once every slice node has one."""
+    Ray's worker pool hands an actor an idle worker process only if their runtime envs match (and the
+    process has run no task): the warm spares are the idle workers a slice node prestarts, with MaxText
+    preloaded (``warm_worker.py``) and no runtime env. An actor without a runtime env of its own inherits its
+    parent's, and Ray Train 2.60 gives its controller one (``DataParallelTrainer._initialize_and_run_controller``:
+    ``ray.remote(..., runtime_env={"env_vars": ...})(TrainController)``, the propagated ``RAY_TRAIN_*`` settings
+    and ``RAY_WARN_BLOCKING_GET_INSIDE_ASYNC``): here that ``ray.remote`` call drops it. The settings reach the
+    controller instead through :func:`node_environment_callback` (and the head node's environment);
+    tests/test_trainer_args.py fails loudly when an upgrade changes that call."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.train.v2.api import data_parallel_trainer as dpt
 
-    spare = ray.remote(num_cpus=1, max_retries=0, runtime_env=runtime_env)(_warm_spare)
-    pending: dict[str, tuple[object, float]] = {}
-    while not stop.is_set():
-        try:
-            nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource)]
-            for nid in nodes:
-                ref, since = pending.get(nid, (None, 0.0))
-                if ref is not None and not ray.wait([ref], timeout=0)[0]:
-                    continue
-                if ref is not None and time.time() - since < interval_s:
-                    continue
-                strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
-                pending[nid] = (spare.options(scheduling_strategy=strategy).remote(), time.time())
-            done = [r for n, (r, _) in pending.items() if n in nodes and ray.wait([r], timeout=0)[0]]
-            if nodes and len(done) >= len(nodes):
-                first.set()
-        except Exception as e:  # noqa: BLE001 - a spare is an optimisation: never fail the job for it
-            print(f"maxtext_trainer: keeping spares warm: {type(e).__name__}: {e}", flush=True)
-        stop.wait(0.5)
+    class _RayForController:
+        def __getattr__(self, name):
+            return getattr(ray, name)
+
+        @staticmethod
+        def remote(*args, **kwargs):
+            kwargs.pop("runtime_env", None)
+            return ray.remote(*args, **kwargs)
+
+    dpt.ray = _RayForController()
 
 
 # --------------------------------------------------------------------------- driver
@@ -682,8 +638,7 @@ def node_environment_callback(settings: dict[str, str]):
     return NodeEnvironment(settings)
 
 
-def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str],
-                  train_settings: dict[str, str] | None = None):
+def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
     from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.jax import JaxTrainer
 
@@ -720,8 +675,8 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     if args.warm_workers:
         # An idle worker serves an actor only if their runtime envs match: the warm spares have none.
         worker_env = {}
-        settings_for_controller = take_train_settings() if train_settings is None else train_settings
-        run_kw["callbacks"] = [node_environment_callback(settings_for_controller)]
+        run_kw["callbacks"] = [node_environment_callback(take_train_settings())]
+        controller_without_runtime_env()
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
         install_verdict_policy(args.verdict_wait)
@@ -756,31 +711,11 @@ def main(argv: list[str]) -> int:
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
     metrics = path = None
-    stop = threading.Event()
     try:
-        train_settings = None
-        if args.warm_workers:
-            ray.init()
-            train_settings = take_train_settings()  # before the controller's runtime env is read
-            first = threading.Event()
-            threading.Thread(target=keep_spares_warm,
-                             args=(LOCAL_SLICE_RESOURCE, controller_runtime_env(), first, stop), daemon=True).start()
-            t = time.time()
-            first.wait(SPARE_FIRST_WAIT_S)
-            spares = {"event": "spares", "t": round(time.time(), 3), "world": 0, "ready": first.is_set(),
-                      "wait_s": round(time.time() - t, 1)}
-            print(f"{PROGRESS} {json.dumps(spares)}", flush=True)
-        if args.wait_for:
-            ray.init(ignore_reinit_error=True)
-            print(f"{PROGRESS} {json.dumps({'event': 'standby', 't': round(time.time(), 3), 'world': 0})}", flush=True)
-            while not os.path.exists(args.wait_for):
-                time.sleep(0.05)
-        result = build_trainer(args, base_yml, settings, train_settings).fit()
+        result = build_trainer(args, base_yml, settings).fit()
         error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
     except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
         error = e
-    finally:
-        stop.set()
     # The result line is the job's report, failed or not (the runner and the drills read it).
     summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
                "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
