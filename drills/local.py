@@ -310,7 +310,7 @@ class LocalDrill:
     # ------------------------------------------------------------------ the drill
 
     def run(self) -> DrillReport:
-        from drills.localray import LocalRayCluster
+        from drills.localray import LocalRayCluster, LocalRayError
 
         o, r = self.opts, self.report
         deadline = self.t0 + o.timeout_s
@@ -338,7 +338,7 @@ class LocalDrill:
                         self._scale_up(deadline)
                     self._finish(deadline)
                 r.notes.append(f"peak RSS of one process: {self.cluster.peak_rss_mb()} MB")
-        except DrillFailed as e:
+        except (DrillFailed, LocalRayError) as e:
             r.ok = False
             r.notes.append(f"drill failed: {e}")
             self.say(f"FAILED: {e}")

@@ -31,6 +31,7 @@ WORKER_PORTS = 32  # Ray worker processes per node: Train workers plus Ray's own
 OBJECT_STORE_BYTES = 150 * 1024**2  # Ray's minimum is 75 MB; MaxText passes no big objects
 READY_MARK = "Ray runtime started"
 STARTUP_TIMEOUT_MARK = "timed out during startup"
+START_ATTEMPTS = 4
 # Every local process runs from this same environment. Ray's `uv run` hook (on by default)
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
@@ -367,20 +368,20 @@ class LocalRayCluster:
     # ------------------------------------------------------------------ nodes
 
     def _start_node(self, name: str, head: bool) -> Node:
-        node = self._spawn_node(name, head)
-        try:
-            self._wait_ready(node)
-        except LocalRayError as e:
-            # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
-            # loaded machine it can miss that once. One more try, then the error.
-            if STARTUP_TIMEOUT_MARK not in str(e):
-                raise
-            _kill_tree(node.proc, signal.SIGKILL)
-            node.proc.wait(timeout=10)
-            self.nodes.remove(node)
+        for attempt in range(1, START_ATTEMPTS + 1):
             node = self._spawn_node(name, head)
-            self._wait_ready(node)
-        return node
+            try:
+                self._wait_ready(node)
+                return node
+            except LocalRayError as e:
+                # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
+                # loaded machine (other nodes' spares importing MaxText) it can miss that: try again.
+                if STARTUP_TIMEOUT_MARK not in str(e) or attempt == START_ATTEMPTS:
+                    raise
+                _kill_tree(node.proc, signal.SIGKILL)
+                node.proc.wait(timeout=10)
+                self.nodes.remove(node)
+        raise AssertionError("unreachable")
 
     def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
