@@ -201,6 +201,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         with cluster if own else contextlib.nullcontext():
             summary["cluster_start_s"] = round(time.time() - t0, 1) if own else 0.0
             summary["node_pids"] = [n.pid for n in cluster.nodes]
+            summary["ray_temp_dir"] = str(cluster.temp_dir)
             say(f"local Ray cluster {'up' if own else 'in use'} at {cluster.address}: head + "
                 f"{slices} slice node(s) (pids {[n.pid for n in cluster.nodes]})")
             driver = start_driver(cluster, argv, run_dir / "driver.log", on_event, echo=verbose)
