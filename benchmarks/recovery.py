@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,16 +72,25 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+# A drill whose local cluster could not start (Ray gives a node 30 s to register; the base commit does not try
+# again) is run again, up to this many times in all: the figures are the recovery's, not the machine's.
+ATTEMPTS = 3
+
+
 def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label: str) -> dict:
     """One drill in a child process with ``code_dir`` first on its path; its drill.json plus the load."""
     env = os.environ | {"PYTHONPATH": str(code_dir)}
     env.pop("VIRTUAL_ENV", None)
-    before = load()
-    print(f"== {label}: {run_dir} (load {before:.1f})", flush=True)
-    with open(run_dir.parent / f"{run_dir.name}.log", "w") as log:
-        rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(JAX_CACHE)], env=env,
-                            cwd=code_dir, stdout=log, stderr=subprocess.STDOUT).returncode
-    report = run_dir / "drill.json"
+    for attempt in range(1, ATTEMPTS + 1):
+        before = load()
+        print(f"== {label}: {run_dir} (load {before:.1f}, attempt {attempt})", flush=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        with open(run_dir.parent / f"{run_dir.name}.log", "w") as log:
+            rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(JAX_CACHE)], env=env,
+                                cwd=code_dir, stdout=log, stderr=subprocess.STDOUT).returncode
+        report = run_dir / "drill.json"
+        if report.exists() or "timed out during startup" not in (run_dir.parent / f"{run_dir.name}.log").read_text():
+            break
     out = json.loads(report.read_text()) if report.exists() else {"ok": False, "notes": [f"no report (exit {rc})"]}
     out["_load"] = f"{before:.1f} -> {load():.1f}"
     out["_dir"] = str(run_dir)
@@ -143,8 +153,23 @@ def main() -> None:
     p.add_argument("--region", action="store_true", help="also the region-loss drill, warm and cold standby")
     p.add_argument("--region-stack", default="dev", help="stack for the region-loss drill (multi: its regions)")
     p.add_argument("--skip-base", action="store_true", help="this checkout only")
+    p.add_argument("--base-only", action="store_true", help="the base commit only")
     p.add_argument("--skip-preemption", action="store_true")
+    p.add_argument("--from-json", nargs="+", type=Path, default=None, metavar="RESULTS",
+                   help="print the tables of earlier runs' results (build/bench-recovery/*.json) side by side, "
+                        "running nothing")
     args = p.parse_args()
+    if args.from_json:
+        merged: dict[str, dict[str, dict]] = {}
+        for path in args.from_json:
+            for drill, cols in json.loads(path.read_text()).items():
+                merged.setdefault(drill, {}).update(cols)
+        for name, cols in merged.items():
+            if cols:
+                print(f"### {name} (2 cores, shared)")
+                print(table(cols))
+                print()
+        return
     # Short run directories: the base commit kept Ray's sockets under its run directory (50 characters).
     work = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
     JAX_CACHE.mkdir(parents=True, exist_ok=True)
@@ -157,14 +182,15 @@ def main() -> None:
             if not args.skip_base:
                 results["preemption"][f"base {args.base}"] = run_drill(BASE_DIR, PREEMPTION, pre, work / "pb",
                                                                        "preemption, base")
-            results["preemption"]["this checkout"] = run_drill(ROOT, PREEMPTION, pre, work / "pn",
-                                                               "preemption, this checkout")
+            if not args.base_only:
+                results["preemption"]["this checkout"] = run_drill(ROOT, PREEMPTION, pre, work / "pn",
+                                                                   "preemption, this checkout")
         if args.region:
             if not args.skip_base:
                 # The base drills dev's stand-ins only (a multi-region spec failed in its trainer arguments).
                 results["region-loss"][f"base {args.base} (standby up)"] = run_drill(
                     BASE_DIR, REGION, ["dev", "", "warm"], work / "rb", "region-loss, base")
-            for standby in ("warm", "cold"):
+            for standby in () if args.base_only else ("warm", "cold"):
                 results["region-loss"][f"{standby} standby"] = run_drill(
                     ROOT, REGION, [args.region_stack, "", standby], work / f"r{standby[0]}",
                     f"region-loss, {standby} standby")
@@ -179,9 +205,8 @@ def main() -> None:
             print()
     print(f"run directories (logs, drill.json, timeline.png): {work}")
     keep = ROOT / "build" / "bench-recovery"
-    shutil.rmtree(keep, ignore_errors=True)
-    keep.mkdir(parents=True)
-    (keep / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep / f"results-{time.strftime('%H%M%S')}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
