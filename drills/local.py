@@ -101,9 +101,11 @@ class LocalDrillOptions:
     # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
-    # Warm spares: every slice node keeps an idle worker process with MaxText imported, which a restarted
-    # worker group takes instead of starting and importing anew (the trainer's --warm-workers).
-    warm: bool = True
+    # Warm spares (experimental, off): slice nodes preload MaxText in every worker process they start and the
+    # training workers take the node's environment (the trainer's --warm-workers), so an idle one could serve a
+    # restarted worker group. Measured here, Ray 2.60 prestarts no idle worker on a slice node, so the import
+    # only moves into the process start, and the controller's helper actors placed there pay it too.
+    warm: bool = False
     verbose: bool = False
 
     def __post_init__(self) -> None:

@@ -149,7 +149,7 @@ class RegionLossOptions:
     # imported (the trainer's --warm-workers); up: its cluster up, no spares (the job's workers start and import
     # MaxText at the dispatch); cold: nothing running there, its cluster started once the loss is seen. In each,
     # the job is submitted at the dispatch, as MultiKueue creates it in the region it picks.
-    standby: str = "warm"
+    standby: str = "up"
     verbose: bool = False
 
     def __post_init__(self) -> None:

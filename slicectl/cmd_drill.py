@@ -79,11 +79,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="region-loss: seconds from the lost region detected to the job dispatched again "
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
     local.add_argument("--standby", choices=("warm", "up", "cold"), default=None,
-                       help="region-loss: the other region before the loss; warm: its cluster up with spare "
-                            "workers (MaxText imported); up: its cluster up, no spares; cold: started once the loss "
-                            "is seen (default warm)")
-    local.add_argument("--cold-workers", action="store_true",
-                       help="no warm spare workers: every restarted worker starts and imports MaxText anew")
+                       help="region-loss: the other region before the loss; up: its cluster up (default); warm: "
+                            "up, and its slice nodes preload MaxText (experimental); cold: started once the loss "
+                            "is seen")
+    local.add_argument("--warm-workers", action="store_true",
+                       help="experimental: slice nodes preload MaxText in every worker process and the training "
+                            "workers take the node's environment (docs/recovery.md: no gain measured yet)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
@@ -194,7 +195,7 @@ def run_local(args: argparse.Namespace) -> int:
         timeout_s=args.timeout if args.timeout is not None else defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
         scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
-        warm=not args.cold_workers,
+        warm=args.warm_workers,
     )
     try:
         if args.step_delay is None and args.scenario == "reshard":
@@ -240,7 +241,7 @@ def run_region_loss(args: argparse.Namespace, spec, job) -> int:
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
         timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
-        standby=args.standby or ("cold" if args.cold_workers else defaults.standby))
+        standby=args.standby or defaults.standby)
     try:
         drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region"), opts)
     except ValueError as e:

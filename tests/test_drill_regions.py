@@ -205,10 +205,10 @@ def test_cli_flags_reach_the_region_loss_drill(monkeypatch, short_dir, capsys):
     assert (o.steps, o.checkpoint_period, o.step_delay, o.kill_after_step) == (30, 4, 0.1, 6)
     assert o.worker_lost_timeout_s == 5.0 and (d.a.workers, d.b.workers) == (3, 2)
     assert re.search(r"^result\s+passed$", capsys.readouterr().out, re.M)
-    # Defaults: 20 steps, 2 -> 1 slices, a warm standby.
+    # Defaults: 20 steps, 2 -> 1 slices, a standing (up) standby.
     cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--run-dir", str(tmp_path / "d")])
     assert (seen["drill"].opts.steps, seen["drill"].a.workers, seen["drill"].b.workers) == (20, 2, 1)
-    assert seen["drill"].opts.standby == "warm"
+    assert seen["drill"].opts.standby == "up"
     cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--standby", "cold",
               "--run-dir", str(tmp_path / "c")])
     assert seen["drill"].opts.standby == "cold"
