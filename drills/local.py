@@ -159,6 +159,7 @@ class _Timeline:
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
+    reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -170,6 +171,8 @@ class _Timeline:
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
                 self.losses[e["step"]] = e["loss"]
+            elif e["event"] == "checkpoint_read":
+                self.reads.append((e["t"], e["read_s"]))
             elif e["event"] == "start":
                 self.starts.append((e["t"], e["start_step"], e["world"]))
             elif e["event"] == "done":
@@ -470,6 +473,10 @@ class LocalDrill:
                         "restore": t_start - imported, "first_step": first_step[0] - t_start}
             r.phases = {k: round(max(0.0, v), 1) for k, v in r.phases.items()}
         r.restored_step = start_step - 1 if start_step > 0 else None
+        with tl.lock:
+            read = next((s for t, s in tl.reads if t >= t_kill), None)
+        if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
+            r.figures["checkpoint read in the restore (s)"] = read
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)
