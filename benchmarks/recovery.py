@@ -89,7 +89,8 @@ def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label
             rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(JAX_CACHE)], env=env,
                                 cwd=code_dir, stdout=log, stderr=subprocess.STDOUT).returncode
         report = run_dir / "drill.json"
-        if report.exists() or "timed out during startup" not in (run_dir.parent / f"{run_dir.name}.log").read_text():
+        started = report.exists() and json.loads(report.read_text()).get("steps_run")
+        if started or "timed out during startup" not in (run_dir.parent / f"{run_dir.name}.log").read_text():
             break
     out = json.loads(report.read_text()) if report.exists() else {"ok": False, "notes": [f"no report (exit {rc})"]}
     out["_load"] = f"{before:.1f} -> {load():.1f}"
