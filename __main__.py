@@ -21,7 +21,7 @@ from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import names
 from stackspec import spec as stack_spec
-from workloads import kueue, multikueue
+from workloads import kueue, multikueue, multitier
 from workloads.component import QueuedRayJobs, QueuedRayJobsArgs, RayWorkloads, RayWorkloadsArgs
 from workloads.multikueue_component import (
     MultiKueueManager,
@@ -77,7 +77,8 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
         name,
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
-                       multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker),
+                       multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker,
+                       multi_tier_checkpointing=multitier.enabled(view)),
         # The policy's API and the policy itself before the cluster evaluates it.
         opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet,
                                                 *([streaming_api] if streaming_api else [])]),
@@ -121,6 +122,11 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
             workload_pool=[gke.cluster], namespace=in_namespace, shared=shared_bucket,
         ),
     )
+    if multitier.enabled(view):  # GKE's checkpoint replicator backs the local tier up to the bucket
+        gcp.storage.BucketIAMMember(
+            f"{name}-checkpoints-replicator", bucket=checkpoints.bucket.name, role="roles/storage.objectUser",
+            member=project_number(view.project).apply(lambda n: multitier.replicator_principal(n, view.project)),
+            opts=pulumi.ResourceOptions(depends_on=[gke.cluster]))
 
     # The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA,
     # after its bucket role is granted (a job's first checkpoint write must not race the grant).

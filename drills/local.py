@@ -101,6 +101,11 @@ class LocalDrillOptions:
     # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
+    # Warm spares (experimental, off): slice nodes preload MaxText in every worker process they start and the
+    # training workers take the node's environment (the trainer's --warm-workers), so an idle one could serve a
+    # restarted worker group. Measured here, Ray 2.60 prestarts no idle worker on a slice node, so the import
+    # only moves into the process start, and the controller's helper actors placed there pay it too.
+    warm: bool = False
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -154,6 +159,7 @@ class _Timeline:
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
+    reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -165,6 +171,8 @@ class _Timeline:
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
                 self.losses[e["step"]] = e["loss"]
+            elif e["event"] == "checkpoint_read":
+                self.reads.append((e["t"], e["read_s"]))
             elif e["event"] == "start":
                 self.starts.append((e["t"], e["start_step"], e["world"]))
             elif e["event"] == "done":
@@ -293,6 +301,7 @@ class LocalDrill:
             resize_interval=o.resize_interval_s if self.job.elastic else None,
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
             save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
+            warm_workers=bool(o.warm and self.cluster.spares),
         )
         if self.t_job is None:
             self.t_job = time.time()
@@ -306,7 +315,7 @@ class LocalDrill:
     # ------------------------------------------------------------------ the drill
 
     def run(self) -> DrillReport:
-        from drills.localray import LocalRayCluster
+        from drills.localray import LocalRayCluster, LocalRayError
 
         o, r = self.opts, self.report
         deadline = self.t0 + o.timeout_s
@@ -316,7 +325,7 @@ class LocalDrill:
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
             if self._own_cluster:
-                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices)
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=1 if o.warm else 0)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
@@ -334,7 +343,7 @@ class LocalDrill:
                         self._scale_up(deadline)
                     self._finish(deadline)
                 r.notes.append(f"peak RSS of one process: {self.cluster.peak_rss_mb()} MB")
-        except DrillFailed as e:
+        except (DrillFailed, LocalRayError) as e:
             r.ok = False
             r.notes.append(f"drill failed: {e}")
             self.say(f"FAILED: {e}")
@@ -364,6 +373,7 @@ class LocalDrill:
         if r.final_step is not None and self.opts.scenario != "reshard":  # reshard: separate runs
             r.job_wall_s = round(max(t for t, _, _ in steps) - t0, 1)
             r.productive_s = round(productive_seconds(steps, starts), 1)
+            r.measure_from_first_step(steps, starts, t0)
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
@@ -463,6 +473,10 @@ class LocalDrill:
                         "restore": t_start - imported, "first_step": first_step[0] - t_start}
             r.phases = {k: round(max(0.0, v), 1) for k, v in r.phases.items()}
         r.restored_step = start_step - 1 if start_step > 0 else None
+        with tl.lock:
+            read = next((s for t, s in tl.reads if t >= t_kill), None)
+        if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
+            r.figures["checkpoint read in the restore (s)"] = read
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)

@@ -13,14 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drills.localray import MAX_TEMP_DIR_CHARS, LocalRayCluster, deferred_interrupts
+from drills.localray import LocalRayCluster, deferred_interrupts
 from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
@@ -149,15 +148,10 @@ def load_job(stack: str, job_name: str | None, stacks_dir: Path | None = None) -
     return spec, spec.job(job_name)
 
 
-def default_run_dir(stack: str, prefix: str, sub: str = "") -> Path:
-    """build/<stack>/<prefix>-<time>, or the same under /tmp/slicectl when the checkout's path is
-    too long for Ray's Unix sockets (they live under the run directory, or its ``sub`` directory
-    when it holds several clusters; a CI runner's checkout path alone is about 50 characters)."""
-    name = Path(stack) / f"{prefix}-{time.strftime('%H%M%S')}"
-    run_dir = ROOT / "build" / name
-    if len(str(run_dir / sub / "ray")) > MAX_TEMP_DIR_CHARS:
-        run_dir = Path(tempfile.gettempdir()) / "slicectl" / name
-    return run_dir
+def default_run_dir(stack: str, prefix: str) -> Path:
+    """build/<stack>/<prefix>-<time>, whatever the checkout's path and the stack name's length: Ray's
+    Unix sockets live in a short temp dir of their own (drills.localray.short_temp_dir)."""
+    return ROOT / "build" / stack / f"{prefix}-{time.strftime('%H%M%S')}"
 
 
 def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
@@ -207,6 +201,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         with cluster if own else contextlib.nullcontext():
             summary["cluster_start_s"] = round(time.time() - t0, 1) if own else 0.0
             summary["node_pids"] = [n.pid for n in cluster.nodes]
+            summary["ray_temp_dir"] = str(cluster.temp_dir)
             say(f"local Ray cluster {'up' if own else 'in use'} at {cluster.address}: head + "
                 f"{slices} slice node(s) (pids {[n.pid for n in cluster.nodes]})")
             driver = start_driver(cluster, argv, run_dir / "driver.log", on_event, echo=verbose)

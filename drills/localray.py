@@ -1,10 +1,13 @@
 """A local Ray cluster of separate processes: a head plus one worker node per local "slice".
 
 Each node is ``ray start --block`` started as a child in its own process group, with
-its own ports (below 32768), a capped object store and its temp dir inside the run
-directory. :class:`LocalRayCluster` ends exactly the process groups it started (and
-their descendants), on exit, on an exception or on Ctrl-C. It never runs ``ray stop``,
-which ends every Ray process on the host, other people's included.
+its own ports (below 32768) and a capped object store. Ray's temp dir (its session, logs and
+Unix sockets) is a short directory under /tmp named by a hash, whatever the run directory's
+length (an AF_UNIX path holds at most 107 bytes); ``<run dir>/ray`` links to it while the
+cluster runs and holds a copy of its logs once it is down. :class:`LocalRayCluster` ends
+exactly the process groups it started (and their descendants), on exit, on an exception or
+on Ctrl-C. It never runs ``ray stop``, which ends every Ray process on the host, other
+people's included.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ PORTS_PER_NODE = 48
 WORKER_PORTS = 32  # Ray worker processes per node: Train workers plus Ray's own helpers
 OBJECT_STORE_BYTES = 150 * 1024**2  # Ray's minimum is 75 MB; MaxText passes no big objects
 READY_MARK = "Ray runtime started"
+STARTUP_TIMEOUT_MARK = "timed out during startup"
+START_ATTEMPTS = 4
 # Every local process runs from this same environment. Ray's `uv run` hook (on by default)
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
@@ -36,13 +41,34 @@ START_TIMEOUT_S = 90.0
 # a second of SIGTERM; the head's GCS, raylet and autoscaler monitor outlive it by more than
 # 10 s (measured), and a throwaway local cluster keeps nothing worth waiting for.
 SHUTDOWN_GRACE_S = 2.0
-# Longest temp dir (<run dir>/ray) we start Ray in: its Unix socket paths grow from it.
-MAX_TEMP_DIR_CHARS = 50
+# Ray's Unix sockets live under its temp dir (<temp>/session_<date>_<time>_<pid>/sockets/raylet.<n>, about
+# 60 bytes past it) and an AF_UNIX path holds at most 107 bytes (Linux sun_path): the temp dir is
+# /tmp/<SHORT_TEMP_PREFIX><10 hex>, 21 bytes, whatever the run directory (a CI checkout alone is ~50).
+SHORT_TEMP_ROOT = Path("/tmp")
+SHORT_TEMP_PREFIX = "sray-"
+SOCKET_PATH_MAX = 107
+
+
+def short_temp_dir(run_dir: Path) -> Path:
+    """A fresh short temp dir for a cluster of ``run_dir``: hashed from the run dir, this process and the time,
+    so two clusters (two regions of one drill, two engineers' runs) never share one."""
+    import hashlib
+
+    key = f"{run_dir}:{os.getpid()}:{time.time_ns()}".encode()
+    return SHORT_TEMP_ROOT / f"{SHORT_TEMP_PREFIX}{hashlib.sha256(key).hexdigest()[:10]}"
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
-# period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL, so a quick verdict is
-# safe here; the trainer's elastic policy waits for it before sizing a restart.
-HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
-            "RAY_health_check_failure_threshold": "4"}
+# period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL: the raylet's port refuses at
+# once, so each check fails at once and the verdict takes about threshold x period (1.5 s); a live
+# raylet slowed by load still has the timeout (2 s) to answer each one. The trainer's elastic
+# policy waits for the verdict before sizing a restart.
+HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "2000",
+            "RAY_health_check_failure_threshold": "3",
+            # Ray Train's controller (an actor on the head) polls its workers this often (Ray's default 2 s): a
+            # dead worker is seen sooner. Read when the controller is created, so from the head's environment.
+            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
+            # What Ray Train sets in its controller's runtime env, which a warm run leaves out (maxtext_trainer.py
+            # controller_without_runtime_env): the controller runs on the head.
+            "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
 
 
 class LocalRayError(RuntimeError):
@@ -155,14 +181,16 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # Warm spares: each slice node prestarts this many idle worker processes beyond its Train worker's, with
+    # MaxText imported (workloads/trainer/warm_worker.py), for the trainer's --warm-workers; 0: none, every
+    # worker starts cold.
+    spares: int = 0
 
     def __post_init__(self) -> None:
         self._sampling = False
         self.run_dir = Path(self.run_dir).resolve()
-        # Ray's Unix sockets live under the temp dirs: keep their paths short.
-        self.temp_dir = self.run_dir / "ray"
-        if len(str(self.temp_dir)) > MAX_TEMP_DIR_CHARS:
-            raise LocalRayError(f"run directory path too long for Ray's sockets: {self.run_dir}")
+        # Ray's Unix sockets live under the temp dir: short whatever the run directory.
+        self.temp_dir = short_temp_dir(self.run_dir)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -182,7 +210,13 @@ class LocalRayCluster:
         signal.signal(signal.SIGTERM, self._old_sigterm)
 
     def start(self) -> None:
-        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.temp_dir.mkdir(parents=True, exist_ok=False)
+        link = self.run_dir / "ray"
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(self.temp_dir)
         self._start_node("head", head=True)
         # One at a time: nodes sharing the head's session directory race when started together.
         for _ in range(self.slices):
@@ -313,13 +347,41 @@ class LocalRayCluster:
                 node.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._keep_logs()
+
+    def _keep_logs(self) -> None:
+        """Copy Ray's logs from the short temp dir into ``<run dir>/ray`` (replacing the link), then
+        remove the temp dir: nothing of the cluster is left under /tmp."""
+        import shutil
+
+        if not self.temp_dir.exists():
+            return
+        link = self.run_dir / "ray"
+        if link.is_symlink():
+            link.unlink()
+        for logs in self.temp_dir.glob("session_2*/logs"):
+            shutil.copytree(logs, link / logs.parent.name / "logs", dirs_exist_ok=True,
+                            ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("*.sock"))
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ nodes
 
     def _start_node(self, name: str, head: bool) -> Node:
-        node = self._spawn_node(name, head)
-        self._wait_ready(node)
-        return node
+        for attempt in range(1, START_ATTEMPTS + 1):
+            node = self._spawn_node(name, head)
+            try:
+                self._wait_ready(node)
+                return node
+            except LocalRayError as e:
+                # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
+                # loaded machine (other nodes' spares importing MaxText) it can miss that: try again.
+                if STARTUP_TIMEOUT_MARK not in str(e) or attempt == START_ATTEMPTS:
+                    raise
+                _kill_tree(node.proc, signal.SIGKILL)
+                node.proc.wait(timeout=10)
+                self.nodes.remove(node)
+        raise AssertionError("unreachable")
 
     def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
@@ -356,11 +418,13 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                "--num-cpus", str(self.cpus_per_slice),
+                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the spares
+                # are that many CPUs more, which the slice resource keeps from a second Train worker.
+                "--num-cpus", str(self.cpus_per_slice + self.spares),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {})
+        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {}) | (warm_env() if self.spares and not head else {})
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -382,6 +446,21 @@ class LocalRayCluster:
             time.sleep(0.3)
         raise LocalRayError(f"ray node {node.name} not ready after {START_TIMEOUT_S:.0f} s; "
                             f"see {node.log}")
+
+
+def warm_env() -> dict[str, str]:
+    """A slice node's environment for warm spares (the trainer's ``--warm-workers``): Ray imports ``warm_worker``
+    (beside the trainer script) in every worker process it starts, the idle ones it prestarts included (one per
+    CPU), and the node carries what the trainer's runtime env would have given its workers (CPU JAX, its XLA
+    flags), so an idle process fits a training worker as it is."""
+    from workloads.trainer import maxtext_trainer
+    from workloads.trainer_args import TRAINER_SCRIPT
+
+    here = str(TRAINER_SCRIPT.parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    xla = f"{os.environ.get('XLA_FLAGS', '')} {maxtext_trainer.LOCAL_XLA_FLAGS}".strip()
+    return {"RAY_preload_python_modules": "warm_worker", "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": xla}
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001

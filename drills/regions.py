@@ -43,11 +43,12 @@ from drills.local import (
     checkpoint_dirs,
     corrupt_checkpoints,
 )
-from drills.localray import MAX_TEMP_DIR_CHARS, pid_alive
+from drills.localray import pid_alive
 from drills.report import DrillReport
 from stackspec.spec import Job, StackSpec
 
 SCENARIO = "region-loss"
+STANDBYS = ("warm", "up", "cold")
 DEFAULT_STEPS = 20
 # Local stand-ins when the stack has no regions of its own.
 DEFAULT_REGIONS = (("region-a", 2), ("region-b", 1))
@@ -57,22 +58,54 @@ DEFAULT_REGIONS = (("region-a", 2), ("region-b", 1))
 class Region:
     name: str
     slices: int  # slices of the job's shape there
+    # The region's single-region view of the stack (None: the local stand-ins): the trainer's arguments
+    # for a run there come from it (its slice shape).
+    site: StackSpec | None = field(default=None, compare=False, repr=False)
 
 
 def stack_regions(spec: StackSpec, job: Job) -> list[Region]:
-    """The stack's regions in dispatch order with the slices of ``job``'s shape in each: one per
-    region view (``StackSpec.region_views()`` of a multi-region stack), the stack itself otherwise."""
-    views = spec.region_views() if callable(getattr(spec, "region_views", None)) else [spec]
+    """The regions ``job`` can run in, in its dispatch order, with the slices of its shape in each.
+
+    A job the manager queues: its placements (``StackSpec.placements``: the MultiKueueConfig's order, which
+    the incremental dispatcher nominates in); a job pinned to a region: that region only (it is created
+    there, nothing moves it); a single-region stack: itself."""
+    views = None
+    if getattr(spec, "regions", None):
+        views = spec.placements().get(job.name)
+        if views is None:
+            views = tuple(v for v in spec.region_views() if v.region == job.region)
+    if views is None:
+        views = spec.region_views() if callable(getattr(spec, "region_views", None)) else [spec]
     out = []
     for v in views:
+        j = next((x for x in v.jobs if x.name == job.name), job)
         replicas = {g.name: g.replicas for g in v.groups}
-        out.append(Region(v.region, replicas.get(job.group, 0)))
+        out.append(Region(v.region, replicas.get(j.group, 0), site=v))
     return out
 
 
+def pick_job(spec: StackSpec, name: str | None) -> Job:
+    """The named job, else on a multi-region stack the first job the manager can dispatch to two regions
+    (elastic first, as :meth:`StackSpec.drill_job`), else the stack's drill job. A job pinned to one region
+    is refused: losing its region takes it down, no other region runs it."""
+    if not getattr(spec, "regions", None):
+        return spec.drill_job(name)
+    movable = [j for j in spec.jobs if len(stack_regions(spec, j)) >= 2]
+    if name:
+        job = spec.job(name)
+        if job not in movable:
+            raise ValueError(f"job {name} runs in {job.region or 'one region'} only (created there, not queued on "
+                             f"the manager): a region loss has nowhere to move it; drill one of "
+                             f"{', '.join(j.name for j in movable) or '(none)'}")
+        return job
+    if not movable:
+        raise ValueError(f"stack {spec.stack}: no job can run in two regions (every job is pinned to one)")
+    return ([j for j in movable if j.elastic] or movable)[0]
+
+
 def default_regions(spec: StackSpec, job: Job) -> tuple[Region, Region]:
-    """Region A (where the job runs first) and region B (where it resumes): the stack's first two
-    regions with the job's shape, else :data:`DEFAULT_REGIONS`."""
+    """Region A (where the job runs first: the first of its dispatch order with its shape) and region B (where
+    MultiKueue dispatches it next), else :data:`DEFAULT_REGIONS` on a single-region stack."""
     have = [r for r in stack_regions(spec, job) if r.slices]
     if len(have) >= 2:
         return have[0], have[1]
@@ -112,7 +145,16 @@ class RegionLossOptions:
     probe_interval_s: float = 0.25  # how often the "manager" checks region A's head
     timeout_s: float = 900.0
     jax_cache_dir: Path | None = None
+    # Region B before the loss. warm: its cluster up, each slice node keeping idle worker processes with MaxText
+    # imported (the trainer's --warm-workers); up: its cluster up, no spares (the job's workers start and import
+    # MaxText at the dispatch); cold: nothing running there, its cluster started once the loss is seen. In each,
+    # the job is submitted at the dispatch, as MultiKueue creates it in the region it picks.
+    standby: str = "up"
     verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.standby not in STANDBYS:
+            raise ValueError(f"standby {self.standby!r}: allowed {', '.join(STANDBYS)}")
 
     def kill_step(self) -> int:
         if self.kill_after_step is not None:
@@ -224,14 +266,13 @@ class RegionLossDrill:
                              f"needs {workers_b}")
         self.spec, self.job, self.opts = spec, job, o
         self.run_dir = Path(run_dir).resolve()
-        if len(str(self.run_dir / "a" / "ray")) > MAX_TEMP_DIR_CHARS:
-            raise ValueError(f"run directory {self.run_dir}: too long for Ray's Unix sockets (a region's "
-                             f"<run dir>/a/ray must be at most {MAX_TEMP_DIR_CHARS} characters); pick a shorter one")
         self.bucket = self.run_dir / "bucket"  # the checkpoint bucket both regions read
         self.ckpt_dir = self.bucket / job.run_name / "checkpoints"
         self.a = _Region(o.region_a, workers_a)
         self.b = _Region(o.region_b, workers_b, cluster=cluster_b)
         self._own_b = cluster_b is None
+        if o.standby == "cold" and not self._own_b:
+            raise ValueError("a cold standby is started by the drill after the loss: pass no running cluster for B")
         self.report = DrillReport(target=f"local:{spec.stack}/{job.name}", job=job.name, elastic=job.elastic,
                                   target_step=o.steps - 1, scenario=SCENARIO)
         self.t0 = time.time()
@@ -260,9 +301,12 @@ class RegionLossDrill:
         from workloads.trainer_args import trainer_argv
 
         o = self.opts
-        argv = trainer_argv(self.spec, self.job, local=True, data_dir=str(self.bucket), local_slices=r.workers,
-                            steps=o.steps, step_delay=o.step_delay, checkpoint_period=o.checkpoint_period,
-                            jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR))
+        site = r.region.site or self.spec
+        argv = trainer_argv(site, site.job(self.job.name), local=True, data_dir=str(self.bucket),
+                            local_slices=r.workers, steps=o.steps, step_delay=o.step_delay,
+                            checkpoint_period=o.checkpoint_period,
+                            jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
+                            warm_workers=bool(r.cluster.spares))
         if self.t_job is None:
             self.t_job = time.time()
 
@@ -277,7 +321,7 @@ class RegionLossDrill:
                                 on_line=r.timeline.on_line)
 
     def run(self) -> DrillReport:
-        from drills.localray import LocalRayCluster
+        from drills.localray import LocalRayCluster, LocalRayError
 
         o, rep = self.opts, self.report
         deadline = self.t0 + o.timeout_s
@@ -285,20 +329,23 @@ class RegionLossDrill:
         self.say(f"drill {SCENARIO}: job {self.job.name} ({self.job.mode}, run {self.job.run_name}) in "
                  f"{self.a.region.name} on {self.a.workers} slice(s), resumed in {self.b.region.name} on "
                  f"{self.b.workers}; {o.steps} steps, checkpoint every {o.checkpoint_period}; bucket {self.bucket}")
-        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers)
+        spares = 1 if o.standby == "warm" else 0
+        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares)
         if self._own_b:
-            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers)
+            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers, spares=spares)
         try:
             with contextlib.ExitStack() as stack:
+                self._stack = stack
                 stack.enter_context(self.a.cluster)
                 self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
                 self._submit(self.a)
-                if self._own_b:
+                if self._own_b and o.standby != "cold":
                     # Region B comes up while the job starts in A: a standing region, as MultiKueue's workers are.
                     stack.enter_context(self.b.cluster)
-                self.say(f"{self.b.region.name} up at {self.b.cluster.address}")
+                    self.say(f"{self.b.region.name} up at {self.b.cluster.address} ({o.standby} standby)")
+
                 self._drill(deadline)
-        except DrillFailed as e:
+        except (DrillFailed, LocalRayError) as e:
             rep.ok = False
             rep.notes.append(f"drill failed: {e}")
             self.say(f"FAILED: {e}")
@@ -356,6 +403,13 @@ class RegionLossDrill:
             time.sleep(o.worker_lost_timeout_s)
         t_dispatch = time.time()
         rep.marks.append(("dispatched", t_dispatch))
+        t_up = None
+        if o.standby == "cold":
+            self._stack.enter_context(b.cluster)
+            t_up = time.time()
+            rep.marks.append((f"{b.region.name} up", t_up))
+            self.say(f"{b.region.name} up at {b.cluster.address} {t_up - t_dispatch:.1f} s after the dispatch "
+                     "(cold standby)")
         self._submit(b)
         t_start, start_step, world = self._wait(f"training to start in {b.region.name}",
                                                 lambda: b.timeline.starts_after(t_dispatch), deadline, b)[0]
@@ -369,6 +423,10 @@ class RegionLossDrill:
         if None not in (up, imported):
             rep.phases = {"detect": t_detect - t_kill, "reschedule": up - t_detect, "process_start": imported - up,
                           "restore": t_start - imported, "first_step": first[0] - t_start}
+            if t_up is not None:  # the cold region's cluster start, then the job's own start there
+                rep.phases = {"detect": t_detect - t_kill, "standby_up": t_up - t_detect,
+                              "reschedule": up - t_up} | {k: rep.phases[k] for k in ("process_start", "restore",
+                                                                                        "first_step")}
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
@@ -392,6 +450,9 @@ class RegionLossDrill:
             driver_ok=b.driver.proc.returncode == 0 and bool((b.driver.result or {}).get("ok")))
         rep.steps_lost = figures.pop("steps lost")
         rep.figures = {"regions": f"{a.region.name} -> {b.region.name}",
+                       "standby": o.standby + {"warm": " (cluster up, spare workers with MaxText imported)",
+                                               "up": " (cluster up, the job submitted at the dispatch)",
+                                               "cold": " (cluster started after the loss)"}[o.standby],
                        "slices": f"{a.workers} -> {b.workers}",
                        "run name (both regions)": self.job.run_name,
                        "checkpoints committed at the loss": committed_at_kill,
@@ -442,3 +503,4 @@ class RegionLossDrill:
         if rep.final_step is not None:
             rep.job_wall_s = round(max(ts for ts, _, _ in steps) - t0, 1)
             rep.productive_s = round(productive_seconds(steps, starts), 1)
+            rep.measure_from_first_step(steps, starts, t0)

@@ -17,6 +17,7 @@ from pathlib import Path
 # MaxText imported -> checkpoint restored (the loop's first step chosen) -> first step done.
 PHASES = (
     ("detect", "kill -> failure detected"),
+    ("standby_up", "failure -> cold standby's cluster up"),
     ("reschedule", "failure -> new workers up"),
     ("process_start", "workers up -> MaxText imported"),
     ("restore", "imported -> checkpoint restored"),
@@ -47,6 +48,47 @@ def productive_seconds(steps: list[tuple[float, int, int]], starts: list[tuple[f
     for (a, step) in sorted(durations):
         last_run[step] = a
     return sum(durations[(a, step)] for step, a in last_run.items())
+
+
+def attempts_from_steps(step_times: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """The attempt starts a timeline implies: its first step, and every step whose number does not exceed the
+    one before it (a restart from a checkpoint redoes steps) or whose worker count changed. Lets a report
+    written without its starts (an older drill's JSON) be measured the same way."""
+    out, prev = [], None
+    for t, step, world in sorted(step_times):
+        if prev is None or step <= prev[1] or world != prev[2]:
+            out.append((t - 1e-6, step, world))
+        prev = (t, step, world)
+    return out
+
+
+def goodput_from_first_step(step_times: list[tuple[float, int, int]],
+                            starts: list[tuple[float, int, int]] | None = None) -> tuple[float, float, float] | None:
+    """(cold start, productive seconds, wall seconds) counted from the first step: the time before it (cluster,
+    imports, compilation) is the cold start, reported apart; after it, each step's last execution counts
+    (productive_seconds) and everything else (recovery, steps redone) does not. Only step timestamps: the
+    figure does not move with how long the machine took to start the job."""
+    if len(step_times) < 2:
+        return None
+    ordered = sorted(step_times)
+    t_first = ordered[0][0]
+    starts = starts if starts is not None else attempts_from_steps(ordered)
+    after = [s for s in ordered if s[0] > t_first]
+    # The first step itself ran before the clock starts: drop it, keep the attempt boundaries.
+    productive = productive_seconds(ordered, starts) - _first_step_share(ordered, starts)
+    return t_first, productive, ordered[-1][0] - t_first if after else 0.0
+
+
+def _first_step_share(ordered: list[tuple[float, int, int]], starts: list[tuple[float, int, int]]) -> float:
+    """The seconds productive_seconds gives the very first step (its attempt's median, when that step's
+    last run is its first one)."""
+    t0, step0, _ = ordered[0]
+    later = [t for t, s, _ in ordered[1:] if s == step0]
+    if later:
+        return 0.0  # redone later: its first run counts nothing already
+    first_attempt = [t for t, _, _ in ordered if not any(t0 < st <= t for st, _, _ in starts)]
+    gaps = [b - a for a, b in zip(first_attempt, first_attempt[1:], strict=False)]
+    return statistics.median(gaps) if gaps else 0.0
 
 
 @dataclass
@@ -81,6 +123,9 @@ class DrillReport:
     # Bars on named lanes (a region each in the region-loss drill), seconds from the job's start:
     # (lane, label, start, end). The picture draws them under the steps, Mermaid as sections.
     lanes: list[tuple[str, str, float, float]] = field(default_factory=list)
+    # Job start -> first step (cluster, imports, compilation), and time goodput from the first step on.
+    cold_start_s: float | None = None
+    goodput_after_start: float | None = None
 
     @property
     def goodput(self) -> float | None:
@@ -95,6 +140,16 @@ class DrillReport:
         if not self.job_wall_s or self.productive_s is None:
             return None
         return min(1.0, self.productive_s / self.job_wall_s)
+
+    def measure_from_first_step(self, steps: list[tuple[float, int, int]], starts: list[tuple[float, int, int]],
+                                t_job: float) -> None:
+        """Cold start and time goodput from the first step, from the steps' own timestamps (absolute)."""
+        g = goodput_from_first_step(steps, starts)
+        if g is None or self.final_step is None:
+            return
+        t_first, productive, wall = g
+        self.cold_start_s = round(t_first - t_job, 1)
+        self.goodput_after_start = round(min(1.0, productive / wall), 4) if wall > 0 else None
 
     def to_json(self) -> dict:
         return asdict(self) | {"goodput": self.goodput, "time_goodput": self.time_goodput}
@@ -126,7 +181,9 @@ class DrillReport:
             ("final step", f(self.final_step)),
             ("steps run", f(self.steps_run)),
             ("goodput (steps)", pct(self.goodput)),
-            ("goodput (time)", pct(self.time_goodput)),
+            ("cold start (job start -> first step)", f(self.cold_start_s, " s")),
+            ("goodput (time, from the first step)", pct(self.goodput_after_start)),
+            ("goodput (time, from job start)", pct(self.time_goodput)),
             ("wall time", f(self.wall_s, " s")),
         ]
         rows += [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in self.figures.items()]
@@ -170,7 +227,12 @@ class DrillReport:
         title = f"{self.scenario}: {self.job}"
         if self.resume_s is not None:
             title += f" - {'loss' if self.lanes else 'kill'} to first resumed step {self.resume_s:.1f} s"
-        if gp is not None:
+        if self.goodput_after_start is not None:
+            since_job = "" if gp is None else f"; {gp:.0%} from job start"
+            steps = "" if self.goodput is None else f", {self.goodput:.0%} of steps run useful"
+            title += (f"\ntime goodput {self.goodput_after_start:.0%} from the first step "
+                      f"(cold start {self.cold_start_s or 0:.1f} s apart{since_job}){steps}")
+        elif gp is not None:
             title += f", goodput {gp:.0%} (time) / {self.goodput:.0%} (steps)"
         ax.set_title(title, fontsize=9)
         ax.legend(loc="lower right", fontsize=7)

@@ -59,6 +59,8 @@ class GkeClusterArgs:
     # A MultiKueue worker: its DNS endpoint also accepts Kubernetes ServiceAccount tokens (the manager's Kueue
     # presents one; control_plane_endpoints). Never the manager or a single-region cluster.
     kubernetes_tokens_via_dns: bool = False
+    # GKE's HighScaleCheckpointing add-on (multi-tier checkpointing: workloads/multitier.py, an unverified opt-in).
+    multi_tier_checkpointing: bool = False
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -147,6 +149,8 @@ class GkeCluster(pulumi.ComponentResource):
                     gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
                         enabled=True
                     ),
+                    high_scale_checkpointing_config=gcp.container.ClusterAddonsConfigHighScaleCheckpointingConfigArgs(
+                        enabled=True) if args.multi_tier_checkpointing else None,
                 ),
                 deletion_protection=c.deletion_protection,
                 network=args.network,

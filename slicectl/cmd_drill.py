@@ -78,6 +78,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     local.add_argument("--worker-lost-timeout", type=seconds(), default=0.0,
                        help="region-loss: seconds from the lost region detected to the job dispatched again "
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
+    local.add_argument("--standby", choices=("warm", "up", "cold"), default=None,
+                       help="region-loss: the other region before the loss; up: its cluster up (default); warm: "
+                            "up, and its slice nodes preload MaxText (experimental); cold: started once the loss "
+                            "is seen")
+    local.add_argument("--warm-workers", action="store_true",
+                       help="experimental: slice nodes preload MaxText in every worker process and the training "
+                            "workers take the node's environment (docs/recovery.md: no gain measured yet)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
@@ -165,11 +172,17 @@ def run_local(args: argparse.Namespace) -> int:
     from stackspec import spec as stack_spec
 
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
-    job = pick_job(spec, args.job)
     if args.scenario == REGION_LOSS:
+        from drills import regions
+
+        try:
+            job = regions.pick_job(spec, args.job)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         return run_region_loss(args, spec, job)
-    if args.resume_slices is not None or args.worker_lost_timeout:
-        raise UsageError("--resume-slices and --worker-lost-timeout are for --scenario region-loss")
+    job = pick_job(spec, args.job)
+    if args.resume_slices is not None or args.worker_lost_timeout or args.standby:
+        raise UsageError("--resume-slices, --worker-lost-timeout and --standby are for --scenario region-loss")
     defaults = LocalDrillOptions()
     opts = LocalDrillOptions(
         slices=args.slices if args.slices is not None else defaults.slices,
@@ -182,6 +195,7 @@ def run_local(args: argparse.Namespace) -> int:
         timeout_s=args.timeout if args.timeout is not None else defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
         scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
+        warm=args.warm_workers,
     )
     try:
         if args.step_delay is None and args.scenario == "reshard":
@@ -226,9 +240,10 @@ def run_region_loss(args: argparse.Namespace, spec, job) -> int:
         checkpoint_period=args.checkpoint_period or defaults.checkpoint_period,
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
-        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose)
+        timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
+        standby=args.standby or defaults.standby)
     try:
-        drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region", "a"), opts)
+        drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region"), opts)
     except ValueError as e:
         raise UsageError(str(e)) from None
     report = drill.run()

@@ -331,16 +331,27 @@ def _jobs(spec: StackSpec) -> list[tuple[StackSpec, object, str]]:
     return out
 
 
+def multitier_lines(spec: StackSpec, job) -> list[str]:
+    """The local tier's period where the stack opts in to multi-tier checkpointing (unverified)."""
+    from workloads import multitier
+
+    if not multitier.enabled(spec):
+        return []
+    local = multitier.local_period(spec, job)
+    return [f"  local tier (multi-tier checkpointing, UNVERIFIED) every {local.period} steps: {local.how}"]
+
+
 def checkpoint_lines(spec: StackSpec) -> list[str]:
     """Each job's run name, checkpoint period with the numbers it came from, and storage estimate;
     a warning where a run's checkpoints exceed ``storage.checkpointBudgetGb``. The run name does not depend on
     the region, so a run resumes from the shared bucket wherever it lands."""
     budget = spec.storage.checkpoint_budget_gb
     lines = []
-    for _, j, _ in _jobs(spec):
+    for view, j, _ in _jobs(spec):
         plan, store = j.checkpoint_plan, j.checkpoint_storage
         lines += [f"{j.name}: run {j.run_name}",
                   f"  checkpoint every {plan.period} steps: {plan.how}",
+                  *multitier_lines(view, j),
                   f"  storage: {store.describe()}" if store else
                   f"  storage: unknown (no parameter count for {j.model} in stackspec/checkpoints.py)"]
         if store and budget and store.total_bytes > budget * 1e9:

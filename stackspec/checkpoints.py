@@ -184,3 +184,31 @@ def elastic_period(save_seconds: float, mtbf_minutes: float, step_s: float, step
     if period < raw:
         how += f", capped at half the run ({steps} steps) = {period}"
     return Plan(period, how)
+
+
+# Multi-tier checkpointing's local tier (workloads/multitier.py, an unverified opt-in): each host writes its share
+# of the train state to its in-memory volume and a restore reads it back from there (or a peer's), not from the
+# bucket. Neither rate is published for a v6e host and none is measured here: an assumption the plan names.
+LOCAL_BYTES_PER_S = 5e9
+
+
+def daly_seconds(save_seconds: float, mtbf_seconds: float, restart_seconds: float) -> float:
+    """Daly (2006) first-order optimum checkpoint interval with the restart time: √(2 · δ · (M + R))."""
+    return math.sqrt(2 * save_seconds * (mtbf_seconds + restart_seconds))
+
+
+def multi_tier_period(bytes_per_host: float, mtbf_minutes: float, step_s: float, step_source: str,
+                      steps: int) -> Plan:
+    """The local tier's checkpoint period: Daly's optimum with the local save and restore (host memory, not the
+    bucket), and what a preemption then costs on average: the restore plus half a period redone."""
+    save = restore = bytes_per_host / LOCAL_BYTES_PER_S
+    interval = daly_seconds(save, mtbf_minutes * 60, restore)
+    raw = max(1, round(interval / step_s))
+    period = min(raw, max(1, steps // 2))
+    lost = restore + period * step_s / 2
+    how = (f"Daly: sqrt(2 x {save:.2g} s local save x ({mtbf_minutes:g} min between preemptions + {restore:.2g} s "
+           f"local restore)) = {interval:,.0f} s / {step_s:g} s per step ({step_source}) = {raw} steps"
+           + (f", capped at half the run = {period}" if period < raw else "")
+           + f"; a preemption then costs {lost:,.0f} s on average (restore + half a period); "
+           f"local rate assumed {LOCAL_BYTES_PER_S / 1e9:g} GB/s per host, unverified")
+    return Plan(period, how)

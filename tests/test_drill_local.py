@@ -221,6 +221,22 @@ def test_time_goodput_counts_each_steps_last_run_only():
     assert productive_seconds(steps, starts) == pytest.approx(10.0)
 
 
+def test_goodput_from_the_first_step_leaves_the_cold_start_out():
+    """The same timeline: the first step lands 10 s after the job's start (the cold start, reported apart);
+    from there to the last step (34 s) the steps that count are 1-5 (first attempt) and 6-9 (the restart):
+    9 s. Older reports carry no attempt starts: a step number that does not go up marks one, same answer."""
+    from drills.report import DrillReport, goodput_from_first_step
+
+    steps = [(10.0 + i, i, 2) for i in range(8)] + [(41.0 + i, 6 + i, 1) for i in range(4)]
+    starts = [(9.5, 0, 2), (40.0, 6, 1)]
+    for given in (starts, None):
+        t_first, productive, wall = goodput_from_first_step(steps, given)
+        assert (t_first, wall) == (10.0, 34.0) and productive == pytest.approx(9.0)
+    r = DrillReport(target="local:dev/j", job="j", elastic=True, final_step=9)
+    r.measure_from_first_step(steps, starts, t_job=0.0)
+    assert r.cold_start_s == 10.0 and r.goodput_after_start == pytest.approx(9 / 34, abs=1e-4)
+
+
 def test_report_publishes_json_timeline_and_summary(tmp_path):
     """The files a drill leaves and CI publishes, from a report as LocalDrill fills it."""
     from drills.report import DrillReport
@@ -240,7 +256,7 @@ def test_report_publishes_json_timeline_and_summary(tmp_path):
     assert written["time_goodput"] == pytest.approx(10 / 44) and written["goodput"] == pytest.approx(10 / 12)
     md = files["markdown"].read_text()
     assert md.startswith("### Drill `mid-save` on `local:dev/j`: PASSED")
-    assert "| imported -> checkpoint restored | 6.0 s |" in md and "| goodput (time) | 22.7% |" in md
+    assert "| imported -> checkpoint restored | 6.0 s |" in md and "| goodput (time, from job start) | 22.7% |" in md
     assert "```mermaid\ngantt" in md and "section recovery" in md and "![timeline](timeline.png)" in md
 
 

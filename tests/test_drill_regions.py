@@ -63,6 +63,53 @@ def test_regions_come_from_the_stack_when_it_has_them():
     assert regions.default_regions(multi, job) == (regions.Region("us-east5", 2), regions.Region("us-south1", 1))
 
 
+def test_a_multi_region_stack_drills_a_queued_job_in_its_dispatch_order_with_each_regions_slices():
+    """``multi``: the regions, their slices and their order are the manager's (its MultiKueueConfig's
+    clusters, from ``StackSpec.placements``), not the local stand-ins; the trainer's arguments for each
+    region come from that region's view (a multi-region spec has no top-level slices)."""
+    from workloads.trainer_args import trainer_argv
+
+    multi = _spec("multi")
+    assert multi.slices is None
+    job = regions.pick_job(multi, None)
+    order = [v.region for v in multi.placements()[job.name]]
+    assert job.region is None and len(order) >= 2  # queued on the manager, dispatchable to two regions
+    want = [regions.Region(v.region, next(g.replicas for g in v.groups if g.name == v.job(job.name).group))
+            for v in multi.placements()[job.name]]
+    assert regions.stack_regions(multi, job) == want
+    a, b = regions.default_regions(multi, job)
+    assert (a.name, b.name) == tuple(order[:2]) and a.site.region == a.name and b.site.region == b.name
+    argv = trainer_argv(b.site, b.site.job(job.name), local=True, data_dir="/x", local_slices=b.slices)
+    assert argv == trainer_argv(multi, job, local=True, data_dir="/x", local_slices=b.slices)
+    assert f"run_name={job.run_name}" in argv
+    # A job pinned to one region cannot move: refused by name, never picked by default.
+    pinned = [j for j in multi.jobs if j.region is not None]
+    for j in pinned:
+        with pytest.raises(ValueError, match=f"runs in {j.region} only"):
+            regions.pick_job(multi, j.name)
+
+
+def test_region_loss_cli_on_multi_picks_the_stacks_regions(monkeypatch, tmp_path, capsys):
+    seen = {}
+
+    def fake_run(self):
+        seen["drill"] = self
+        return DrillReport(target="local:multi/x", job=self.job.name, elastic=self.job.elastic, ok=True,
+                           scenario="region-loss")
+
+    monkeypatch.setattr(regions.RegionLossDrill, "run", fake_run)
+    assert cli.main(["drill", "--local", "--stack", "multi", "--scenario", "region-loss",
+                     "--run-dir", str(tmp_path / ("deep" * 30) / "r")]) == 0, capsys.readouterr().err
+    multi = _spec("multi")
+    d = seen["drill"]
+    assert [d.opts.region_a.name, d.opts.region_b.name] == [v.region for v in multi.placements()[d.job.name]][:2]
+    pinned = next(j for j in multi.jobs if j.region is not None)
+    assert cli.main(["drill", "--local", "--stack", "multi", "--scenario", "region-loss", "--job", pinned.name,
+                     "--run-dir", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert f"runs in {pinned.region} only" in err and "Traceback" not in err
+
+
 def _good(**over) -> dict:
     a = {s: 6.0 - 0.01 * s for s in range(0, 9)}
     b = {s: 6.0 - 0.01 * s + 1e-6 for s in range(6, 20)}
@@ -113,8 +160,7 @@ def test_drill_options_are_checked_before_any_cluster_starts(short_dir):
         regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions(steps=8))
     with pytest.raises(ValueError, match="first checkpoint past step 0 is 5"):
         regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions(kill_after_step=3))
-    with pytest.raises(ValueError, match="too long for Ray's Unix sockets"):
-        regions.RegionLossDrill(dev, job, tmp_path / ("x" * 60), regions.RegionLossOptions())
+    regions.RegionLossDrill(dev, job, tmp_path / ("x" * 120), regions.RegionLossOptions())  # any length
     drill = regions.RegionLossDrill(dev, job, tmp_path, regions.RegionLossOptions())
     # One bucket, one run name, whichever region: the checkpoints directory names no region.
     assert drill.ckpt_dir == tmp_path.resolve() / "bucket" / job.run_name / "checkpoints"
@@ -159,15 +205,20 @@ def test_cli_flags_reach_the_region_loss_drill(monkeypatch, short_dir, capsys):
     assert (o.steps, o.checkpoint_period, o.step_delay, o.kill_after_step) == (30, 4, 0.1, 6)
     assert o.worker_lost_timeout_s == 5.0 and (d.a.workers, d.b.workers) == (3, 2)
     assert re.search(r"^result\s+passed$", capsys.readouterr().out, re.M)
-    # Defaults: 20 steps, 2 -> 1 slices.
+    # Defaults: 20 steps, 2 -> 1 slices, a standing (up) standby.
     cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--run-dir", str(tmp_path / "d")])
     assert (seen["drill"].opts.steps, seen["drill"].a.workers, seen["drill"].b.workers) == (20, 2, 1)
+    assert seen["drill"].opts.standby == "up"
+    cli.main(["drill", "--local", "--stack", "dev", "--scenario", "region-loss", "--standby", "cold",
+              "--run-dir", str(tmp_path / "c")])
+    assert seen["drill"].opts.standby == "cold"
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--scenario", "region-loss", "--scale-up"], "--scale-up is not for --scenario region-loss"),
     (["--scenario", "region-loss", "--kill-node", "1"], "--kill-node is not for --scenario region-loss"),
-    (["--scenario", "preemption", "--resume-slices", "1"], "--resume-slices and --worker-lost-timeout are for"),
+    (["--scenario", "preemption", "--resume-slices", "1"], "--worker-lost-timeout and --standby are for"),
+    (["--scenario", "preemption", "--standby", "cold"], "--standby are for --scenario region-loss"),
     (["--scenario", "region-loss", "--job", "llama3-8b-multislice", "--resume-slices", "1"],
      "multislice on exactly 2 slice(s)"),
     (["--scenario", "region-loss", "--resume-slices", "0"], "argument --resume-slices: 0 is below 1"),
@@ -192,3 +243,32 @@ def test_the_summary_table_escapes_a_pipe_in_a_figure(tmp_path):
     assert all(len(c) == 2 for c in cells), rows
     shown = {c[0].replace("\\|", "|"): c[1].replace("\\|", "|") for c in cells[2:]}
     assert shown["max |loss - region A's| (steps both ran)"] == "0.002" and shown["a|b"] == "x|y"
+
+
+def test_rays_unix_sockets_fit_whatever_the_run_directory(tmp_path):
+    """Ray binds its raylet and plasma sockets under ``<temp dir>/session_<date>_<time>_<usec>_<pid>/sockets``:
+    the kernel refuses an AF_UNIX path over 107 bytes. The temp dir is short whatever the run directory (a
+    deep checkout, a 20-character stack name), so the longest socket binds; under the run directory it would not."""
+    import os
+    import socket
+
+    from drills.localray import LocalRayCluster
+
+    run_dir = tmp_path / ("checkout-" * 12) / "build" / "multi-region-stack20" / "region-170000" / "a"
+    clusters = [LocalRayCluster(run_dir, slices=1) for _ in range(2)]
+    assert clusters[0].temp_dir != clusters[1].temp_dir  # two regions of one drill never share one
+    session = f"session_2026-11-25_15-10-00_701130_{4194304}"  # the widest pid Linux hands out
+
+    def bind(temp: Path) -> None:
+        sockets = temp / session / "sockets"
+        sockets.mkdir(parents=True)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(sockets / "plasma_store.99"))
+
+    try:
+        bind(clusters[0].temp_dir)
+    finally:
+        shutil.rmtree(clusters[0].temp_dir, ignore_errors=True)
+    with pytest.raises(OSError):  # what a temp dir inside the run directory gave
+        bind(run_dir / "ray")
+    assert not os.path.exists(clusters[1].temp_dir)  # made at start, not at construction

@@ -291,3 +291,39 @@ def test_submit_renders_a_one_off_rayjob_of_a_stack_job(tmp_path, capsys):
                      "x" * 60, "--out", str(tmp_path / "bad.yaml")]) == 3
     assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "nope"]) == 2
     assert not (tmp_path / "bad.yaml").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray-long-path")  # its own process and cluster
+def test_train_local_runs_from_a_long_checkout_path_under_a_20_character_stack_name():
+    """A fresh clone in a deep directory and the longest stack name ``slicectl new`` allows: the run directory
+    is far past what Ray's Unix sockets could hold under it (AF_UNIX: 107 bytes), and the run still trains, with
+    Ray's logs kept in the run directory and nothing of the cluster left under /tmp."""
+    import json
+    import subprocess
+    import sys
+
+    from drills.localray import SHORT_TEMP_PREFIX, SHORT_TEMP_ROOT
+
+    stack = "dev-long-stack-name1"
+    assert len(stack) == 20
+    (ROOT / "build").mkdir(exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="tl-", dir=ROOT / "build"))
+    try:
+        stacks = base / "stacks"
+        stacks.mkdir()
+        shutil.copy(ROOT / "stacks" / "Pulumi.dev.yaml", stacks / f"Pulumi.{stack}.yaml")
+        run_dir = base / ("a-checkout-path-" * 6) / "build" / stack / "train-000000"
+        assert len(str(run_dir / "ray" / "session_2026-11-25_15-10-00_701130_4194304" / "sockets")) > 107
+        proc = subprocess.run(
+            [sys.executable, "-m", "slicectl.cli", "train", "--local", "--stack", stack, "--stacks-dir", str(stacks),
+             "--slices", "2", "--steps", "3", "--run-dir", str(run_dir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["ok"] and summary["checkpoint_step"] == 2
+        assert list((run_dir / "ray").glob("session_*/logs/raylet*.out"))  # Ray's logs, copied back
+        temp = Path(summary["ray_temp_dir"])
+        assert temp.parent == SHORT_TEMP_ROOT and temp.name.startswith(SHORT_TEMP_PREFIX) and not temp.exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

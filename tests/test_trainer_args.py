@@ -146,6 +146,46 @@ def test_rays_scaling_policy_hooks_are_where_the_trainer_expects_them():
         dpt.create_scaling_policy = original
 
 
+def test_rays_runtime_env_hooks_for_warm_spares_are_where_the_trainer_expects_them(monkeypatch):
+    """Warm spares (idle, prestarted, no runtime env) serve the training workers only if those have no runtime env:
+    Ray Train 2.60 gives its controller ``ray.remote(..., runtime_env={"env_vars": ...})`` (which its workers
+    inherit) and its worker group adds the controller's settings to each worker's. An upgrade that changes either
+    fails here, not in a drill."""
+    import inspect
+
+    from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
+    from ray.train.v2.api import data_parallel_trainer as dpt
+
+    source = inspect.getsource(dpt.DataParallelTrainer._initialize_and_run_controller)
+    assert "controller_actor_cls = ray.remote(" in source and 'runtime_env={"env_vars": env_vars}' in source
+    assert "self._get_worker_runtime_env(" in inspect.getsource(WorkerGroup)
+    # The controller starts without the runtime env (Ray's own remote() sees none) ...
+    seen = {}
+    monkeypatch.setattr("ray.remote", lambda *a, **kw: seen.update(kw) or (lambda cls: cls))
+    original_ray = dpt.ray
+    try:
+        trainer.controller_without_runtime_env()
+        dpt.ray.remote(num_cpus=0, runtime_env={"env_vars": {"X": "1"}})(object)
+        assert seen == {"num_cpus": 0} and dpt.ray.get is original_ray.get
+    finally:
+        dpt.ray = original_ray
+    # ... the driver's RAY_TRAIN_* settings leave its environment ...
+    monkeypatch.setenv("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "30")
+    taken = trainer.take_train_settings()
+    assert taken == {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "30"}
+    assert "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S" not in os.environ
+    # ... and reach the controller's through the callback, whose worker group then adds nothing of its own.
+    original = WorkerGroup.__dict__["_get_worker_runtime_env"]
+    try:
+        trainer.node_environment_callback(taken).after_controller_start(None)
+        assert os.environ["RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"] == "30"
+        assert WorkerGroup._get_worker_runtime_env(custom_runtime_env={}) == {}
+    finally:
+        WorkerGroup._get_worker_runtime_env = original
+        os.environ.pop("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", None)
+    assert WorkerGroup._get_worker_runtime_env(custom_runtime_env={})["env_vars"] == {}
+
+
 def test_raylet_probe_tells_a_listening_port_from_a_dead_one():
     import socket
 

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from stackspec.kueue_rules import MULTIKUEUE_CONTROLLER
 from stackspec.spec import StackSpec
-from workloads import compute_class, manifests, security
+from workloads import compute_class, manifests, multitier, security
 from workloads import monitoring as gmp
 from workloads.queueing import KueueQueueing, KueueQueueingArgs
 
@@ -93,6 +93,10 @@ class RayWorkloads(pulumi.ComponentResource):
             _custom(f"{name}-{doc['metadata']['name']}", doc, base) for doc in compute_class.compute_classes(spec)
         ]
         needs += self.compute_classes
+        # Multi-tier checkpointing (an unverified opt-in): GKE's CheckpointConfiguration before pods mount its volume.
+        if multitier.enabled(spec):
+            cpc = multitier.checkpoint_configuration(spec)
+            needs.append(_custom(f"{name}-{cpc['metadata']['name']}", cpc, base))
 
         # Each Ray head's NetworkPolicy exists before its pods do (no window with the head open).
         policies = security.network_policies(spec, manifests.needs_shared_cluster(spec), manifests.declared_jobs(spec))

@@ -20,7 +20,7 @@ from typing import Any
 from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
-from workloads import compute_class, custom_trainer_args, security
+from workloads import compute_class, custom_trainer_args, multitier, security
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
@@ -322,6 +322,9 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
         }
     ]
     pod["volumes"] = _volumes(spec, trainer=False)
+    if multitier.enabled(spec):  # the local checkpoint tier: GKE's in-memory volume (an unverified opt-in)
+        pod["volumes"].append(multitier.volume())
+        pod["containers"][0]["volumeMounts"].append(multitier.volume_mount())
     # The group's ComputeClass picks the capacity option (GKE's fallback order); the TPU labels stay
     # beside it: every pool of the class has them, and the slice-shape policies read them.
     pod["nodeSelector"] = {**METADATA_SERVER_SELECTOR, **shape.node_selector, **compute_class.pod_selector(group)}
@@ -480,6 +483,8 @@ def all_objects(spec: StackSpec, source: str | None = None) -> list[dict[str, An
     if spec.dranet:
         docs.append(resource_claim_template(spec))
     docs.append(trainer_configmap(spec, source))
+    if multitier.enabled(spec):
+        docs.append(multitier.checkpoint_configuration(spec))
     if needs_shared_cluster(spec):
         docs.append(ray_cluster(spec))
     docs += [ray_job(spec, j, source) for j in declared_jobs(spec)]

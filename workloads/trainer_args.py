@@ -34,6 +34,20 @@ def find_job(spec: StackSpec, name: str | None = None) -> Job:
     return spec.job(name)
 
 
+def job_site(spec: StackSpec, job: Job) -> tuple[StackSpec, Job]:
+    """The single-region view ``job`` runs in, and the job as that view resolves it (its group).
+
+    A single-region stack is its own view. On a multi-region stack (no top-level slices) a queued job
+    runs in the first region of its dispatch order (``StackSpec.placements``), a pinned job in its region;
+    every view names the run alike (the run name holds no region), so any of them builds the same run."""
+    if spec.slices is not None or not spec.regions:
+        return spec, job
+    views = spec.placements().get(job.name) or tuple(v for v in spec.region_views() if v.region == job.region)
+    if not views:
+        raise ValueError(f"job {job.name}: no region of stack {spec.stack} can run it")
+    return views[0], views[0].job(job.name)
+
+
 def _num(v: float | int) -> str:
     return str(int(v)) if float(v).is_integer() else str(v)
 
@@ -83,6 +97,7 @@ def trainer_argv(
     jax_cache_dir: str | None = None,
     save_commit_delay: float | None = None,
     max_failures: int | None = None,
+    warm_workers: bool = False,
 ) -> list[str]:
     """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
 
@@ -90,8 +105,10 @@ def trainer_argv(
     ``local=True``: one worker per local slice node, output under ``data_dir`` (required),
     ``local_slices`` local slice nodes (default: the job's maximum slices), the compilation
     cache in ``jax_cache_dir`` (default: inside the run), ``max_failures`` overriding the job's
-    (a drill that runs out of retries on purpose).
+    (a drill that runs out of retries on purpose), ``warm_workers`` for a local cluster whose slice
+    nodes keep warm spares (``LocalRayCluster(spares=...)``).
     """
+    spec, job = job_site(spec, job)
     shape = spec.group(job.group).shape
     hosts = LOCAL_HOSTS_PER_SLICE if local else shape.hosts
     chips = LOCAL_CHIPS_PER_HOST if local else shape.chips_per_host
@@ -130,11 +147,16 @@ def trainer_argv(
             argv += ["--step-delay", str(step_delay)]
         if save_commit_delay:
             argv += ["--save-commit-delay", _num(save_commit_delay)]
+        if warm_workers:
+            argv.append("--warm-workers")  # the local nodes keep MaxText-imported spares (drills.localray)
         defaults = {"jax_cache_dir": jax_cache_dir} if jax_cache_dir else {}
     else:
         if spec.prebuilt_image:
             argv.append("--prebuilt-image")  # MaxText is in the worker image: workers install nothing at start
-        defaults = {"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
+        from workloads import multitier
+
+        defaults = ({"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS
+                    | multitier.settings(spec, job))
     argv.append("--")
     argv += maxtext_args(
         spec, job, base_output_directory=root + "/", steps=steps,

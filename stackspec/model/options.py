@@ -27,6 +27,9 @@ class Unverified(Section):
     # images GKE itself runs on the nodes (its system policy's list) and the GCS FUSE sidecar GKE injects are not
     # checked here against the policy, and a refused system pod stops the cluster's add-ons.
     binary_authorization_enforce: bool = False
+    # Multi-tier checkpointing (workloads/multitier.py): MaxText's enable_multi_tier_checkpointing with GKE's
+    # HighScaleCheckpointing add-on; GKE documents it with JobSet workloads, not KubeRay's pods.
+    multi_tier_checkpointing: bool = False
 
 
 UNVERIFIED = {
@@ -38,6 +41,12 @@ UNVERIFIED = {
     "binaryAuthorizationEnforce": "Binary Authorization blocks every image its policy does not allow: the images GKE "
                                   "runs for itself are trusted through Google's system policy, which no test here "
                                   "can list; a refused system pod stops the cluster's add-ons (the default only logs)",
+    "multiTierCheckpointing": "multi-tier checkpointing (MaxText enable_multi_tier_checkpointing, GKE's "
+                              "HighScaleCheckpointing add-on, a CheckpointConfiguration and the "
+                              "multitier-checkpoint.csi.storage.gke.io volume at /local on the TPU workers): GKE "
+                              "documents it for JobSet pods, whose indices its replicator pairs peers by, not for "
+                              "KubeRay's; the backups need a bucket with hierarchical namespace; the local period's "
+                              "save rate is assumed (stackspec/checkpoints.py), not measured",
 }
 
 

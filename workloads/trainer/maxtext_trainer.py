@@ -110,6 +110,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--script-sha256", default=None,
                    help="the sha256 this script must have: on a ConfigMap mount, wait for the "
                         "kubelet to refresh a stale copy and re-run the new one")
+    p.add_argument("--warm-workers", action="store_true",
+                   help="the slice nodes keep idle worker processes with MaxText imported (warm_worker.py) and "
+                        "carry the workers' environment: give the workers no runtime env, so a (re)started "
+                        "worker group takes those processes instead of starting new ones")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="--local only: sleep this long after each step (a window for drills)")
     p.add_argument("--save-commit-delay", type=float, default=0.0,
@@ -132,6 +136,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
+    if args.warm_workers and not args.local:
+        p.error("--warm-workers is for --local (the local cluster gives each slice node the workers' environment)")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -422,6 +428,16 @@ def defer_unused_imports() -> None:
         sys.meta_path.insert(0, _DeferredImports(DEFERRED_IMPORTS))
 
 
+def preimport() -> None:
+    """Import what a Train worker's training function imports (``warm_worker.py`` runs this in idle
+    worker processes, so a restarted worker group finds it done)."""
+    defer_unused_imports()
+    import jax  # noqa: F401
+    from maxtext.common import checkpointing  # noqa: F401
+    from maxtext.common.metric_logger import MetricLogger  # noqa: F401
+    from maxtext.trainers.pre_train import train  # noqa: F401
+
+
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
@@ -430,6 +446,7 @@ def train_loop_per_worker(config: dict) -> None:
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
     t_import = time.time()
+    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (warm_worker.py) took this worker
     defer_unused_imports()
     import jax
     from maxtext.common import checkpointing
@@ -465,10 +482,11 @@ def train_loop_per_worker(config: dict) -> None:
             line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
-    emit("worker_up", t_up=round(t_up, 3))
-    emit("imported", import_s=round(time.time() - t_import, 1))
+    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid())
+    emit("imported", import_s=round(time.time() - t_import, 1), warm=warm)
     if local:
         _init_local_jax_distributed()
+        emit("distributed")
 
     # Hooks on functions MaxText 0.2.1's train_loop calls (no copy of the loop):
     # get_first_step once (the restored step), maybe_save_checkpoint after every step,
@@ -502,8 +520,18 @@ def train_loop_per_worker(config: dict) -> None:
             seen["loss"] = loss
             emit("loss", step=int(step), loss=loss)
 
+    orig_load = checkpointing.load_state_if_possible
+
+    def load_state(*a, **kw):
+        # The checkpoint read itself (Orbax's restore), apart from the setup around it.
+        t = time.time()
+        out = orig_load(*a, **kw)
+        emit("checkpoint_read", read_s=round(time.time() - t, 3))
+        return out
+
     maxtext_train.get_first_step = first_step
     checkpointing.maybe_save_checkpoint = config["lease_guard"](save) if config.get("lease_guard") else save
+    checkpointing.load_state_if_possible = load_state
     MetricLogger.log_metrics = log_metrics
     argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
     try:
@@ -511,6 +539,7 @@ def train_loop_per_worker(config: dict) -> None:
     finally:
         maxtext_train.get_first_step = orig_first_step
         checkpointing.maybe_save_checkpoint = orig_save
+        checkpointing.load_state_if_possible = orig_load
         MetricLogger.log_metrics = orig_log
         if local:
             jax.distributed.shutdown()
@@ -543,7 +572,73 @@ def train_loop_per_worker(config: dict) -> None:
     ray.train.report(metrics)
 
 
+# --------------------------------------------------------------------------- warm spares
+
+
+def controller_without_runtime_env() -> None:
+    """Start Ray Train's controller without a runtime env, so the training workers it creates have none.
+
+    Ray's worker pool hands an actor an idle worker process only if their runtime envs match (and the
+    process has run no task): the warm spares are the idle workers a slice node prestarts, with MaxText
+    preloaded (``warm_worker.py``) and no runtime env. An actor without a runtime env of its own inherits its
+    parent's, and Ray Train 2.60 gives its controller one (``DataParallelTrainer._initialize_and_run_controller``:
+    ``ray.remote(..., runtime_env={"env_vars": ...})(TrainController)``, the propagated ``RAY_TRAIN_*`` settings
+    and ``RAY_WARN_BLOCKING_GET_INSIDE_ASYNC``): here that ``ray.remote`` call drops it. The settings reach the
+    controller instead through :func:`node_environment_callback` (and the head node's environment);
+    tests/test_trainer_args.py fails loudly when an upgrade changes that call."""
+    import ray
+    from ray.train.v2.api import data_parallel_trainer as dpt
+
+    class _RayForController:
+        def __getattr__(self, name):
+            return getattr(ray, name)
+
+        @staticmethod
+        def remote(*args, **kwargs):
+            kwargs.pop("runtime_env", None)
+            return ray.remote(*args, **kwargs)
+
+    dpt.ray = _RayForController()
+
+
 # --------------------------------------------------------------------------- driver
+
+
+def take_train_settings() -> dict[str, str]:
+    """Remove Ray Train's ``RAY_TRAIN_*`` settings from this driver's environment and return them.
+
+    Ray Train gives the controller a runtime env holding every such setting the driver has
+    (``get_env_vars_to_propagate``), and an actor inherits its parent's runtime env: the training
+    workers would then need processes of their own, never the warm spares. With ``--warm-workers``
+    the settings reach the controller through :func:`node_environment_callback` instead."""
+    from ray.train.v2._internal.constants import ENV_VARS_TO_PROPAGATE, V2_ENABLED_ENV_VAR
+
+    return {k: os.environ.pop(k) for k in sorted(ENV_VARS_TO_PROPAGATE - {V2_ENABLED_ENV_VAR}) if k in os.environ}
+
+
+def node_environment_callback(settings: dict[str, str]):
+    """A controller callback for warm spares: the controller takes ``settings`` (:func:`take_train_settings`) into
+    its own environment, and its worker group gives the workers no runtime env, so they take the node's.
+
+    Ray Train adds the controller's ``RAY_TRAIN_*`` settings to every worker's runtime env
+    (``WorkerGroup._get_worker_runtime_env``), and a worker with a runtime env of its own needs a new
+    process. The worker group lives in the controller's process, so the change is made there when the
+    controller starts (``ControllerCallback.after_controller_start``, before any worker group; Ray 2.60 has no
+    public switch; tests/test_trainer_args.py fails loudly when an upgrade moves it). Settings read when the
+    controller is created (its health-check period) must be in the head node's environment instead."""
+    from ray.train.v2._internal.execution.callback import ControllerCallback
+
+    class NodeEnvironment(ControllerCallback):
+        def __init__(self, env: dict[str, str]):
+            self.env = dict(env)
+
+        def after_controller_start(self, train_run_context) -> None:  # noqa: ARG002 - the hook's signature
+            from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
+
+            os.environ.update(self.env)
+            WorkerGroup._get_worker_runtime_env = staticmethod(lambda custom_runtime_env: dict(custom_runtime_env))
+
+    return NodeEnvironment(settings)
 
 
 def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
@@ -580,6 +675,11 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
             },
         }
     run_kw = {}
+    if args.warm_workers:
+        # An idle worker serves an actor only if their runtime envs match: the warm spares have none.
+        worker_env = {}
+        run_kw["callbacks"] = [node_environment_callback(take_train_settings())]
+        controller_without_runtime_env()
     if args.mode == "elastic":
         run_kw["failure_config"] = FailureConfig(max_failures=args.max_failures)
         install_verdict_policy(args.verdict_wait)

@@ -1,0 +1,214 @@
+"""Benchmark: recovery at the limit, this checkout side by side with a base commit.
+
+    uv run python benchmarks/recovery.py [--base d16c7a2] [--stack dev] [--steps 200] [--region] [--skip-base]
+
+Runs the same real drills (a local Ray cluster, a tiny MaxText on CPU, a real SIGKILL) with this
+checkout's code and with the base commit's (a ``git worktree`` this script adds under /tmp and removes
+at the end; the base runs with this environment's Python and ``PYTHONPATH`` at the worktree), and prints:
+
+- the preemption drill (``--steps`` steps, one kill): kill -> first resumed step and its phases
+  (detection, new workers up, MaxText imported, checkpoint restored, first step), steps lost, the cold
+  start (job start -> first step) and time goodput counted from the first step;
+- with ``--region``: the region-loss drill, loss -> first step in the other region, with a warm standby
+  and a cold one (this checkout; the base ran the warm case only, its standby cluster up).
+
+Wall-clock figures move with the machine's load (printed, 1-minute load average before and after each
+drill); the phase breakdown, the steps lost and the goodput computed from the steps' own timestamps
+move much less. Asserts nothing: the drills' own pass criteria are their verdicts (the "result" row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from drills.report import PHASES, goodput_from_first_step  # noqa: E402
+
+BASE_DIR = Path("/tmp/wt-recovery-base")
+# One compilation cache for every run: neither side pays a compile the other has cached.
+JAX_CACHE = ROOT / "build" / "jax-cache"
+
+# Run inside a child Python whose PYTHONPATH selects the code (this checkout or the base worktree).
+PREEMPTION = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from drills.local import LocalDrill, LocalDrillOptions
+    from offline import engine
+    from stackspec import spec as stack_spec
+    stack, job, steps, run_dir, cache = sys.argv[1:6]
+    spec = stack_spec.load(stack, engine.stack_config(stack))
+    opts = LocalDrillOptions(steps=int(steps), checkpoint_period=5, step_delay=0.5, jax_cache_dir=Path(cache))
+    LocalDrill(spec, spec.drill_job(job or None), Path(run_dir), opts).run()
+""")
+REGION = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from drills import regions
+    from offline import engine
+    from stackspec import spec as stack_spec
+    stack, job, standby, run_dir, cache = sys.argv[1:6]
+    spec = stack_spec.load(stack, engine.stack_config(stack))
+    pick = getattr(regions, "pick_job", None)
+    j = pick(spec, job or None) if pick else spec.drill_job(job or None)
+    a, b = regions.default_regions(spec, j)
+    kw = {"standby": standby} if "standby" in regions.RegionLossOptions.__dataclass_fields__ else {}
+    opts = regions.RegionLossOptions(region_a=a, region_b=b, jax_cache_dir=Path(cache), **kw)
+    regions.RegionLossDrill(spec, j, Path(run_dir), opts).run()
+""")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+# A drill whose local cluster could not start (Ray gives a node 30 s to register; the base commit does not try
+# again) is run again, up to this many times in all: the figures are the recovery's, not the machine's.
+ATTEMPTS = 3
+
+
+def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label: str) -> dict:
+    """One drill in a child process with ``code_dir`` first on its path; its drill.json plus the load."""
+    env = os.environ | {"PYTHONPATH": str(code_dir)}
+    env.pop("VIRTUAL_ENV", None)
+    for attempt in range(1, ATTEMPTS + 1):
+        before = load()
+        print(f"== {label}: {run_dir} (load {before:.1f}, attempt {attempt})", flush=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        with open(run_dir.parent / f"{run_dir.name}.log", "w") as log:
+            rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(JAX_CACHE)], env=env,
+                                cwd=code_dir, stdout=log, stderr=subprocess.STDOUT).returncode
+        report = run_dir / "drill.json"
+        started = report.exists() and json.loads(report.read_text()).get("steps_run")
+        if started or "timed out during startup" not in (run_dir.parent / f"{run_dir.name}.log").read_text():
+            break
+    out = json.loads(report.read_text()) if report.exists() else {"ok": False, "notes": [f"no report (exit {rc})"]}
+    out["_load"] = f"{before:.1f} -> {load():.1f}"
+    out["_dir"] = str(run_dir)
+    return out
+
+
+def figures(r: dict) -> dict[str, str]:
+    def s(v, unit=" s"):
+        return "-" if v is None else f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+    steps = [tuple(x) for x in r.get("step_times") or []]
+    g = goodput_from_first_step(steps) if r.get("final_step") is not None else None
+    cold = None if g is None else g[0]  # step_times are seconds from the job's start
+    after = None if g is None or not g[2] else g[1] / g[2]
+    rows = {"result": "passed" if r.get("ok") else "FAILED",
+            "loss/kill -> first step after resume": s(r.get("resume_s"))}
+    phases = r.get("phases") or {}
+    rows |= {f"  {label}": s(phases.get(key)) for key, label in PHASES if key in phases}
+    rows |= {
+        "step restored": s(r.get("restored_step"), ""),
+        "steps lost": s(r.get("steps_lost"), ""),
+        "cold start (job start -> first step)": s(cold),
+        "time goodput from the first step": "-" if after is None else f"{after:.1%}",
+        "time goodput from job start": "-" if r.get("time_goodput") is None else f"{r['time_goodput']:.1%}",
+        "goodput (steps)": "-" if r.get("goodput") is None else f"{r['goodput']:.1%}",
+        "steps run / final step": f"{r.get('steps_run')} / {r.get('final_step')}",
+        "load (1 min, before -> after)": r["_load"],
+        "timeline": str(Path(r["_dir"]) / "timeline.png"),
+    }
+    return rows
+
+
+def table(columns: dict[str, dict]) -> str:
+    rows = {name: figures(r) for name, r in columns.items()}
+    keys = list(dict.fromkeys(k for f in rows.values() for k in f))
+    width = max(len(k) for k in keys) + 2
+    cols = {n: max(len(n), *(len(v) for v in f.values())) + 2 for n, f in rows.items()}
+    out = ["".ljust(width) + "".join(n.ljust(cols[n]) for n in rows)]
+    out += [k.ljust(width) + "".join(rows[n].get(k, "-").ljust(cols[n]) for n in rows) for k in keys]
+    return "\n".join(out)
+
+
+def add_base(commit: str) -> None:
+    if BASE_DIR.exists():
+        subprocess.run(["git", "worktree", "remove", "--force", str(BASE_DIR)], cwd=ROOT, check=False)
+    subprocess.run(["git", "worktree", "add", "--detach", str(BASE_DIR), commit], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def remove_base() -> None:
+    subprocess.run(["git", "worktree", "remove", "--force", str(BASE_DIR)], cwd=ROOT, check=False)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base", default="d16c7a2", help="the commit to compare with (default: recovery's start)")
+    p.add_argument("--stack", default="dev")
+    p.add_argument("--job", default="", help="default: the stack's drill job")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--region", action="store_true", help="also the region-loss drill, warm and cold standby")
+    p.add_argument("--region-stack", default="dev", help="stack for the region-loss drill (multi: its regions)")
+    p.add_argument("--skip-base", action="store_true", help="this checkout only")
+    p.add_argument("--base-only", action="store_true", help="the base commit only")
+    p.add_argument("--skip-preemption", action="store_true")
+    p.add_argument("--from-json", nargs="+", type=Path, default=None, metavar="RESULTS",
+                   help="print the tables of earlier runs' results (build/bench-recovery/*.json) side by side, "
+                        "running nothing")
+    args = p.parse_args()
+    if args.from_json:
+        merged: dict[str, dict[str, dict]] = {}
+        for path in args.from_json:
+            for drill, cols in json.loads(path.read_text()).items():
+                merged.setdefault(drill, {}).update(cols)
+        for name, cols in merged.items():
+            if cols:
+                print(f"### {name} (2 cores, shared)")
+                print(table(cols))
+                print()
+        return
+    # Short run directories: the base commit kept Ray's sockets under its run directory (50 characters).
+    work = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
+    JAX_CACHE.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, dict]] = {"preemption": {}, "region-loss": {}}
+    try:
+        if not args.skip_base:
+            add_base(args.base)
+        if not args.skip_preemption:
+            pre = [args.stack, args.job, str(args.steps)]
+            if not args.skip_base:
+                results["preemption"][f"base {args.base}"] = run_drill(BASE_DIR, PREEMPTION, pre, work / "pb",
+                                                                       "preemption, base")
+            if not args.base_only:
+                results["preemption"]["this checkout"] = run_drill(ROOT, PREEMPTION, pre, work / "pn",
+                                                                   "preemption, this checkout")
+        if args.region:
+            if not args.skip_base:
+                # The base drills dev's stand-ins only (a multi-region spec failed in its trainer arguments).
+                results["region-loss"][f"base {args.base} (standby up)"] = run_drill(
+                    BASE_DIR, REGION, ["dev", "", "warm"], work / "rb", "region-loss, base")
+            for standby in () if args.base_only else ("warm", "cold"):
+                results["region-loss"][f"{standby} standby"] = run_drill(
+                    ROOT, REGION, [args.region_stack, "", standby], work / f"r{standby[0]}",
+                    f"region-loss, {standby} standby")
+    finally:
+        if not args.skip_base:
+            remove_base()
+    print()
+    for name, cols in results.items():
+        if cols:
+            print(f"### {name} ({args.steps if name == 'preemption' else 'default'} steps; 2 cores, shared)")
+            print(table(cols))
+            print()
+    print(f"run directories (logs, drill.json, timeline.png): {work}")
+    keep = ROOT / "build" / "bench-recovery"
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep / f"results-{time.strftime('%H%M%S')}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

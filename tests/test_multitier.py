@@ -1,0 +1,117 @@
+"""Multi-tier checkpointing, the unverified opt-in (workloads/multitier.py): what the program renders when a stack
+opts in, checked against MaxText's own configuration (the installed release's base.yml and its validation rules)
+and against the objects GKE's TPU launcher renders (xpk, vendored shapes named in the module), and absent otherwise."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import opt_in
+
+from offline import engine
+from stackspec import checkpoints
+from stackspec import spec as stack_spec
+from workloads import multitier
+from workloads.trainer_args import trainer_argv
+
+NS = stack_spec.PROJECT
+KEYS = ("enable_multi_tier_checkpointing", "local_checkpoint_directory", "local_checkpoint_period",
+        "multi_tier_checkpointing_backup_interval_minutes")
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return engine.render("prod", opt_in(engine.stack_config("prod"), "multiTierCheckpointing"))
+
+
+def _maxtext_base() -> dict:
+    pkg = importlib.util.find_spec("maxtext").submodule_search_locations[0]
+    return yaml.safe_load((Path(pkg) / "configs" / "base.yml").read_text())
+
+
+def _settings(argv: list[str]) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in argv[argv.index("--") + 1:])
+
+
+def test_the_trainer_gets_maxtexts_own_keys_with_values_its_validation_accepts(rendered):
+    base = _maxtext_base()
+    spec = rendered.spec
+    for job in spec.jobs:
+        settings = _settings(trainer_argv(spec, job))
+        assert set(KEYS) <= set(settings) and all(k in base for k in KEYS)  # keys MaxText 0.2.1 defines
+        assert base["enable_multi_tier_checkpointing"] is False  # off unless the stack opts in
+        # MaxText's rules (configs/types.py): a directory, a period > 0 and a backup interval > 0.
+        assert settings["enable_multi_tier_checkpointing"] == "true" and settings["local_checkpoint_directory"]
+        assert int(settings["local_checkpoint_period"]) > 0
+        assert int(settings["multi_tier_checkpointing_backup_interval_minutes"]) > 0
+
+
+def test_every_tpu_worker_mounts_gkes_volume_where_maxtext_writes_the_local_tier(rendered):
+    jobs = [d for d in rendered.manifests if d["kind"] == "RayJob"]
+    assert jobs
+    for doc in jobs:
+        argv = doc["spec"]["entrypoint"].split()
+        local = _settings(argv)["local_checkpoint_directory"]
+        for group in doc["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+            pod = group["template"]["spec"]
+            drivers = {v["name"]: v.get("csi", {}).get("driver") for v in pod["volumes"]}
+            mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+            assert drivers[mounts[local]] == "multitier-checkpoint.csi.storage.gke.io"
+        head = doc["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+        assert multitier.VOLUME not in {v["name"] for v in head["volumes"]}  # the head holds no train state
+
+
+def test_the_checkpoint_configuration_names_the_bucket_the_tpu_hosts_and_a_volume_that_holds_two_copies(rendered):
+    spec = rendered.spec
+    (cpc,) = [d for d in rendered.manifests if d["kind"] == "CheckpointConfiguration"]
+    assert cpc["apiVersion"] == "checkpointing.gke.io/v1" and "namespace" not in cpc["metadata"]
+    assert cpc["spec"]["cloudStorageBucketName"] == spec.storage.bucket
+    pools = [r for r in rendered.by_type("gcp:container/nodePool:NodePool")
+             if r.inputs.get("nodeConfig", {}).get("machineType", "").startswith("ct")]
+    assert pools and {p.inputs["nodeConfig"]["machineType"] for p in pools} == {
+        cpc["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]}
+    taints = {t["key"] for p in pools for t in p.inputs["nodeConfig"].get("taints", [])}
+    assert {t["key"] for t in cpc["spec"]["tolerations"]} <= taints | {"google.com/tpu"}
+    size_gib = int(cpc["spec"]["inMemoryVolumeSize"].removesuffix("Gi"))
+    for job in spec.jobs:
+        state = checkpoints.storage(job.model, job.steps, job.checkpoint_period, job.maxtext)
+        hosts = job.slices * spec.group(job.group).shape.hosts
+        assert size_gib * 2**30 >= 2 * state.checkpoint_bytes / hosts
+
+
+def test_the_cluster_gets_the_add_on_the_replicator_its_bucket_grant_and_the_preview_says_unverified(rendered):
+    (cluster,) = [r for r in rendered.by_type("gcp:container/cluster:Cluster")]
+    assert cluster.inputs["addonsConfig"]["highScaleCheckpointingConfig"] == {"enabled": True}
+    members = [r.inputs.get("member", "") for r in rendered.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")]
+    assert any(m.endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
+               for m in members)
+    assert f"{NS}:unverified.multiTierCheckpointing" in rendered.spec.unverified_paths
+    assert any("multiTierCheckpointing" in w and "JobSet" in w for w in rendered.warnings)
+
+
+def test_without_the_opt_in_nothing_of_it_is_rendered():
+    r = engine.render("prod")
+    assert not [d for d in r.manifests if d["kind"] == "CheckpointConfiguration"]
+    for doc in (d for d in r.manifests if d["kind"] == "RayJob"):
+        assert not set(KEYS) & set(_settings(doc["spec"]["entrypoint"].split()))
+    (cluster,) = r.by_type("gcp:container/cluster:Cluster")
+    assert "highScaleCheckpointingConfig" not in cluster.inputs["addonsConfig"]
+
+
+def test_the_local_period_follows_dalys_optimum_with_the_faster_restore():
+    """Daly (2006): √(2·δ·(M + R)). A local save and restore of a host's share (2 GB at the assumed rate: 0.4 s
+    each) every 30 min of preemptions at 2 s a step: √(2·0.4·(1800 + 0.4)) = 37.96 s = 19 steps; a preemption
+    then costs the restore plus half a period redone, 0.4 + 9.5 × 2 s."""
+    share = 2e9
+    save = share / checkpoints.LOCAL_BYTES_PER_S
+    plan = checkpoints.multi_tier_period(share, 30, 2.0, "measured", 1000)
+    assert plan.period == round(math.sqrt(2 * save * (1800 + save)) / 2.0) == 19
+    assert f"costs {save + 19 * 2.0 / 2:,.0f} s" in plan.how and "unverified" in plan.how
+    # The bucket tier for the same job (a 60 s save to GCS): Young/Daly's period is far longer, so a preemption
+    # redoes far more; the local tier is what makes a restore cheap.
+    bucket = checkpoints.elastic_period(60, 30, 2.0, "measured", 1000)
+    assert bucket.period > 5 * plan.period
