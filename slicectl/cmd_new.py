@@ -38,6 +38,7 @@ from slicectl import new_parts
 from slicectl.argtypes import integer
 from slicectl.exits import Exit
 from stackspec import limits, loader, names, tpu, zones
+from stackspec import regions as places
 from stackspec import spec as stack_spec
 from stackspec.model import DEFAULT_RAY_IMAGE
 
@@ -226,12 +227,31 @@ def render(n: NewStack) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bucket_place(n: NewStack) -> list[str]:
+    """A multi-region stack names its bucket's place (ForceNew: never derived from the regions): the best place that
+    holds every region (stackspec.regions.bucket_places), written so that a region added later is checked against it."""
+    if not n.regions:
+        return []
+    found = places.bucket_places([r for r, _ in n.regions])
+    if not found:
+        return ["    # No single bucket place holds these regions (https://cloud.google.com/storage/docs/locations):",
+                "    # name one with location (and dataLocations) before the first `pulumi up`."]
+    p = found[0]
+    out = [f"    # The {p.kind} holding every region; a bucket's place cannot change once it exists.",
+           f"    location: {p.location}"]
+    if p.data_locations:
+        out.append(f"    dataLocations: [{', '.join(p.data_locations)}]")
+    return out
+
+
 def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str, region: str | None = None) -> list[str]:
     """Storage, Ray, the image, monitoring, the jobs, GitOps and the secrets provider (every form of the file);
     ``region``: a multi-region stack's elastic job stays in that region."""
+    place = _bucket_place(n)
     return [
         "  tpu-multislice:storage:",
         f"    bucket: {n.bucket}",
+        *place,
         "    namespace: maxtext",
         "    serviceAccount: maxtext-ksa",
         "  tpu-multislice:ray:",
