@@ -8,20 +8,16 @@ stack's project: the node service account, a multi-region stack's MultiKueue tok
 the custom roles. In the repository: the environments, the protection of main and the Actions variables.
 """
 
-import sys
-from pathlib import Path
-
 import pulumi
+import pulumi_gcp as gcp
 
-# The project's packages (infra's node role, the stack specs, written once) when run from bootstrap/.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import ci_components as ci  # noqa: E402
-import pulumi_gcp as gcp  # noqa: E402
+from bootstrap import access as ci
+from bootstrap import components as c
+from bootstrap.config import NAMESPACE, ConfigError, read_config
 
 try:
-    config = ci.read_config(pulumi.Config(ci.NAMESPACE), pulumi.Config("gcp"))
-except ci.ConfigError as err:
+    config = read_config(pulumi.Config(NAMESPACE), pulumi.Config("gcp"))
+except ConfigError as err:
     raise pulumi.RunError("invalid bootstrap config:\n" + "\n".join(f"  {p}" for p in err.problems)) from None
 
 stack_projects = list(dict.fromkeys(s.project for s in config.stacks))
@@ -34,8 +30,8 @@ for project in [config.ci_project, *stack_projects]:
         ))
 after_services = pulumi.ResourceOptions(depends_on=services)
 
-backend = ci.StateBackend("backend", ci.StateBackendArgs(config), after_services)
-federation = ci.GitHubFederation("github", ci.GitHubFederationArgs(config), after_services)
+backend = c.StateBackend("backend", c.StateBackendArgs(config), after_services)
+federation = c.GitHubFederation("github", c.GitHubFederationArgs(config), after_services)
 identities_ = ci.identities(config)  # ci-preview, ci-deploy-<stack> per deploying stack, ci-drill, ci-image
 # The custom roles each stack's project needs: those its grants name.
 wanted: dict[str, set[str]] = {s.name: set() for s in config.stacks}
@@ -45,11 +41,11 @@ for ident in identities_:
             for s in ci.stacks_of(config, grant.of):
                 wanted[s.name].add(grant.role.removeprefix(ci.CUSTOM))
 projects = {
-    s.name: ci.StackProject(s.name, ci.StackProjectArgs(config, s, tuple(sorted(wanted[s.name]))), after_services)
+    s.name: c.StackProject(s.name, c.StackProjectArgs(config, s, tuple(sorted(wanted[s.name]))), after_services)
     for s in config.stacks
 }
 identities = {
-    ident.key: ci.CiIdentity(ident.key, ci.CiIdentityArgs(config, ident, federation, backend, projects),
+    ident.key: c.CiIdentity(ident.key, c.CiIdentityArgs(config, ident, federation, backend, projects),
                              after_services)
     for ident in identities_
 }
@@ -63,7 +59,7 @@ variables = {
 }
 environment_variables = {ident.environment: {ident.variable: identities[ident.key].account.email}
                          for ident in identities_ if ident.environment is not None}
-ci.GitHubRepository("repository", ci.GitHubRepositoryArgs(config, variables, environment_variables))
+c.GitHubRepository("repository", c.GitHubRepositoryArgs(config, variables, environment_variables))
 for name, value in variables.items():
     pulumi.export(name, value)
 pulumi.export("environmentVariables", environment_variables)

@@ -33,10 +33,9 @@ EXAMPLE = BOOT / "Pulumi.example.yaml"
 WORKFLOWS = ROOT / ".github" / "workflows"
 PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 
-sys.path.insert(0, str(BOOT))
-import ci_components as ci  # noqa: E402
-
-sys.path.remove(str(BOOT))
+from bootstrap import access as ci  # noqa: E402
+from bootstrap import config as bcfg  # noqa: E402
+from infra.cluster import NODE_SA_ROLE  # noqa: E402
 
 
 class BootstrapMocks(pulumi.runtime.Mocks):
@@ -112,7 +111,7 @@ def example_config() -> dict[str, str]:
     """The example stack file as the flat config map Pulumi hands the program."""
     flat = {}
     for key, value in yaml.safe_load(EXAMPLE.read_text())["config"].items():
-        key = key if ":" in key else f"{ci.NAMESPACE}:{key}"
+        key = key if ":" in key else f"{bcfg.NAMESPACE}:{key}"
         flat[key] = value if isinstance(value, str) else json.dumps(value)
     return flat
 
@@ -125,7 +124,6 @@ def render(config: dict[str, str]) -> Boot:
     path, cwd = list(sys.path), os.getcwd()
 
     def program():
-        sys.path.insert(0, str(BOOT))
         runpy.run_path(str(BOOT / "__main__.py"), run_name="__main__")
 
     try:
@@ -151,7 +149,7 @@ def ci_multi():
 
 
 CFG = example_config()
-NS = ci.NAMESPACE
+NS = bcfg.NAMESPACE
 CI_PROJECT = CFG[f"{NS}:ciProject"]
 STATE = CFG[f"{NS}:stateBucket"]
 BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
@@ -160,8 +158,8 @@ STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
 PROD_PROJECT = STACKS["prod"].project
 # The bootstrap's config as the program reads it (for the declared environments).
-CONFIG = ci.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
-                            repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(ci.read_stacks()[0]))
+CONFIG = bcfg.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
+                            repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(bcfg.read_stacks()[0]))
 PROD_DEPLOY = names.deploy_account_id("prod")  # ci-deploy-prod
 # The CI accounts the example renders: one deploy identity per stack that deploys on push (prod only here).
 CI_ACCOUNTS = ["ci-preview", *(names.deploy_account_id(k) for k, s in STACKS.items() if s.deploy.on_push),
@@ -297,7 +295,7 @@ def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot
         first = _clusters(s)[0][0]  # a multi-region stack's: its manager's
         email = f"{names.node_service_account_id(first)}@{s.project}.iam.gserviceaccount.com"
         assert boot.exports["nodeServiceAccounts"][stack] == email
-    node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == ci.NODE_SA_ROLE]
+    node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == NODE_SA_ROLE]
     assert {(r.inputs["project"], r.inputs["member"]) for r in node_roles} == {
         (p, f"serviceAccount:{names.node_service_account_email(c, p)}") for _, p, c, _ in CLUSTERS}
     # Image streaming (a stack with its own image, prod) also needs Service Usage Consumer on the node account.
@@ -413,7 +411,7 @@ def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_
     assert [g.role for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT] == ["roles/iam.serviceAccountAdmin"]
     for r in ci_multi.resources:
         if r.type == "gcp:projects/iAMMember:IAMMember":
-            assert r.inputs["role"] == ci.NODE_SA_ROLE, r.name
+            assert r.inputs["role"] == NODE_SA_ROLE, r.name
     types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
     missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
     assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
@@ -423,7 +421,7 @@ def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_
         if r.type == "gcp:serviceaccount/account:Account":
             assert r.inputs["accountId"] == names.node_service_account_id(STACKS["prod"].cluster.name)
         if r.type == "gcp:projects/iAMMember:IAMMember":
-            assert r.inputs["role"] == ci.NODE_SA_ROLE
+            assert r.inputs["role"] == NODE_SA_ROLE
 
 
 # --- the pool ---------------------------------------------------------------------------------------
@@ -653,7 +651,7 @@ def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
         for r in boot.of(type_):
             on = scope  # a signing key's binding is re-scoped below, never the loop's scope
             who = member_id(r.inputs["member"])
-            if who not in CI_ACCOUNTS or r.inputs["role"] == ci.NODE_SA_ROLE:
+            if who not in CI_ACCOUNTS or r.inputs["role"] == NODE_SA_ROLE:
                 continue
             if on == ci.PROJECT:
                 stacks = project_stacks[r.inputs["project"]]
@@ -859,7 +857,7 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
     text = team.read_text()
     assert "    onPush: false\n" in text
     team.write_text(text.replace("    onPush: false\n", "    onPush: true\n    clusterDrill: llama3-8b-elastic\n"))
-    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    monkeypatch.setattr(bcfg, "STACKS_DIR", stacks)
     b = render({**example_config(), f"{NS}:stackReviewers": json.dumps({"team-eu": {"teams": ["team-eu-leads"]}})})
     team_project = spec.load_stack("team-eu", stacks).project
     mine = names.deploy_account_id("team-eu")
@@ -906,7 +904,7 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     assert "tpu-multislice:deploy:" not in text
     deploy = "\n  tpu-multislice:deploy:\n    onPush: true\nsecretsprovider:"
     multi.write_text(text.replace("\nsecretsprovider:", deploy))
-    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    monkeypatch.setattr(bcfg, "STACKS_DIR", stacks)
     b = render(example_config())
     mine, project = names.deploy_account_id("multi"), STACKS["multi"].project
     email = names.multikueue_account_email(STACKS["multi"].manager.name, project)
@@ -940,3 +938,23 @@ def test_bad_stack_reviewers_are_refused(value, message):
     with pytest.raises(pulumi.RunError) as err:
         render({**example_config(), f"{NS}:stackReviewers": value})
     assert message in str(err.value)
+
+
+# --- the layout: a pure access model, no path edits --------------------------------------------
+
+
+def test_the_access_model_and_config_import_without_pulumi():
+    """bootstrap.access and bootstrap.config are data: a bare interpreter imports them without loading any
+    Pulumi module (the escalation check and the docs read them)."""
+    import subprocess
+
+    code = ("import sys, bootstrap.access, bootstrap.config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_program_edits_sys_path():
+    """The bootstrap and the policy pack import the project as installed (pyproject's packages.find)."""
+    for path in [*BOOT.rglob("*.py"), ROOT / "policies" / "__main__.py"]:
+        assert "sys.path" not in path.read_text(), path

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,13 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bootstrap():
-    """The bootstrap program's module (bootstrap/ is not a package), imported from its directory."""
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
-    return ci_components
+    """The bootstrap's access model and config (installed with the project: pyproject's packages.find)."""
+    from types import SimpleNamespace
+
+    from bootstrap import access, config
+
+    return SimpleNamespace(**{**vars(access), "read_stacks": config.read_stacks})
 NS = stack_spec.PROJECT
 COVERED: set[str] = set()
 

@@ -54,11 +54,7 @@ IDENTITY = {
 }
 
 
-# bootstrap/ is its own Pulumi project directory, not a package (as in test_bootstrap.py).
-sys.path.insert(0, str(ROOT / "bootstrap"))
-import ci_components as ci  # noqa: E402
-
-sys.path.remove(str(ROOT / "bootstrap"))
+from bootstrap import access as ci  # noqa: E402
 
 
 def load(name: str) -> dict:
