@@ -23,6 +23,9 @@ import pytest
 import yaml
 from conftest import stack_files
 
+from bootstrap import access as ci
+from bootstrap import config as bcfg
+from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
 from stackspec import names, spec
@@ -33,12 +36,23 @@ EXAMPLE = BOOT / "Pulumi.example.yaml"
 WORKFLOWS = ROOT / ".github" / "workflows"
 PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 
-from bootstrap import access as ci  # noqa: E402
-from bootstrap import config as bcfg  # noqa: E402
-from infra.cluster import NODE_SA_ROLE  # noqa: E402
+
+# terraform-provider-google google/services/kms/data_source_google_kms_crypto_key_version.go (at e03b7622), the
+# data source's id: d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", d.Get("crypto_key"),
+# d.Get("version"))); crypto_key is the key's id as given: {{key_ring}}/cryptoKeys/{{name}}
+# (resource_kms_crypto_key.go).
+KMS_VERSION_ID = "//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d"
+
+
+def kms_version_id(crypto_key: str, version: int) -> str:
+    return KMS_VERSION_ID % (crypto_key, version)
 
 
 class BootstrapMocks(pulumi.runtime.Mocks):
+    def __init__(self, pem: str = "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"):
+        super().__init__()
+        self.pem = pem
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         rid = f"{args.name}-offline-id"
@@ -70,13 +84,14 @@ class BootstrapMocks(pulumi.runtime.Mocks):
             return {"id": str(1000 + len(args.args["slug"])), "slug": args.args["slug"]}
         if args.token == "github:index/getUser:getUser":
             return {"id": str(2000 + len(args.args["username"])), "login": args.args["username"]}
-        # A Cloud KMS key version and its public half (what the attestor is given).
+        # A Cloud KMS key version and its public half (what the attestor is given), shaped as the data source
+        # returns them: its id is KMS_VERSION_ID (the provider's format string), its name the version's resource name.
         if args.token == "gcp:kms/getKMSCryptoKeyVersion:getKMSCryptoKeyVersion":
-            key = args.args["cryptoKey"]
-            return {"id": f"{key}/cryptoKeyVersions/{args.args['version']}", "cryptoKey": key,
-                    "version": args.args["version"], "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
-                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM,
-                                    "pem": "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"}]}
+            key, version = args.args["cryptoKey"], int(args.args["version"])
+            return {"id": kms_version_id(key, version), "cryptoKey": key, "version": version,
+                    "name": f"{key}/cryptoKeyVersions/{version}", "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
+                    "state": "ENABLED", "protectionLevel": "SOFTWARE",
+                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM, "pem": self.pem}]}
         return {}
 
 
@@ -116,9 +131,9 @@ def example_config() -> dict[str, str]:
     return flat
 
 
-def render(config: dict[str, str]) -> Boot:
+def render(config: dict[str, str], mocks: BootstrapMocks | None = None) -> Boot:
     recorded: list[pulumi_runtime.Registration] = []
-    mocks = BootstrapMocks()
+    mocks = mocks or BootstrapMocks()
     monitor = ImportsMonitor(mocks, recorded.append)
     pulumi_runtime.start(mocks, monitor, project="tpu-multislice-bootstrap", stack="admin", config=config)
     path, cwd = list(sys.path), os.getcwd()

@@ -138,8 +138,14 @@ class StackProject(pulumi.ComponentResource):
                 attestation_authority_note=gcp.binaryauthorization.AttestorAttestationAuthorityNoteArgs(
                     note_reference=self.note.name,
                     public_keys=[gcp.binaryauthorization.AttestorAttestationAuthorityNotePublicKeyArgs(
-                        # A Cloud KMS key's id is its version's resource name with this prefix (provider docs).
-                        id=version.id.apply(lambda v: f"//cloudkms.googleapis.com/v1/{v}"),
+                        # Binary Authorization names a Cloud KMS public key "//cloudkms.googleapis.com/v1/" + the key
+                        # version's resource name, which is what gcloud's sign-and-create writes as the attestation's
+                        # publicKeyId (googlecloudsdk/api_lib/container/binauthz/kms.py GetKeyUri: the version's
+                        # SelfLink after "https:"). The data source's id is already that string
+                        # (terraform-provider-google google/services/kms/data_source_google_kms_crypto_key_version.go:
+                        # d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", crypto_key,
+                        # version))): used as it is (cloud rule binauthz-kms-key-id; tests/test_attestation.py).
+                        id=version.id,
                         pkix_public_key=gcp.binaryauthorization.AttestorAttestationAuthorityNotePublicKeyPkixPublicKeyArgs(
                             public_key_pem=version.public_keys[0].pem,
                             signature_algorithm=version.public_keys[0].algorithm))])),
