@@ -54,11 +54,13 @@ identities = {
 # variable of its own environment (deploy-<stack>), so deploy.yml's one expression names each stack's identity.
 variables = {
     "GCP_WORKLOAD_IDENTITY_PROVIDER": federation.provider.name,
-    **{ident.variable: identities[ident.key].account.email for ident in identities_ if ident.environment is None},
+    **{ident.variable: identities[ident.key].account.email for ident in identities_ if not ident.environments},
     "PULUMI_STATE_BUCKET": backend.bucket.name,
 }
-environment_variables = {ident.environment: {ident.variable: identities[ident.key].account.email}
-                         for ident in identities_ if ident.environment is not None}
+environment_variables: dict[str, dict] = {}
+for ident in identities_:
+    for env in ident.environments:
+        environment_variables.setdefault(env, {})[ident.variable] = identities[ident.key].account.email
 c.GitHubRepository("repository", c.GitHubRepositoryArgs(config, variables, environment_variables))
 for name, value in variables.items():
     pulumi.export(name, value)

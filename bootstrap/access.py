@@ -31,14 +31,36 @@ class Environment:
     main_only: bool  # deployments from main only (a custom branch policy naming main)
     why: str
     stack: str | None = None  # the stack it acts on (its reviewers may be the stack's own: stackReviewers)
+    # Required reviewers approve each run. An environment without them (read-<stack>) exists only so the job's OIDC
+    # subject names its stack: the token exchange admits it for main's workflow file only, whatever the settings.
+    reviewed: bool = True
 
 
 # Every environment: required reviewers, prevent-self-review (the author of a run never approves
 # it), administrators cannot bypass. GitHub creates an environment a job names without any
 # protection, so the workflows check these settings before they authenticate (.github/scripts/).
-# A pull request's cloud preview runs the branch's own Pulumi program as ci-preview, which
-# decrypts the stacks' secrets: a reviewer approves each run after reading the change.
-PR_PREVIEW = Environment("pr-preview", False, "pr.yml's cloud preview of a pull request (ci-preview)")
+# A pull request's cloud preview of a stack runs the branch's own Pulumi program as that stack's
+# ci-preview-<stack>, which decrypts the stack's secrets: a reviewer approves each run after reading the change.
+PR_PREVIEW = "pr-preview"  # the kind (pr-preview-<stack>)
+
+
+def pr_preview_environment(stack: str) -> Environment:
+    """pr.yml's cloud preview of ``stack`` for a pull request (ci-preview-<stack>), after a reviewer's approval."""
+    return Environment(names.pr_preview_environment(stack), False,
+                       f"pr.yml's cloud preview of {stack} for a pull request ({names.preview_account_id(stack)})",
+                       stack)
+
+
+def read_environment(stack: str) -> Environment:
+    """deploy.yml's preview and drills.yml's drift of ``stack`` on main: its OIDC subject names the stack, so the
+    state of one stack, whose providers a refresh runs, can act only as that stack's reader."""
+    return Environment(names.read_environment(stack), True,
+                       f"main's preview and drift of {stack} ({names.preview_account_id(stack)}; no reviewer: "
+                       "main's code, the token exchange admits main only)", stack, reviewed=False)
+
+
+# image.yml's build, push and signature: a reviewer approves each run (any writer can dispatch the workflow).
+IMAGE = Environment("image", True, "image.yml's build, push and signature of the worker image (ci-image)")
 
 
 def deploy_environment(stack: str) -> Environment:
@@ -50,13 +72,18 @@ def deploy_environment(stack: str) -> Environment:
 def drill_environment(stack: str) -> Environment:
     """drills.yml's cluster drill of one stack (a stack with tpu-multislice:deploy.clusterDrill)."""
     return Environment(names.drill_environment(stack), True,
-                       f"drills.yml's cluster drill: deletes pods and a node under {stack} (ci-drill)", stack)
+                       f"drills.yml's cluster drill: deletes pods and a node under {stack} "
+                       f"({names.drill_account_id(stack)})", stack)
 
 
 def environments(c: BootstrapConfig) -> tuple[Environment, ...]:
-    """pr-preview, then each deploying stack's deploy-<stack> and each drilled stack's drill-<stack>."""
-    return (PR_PREVIEW, *(deploy_environment(s.name) for s in c.stacks if s.deploy_on_push),
-            *(drill_environment(s.name) for s in c.stacks if s.cluster_drill))
+    """Each stack's pr-preview-<stack>; each deploying stack's read-<stack> and deploy-<stack>; each drilled
+    stack's drill-<stack>; image when a stack has an image."""
+    return (*(pr_preview_environment(s.name) for s in c.stacks),
+            *(read_environment(s.name) for s in c.stacks if s.deploy_on_push),
+            *(deploy_environment(s.name) for s in c.stacks if s.deploy_on_push),
+            *(drill_environment(s.name) for s in c.stacks if s.cluster_drill),
+            *((IMAGE,) if any(s.image for s in c.stacks) else ()))
 # The pr.yml jobs every pull request must pass (no matrix, never skipped): branch protection of
 # main requires them by job name (tests/test_workflows.py checks pr.yml has them, unskippable).
 REQUIRED_CHECKS = ("stacks", "check", "cost")
@@ -243,9 +270,10 @@ class Identity:
     # (attribute, value template) pairs: who may act as the account ({repository} filled in).
     principals: tuple[tuple[str, str], ...] = field(default=())
     account: str = ""  # the account id; names.CI_ACCOUNTS[key] when empty
-    # The Actions variable holding its email: a repository variable, or one of this environment's own
+    # The Actions variable holding its email: a repository variable, or one of these environments' own
     # (deploy.yml's `up` reads vars.GCP_DEPLOY_SERVICE_ACCOUNT in deploy-<stack>: each stack's own identity).
-    environment: str | None = None
+    environments: tuple[str, ...] = ()
+    stack: str | None = None  # the one stack it acts on (None: ci-image, over every stack with an image)
 
     @property
     def account_id(self) -> str:
@@ -273,31 +301,65 @@ ONE_STACKS_STATE = Condition(
     description="The state, history, backups and locks of the deployed stack only",
 )
 
-PREVIEW = Identity(
-    key="preview",
-    description="CI preview: reads the stacks' projects and state, changes nothing",
-    grants=(
-        Grant("roles/compute.networkViewer", PROJECT, why="networks and subnets"),
-        Grant("roles/container.viewer", PROJECT, why="clusters, node pools, Kubernetes objects (no Secrets)"),
-        Grant("roles/iam.serviceAccountViewer", PROJECT, why="the node service account"),
-        Grant("roles/iam.securityReviewer", PROJECT, why="IAM policies the stacks add members to"),
-        Grant("roles/storage.bucketViewer", PROJECT, why="the checkpoint buckets (not their objects)"),
-        Grant(custom("tpuMultisliceRegistryViewer"), PROJECT, why="the worker image repository and its IAM"),
-        Grant("roles/monitoring.viewer", PROJECT, why="alert policies, dashboards, notification channels"),
-        Grant(custom("tpuMultisliceLogMetricsViewer"), PROJECT, why="the log-based metrics (not the logs)"),
-        Grant("roles/serviceusage.serviceUsageViewer", PROJECT, why="the APIs the stacks enable"),
-        Grant("roles/pubsub.viewer", PROJECT, why="the security bulletins topic (not its messages)"),
-        Grant("roles/binaryauthorization.policyViewer", PROJECT, why="the Binary Authorization policy"),
-        Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state"),
-        Grant("roles/storage.objectUser", STATE_BUCKET, condition=LOCKS_ONLY, why="take and release a stack lock"),
-        Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, why="decrypt stack secrets for the plan"),
-    ),
-    principals=(
-        in_pull_request("pr.yml", PR_PREVIEW),  # a reviewer approved this pull request's run
-        on_main("deploy.yml"),  # deploy's preview job
-        on_main("drills.yml"),  # drift detection
-    ),
+# What a stack's reader may read in the state bucket: its own stack's files (ONE_STACKS_STATE's prefixes), the
+# backend's meta.yaml, and the bucket's listing (names, not contents: objects.list is checked on the bucket,
+# whose resource name is projects/_/buckets/<bucket>; https://cloud.google.com/storage/docs/access-control/iam#conditions).
+ONE_STACKS_READ = Condition(
+    title="one-stacks-state-read",
+    expression=" || ".join([
+        'resource.name == "projects/_/buckets/{state_bucket}"',
+        f'resource.name == "{_OBJECTS}/meta.yaml"',
+        *(f'resource.name.startsWith("{_OBJECTS}/{p}")'
+          for p in ("stacks/{project}/{stack}.json", "history/{project}/{stack}/", "backups/{project}/{stack}/",
+                    "locks/{project}/{stack}/"))]),
+    description="The state, history, backups and locks of one stack, the backend's meta.yaml, the listing",
 )
+ONE_STACKS_LOCKS = Condition(
+    title="one-stacks-locks-only",
+    expression=f'resource.name.startsWith("{_OBJECTS}/locks/{{project}}/{{stack}}/")',
+    description="Pulumi's lock files of one stack only: a preview writes no state",
+)
+# A stack's reader (ci-preview-<stack>): its grants below, on that stack alone (``of`` is filled in).
+PREVIEW_GRANTS = (
+    Grant("roles/compute.networkViewer", PROJECT, DEPLOYED_STACK, why="networks and subnets"),
+    Grant("roles/container.viewer", PROJECT, DEPLOYED_STACK,
+          why="clusters, node pools, Kubernetes objects (no Secrets)"),
+    Grant("roles/iam.serviceAccountViewer", PROJECT, DEPLOYED_STACK, why="the node service account"),
+    Grant("roles/iam.securityReviewer", PROJECT, DEPLOYED_STACK, why="IAM policies the stacks add members to"),
+    Grant("roles/storage.bucketViewer", PROJECT, DEPLOYED_STACK, why="the checkpoint buckets (not their objects)"),
+    Grant(custom("tpuMultisliceRegistryViewer"), PROJECT, DEPLOYED_STACK,
+          why="the worker image repository and its IAM"),
+    Grant("roles/monitoring.viewer", PROJECT, DEPLOYED_STACK, why="alert policies, dashboards, notification channels"),
+    Grant(custom("tpuMultisliceLogMetricsViewer"), PROJECT, DEPLOYED_STACK, why="the log-based metrics (not the logs)"),
+    Grant("roles/serviceusage.serviceUsageViewer", PROJECT, DEPLOYED_STACK, why="the APIs the stacks enable"),
+    Grant("roles/pubsub.viewer", PROJECT, DEPLOYED_STACK, why="the security bulletins topic (not its messages)"),
+    Grant("roles/binaryauthorization.policyViewer", PROJECT, DEPLOYED_STACK, why="the Binary Authorization policy"),
+    Grant("roles/storage.objectViewer", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_READ, why="read the stack's state"),
+    Grant("roles/storage.objectUser", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_LOCKS,
+          why="take and release the stack's lock"),
+    Grant("roles/cloudkms.cryptoKeyDecrypter", KEY, DEPLOYED_STACK, why="decrypt the stack's secrets for the plan"),
+)
+
+
+def preview_identity(stack: str, deploys: bool) -> Identity:
+    """ci-preview-<stack>: reads one stack, from pr.yml in pr-preview-<stack> (a reviewer approved the pull
+    request's run) and, for a stack CI deploys, from deploy.yml's preview and drills.yml's drift on main in
+    read-<stack>. The state of one stack, whose providers a refresh or an orphan's delete runs, can act as no
+    other stack's reader."""
+    pr_env = pr_preview_environment(stack)
+    main_env = read_environment(stack)
+    return Identity(
+        key=f"preview-{stack}",
+        description=f"CI preview of {stack}: reads its project and state, changes nothing",
+        grants=tuple(replace(g, of=stack) for g in PREVIEW_GRANTS),
+        principals=(in_pull_request("pr.yml", pr_env),
+                    *((on_main("deploy.yml", main_env), on_main("drills.yml", main_env)) if deploys else ())),
+        account=names.preview_account_id(stack),
+        environments=(pr_env.name, *((main_env.name,) if deploys else ())),
+        stack=stack,
+    )
+
+
 # A deploying stack's own identity (ci-deploy-<stack>): its grants below, on that stack alone (``of`` is filled in).
 DEPLOY_GRANTS = (
     Grant("roles/container.admin", PROJECT, DEPLOYED_STACK,
@@ -319,7 +381,7 @@ DEPLOY_GRANTS = (
     # holds only roles/container.clusterViewer on the stack's project, less than container.admin there.
     Grant("roles/iam.serviceAccountAdmin", MULTIKUEUE_ACCOUNT, DEPLOYED_STACK,
           why="bind the token job's Kubernetes service account to it (workload identity)"),
-    Grant("roles/storage.objectViewer", STATE_BUCKET, why="read the state (list needs the bucket)"),
+    Grant("roles/storage.objectViewer", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_READ, why="read the stack's state"),
     Grant("roles/storage.objectAdmin", STATE_BUCKET, DEPLOYED_STACK, ONE_STACKS_STATE, why="write the stack's state"),
     Grant("roles/cloudkms.cryptoKeyEncrypterDecrypter", KEY, DEPLOYED_STACK, why="the stack's secrets"),
 )
@@ -334,20 +396,24 @@ def deploy_identity(stack: str) -> Identity:
         grants=tuple(replace(g, of=stack) if g.of == DEPLOYED_STACK else g for g in DEPLOY_GRANTS),
         principals=(on_main("deploy.yml", env),),
         account=names.deploy_account_id(stack),
-        environment=env.name,
+        environments=(env.name,),
+        stack=stack,
     )
 
 
-def drill_identity(stacks: list[str]) -> Identity:
-    """ci-drill: reads the drilled stacks' clusters (one account: the stacks' in-cluster RBAC names it); each
-    stack's drill runs in its own drill-<stack> environment."""
+def drill_identity(stack: str) -> Identity:
+    """ci-drill-<stack>: reads one drilled stack's cluster; its in-cluster RBAC (workloads/security.py, which names
+    this account) does the rest. One per stack: a drill-<stack> approver reaches no other stack's cluster."""
+    env = drill_environment(stack)
     return Identity(
-        key="drill",
-        description="CI drill: reads the drilled stacks' clusters; Kubernetes RBAC in the workload namespace does "
-                    "the rest",
-        grants=tuple(Grant("roles/container.clusterViewer", PROJECT, s,
-                           why="get-credentials; no Kubernetes object access") for s in stacks),
-        principals=tuple(on_main("drills.yml", drill_environment(s)) for s in stacks),
+        key=f"drill-{stack}",
+        description=f"CI drill of {stack}: reads its cluster; Kubernetes RBAC in the workload namespace does the rest",
+        grants=(Grant("roles/container.clusterViewer", PROJECT, stack,
+                      why="get-credentials; no Kubernetes object access"),),
+        principals=(on_main("drills.yml", env),),
+        account=names.drill_account_id(stack),
+        environments=(env.name,),
+        stack=stack,
     )
 
 
@@ -371,15 +437,17 @@ def image_identity(stacks: list[str]) -> Identity:
         key="image",
         description="CI image: pushes the worker image and signs its digest for Binary Authorization",
         grants=tuple(replace(g, of=s) for s in stacks for g in IMAGE_GRANTS),
-        principals=(on_main("image.yml"),),
+        principals=(on_main("image.yml", IMAGE),),
     )
 
 
 def identities(c: BootstrapConfig) -> tuple[Identity, ...]:
-    """ci-preview, one ci-deploy-<stack> per deploying stack, ci-drill when a stack is drilled, ci-image."""
-    drilled = [s.name for s in c.stacks if s.cluster_drill]
-    return (PREVIEW, *(deploy_identity(s.name) for s in c.stacks if s.deploy_on_push),
-            *([drill_identity(drilled)] if drilled else []), image_identity([s.name for s in c.stacks if s.image]))
+    """Per stack: ci-preview-<stack>, ci-deploy-<stack> when it deploys on push, ci-drill-<stack> when drilled;
+    and ci-image."""
+    return (*(preview_identity(s.name, s.deploy_on_push) for s in c.stacks),
+            *(deploy_identity(s.name) for s in c.stacks if s.deploy_on_push),
+            *(drill_identity(s.name) for s in c.stacks if s.cluster_drill),
+            image_identity([s.name for s in c.stacks if s.image]))
 
 
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"

@@ -134,7 +134,7 @@ def test_ray_pods_mount_no_api_token_and_nothing_is_privileged(renderings, stack
 
 def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
     r = renderings["prod"]
-    user = f"ci-drill@{r.spec.ci_project}.iam.gserviceaccount.com"
+    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own drill identity (bootstrap/)
     [role], [binding] = _kind(r, "Role"), _kind(r, "RoleBinding")
     [crole], [cbinding] = _kind(r, "ClusterRole"), _kind(r, "ClusterRoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == r.spec.storage.namespace
@@ -175,7 +175,7 @@ def test_drill_deletes_are_limited_to_the_stacks_worker_pods_and_tpu_nodes(rende
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods", "nodes"]}]
-    user = f"ci-drill@{r.spec.ci_project}.iam.gserviceaccount.com"
+    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own drill identity (bootstrap/)
     assert spec["matchConditions"] == [{"name": "drill-user", "expression": f"request.userInfo.username == '{user}'"}]
     pods, nodes = (v["expression"] for v in spec["validations"])
     # Pods: Ray workers of the stack's clusters; prod's jobs each bring their own (the job label KubeRay copies).

@@ -157,7 +157,7 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 
 def drill_user(spec: StackSpec) -> str:
     """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/)."""
-    return names.ci_account_email("drill", spec.ci_project)
+    return names.drill_account_email(spec.stack, spec.ci_project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's

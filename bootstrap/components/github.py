@@ -39,7 +39,7 @@ class GitHubRepository(pulumi.ComponentResource):
                  for u in dict.fromkeys([*c.reviewer_users, *(x for _, u in c.stack_reviewers.values() for x in u)])}
         self.environments = {}
         for env in environments(c):
-            env_teams, env_users = c.reviewers(env)
+            env_teams, env_users = c.reviewers(env) if env.reviewed else ((), ())
             reviewers = github.RepositoryEnvironmentReviewerArgs(teams=[teams[t] for t in env_teams],
                                                                  users=[users[u] for u in env_users])
             # docs.github.com/en/actions/reference/workflows-and-actions/deployments-and-environments
@@ -48,8 +48,8 @@ class GitHubRepository(pulumi.ComponentResource):
                 github.RepositoryEnvironmentArgs(
                     repository=c.repository_name,
                     environment=env.name,
-                    reviewers=[reviewers],
-                    prevent_self_review=True,
+                    reviewers=[reviewers] if env.reviewed else None,
+                    prevent_self_review=env.reviewed,
                     can_admins_bypass=False,
                     deployment_branch_policy=github.RepositoryEnvironmentDeploymentBranchPolicyArgs(
                         protected_branches=False, custom_branch_policies=True) if env.main_only else None,
