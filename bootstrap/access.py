@@ -11,7 +11,9 @@ state bucket and key sit there too, and no CI identity can read either.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from bootstrap.config import BootstrapConfig, Stack
 from stackspec import limits, names
@@ -478,3 +480,31 @@ SECRETS_KEY_ROTATION = limits.KEY_ROTATION
 # The worker image's signing key: asymmetric, EC P-256 with SHA-256, one of the algorithms Binary Authorization's
 # PKIX attestors verify (https://cloud.google.com/binary-authorization/docs/creating-attestors-cli, Cloud KMS keys).
 IMAGE_SIGNING_ALGORITHM = "EC_SIGN_P256_SHA256"
+
+
+# --- the repository's settings (GitHubRepository) -------------------------------------------------------------
+
+WORKFLOWS_DIR = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+# Paths whose change can widen what CI or the stacks may do: a code owner (the reviewer teams) approves each.
+TRUST_PATHS = ("/.github/", "/bootstrap/", "/stackspec/", "/infra/", "/workloads/", "/policies/", "/Dockerfile",
+               "/pyproject.toml", "/uv.lock", "/stacks/")
+
+
+def allowed_actions(workflows: Path = WORKFLOWS_DIR) -> tuple[str, ...]:
+    """Every action the workflows use, as `owner/name@<sha>`: the repository allows these and nothing else
+    (GitHub's allowed-actions patterns; SHA pinning required too)."""
+    found = set()
+    for path in sorted([*workflows.glob("*.yml"), *workflows.glob("*.yaml")]):
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*(?:-\s+)?uses:\s*([\w.-]+/[\w./-]+)@([0-9a-f]{40})\b", line)
+            if m:
+                found.add(f"{m.group(1)}@{m.group(2)}")
+    return tuple(sorted(found))
+
+
+def codeowners(c: BootstrapConfig) -> str:
+    """.github/CODEOWNERS: the reviewer teams and users own every path of TRUST_PATHS."""
+    owners = " ".join([*(f"@{c.owner}/{t}" for t in c.reviewer_teams), *(f"@{u}" for u in c.reviewer_users)])
+    return ("# Generated from the bootstrap's reviewers (bootstrap/access.py codeowners; tests/test_bootstrap.py\n"
+            "# checks it). Branch protection requires a code owner's review for these paths.\n"
+            + "".join(f"{p} {owners}\n" for p in TRUST_PATHS))

@@ -903,3 +903,35 @@ def test_no_program_edits_sys_path():
     """The bootstrap and the policy pack import the project as installed (pyproject's packages.find)."""
     for path in [*BOOT.rglob("*.py"), ROOT / "policies" / "__main__.py"]:
         assert "sys.path" not in path.read_text(), path
+
+
+# --- the repository's settings ---------------------------------------------------------------------------
+
+
+def test_repository_settings_are_managed(boot):
+    """Actions' token reads by default and never approves a pull request; only the actions the workflows pin,
+    by SHA; GitHub's default OIDC subject (the principals' format); code owners review the trust paths."""
+    (wf,) = [r.inputs for r in boot.of("github:index/workflowRepositoryPermissions:WorkflowRepositoryPermissions")]
+    assert wf["defaultWorkflowPermissions"] == "read" and wf["canApprovePullRequestReviews"] is False
+    (actions,) = [r.inputs for r in boot.of("github:index/actionsRepositoryPermissions:ActionsRepositoryPermissions")]
+    assert actions["allowedActions"] == "selected" and actions["shaPinningRequired"] is True
+    config = actions["allowedActionsConfig"]
+    assert config["githubOwnedAllowed"] is False and config.get("verifiedAllowed") is False
+    used = {s["uses"].split("#")[0].strip() for p in WORKFLOWS.glob("*.yml")
+            for job in yaml.safe_load(p.read_text())["jobs"].values() for s in job.get("steps", []) if "uses" in s}
+    assert set(config["patternsAlloweds"]) == used and all(re.search(r"@[0-9a-f]{40}$", u) for u in used)
+    (oidc,) = [r.inputs for r in boot.of(
+        "github:index/actionsRepositoryOidcSubjectClaimCustomizationTemplate:"
+        "ActionsRepositoryOidcSubjectClaimCustomizationTemplate")]
+    assert oidc["useDefault"] is True and "includeClaimKeys" not in oidc
+    (reviews,) = boot.one("github:index/branchProtection:BranchProtection").inputs["requiredPullRequestReviews"]
+    assert reviews["requireCodeOwnerReviews"] is True
+
+
+def test_codeowners_is_the_bootstraps(boot):
+    teams = tuple(json.loads(CFG[f"{NS}:reviewerTeams"]))
+    users = tuple(json.loads(CFG.get(f"{NS}:reviewerUsers", "[]")))
+    want = ci.codeowners(bcfg.BootstrapConfig(**{**CONFIG.__dict__, "reviewer_teams": teams, "reviewer_users": users}))
+    assert (ROOT / ".github" / "CODEOWNERS").read_text() == want
+    for path in ("/.github/", "/bootstrap/", "/uv.lock", "/pyproject.toml", "/stacks/"):
+        assert f"\n{path} @{REPO.split('/')[0]}/" in "\n" + want

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_github as github
 
-from bootstrap.access import MAIN, REQUIRED_CHECKS, environments
+from bootstrap.access import MAIN, REQUIRED_CHECKS, allowed_actions, environments
 from bootstrap.config import BootstrapConfig
 
 
@@ -79,8 +79,35 @@ class GitHubRepository(pulumi.ComponentResource):
                     required_approving_review_count=1,
                     dismiss_stale_reviews=True,
                     require_last_push_approval=True,
+                    require_code_owner_reviews=True,  # .github/CODEOWNERS: the reviewers own the trust paths
                 )],
             ),
+            opts=child,
+        )
+        # Actions: the workflows' token reads by default (each job asks for more) and never approves a pull
+        # request (docs.github.com/en/rest/actions/permissions: default_workflow_permissions,
+        # can_approve_pull_request_reviews); only the actions the workflows pin, by SHA, may run.
+        github.WorkflowRepositoryPermissions(
+            f"{name}-workflow-permissions",
+            github.WorkflowRepositoryPermissionsArgs(repository=c.repository_name, default_workflow_permissions="read",
+                                                     can_approve_pull_request_reviews=False),
+            opts=child,
+        )
+        github.ActionsRepositoryPermissions(
+            f"{name}-actions-permissions",
+            github.ActionsRepositoryPermissionsArgs(
+                repository=c.repository_name, enabled=True, allowed_actions="selected", sha_pinning_required=True,
+                allowed_actions_config=github.ActionsRepositoryPermissionsAllowedActionsConfigArgs(
+                    github_owned_allowed=False, verified_allowed=False, patterns_alloweds=list(allowed_actions()))),
+            opts=child,
+        )
+        # GitHub's default `sub` (repo:<owner>/<name>:environment:<env> | :ref:<ref> | :pull_request), which the
+        # pool's principals are written against: pinned, so an organization or repository customization cannot
+        # change what the principals match (docs.github.com/en/actions/reference/security/oidc).
+        github.ActionsRepositoryOidcSubjectClaimCustomizationTemplate(
+            f"{name}-oidc-subject",
+            github.ActionsRepositoryOidcSubjectClaimCustomizationTemplateArgs(repository=c.repository_name,
+                                                                             use_default=True),
             opts=child,
         )
         for var, value in args.variables.items():
