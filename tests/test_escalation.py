@@ -292,3 +292,20 @@ if __name__ == "__main__" and "--record" in sys.argv:
     THREAT_MODEL.parent.mkdir(exist_ok=True)
     THREAT_MODEL.write_text(generated(Rendered([(r.type, r.inputs) for r in boot.resources], boot.exports, stacks)))
     print(f"wrote {THREAT_MODEL}")
+
+
+def test_the_ci_trust_page_names_what_exists():
+    """docs/ci-trust.md: every repository path it names exists, the audit-to-enforce test it cites is a test, and
+    the opt-in key is one the spec knows; no file outside the repository is named."""
+    import re
+
+    text = (ROOT / "docs" / "ci-trust.md").read_text()
+    for path in set(re.findall(r"`((?:\.github|bootstrap|infra|policies|tests|stackspec|docs)/[\w./-]+)`", text)):
+        assert (ROOT / path.split("::")[0]).exists(), path
+    test_file = "tests/test_hardening.py"
+    test_name = "test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in"
+    assert f"`{test_file}::{test_name}`" in text and f"def {test_name}(" in (ROOT / test_file).read_text()
+    from stackspec.model import UNVERIFIED
+
+    assert "binaryAuthorizationEnforce" in UNVERIFIED and "unverified.binaryAuthorizationEnforce" in text
+    assert "../shared" not in text and "shared/" not in text
