@@ -3,7 +3,7 @@ of the CI project, the stack projects and the GitHub repository (see the README'
 
 In the CI project (``ciProject``): the bootstrap's own state bucket and key, the stacks' state
 bucket and one Cloud KMS key per stack, a workload identity pool admitting only this repository's
-GitHub Actions tokens, and the CI service accounts with the grants in ``ci_components``. In each
+GitHub Actions tokens, and the CI service accounts with the grants of ``bootstrap.access``. In each
 stack's project: the node service account, a multi-region stack's MultiKueue token account and
 the custom roles. In the repository: the environments, the protection of main and the Actions variables.
 """
