@@ -4,9 +4,8 @@ Runs unchanged under ``pulumi up``/``pulumi preview`` and under the offline
 engine (``slicectl preview``), which drives it with ``pulumi.runtime.set_mocks``.
 """
 
-# First: the provider packages load only the modules this program uses (see the module).
-import infra.provider_modules  # noqa: F401, I001 (before pulumi_gcp and pulumi_kubernetes)
 import functools
+
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
@@ -17,7 +16,7 @@ from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
 from infra.monitoring import SharedMonitoring, SharedMonitoringArgs, StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
-from infra.registry import ImageRegistry, ImageRegistryArgs
+from infra.registry import ImageRegistry, ImageRegistryArgs, image_streaming_api
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import names
@@ -60,7 +59,8 @@ def project_number(project: str) -> pulumi.Output[str]:
     return gcp.organizations.get_project_output(project_id=project).number
 
 
-def declare_region(view, security, registry, *, shared_bucket=None, fleet_project=None, shared_monitoring=None):
+def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None,
+                   multikueue_worker=False, streaming_api=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
     single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
@@ -70,18 +70,22 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
     vpc = ClusterNetwork(f"{name}-network", ClusterNetworkArgs(network=view.network.primary, cluster=view.cluster,
                                                               region=view.region, project=view.project))
     security = security()
+    # Image streaming's API before the cluster, and so before every pool that streams (they wait for the cluster).
+    if streaming and streaming_api is None:
+        streaming_api = image_streaming_api(f"{name}-security", view.project, security)
     gke = GkeCluster(
         name,
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
-                       multi_networking=view.dranet, fleet_project=fleet_project),
+                       multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker),
         # The policy's API and the policy itself before the cluster evaluates it.
-        opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet]),
+        opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet,
+                                                *([streaming_api] if streaming_api else [])]),
     )
     registry = registry(gke)
     pools = [
         SliceNodePool(
-            s.name if fleet_project is None else f"{name}-{s.name}",
+            s.name if shared_bucket is None else f"{name}-{s.name}",
             SliceNodePoolArgs(
                 slice=s,
                 cluster_name=gke.cluster.name,
@@ -114,7 +118,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, fleet_projec
         CheckpointStoreArgs(
             storage=view.storage, project=view.project, project_number=project_number(view.project),
             k8s_provider=provider,
-            workload_pool=[gke.cluster], namespace=in_namespace, shared_bucket=shared_bucket,
+            workload_pool=[gke.cluster], namespace=in_namespace, shared=shared_bucket,
         ),
     )
 
@@ -181,17 +185,18 @@ def multi_region() -> None:
     readers = tuple((v.cluster.name, names.node_service_account_email(v.cluster.name, spec.project)) for v in views)
     stack_registry = (
         ImageRegistry(f"{m.name}-images", ImageRegistryArgs(image=spec.image, project=spec.project,
-                                                            node_service_account=readers[0][1],
-                                                            more_readers=readers[1:], protected=spec.prod))
+                                                            node_service_account=None,
+                                                            more_readers=readers, protected=spec.prod))
         if spec.image is not None else None
     )
     bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)
     # One set of notification channels (each region's alerts notify them) and the scheduling dashboard.
     shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
                          if spec.monitoring.enabled else None)
+    stack_streaming = image_streaming_api(f"{m.name}-security", spec.project, stack_security) if streaming else None
     regions = {v.cluster.name: declare_region(v, lambda: stack_security, lambda _gke: stack_registry,
-                                              shared_bucket=bucket.bucket, fleet_project=spec.project,
-                                              shared_monitoring=shared_monitoring)
+                                              shared_bucket=bucket, shared_monitoring=shared_monitoring,
+                                              multikueue_worker=True, streaming_api=stack_streaming)
                for v in views}
 
     manager = ManagerCluster(m.name, ManagerClusterArgs(

@@ -35,14 +35,18 @@ FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
              {"type": "on-demand"})
 
 
-def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod", fallbacks: bool = False) -> Path:
-    """``stacks/Pulumi.<stack>.yaml`` with ``slices`` copies of its first slice (``v6e-16-<i>``), in ``stacks_dir``.
+def scaled_stack(slices: int, stacks_dir: Path, stack: str = "prod", fallbacks: bool = False,
+                 source: Path | None = None) -> Path:
+    """``Pulumi.<stack>.yaml`` of ``source`` (default: the stacks directory, ``stacks/``) with ``slices`` copies of
+    its first slice (``v6e-16-<i>``), in ``stacks_dir``.
 
     ``fallbacks``: each slice lists :data:`FALLBACKS` (opted in to pools that scale from zero, which they need).
     """
     import yaml
 
-    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    from stackspec import loader
+
+    doc = yaml.safe_load(((source or loader.STACKS_DIR) / f"Pulumi.{stack}.yaml").read_text())
     config = doc["config"]
     first = config["tpu-multislice:slices"][0]
     if fallbacks:

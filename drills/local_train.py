@@ -190,7 +190,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         elif e["event"] == "done":
             say(f"done: final step {e['final_step']}, checkpoint {e['checkpoint_step']}")
 
-    say(f"job {job.name} ({job.mode}) from {stack_spec.stack_file(spec.stack)}: "
+    say(f"job {job.name} ({job.mode}) from {spec.stack_file}: "
         f"{slices} local slice node(s), 1 worker each; run dir {run_dir}")
     summary: dict = {"job": job.name, "mode": job.mode, "slices": slices, "run_dir": str(run_dir),
                      "argv": argv, "ok": False}

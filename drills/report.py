@@ -227,7 +227,7 @@ class DrillReport:
         """A job summary: verdict, table, the PNG if given, the Mermaid timeline."""
         out = [f"### Drill `{self.scenario}` on `{self.target}`: {'PASSED' if self.ok else 'FAILED'}", "",
                "| figure | value |", "|---|---|"]
-        out += [f"| {k.strip()} | {v} |" for k, v in self.table()]
+        out += [f"| {_cell(k.strip())} | {_cell(v)} |" for k, v in self.table()]
         if png:
             out += ["", f"![timeline]({png})"]
         if self.step_times:
@@ -244,6 +244,11 @@ class DrillReport:
         md = run_dir / "summary.md"
         md.write_text(self.markdown("timeline.png" if png else None))
         return {"json": run_dir / "drill.json", "markdown": md} | ({"png": png} if png else {})
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: a ``|`` in it (``max |loss - region A's|``) would end the cell (GFM: escape it)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def side_by_side(reports: list[DrillReport]) -> str:

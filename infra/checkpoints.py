@@ -49,15 +49,35 @@ def bucket(name: str, st: Storage, project: str, opts: pulumi.ResourceOptions) -
 
 
 class SharedCheckpointBucket(pulumi.ComponentResource):
-    """A multi-region stack's one checkpoint bucket; each region's :class:`CheckpointStore` grants its KSA on it."""
+    """A multi-region stack's one checkpoint bucket and its one grant to the workloads' principal.
+
+    The principal is project-wide (one workload identity pool per project; the namespace and KSA are stack-wide), so
+    every region's KSA is the same member: one ``BucketIAMMember`` serves them all. A grant per region would be the
+    same binding declared several times, and removing one region would delete the binding the others use while their
+    own resources' state still says it exists (GCP review N4). Its name is the stack's, not a region's, so adding,
+    removing or reordering regions leaves it in place."""
 
     bucket: gcp.storage.Bucket
+    binding: gcp.storage.BucketIAMMember | None = None
 
     def __init__(self, name: str, storage: Storage, project: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:SharedCheckpointBucket", name, None, opts)
+        self._name = name
         self.bucket = bucket(f"{name}-bucket", storage, project, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"bucket": self.bucket.name, "location": storage.location,
                                "dataLocations": list(storage.data_locations)})
+
+    def grant(self, member: pulumi.Input[str], workload_pool: Sequence[pulumi.Resource]) -> gcp.storage.BucketIAMMember:
+        """The one grant, declared by the first region that asks (after its cluster: the pool must exist, cloud rule
+        iam-wi-pool-exists); later regions get the same resource. Which region asked first changes only what it
+        waits for, never its name or inputs."""
+        if self.binding is None:
+            self.binding = gcp.storage.BucketIAMMember(
+                f"{self._name}-object-user",
+                gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=member),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(workload_pool)),
+            )
+        return self.binding
 
 
 @dataclass(frozen=True)
@@ -71,8 +91,8 @@ class CheckpointStoreArgs:
     workload_pool: Sequence[pulumi.Resource] = ()
     # The workload namespace (workloads/namespace.py): the KSA is created in it.
     namespace: Sequence[pulumi.Resource] = ()
-    # A multi-region stack's shared bucket: this store then creates only the KSA and its grant on it.
-    shared_bucket: gcp.storage.Bucket | None = None
+    # A multi-region stack's shared bucket: this store then creates only the KSA, and takes the bucket's one grant.
+    shared: SharedCheckpointBucket | None = None
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -85,8 +105,8 @@ class CheckpointStore(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:CheckpointStore", name, None, opts)
         st = args.storage
-        self.bucket = args.shared_bucket or bucket(f"{name}-bucket", st, args.project,
-                                                   pulumi.ResourceOptions(parent=self))
+        self.bucket = args.shared.bucket if args.shared else bucket(f"{name}-bucket", st, args.project,
+                                                                     pulumi.ResourceOptions(parent=self))
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -102,11 +122,14 @@ class CheckpointStore(pulumi.ComponentResource):
         self.member = pulumi.Output.from_input(args.project_number).apply(
             lambda number: workload_identity_principal(number, args.project, st.namespace, st.service_account)
         )
-        self.binding = gcp.storage.BucketIAMMember(
-            f"{name}-object-user",
-            gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)),
-        )
+        if args.shared:
+            self.binding = args.shared.grant(self.member, args.workload_pool)
+        else:
+            self.binding = gcp.storage.BucketIAMMember(
+                f"{name}-object-user",
+                gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)),
+            )
         self.register_outputs(
             {
                 "bucket": self.bucket.name,

@@ -18,15 +18,13 @@ import pulumi_gcp as gcp
 from infra.cluster_security import EVALUATION_MODE, SECURITY_BULLETIN_EVENT
 from infra.nat import CloudNat, CloudNatArgs
 from stackspec import names
+from stackspec.gke import IMAGE_STREAMING_ROLE
 from stackspec.model import rfc3339
 from stackspec.spec import Cluster
 
 # The minimal role GKE documents for a node service account (logs, metrics,
 # image pulls): nodes never run as the default compute service account.
 NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
-# Image streaming with a custom node service account also needs Service Usage Consumer on it
-# (cloud rule gke-image-streaming-node-sa-role); without it every image is pulled whole.
-IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
 
 
 def node_roles(image_streaming: bool) -> tuple[str, ...]:
@@ -58,10 +56,9 @@ class GkeClusterArgs:
     notifications_topic: pulumi.Input[str]  # projects/<p>/topics/<t>: security bulletins (infra/cluster_security.py)
     image_streaming: bool = False  # GKE image streaming on the system pool (the Ray head's image)
     multi_networking: bool = False  # node pools attach extra (DCN) networks
-    # A multi-region stack's clusters register in the project's fleet (the cluster's `fleet` block,
-    # terraform-provider-google resource_container_cluster.go "fleet"): the manager reaches each worker through
-    # its fleet membership (README "Regions").
-    fleet_project: str | None = None
+    # A MultiKueue worker: its DNS endpoint also accepts Kubernetes ServiceAccount tokens (the manager's Kueue
+    # presents one; control_plane_endpoints). Never the manager or a single-region cluster.
+    kubernetes_tokens_via_dns: bool = False
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -156,10 +153,9 @@ class GkeCluster(pulumi.ComponentResource):
                 subnetwork=args.subnetwork,
                 enable_shielded_nodes=c.shielded_nodes,
                 private_cluster_config=private_cluster_config(c),
-                control_plane_endpoints_config=control_plane_endpoints(c),
+                control_plane_endpoints_config=control_plane_endpoints(c, args.kubernetes_tokens_via_dns),
                 master_authorized_networks_config=authorized_networks(c),
                 maintenance_policy=maintenance_policy(c),
-                fleet=gcp.container.ClusterFleetArgs(project=args.fleet_project) if args.fleet_project else None,
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=c.deletion_protection, depends_on=after),
         )
@@ -245,12 +241,21 @@ def private_cluster_config(c: Cluster) -> gcp.container.ClusterPrivateClusterCon
     )
 
 
-def control_plane_endpoints(c: Cluster) -> gcp.container.ClusterControlPlaneEndpointsConfigArgs:
+def control_plane_endpoints(c: Cluster, kubernetes_tokens: bool = False,
+                            ) -> gcp.container.ClusterControlPlaneEndpointsConfigArgs:
+    """``kubernetes_tokens``: a MultiKueue worker's DNS endpoint accepts Kubernetes ServiceAccount tokens too
+    (GKE API DNSEndpointConfig.enable_k8s_tokens_via_dns, "Controls whether the k8s token auth is allowed via
+    DNS"; terraform-provider-google resource_container_cluster.go schema "enable_k8s_tokens_via_dns", sent by
+    expandControlPlaneEndpointsConfig, no ForceNew: updated in place). Without it GKE answers a Kubernetes
+    token there with 401 (terraform-google-modules/terraform-google-kubernetes-engine#2578), and Kueue's
+    MultiKueue presents exactly that (docs/multikueue.md "Credential", with its exposure)."""
     dns = c.control_plane.access == "dns"
     return gcp.container.ClusterControlPlaneEndpointsConfigArgs(
-        # Every request over the DNS endpoint is authorised by IAM (container.clusters.connect).
+        # Every request with a Google credential over the DNS endpoint is authorised by IAM
+        # (container.clusters.connect); a Kubernetes token, where allowed, by the cluster's RBAC alone.
         dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
             allow_external_traffic=dns,
+            enable_k8s_tokens_via_dns=True if kubernetes_tokens and dns else None,
         ),
         # DNS-only: no IP endpoint to reach, public or private.
         ip_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigIpEndpointsConfigArgs(enabled=not dns),

@@ -2,8 +2,9 @@
 
 Autopilot by default (it runs only Kueue's controller and the Ray add-on's operator), in its own VPC with private
 nodes and Cloud NAT, the control plane behind its DNS endpoint, Secrets encrypted with the bootstrap's key, a
-release channel and the spec's maintenance window, registered in the project's fleet like every worker (the
-``fleet`` block, terraform-provider-google google/services/container/resource_container_cluster.go).
+release channel and the spec's maintenance window. No cluster registers in a fleet: nothing consumes a membership
+(the manager reaches each worker through its DNS endpoint), and a membership needs gkehub.googleapis.com, which
+neither the bootstrap nor the stack enables (GCP review N7).
 
 The Ray add-on gives the manager the RayJob and RayCluster CRDs its queued jobs are created as; its KubeRay operator
 skips them, because Kueue's webhook sets ``spec.managedBy: kueue.x-k8s.io/multikueue`` there (KubeRay
@@ -61,8 +62,7 @@ class ManagerCluster(pulumi.ComponentResource):
         if not m.autopilot:
             gke = GkeCluster(name, GkeClusterArgs(cluster=c, project=spec.project, region=m.region,
                                                   network=self.vpc.network.name, subnetwork=self.vpc.subnet.name,
-                                                  notifications_topic=args.notifications_topic,
-                                                  fleet_project=spec.project),
+                                                  notifications_topic=args.notifications_topic),
                              opts=pulumi.ResourceOptions(parent=self,
                                                          depends_on=[*args.depends_on, self.vpc.subnet]))
             self.cluster, self.ready, config = gke.cluster, [gke.system_pool], gke.kubeconfig
@@ -110,7 +110,6 @@ class ManagerCluster(pulumi.ComponentResource):
                         gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
                             enabled=True),
                     ),
-                    fleet=gcp.container.ClusterFleetArgs(project=spec.project),
                     deletion_protection=m.deletion_protection,
                     private_cluster_config=private_cluster_config(c),
                     control_plane_endpoints_config=control_plane_endpoints(c),

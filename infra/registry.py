@@ -13,7 +13,9 @@ ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
 # Artifact Analysis scans every image pushed to the repository for vulnerabilities once this API is on
 # (https://cloud.google.com/artifact-analysis/docs/enable-automatic-scanning); the repository inherits it.
 CONTAINER_SCANNING_API = "containerscanning.googleapis.com"
-# GKE image streaming reads images through the Container File System API.
+# GKE image streaming reads images through the Container File System API
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements: "You must enable the
+# Container File System API"): :func:`image_streaming_api`, before the cluster and its pools.
 CONTAINER_FILESYSTEM_API = "containerfilesystem.googleapis.com"
 # Repository-scoped grants: the nodes pull (image streaming reads through the same permission),
 # the image workflow's identity (bootstrap/'s ci-image) pushes; neither reaches another repository.
@@ -23,11 +25,23 @@ WRITER_ROLE = "roles/artifactregistry.writer"
 UNTAGGED_MAX_AGE = f"{30 * 86400}s"
 
 
+def image_streaming_api(parent_name: str, project: str, parent: pulumi.Resource) -> gcp.projects.Service:
+    """The Container File System API, which pools with image streaming (``gcfs_config``) read images through: the
+    cluster depends on it, so its system pool and every slice pool (which wait for the cluster) come after it.
+    Left on at destroy, as the stack's other APIs; ``parent`` the component holding the project's APIs (the
+    stack's ClusterSecurity, named ``parent_name``)."""
+    return gcp.projects.Service(
+        f"{parent_name}-{CONTAINER_FILESYSTEM_API.split('.')[0]}-api",
+        gcp.projects.ServiceArgs(project=project, service=CONTAINER_FILESYSTEM_API, disable_on_destroy=False),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
 @dataclass(frozen=True)
 class ImageRegistryArgs:
     image: WorkerImage
     project: str
-    node_service_account: pulumi.Input[str]
+    node_service_account: pulumi.Input[str] | None
     protected: bool = False  # prod: the repository survives `pulumi destroy` and refuses deletion
     # A multi-region stack's other clusters' node accounts (cluster name -> email): readers too.
     more_readers: tuple[tuple[str, str], ...] = ()
@@ -38,14 +52,14 @@ class ImageRegistry(pulumi.ComponentResource):
 
     services: list[gcp.projects.Service]
     repository: gcp.artifactregistry.Repository
-    node_reader: gcp.artifactregistry.RepositoryIamMember
+    node_reader: gcp.artifactregistry.RepositoryIamMember | None
     pusher: gcp.artifactregistry.RepositoryIamMember
 
     def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:ImageRegistry", name, None, opts)
         img = args.image
         child = pulumi.ResourceOptions(parent=self)
-        apis = [ARTIFACT_REGISTRY_API, CONTAINER_SCANNING_API, *([CONTAINER_FILESYSTEM_API] if img.streaming else [])]
+        apis = [ARTIFACT_REGISTRY_API, CONTAINER_SCANNING_API]
         self.services = [
             gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}-api",
@@ -80,7 +94,9 @@ class ImageRegistry(pulumi.ComponentResource):
                 parent=self, depends_on=self.services, protect=args.protected, retain_on_delete=args.protected
             ),
         )
-        self.node_reader = gcp.artifactregistry.RepositoryIamMember(
+        # A single-region stack's node account; a multi-region stack's are all in more_readers, each grant named
+        # after its cluster, so that the order of regions names no grant (a reorder replaces nothing).
+        self.node_reader = None if args.node_service_account is None else gcp.artifactregistry.RepositoryIamMember(
             f"{name}-node-reader",
             gcp.artifactregistry.RepositoryIamMemberArgs(
                 project=args.project,

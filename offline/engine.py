@@ -4,6 +4,16 @@ No cloud and no ``pulumi`` CLI: GCP and the Pulumi engine are the only things
 replaced. Every resource the program registers is recorded with its type token,
 name, parent and inputs as the engine sees them (camelCase); Kubernetes objects
 are rebuilt from their inputs as the manifests the provider would apply.
+
+What it touches of the Pulumi SDK lives in ``offline/pulumi_runtime.py``: the public mocks API
+(``set_mocks`` with its ``monitor=`` and ``logger=`` parameters, ``reset_options``, ``set_all_config``,
+``runtime.test``) and, while a program runs, three shortcuts that reach private internals
+(``rpc._special_sig_key`` for its own protobuf walk, a duck of ``RegisterResourceResponse`` whose state is
+handed back deserialized, ``pulumi.runtime.resource._get_stack_trace`` skipped) plus the cyclic collector off;
+``render(..., shortcuts=False)`` is the SDK's plain path, and ``tests/test_engine_differential.py`` renders
+every stack both ways. Before the program, the provider packages are replaced by stand-ins that load only the
+modules it uses (``offline/provider_modules.py``): a preview's shortcut that ``pulumi up`` never takes.
+The engine is process-global and not re-entrant (one render at a time in a process).
 """
 
 from __future__ import annotations
@@ -18,10 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
+from offline import provider_modules
 
-from offline import pulumi_runtime
-from stackspec import spec as stack_spec
+# Before anything imports the providers: stand-ins that load only the modules the program uses (offline only).
+provider_modules.install()
+
+import pulumi  # noqa: E402
+
+from offline import pulumi_runtime  # noqa: E402
+from stackspec import spec as stack_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "__main__.py"
@@ -236,6 +251,7 @@ def render(
     config: dict[str, str] | None = None,
     stacks_dir: Path | None = None,
     program: Path = PROGRAM,
+    shortcuts: bool = True,
 ) -> Rendering:
     """Run the real program for ``stack`` under mocks and return what it declared.
 
@@ -243,6 +259,8 @@ def render(
     raises :class:`stackspec.spec.SpecError` before any resource is registered.
     ``program`` is the Pulumi program to run (default: the project's ``__main__.py``);
     it runs with its own directory as the working directory and first on ``sys.path``.
+    ``shortcuts=False`` renders through the SDK's plain ``set_mocks`` path (``offline/pulumi_runtime.py``):
+    the same rendering, slower (``tests/test_engine_differential.py``).
     """
     # Fail fast, outside the engine: a bad spec never reaches a resource. The stack file is read once
     # (at 1,024 slices it is 11,000 lines): its config, unless ``config`` replaces it, and its lines.
@@ -252,16 +270,17 @@ def render(
         if config is None:
             raise
         file_config, document = {}, None  # an edited config for a stack without a file
+    as_written = config is None  # the stack file's own config: held to what lint checks (deploy.clusterDrill)
     if config is None:
         if document.problems:
             raise stack_spec.SpecError(document.source, document.problems)
         config = file_config
     # An edited copy of a stack with a file takes its lines from the file.
-    spec = stack_spec.load(stack, config, document)
+    spec = stack_spec.load(stack, config, document, as_written=as_written)
 
     recorded: list[Resource] = []
     mocks = _Mocks()
-    monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg))
+    monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg), shortcuts=shortcuts)
     logger, log = _log()
     pulumi_runtime.start(mocks, monitor, project=PROJECT, stack=stack, config=config, logger=logger)  # fresh root
 
@@ -284,7 +303,7 @@ def render(
     with contextlib.redirect_stderr(io.StringIO()), stack_spec.stack_file_of_run(document):
         try:
             os.chdir(program.parent)
-            outputs = pulumi_runtime.run(run_program)
+            outputs = pulumi_runtime.run(run_program, shortcuts=shortcuts)
         finally:
             os.chdir(cwd)
     from workloads import manifests

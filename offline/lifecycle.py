@@ -4,21 +4,30 @@
   create them (waves: a resource starts once everything it waits for exists), checked against the
   prerequisites the cloud has and the program cannot see (:data:`PREREQUISITES`, each with its cloud rule):
   nothing may rely on what is created later without an explicit dependency.
-- **Day 1** (:func:`gke_changes` then :func:`plan`): GKE changes the cluster on its own (an auto-upgrade of the
-  control plane and every pool, the labels it adds to flex-start pools, the autoscaler's node counts); the
-  next run of the same spec must plan no change.
+- **Day 1** (:func:`gke_changes` then :func:`plan`): what GKE and the Kubernetes API return and change on their
+  own, each with its source (:data:`DAY1_SOURCES`): the blocks and values GKE fills in that the program leaves
+  unset, the ``goog-gke-*`` resource labels it adds, auto-upgrades of the control plane and every pool, the labels
+  it adds to flex-start pools, the autoscaler's node counts, the label the API server puts on every namespace and
+  (given the CRDs) the defaults the API server writes into custom objects; the next run of the same spec must
+  plan no change.
 - **Day 2** (:func:`plan` with another spec): a spec change plans only what it must.
 
-The diff follows the provider's rules for what a run compares (:func:`diff`): a field the program sets is
-compared with the state; a field it leaves unset that the provider marks computed is not (the cloud owns it);
-``ignoreChanges`` paths are not; ``replaceOnChanges`` and the fields the provider replaces on turn an update
-into a replacement. No cloud is called: the states are the offline engine's renderings plus the simulated
-cloud-side changes, written as JSON so a CLI run can carry them to the next.
+This is a simulation. The diff follows the provider's rules for what a run compares (:func:`diff`): a GCP field
+the program sets is compared with the state; a field it leaves unset that the provider's schema marks
+``Computed`` is not (the cloud owns it), at any depth; ``ignoreChanges`` paths are not; the provider's
+``ForceNew`` attributes and the program's ``replaceOnChanges`` turn an update into a replacement
+(:func:`forcing`). ``Computed`` and ``ForceNew`` are read from terraform-provider-google's schema at a pinned
+commit (``offline/data/provider_schema.json``, written by ``offline/tools/gen_forcenew.py``; pulumi-gcp bridges that
+provider). A Kubernetes object is applied server-side (the stack's provider sets ``enableServerSideApply``): the
+program owns the fields it applies, and what the API server or a webhook adds beside them is not a difference.
+No cloud is called: the states are the offline engine's renderings plus the simulated cloud-side changes,
+written as JSON so a CLI run can carry them to the next.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,25 +39,33 @@ from offline.engine import Rendering
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 
-# Fields the providers compute when the program leaves them unset (Optional+Computed in the provider schema):
-# the cloud's value in state is never a diff. terraform-provider-google: resource_container_node_pool.go
-# (version, node_count, instance_group_urls), resource_container_cluster.go (master_version, node_version).
-COMPUTED: dict[str, tuple[str, ...]] = {
-    NODE_POOL: ("version", "nodeCount", "instanceGroupUrls", "managedInstanceGroupUrls", "nodeLocations"),
-    CLUSTER: ("masterVersion", "nodeVersion", "endpoint", "labelFingerprint"),
-}
-# Inputs a change of which replaces the resource, beyond replaceOnChanges: ForceNew in terraform-provider-google
-# (resource_container_node_pool.go, node_config.go: spot, flex_start, reservation_affinity;
-# resource_container_cluster.go; resource_compute_network.go; resource_compute_subnetwork.go;
-# resource_storage_bucket.go). A machine type, an MTU or multi-networking change updates in place there.
-FORCE_NEW: dict[str, tuple[str, ...]] = {
-    NODE_POOL: ("name", "cluster", "location", "placementPolicy", "networkConfig.additionalNodeNetworkConfigs",
-                "nodeConfig.spot", "nodeConfig.flexStart", "nodeConfig.reservationAffinity", "queuedProvisioning",
-                "initialNodeCount"),
-    CLUSTER: ("name", "location", "networkingMode", "datapathProvider"),
-    "gcp:compute/network:Network": ("name", "autoCreateSubnetworks"),
-    "gcp:compute/subnetwork:Subnetwork": ("name", "network", "region"),
-    "gcp:storage/bucket:Bucket": ("name", "location"),
+PROVIDER_SCHEMA = Path(__file__).resolve().parent / "data" / "provider_schema.json"
+
+
+def _provider_schema() -> dict[str, Any]:
+    data = json.loads(PROVIDER_SCHEMA.read_text())
+    body = {"resources": data["resources"], "unresolved": data["unresolved"]}
+    if hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() != data["sha256"]:
+        raise ValueError(f"{PROVIDER_SCHEMA} does not match its sha256: write it with offline/tools/gen_forcenew.py")
+    return data
+
+
+SCHEMA = _provider_schema()
+# The provider version and commit the tables were read at (the CLI prints them).
+SCHEMA_SOURCE = f"{SCHEMA['source']} @ {SCHEMA['commit'][:12]} (for pulumi-gcp {SCHEMA['pulumiGcp']})"
+# Per type: the attributes the provider computes when the program leaves them unset (Optional+Computed, or
+# Computed only): the cloud's value in state is never a diff.
+COMPUTED: dict[str, frozenset[str]] = {t: frozenset(f["path"] for f in r["computed"])
+                                       for t, r in SCHEMA["resources"].items()}
+# Per type: (attribute, "value" | "count"): a change of which replaces the resource. "count": a list of blocks,
+# replaced when blocks are added or removed (its fields by their own ForceNew).
+FORCE_NEW: dict[str, tuple[tuple[str, str], ...]] = {t: tuple((f["path"], f["on"]) for f in r["forceNew"])
+                                                     for t, r in SCHEMA["resources"].items()}
+# A DiffSuppressFunc the day-1 changes meet: GKE's own ``goog-gke*`` labels on a pool's GCE resources are never a
+# difference (terraform-provider-google google/services/container/node_config.go,
+# containerNodePoolResourceLabelsDiffSuppress: "Suppress diffs for server-specified labels prefixed with goog-gke").
+SUPPRESSED: dict[str, Callable[[str], bool]] = {
+    NODE_POOL: lambda path: path.startswith("nodeConfig.resourceLabels.goog-gke"),
 }
 
 
@@ -58,15 +75,26 @@ class Prerequisite:
 
     rule: str  # the cloud rule (stackspec/cloud_rules.py) or why
     applies: Callable[[dict[str, Any]], bool]  # to a state entry
-    needs: Callable[[dict[str, Any]], bool]  # what it must (transitively) wait for
+    needs: Callable[[dict[str, Any], dict[str, Any]], bool]  # (the entry, one it waits for): that one is needed
+    # Several needed (one per name ``each`` gives): every one must be waited for.
+    each: Callable[[dict[str, Any]], set[str]] | None = None
 
 
-def _is(type_: str) -> Callable[[dict[str, Any]], bool]:
+def _is(type_: str) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    return lambda e, w: w["type"] == type_
+
+
+def _type(type_: str) -> Callable[[dict[str, Any]], bool]:
     return lambda e: e["type"] == type_
 
 
-def _starts(prefix: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda e: e["type"].startswith(prefix)
+def _service(name: str) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    return lambda e, w: w["type"] == "gcp:projects/service:Service" and w["inputs"].get("service") == name
+
+
+def _extra_nic_subnets(e: dict[str, Any]) -> set[str]:
+    return {c.get("subnetwork") for c in (e["inputs"].get("networkConfig") or {}).get("additionalNodeNetworkConfigs")
+            or ()}
 
 
 PREREQUISITES: tuple[Prerequisite, ...] = (
@@ -81,17 +109,25 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
                  lambda e: e["type"] == "kubernetes:ray.io/v1:RayJob"
                  and "kueue.x-k8s.io/queue-name" in (e["inputs"].get("metadata", {}).get("labels") or {}),
                  _is("kubernetes:helm.sh/v4:Chart")),
-    Prerequisite("gke-multi-networking-for-extra-nics: a pool's extra NICs need their subnets",
-                 lambda e: e["type"] == NODE_POOL and bool((e["inputs"].get("networkConfig") or {})
-                                                           .get("additionalNodeNetworkConfigs")),
-                 _is("gcp:compute/subnetwork:Subnetwork")),
-    Prerequisite("a repository needs the Artifact Registry API",
-                 _is("gcp:artifactregistry/repository:Repository"),
-                 lambda e: e["type"] == "gcp:projects/service:Service"
-                 and e["inputs"].get("service") == "artifactregistry.googleapis.com"),
-    Prerequisite("alerts, metrics and dashboards need the Monitoring/Logging APIs",
-                 lambda e: e["type"].startswith(("gcp:monitoring/", "gcp:logging/")),
-                 _is("gcp:projects/service:Service")),
+    Prerequisite("gke-multi-networking-for-extra-nics: a pool's extra NICs need the subnets they name",
+                 lambda e: e["type"] == NODE_POOL and bool(_extra_nic_subnets(e)),
+                 lambda e, w: w["type"] == "gcp:compute/subnetwork:Subnetwork"
+                 and w["inputs"].get("name") in _extra_nic_subnets(e), each=_extra_nic_subnets),
+    Prerequisite("a repository needs the Artifact Registry API (artifactregistry.googleapis.com)",
+                 _type("gcp:artifactregistry/repository:Repository"), _service("artifactregistry.googleapis.com")),
+    Prerequisite("alerts, dashboards and notification channels need the Monitoring API (monitoring.googleapis.com)",
+                 lambda e: e["type"].startswith("gcp:monitoring/"), _service("monitoring.googleapis.com")),
+    Prerequisite("log-based metrics need the Cloud Logging API (logging.googleapis.com)",
+                 lambda e: e["type"].startswith("gcp:logging/"), _service("logging.googleapis.com")),
+    Prerequisite("image streaming (gcfsConfig) needs the Container File System API (containerfilesystem.googleapis.com:"
+                 " GKE's image streaming page, 'Enable the Container File System API')",
+                 lambda e: e["type"] == NODE_POOL
+                 and bool(((e["inputs"].get("nodeConfig") or {}).get("gcfsConfig") or {}).get("enabled")),
+                 _service("containerfilesystem.googleapis.com")),
+    Prerequisite("a Binary Authorization policy needs its API (binaryauthorization.googleapis.com)",
+                 _type("gcp:binaryauthorization/policy:Policy"), _service("binaryauthorization.googleapis.com")),
+    Prerequisite("a Pub/Sub topic needs its API (pubsub.googleapis.com)",
+                 _type("gcp:pubsub/topic:Topic"), _service("pubsub.googleapis.com")),
 )
 
 
@@ -107,7 +143,7 @@ def state_of(rendering: Rendering) -> dict[str, dict[str, Any]]:
         deps = [*r.dependencies, *([r.provider_urn] if r.provider_urn else [])]
         state[r.urn] = {"type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom,
                         "inputs": copy.deepcopy(r.inputs), "outputs": copy.deepcopy(r.inputs),
-                        "dependencies": deps, "ignoreChanges": list(r.ignore_changes)}
+                        "dependencies": deps, "ignoreChanges": list(r.ignore_changes), "protect": r.protect}
     return state
 
 
@@ -120,26 +156,88 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text())
 
 
-def gke_changes(state: Mapping[str, dict[str, Any]], version: str = "1.35.3-gke.1100000") -> tuple[dict, list[str]]:
-    """The state after GKE's own changes between two runs, and what they were: every pool and the control
-    plane auto-upgraded to ``version``, GKE's label on each flex-start pool, the autoscaler's node counts."""
+# What GKE and the Kubernetes API return or change by themselves between two runs, each with its source.
+DAY1_SOURCES = {
+    "upgrade": "GKE release channels: the control plane and node pools are auto-upgraded within the channel "
+               "(cloud.google.com/kubernetes-engine/docs/concepts/release-channels)",
+    "pool-defaults": "GKE's NodeConfig defaults for fields left unset: imageType COS_CONTAINERD, a 100 GB pd-balanced "
+                     "boot disk, metadata disable-legacy-endpoints=true (cloud.google.com/kubernetes-engine/docs/"
+                     "reference/rest/v1/NodeConfig; terraform-provider-google marks each Optional+Computed)",
+    "pool-settings": "GKE's NodePool defaults: surge upgrades maxSurge 1 / maxUnavailable 0, the pool's pod range and "
+                     "private-nodes setting inherited from the cluster, its zones and instance groups "
+                     "(cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools)",
+    "goog-gke-labels": "GKE adds goog-gke-* labels to a pool's GCE resources (terraform-provider-google "
+                       "node_config.go containerNodePoolResourceLabelsDiffSuppress: 'server-specified labels "
+                       "prefixed with goog-gke')",
+    "flex-label": "GKE labels flex-start nodes cloud.google.com/gke-flex-start=true "
+                  "(cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training)",
+    "autoscaler": "the cluster autoscaler sets a pool's node count between its bounds",
+    "cluster-defaults": "GKE's Cluster defaults for what the program leaves unset: logging and monitoring "
+                        "components, the label fingerprint, the service range (cloud.google.com/kubernetes-engine/"
+                        "docs/reference/rest/v1/projects.locations.clusters)",
+    "namespace-label": "the API server sets kubernetes.io/metadata.name on every namespace (kubernetes.io/docs/"
+                       "reference/labels-annotations-taints/#kubernetes-io-metadata-name)",
+    "api-defaults": "the API server writes a CRD's structural-schema defaults into each object "
+                    "(kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#defaulting)",
+}
+
+
+def gke_changes(state: Mapping[str, dict[str, Any]], version: str = "1.35.3-gke.1100000",
+                api_defaults: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> tuple[dict, list[str]]:
+    """The state after GKE's and the Kubernetes API's own doing between two runs (:data:`DAY1_SOURCES`), and what
+    it was. ``api_defaults``: a custom object as the API server stores it (its CRD's defaults applied)."""
     out, what = copy.deepcopy(dict(state)), []
     for e in out.values():
         o = e["outputs"]
         if e["type"] == CLUSTER:
             o["masterVersion"] = o["nodeVersion"] = version
-            what.append(f"{e['name']}: control plane auto-upgraded to {version}")
+            what.append(f"{e['name']}: control plane auto-upgraded to {version} [upgrade]")
+            o.setdefault("loggingConfig", {"enableComponents": ["SYSTEM_COMPONENTS", "WORKLOADS"]})
+            o.setdefault("monitoringConfig", {"enableComponents": ["SYSTEM_COMPONENTS"],
+                                              "managedPrometheus": {"enabled": True}})
+            o["labelFingerprint"] = "a9dc16a7"
+            o.setdefault("servicesIpv4Cidr", "34.118.224.0/20")
+            what.append(f"{e['name']}: GKE filled in its logging, monitoring and label defaults [cluster-defaults]")
         elif e["type"] == NODE_POOL:
             o["version"] = version
-            what.append(f"{e['name']}: auto-upgraded to {version}")
+            what.append(f"{e['name']}: auto-upgraded to {version} [upgrade]")
             config = o.setdefault("nodeConfig", {})
+            for key, value in (("imageType", "COS_CONTAINERD"), ("diskSizeGb", 100), ("diskType", "pd-balanced")):
+                config.setdefault(key, value)
+            # Set whether or not the program sets metadata (terraform-provider-google's docs for
+            # node_config.metadata: the API sets disable-legacy-endpoints=true; set it too, or it plans to unset it).
+            config["metadata"] = {"disable-legacy-endpoints": "true", **(config.get("metadata") or {})}
+            config["effectiveTaints"] = list(config.get("taints") or [])
+            model = "flex-start" if config.get("flexStart") else "spot" if config.get("spot") else "on-demand"
+            config["resourceLabels"] = {**(config.get("resourceLabels") or {}),
+                                        "goog-gke-node-pool-provisioning-model": model}
+            what.append(f"{e['name']}: GKE filled in its node defaults [pool-defaults] and added "
+                        f"goog-gke-node-pool-provisioning-model={model} [goog-gke-labels]")
+            o.setdefault("upgradeSettings", {"maxSurge": 1, "maxUnavailable": 0, "strategy": "SURGE"})
+            network = o.setdefault("networkConfig", {})
+            network.setdefault("podRange", f"gke-{e['inputs'].get('cluster', 'cluster')}-pods")
+            network.setdefault("enablePrivateNodes", True)
+            o.setdefault("nodeLocations", [e["inputs"].get("location", "zone")])
+            o["instanceGroupUrls"] = o["managedInstanceGroupUrls"] = [f"instanceGroupManagers/gke-{e['name']}-grp"]
+            what.append(f"{e['name']}: GKE set its upgrade settings, pod range, zones and instance groups "
+                        "[pool-settings]")
             if config.get("flexStart"):
-                # Simulated: GKE labels flex-start nodes itself; the provider suppresses only GKE Sandbox's labels.
                 config["labels"] = {**(config.get("labels") or {}), "cloud.google.com/gke-flex-start": "true"}
-                what.append(f"{e['name']}: GKE added label cloud.google.com/gke-flex-start=true")
+                what.append(f"{e['name']}: GKE added label cloud.google.com/gke-flex-start=true [flex-label]")
             if o.get("autoscaling"):
                 o["nodeCount"] = o["autoscaling"].get("maxNodeCount", 0)
-                what.append(f"{e['name']}: the autoscaler grew it to {o['nodeCount']} node(s)")
+                what.append(f"{e['name']}: the autoscaler grew it to {o['nodeCount']} node(s) [autoscaler]")
+        elif e["type"] == "kubernetes:core/v1:Namespace":
+            meta = o.setdefault("metadata", {})
+            name = meta.get("name", e["name"])
+            meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": name}
+            what.append(f"{e['name']}: the API server labelled it kubernetes.io/metadata.name={name} "
+                        "[namespace-label]")
+        elif api_defaults is not None and e["type"].startswith("kubernetes:") and "apiVersion" in o:
+            defaulted = api_defaults(o)
+            if defaulted != o:
+                e["outputs"] = defaulted
+                what.append(f"{e['name']}: the API server wrote its CRD's defaults [api-defaults]")
     return out, what
 
 
@@ -154,53 +252,90 @@ def _get(obj: Any, path: str) -> Any:
     return obj
 
 
-def _paths(obj: Any, prefix: str = "") -> Iterable[str]:
-    if isinstance(obj, Mapping) and obj:
-        for k, v in obj.items():
-            yield from _paths(v, f"{prefix}.{k}" if prefix else str(k))
-    else:
-        yield prefix
+def _project(obj: Any, path: str) -> Any:
+    """The values at ``path``, through lists (each element's), as a comparable structure."""
+    if not path:
+        return obj
+    head, _, rest = path.partition(".")
+    if isinstance(obj, list):
+        return [_project(v, path) for v in obj]
+    if not isinstance(obj, Mapping):
+        return None
+    return _project(obj.get(head), rest)
+
+
+def _count(obj: Any, path: str) -> int:
+    value = _get(obj, path)
+    return len(value) if isinstance(value, list) else (0 if value in (None, {}) else 1)
 
 
 def _ignored(path: str, ignore: Iterable[str]) -> bool:
     return any(path == i or path.startswith(i + ".") or path.startswith(i + "[") for i in ignore)
 
 
+def _empty(value: Any) -> bool:
+    return value is None or value == {} or value == []
+
+
+def _compare(old: Any, new: Any, prefix: str, computed: frozenset[str], suppressed: Callable[[str], bool],
+             ignore: list[str], changed: set[str]) -> None:
+    for key in set(old) | set(new):
+        path = f"{prefix}{key}"
+        if _ignored(path, ignore) or suppressed(path):
+            continue
+        if key not in new:
+            if path in computed or _empty(old[key]):
+                continue
+            if isinstance(old[key], Mapping):  # key by key: a DiffSuppressFunc may pass some
+                _compare(old[key], {}, path + ".", computed, suppressed, ignore, changed)
+            else:
+                changed.add(path)  # the program dropped it, or the cloud set what the program leaves unset
+        elif key not in old:
+            if not _empty(new[key]):
+                changed.add(path)
+        elif isinstance(old[key], Mapping) and isinstance(new[key], Mapping):
+            _compare(old[key], new[key], path + ".", computed, suppressed, ignore, changed)
+        elif old[key] != new[key]:  # lists and values compared whole
+            changed.add(path)
+
+
 def diff(entry: Mapping[str, Any], new_inputs: Mapping[str, Any], ignore: Iterable[str] = ()) -> list[str]:
-    """The input paths whose new value differs from the state's (see the module docstring)."""
-    ignore = list(ignore)
-    old = entry["outputs"]
-    computed = COMPUTED.get(entry["type"], ())
-    changed = set()
-    for path in set(_paths(new_inputs)) | set(_paths(entry["inputs"])):
-        if not path or _ignored(path, ignore):
-            continue
-        top = path.split(".")[0]
-        if top not in new_inputs:
-            if top in computed or path in computed:
-                continue  # the program leaves it to the cloud
-            if _get(old, path) is not None:
-                changed.add(top)
-            continue
-        # Maps and lists the program sets are compared whole (a key the cloud added is a difference).
-        value = new_inputs[top]
-        if isinstance(value, Mapping):
-            sub = path.split(".")
-            for depth in range(2, len(sub) + 1):
-                p = ".".join(sub[:depth])
-                if _ignored(p, ignore):
-                    break
-                nv, ov = _get(new_inputs, p), _get(old, p)
-                if not isinstance(nv, Mapping) or not isinstance(ov, Mapping):
-                    if nv != ov:
-                        changed.add(p)
-                    break
-                if set(nv) != set(ov) and not any(_ignored(f"{p}.{k}", ignore) for k in set(nv) ^ set(ov)):
-                    changed.add(p)
-                    break
-        elif value != old.get(top):
-            changed.add(top)
+    """The input paths whose new value differs from the state's (see the module docstring).
+
+    A GCP resource: against its state (what the cloud returned), an attribute the program leaves unset compared only
+    where the provider's schema does not mark it ``Computed``. A Kubernetes object (applied server-side): against
+    what the program applied, so what the API server or a webhook added is not a difference."""
+    type_ = entry["type"]
+    changed: set[str] = set()
+    if type_.startswith("kubernetes:"):
+        _compare(entry["inputs"], new_inputs, "", frozenset(), lambda _: False, list(ignore), changed)
+    else:
+        _compare(entry["outputs"], new_inputs, "", COMPUTED.get(type_, frozenset()),
+                 SUPPRESSED.get(type_, lambda _: False), list(ignore), changed)
     return sorted(changed)
+
+
+def forcing(type_: str, fields: Iterable[str], old: Mapping[str, Any], new: Mapping[str, Any],
+            replace_on: Iterable[str] = ()) -> list[str]:
+    """Which of the changed ``fields`` replace the resource: a ``ForceNew`` attribute (:data:`FORCE_NEW`) whose
+    value changed, a list of blocks whose number changed, or a ``replaceOnChanges`` path."""
+    out = []
+    for f in fields:
+        for p, on in FORCE_NEW.get(type_, ()):
+            if on == "value" and (f == p or f.startswith(p + ".")):
+                out.append(f)  # the attribute, or a key or element of it
+            elif on == "value" and p.startswith(f + ".") and _project(old, p) != _project(new, p):
+                out.append(f)  # a block or list holding it, and its value there changed
+            elif on == "count" and (f == p or p.startswith(f + ".") or f.startswith(p + ".")) \
+                    and _count(old, p) != _count(new, p):  # blocks added or removed, not a field of one changed
+                out.append(f)
+            else:
+                continue
+            break
+        else:
+            if any(f == p or f.startswith(p + ".") for p in replace_on):
+                out.append(f)
+    return out
 
 
 @dataclass
@@ -210,10 +345,13 @@ class Step:
     type: str
     name: str
     fields: list[str] = field(default_factory=list)
+    protected: bool = False  # replaced or deleted while protected: Pulumi refuses the update
 
     def line(self) -> str:
         sign = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}[self.op]
-        return f"  {sign} {self.type}  {self.name}" + (f"  ({', '.join(self.fields)})" if self.fields else "")
+        refused = "  [protected: `pulumi up` refuses]" if self.protected else ""
+        return f"  {sign} {self.type}  {self.name}" + (f"  ({', '.join(self.fields)})" if self.fields else "") \
+            + refused
 
 
 @dataclass
@@ -246,13 +384,13 @@ def plan(state: Mapping[str, dict[str, Any]], rendering: Rendering,
             steps.append(Step("create", urn, r.type, r.name))
             continue
         fields = diff(e, r.inputs, r.ignore_changes)
-        forcing = [f for f in fields if any(f == p or f.startswith(p + ".")
-                                            for p in (*FORCE_NEW.get(r.type, ()), *replace_on.get(urn, ())))]
-        op = "replace" if forcing else ("update" if fields else "same")
-        steps.append(Step(op, urn, r.type, r.name, fields))
+        old = e["inputs"] if r.type.startswith("kubernetes:") else e["outputs"]
+        replacing = forcing(r.type, fields, old, r.inputs, replace_on.get(urn, ()))
+        op = "replace" if replacing else ("update" if fields else "same")
+        steps.append(Step(op, urn, r.type, r.name, fields, protected=op == "replace" and bool(e.get("protect"))))
     for urn, e in state.items():
         if urn not in new and e.get("custom", True):
-            steps.append(Step("delete", urn, e["type"], e["name"]))
+            steps.append(Step("delete", urn, e["type"], e["name"], protected=bool(e.get("protect"))))
     return Plan(sorted(steps, key=lambda s: (s.op, s.urn)))
 
 
@@ -318,8 +456,13 @@ def prerequisite_problems(state: Mapping[str, dict[str, Any]]) -> list[str]:
     problems = []
     for urn, e in sorted(state.items()):
         for p in PREREQUISITES:
-            if p.applies(e) and not any(p.needs(state[w]) for w in waits[urn]):
-                problems.append(f"{e['type']} {e['name']}: {p.rule}")
+            if not p.applies(e):
+                continue
+            met = [state[w] for w in waits[urn] if p.needs(e, state[w])]
+            missing = sorted(p.each(e) - {w["inputs"].get("name") for w in met}) if p.each else ([] if met else [""])
+            if missing:
+                what = f" ({', '.join(missing)})" if p.each else ""
+                problems.append(f"{e['type']} {e['name']}: {p.rule}{what}")
     return problems
 
 

@@ -1,24 +1,41 @@
 """Every place the offline engine touches the Pulumi runtime, in one small adapter.
 
-The engine uses only Pulumi's public runtime API (``reset_options``, ``set_mocks``,
-``set_all_config``, ``test``, ``get_root_resource``, the ``rpc`` helpers) plus two things
-that are public but not documented as stable: subclassing ``MockMonitor`` to see each
-``RegisterResource`` request (answered here with one deserialization and no event loop, where
-``MockMonitor`` deserializes, serializes back through asyncio, and the recording deserialized again),
-the fields of that gRPC request, and ``pulumi.runtime.resource._get_stack_trace``, which walks the
-Python stack for every resource to tell the engine its source position (no engine reads it here:
-skipped while the program runs, a tenth of a large stack's time). While a program runs, the SDK's
-per-output bookkeeping (``rpc.transfer_properties``, ``Output._track``) is done leaner, to the same
-effect (:data:`REPLACED`). They live here, and
-``tests/test_engine_adapter.py`` checks each of them against the installed Pulumi, so an
-upgrade that moves one fails there, by name, rather than as a wrong rendering.
+The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
+``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
+public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes three shortcuts, each
+on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
+by a test:
+
+- **its own ``RegisterResource`` answer** (:meth:`RecordingMonitor._register`): ``MockMonitor`` deserializes
+  the request, asks the mocks, serializes the state back through the event loop (``_sync_await``) for the SDK
+  to deserialize again; here the request is read once by a protobuf walk (:func:`deserialize_properties`,
+  which leaves anything special, a secret, an unknown, an asset, a reference, to ``rpc.deserialize_properties``;
+  it reads the private ``rpc._special_sig_key`` to spot those) and the answer (:class:`Answer`, a duck of
+  ``RegisterResourceResponse``) hands the state back already deserialized, relying on
+  ``rpc.deserialize_properties`` passing plain values through. A request with ``transforms`` and the root
+  stack take ``MockMonitor``'s own path. Checked: ``tests/test_engine_adapter.py`` (the walk against
+  ``rpc.deserialize_properties``, the answer against ``MockMonitor.RegisterResource``'s, read back by the SDK)
+  and ``tests/test_engine_differential.py`` (every shipped stack and a large one, shortcuts on and off);
+- **no source positions**: ``pulumi.runtime.resource._get_stack_trace`` (private) walks the Python stack for
+  every resource to tell the engine where it was declared; no engine reads it under mocks, so it answers an
+  empty ``StackTrace`` (a tenth of a large stack's time);
+- **no cyclic garbage collection** (``gc.disable``): the SDK's futures and outputs live until the program ends,
+  and each full collection walks them all.
+
+Nothing else of the SDK is replaced: monitor calls run on the loop's default executor, as under ``pulumi up``
+(an earlier inline executor made each ``MockMonitor.Invoke``, which waits on the loop, nest a pump of it:
+about 300 invokes raised ``RecursionError``), and the SDK's type analysis and per-output bookkeeping are its own.
+``shortcuts=False`` is the SDK's plain path, the differential test's reference.
+
+The engine is process-global and not re-entrant: ``set_mocks`` and the SDK's settings are globals, the
+shortcuts patch the SDK's module for the run, and the engine changes directory; one render at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import logging
 import warnings
@@ -28,10 +45,7 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
-import pulumi.runtime.settings
 from google.protobuf import struct_pb2
-from pulumi import _types as pulumi_types
-from pulumi import output as pulumi_output
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
@@ -63,14 +77,19 @@ class Registration:
 
 
 class RecordingMonitor(MockMonitor):
-    """The stock mock monitor, calling ``on_register`` with each resource it registers."""
+    """The stock mock monitor, calling ``on_register`` with each resource it registers.
 
-    def __init__(self, mocks: pulumi.runtime.Mocks, on_register: Callable[[Registration], None]):
+    ``shortcuts``: answer with :meth:`_register` (one deserialization, no Struct back); off, every request
+    takes ``MockMonitor.RegisterResource``, the SDK's own path."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks, on_register: Callable[[Registration], None],
+                 shortcuts: bool = True):
         super().__init__(mocks)
         self._on_register = on_register
+        self.shortcuts = shortcuts
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
-        if request.type == "pulumi:pulumi:Stack" or request.transforms:
+        if not self.shortcuts or request.type == "pulumi:pulumi:Stack" or request.transforms:
             response = super().RegisterResource(request)
             inputs, plain = rpc.deserialize_properties(request.object), False
         else:
@@ -177,6 +196,9 @@ class Answer:
     result: int = resource_pb2.Result.SUCCESS
     propertyDependencies: dict[str, Any] = field(default_factory=dict)  # noqa: N815 (the gRPC field name)
     unknown: bool = False
+    # Every other field of the response message, as MockMonitor leaves them (unset).
+    stable: bool = False
+    stables: tuple[str, ...] = ()
 
 
 def start(
@@ -193,42 +215,24 @@ def start(
     pulumi.runtime.set_all_config(dict(config))
 
 
-class _InlineLoop(asyncio.SelectorEventLoop):
-    """An event loop whose default executor is the calling thread.
-
-    The SDK hands every monitor call (``RegisterResource``, ``Invoke``, ...) to the loop's default thread pool,
-    as it would a gRPC call to the engine. The mock monitor answers at once, without I/O or the event loop, so
-    here the call runs where it is made and its future is done on return: no thread handoff, no wake-up of the
-    loop through its self-pipe, no contention for the GIL, for every resource."""
-
-    def run_in_executor(self, executor, func, *args):
-        if executor is not None:
-            return super().run_in_executor(executor, func, *args)
-        future = self.create_future()
-        try:
-            future.set_result(func(*args))
-        except BaseException as e:  # noqa: BLE001 (handed to the awaiting coroutine, as the pool would)
-            future.set_exception(e)
-        return future
-
-
 def _ensure_event_loop() -> None:
-    """A current event loop, an :class:`_InlineLoop`, for the futures the runtime makes (the root stack's first)."""
+    """A current, open event loop for the futures the runtime makes (the root stack's first): the default one
+    Python makes, as a program under ``pulumi up`` gets."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # 3.12 warns when it has to make one
         try:
             loop = asyncio.get_event_loop()
         except RuntimeError:  # no loop and no implicit one (later Pythons)
             loop = None
-    if not isinstance(loop, _InlineLoop) or loop.is_closed():
-        asyncio.set_event_loop(_InlineLoop())
+    if loop is None or loop.is_closed():
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
-def run(program: Callable[[], None]) -> dict[str, Any]:
+def run(program: Callable[[], None], shortcuts: bool = True) -> dict[str, Any]:
     """Run ``program``, wait for every registration, and return the stack's exports (known values).
 
     Exceptions from the program (``pulumi.RunError`` included) propagate after the
-    outstanding RPCs are drained, as under ``pulumi up``.
+    outstanding RPCs are drained, as under ``pulumi up``. ``shortcuts``: see the module docstring.
     """
     exports: dict[str, Any] = {}
 
@@ -238,114 +242,25 @@ def run(program: Callable[[], None]) -> dict[str, Any]:
         # Resolved by ``test`` before it returns; unknown exports leave ``exports`` empty.
         return pulumi.Output.from_input(dict(root.outputs)).apply(lambda v: exports.update(v or {}))
 
-    with _lean():
+    with _lean(shortcuts):
         pulumi.runtime.test(body)()
     return exports
 
 
-# The SDK's type analysis, pure functions of a type (or a resource class), which it repeats for every
-# property of every resource it serializes or resolves (``unwrap_type`` alone 200,000 times at 1,024 slices,
-# ``resource_types`` and ``input_type_types`` rebuilding a class's type hints for each resource and input object,
-# ``_py_properties`` walking a class's MRO for each): (module, name), answered from a cache while the program
-# runs. None mutates what it returns (``_py_properties`` returns a tuple).
-MEMOIZED = ((pulumi_types, "unwrap_type"), (pulumi_types, "unwrap_optional_type"),
-            (pulumi_types, "resource_types"), (pulumi_types, "resource_pulumi_to_py_names"),
-            (pulumi_types, "input_type_types"), (pulumi_types, "output_type_types"),
-            (pulumi_types, "input_type_py_to_pulumi_names"), (pulumi_types, "_py_properties"),
-            (rpc, "_get_list_element_type"))
-
-
-def _memoized(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    cache: dict[Any, Any] = {}
-
-    @functools.wraps(function)
-    def cached(key):
-        try:
-            return cache[key]
-        except KeyError:
-            value = cache[key] = function(key)
-            return value
-        except TypeError:  # an unhashable type (none in the providers here): as the SDK would
-            return function(key)
-
-    return cached
-
-
-def _transfer_properties(res: pulumi.Resource, props: dict[str, Any], custom: bool) -> dict[str, rpc.Resolver]:
-    """``rpc.transfer_properties``: an output on ``res`` and its resolver for each property, each output's
-    state one future (``Output._from_data``, the SDK's own factory) that the resolver completes.
-
-    The SDK makes four futures per property (value, known, secret, resources) and a task that awaits them
-    into the same ``_OutputData``: a node pool has some 30 properties, 1,024 slices 90,000, and those tasks
-    and their wake-ups were a tenth of the preview. Resolved or failed, each output holds what the SDK's
-    would (``tests/test_engine_adapter.py``)."""
-    resolvers: dict[str, rpc.Resolver] = {}
-    loop = asyncio.get_event_loop()
-    for name in props:
-        if name == "urn" or (name == "id" and custom):  # handled apart, as in the SDK
-            continue
-        data = loop.create_future()
-        resolvers[name] = functools.partial(_resolve, res, data)
-        res.__dict__[name] = pulumi.Output._from_data(data)
-    return resolvers
-
-
-def _resolve(res: pulumi.Resource, data: asyncio.Future, value: Any, is_known: bool, is_secret: bool,
-             deps: set[pulumi.Resource] | None, failed: Exception | None) -> None:
-    """An :func:`_transfer_properties` resolver (the SDK's ``rpc.Resolver`` arguments after the first two)."""
-    if failed is not None:
-        data.set_exception(failed)
-        return
-    resources = set(deps) if deps else set()
-    resources.add(res)
-    data.set_result(pulumi_output._OutputData(resources=resources, value=value, is_known=is_known,
-                                              is_secret=is_secret))
-
-
-def _track(self: pulumi.Output) -> None:
-    """``Output._track`` without its lock: the program and its monitor calls run on one thread here.
-
-    The SDK registers every output's state in the run's set of outstanding outputs (which the run awaits
-    before it ends) and removes it when it completes, each under a lock reached through a context
-    variable; the same set, the same additions and removals."""
-    outputs, data = pulumi.runtime.settings.SETTINGS.outputs, self._data
-    outputs.add(data)
-
-    def done(future: asyncio.Future, outputs: set = outputs) -> None:
-        if not future.cancelled() and future.exception() is None:  # a failed one stays, for the run to raise
-            outputs.discard(future)
-
-    data.add_done_callback(done)
-
-
-# (owner, name, replacement) for the duration of a run: the SDK's per-output bookkeeping, done leaner.
-REPLACED = ((rpc, "transfer_properties", _transfer_properties), (pulumi.Output, "_track", _track))
-
-
 @contextlib.contextmanager
-def _lean():
-    """What a program of thousands of resources does not need offline, off while it runs: the source
-    positions no engine reads, the cyclic garbage collector (the SDK's futures and outputs are
-    alive until the program ends; each full collection walks them all: half of 1,024 slices' time),
-    the repeats of the SDK's type analysis (:data:`MEMOIZED`), and the SDK's per-output futures, task and
-    lock (:data:`REPLACED`)."""
+def _lean(shortcuts: bool = True):
+    """While a program runs: no source positions (``_get_stack_trace``) and no cyclic garbage collection
+    (see the module docstring). ``shortcuts=False``: as the SDK is."""
+    if not shortcuts:
+        yield
+        return
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
-    originals = [(module, name, getattr(module, name)) for module, name in MEMOIZED]
-    replaced = [(owner, name, owner.__dict__[name]) for owner, name, _ in REPLACED]
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
-    for module, name, function in originals:
-        setattr(module, name, _memoized(function))
-    for owner, name, replacement in REPLACED:
-        setattr(owner, name, replacement)
     gc.disable()
     try:
         yield
     finally:
         runtime_resource._get_stack_trace = stack_trace
-        for module, name, function in originals:
-            setattr(module, name, function)
-        for owner, name, original in replaced:
-            setattr(owner, name, original)
         if collecting:
             gc.enable()
 

@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 
 from slicectl.exits import Exit, UsageError
-from slicectl.tables import cost_markdown, cost_text
+from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
 from stackspec import cost
+from stackspec import quota as tpu_quota
 from stackspec import spec as stack_spec
 from stackspec.loader import STACKS_DIR
 from stackspec.spec import SpecError, StackFileError
@@ -154,4 +155,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(cost_markdown(doc) if args.format == "markdown" else cost_text(doc))
+        # The chips the capacity above draws from each TPU quota, per region (stackspec/quota.py).
+        if args.format == "markdown":
+            print("\n#### TPU quota (chips each quota type must allow; docs/quota.md)\n")
+            print(md_table(tpu_quota.HEADER, tpu_quota.rows(spec)))
+        else:
+            print("\nTPU quota (chips each quota type must allow; docs/quota.md):")
+            print(indent(text_table(tpu_quota.HEADER, tpu_quota.rows(spec))))
+        for w in tpu_quota.warnings(spec):
+            print(f"warning: {w}")
     return Exit.OK

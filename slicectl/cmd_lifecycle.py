@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         first = lc.first_up(rendering)
         state = first.state
+        print(f"A simulation: no cloud is called; replace-on and cloud-owned fields from {lc.SCHEMA_SOURCE}\n")
         print(f"Day 0: the first `pulumi up` of {args.stack} on an empty project, "
               f"{sum(len(w) for w in first.waves)} resources in {len(first.waves)} waves")
         for i, wave in enumerate(first.waves, start=1):

@@ -4,7 +4,9 @@
 
 A multi-region stack's manager runs no pods (MultiKueue: :mod:`slicectl.where`), so the logs are
 read in the worker cluster the job's Workload was admitted on: KubeRay's submitter Job, named after
-the RayJob, runs ``ray job submit`` and prints the job's driver output.
+the RayJob, runs ``ray job submit`` and prints the job's driver output. Once a queued job finished, MultiKueue has
+deleted that copy: the command prints the manager's RayJob status and the Cloud Logging query that reads the
+driver's output (:func:`finished`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     job = spec.job(args.job)
     kubectl = where.Kubectl(args.kubeconfig)
     (found,) = where.locate(spec, kubectl, [job])
+    if finished_elsewhere(spec, job, found):
+        return finished(spec, kubectl, job, found, args.tail)
     if found.place is None:
         raise UsageError(f"job {job.name} runs in no region yet: {found.admission}")
     deployment, status = where.rayjob_status(found.rayjob)
@@ -46,4 +50,51 @@ def run(args: argparse.Namespace) -> int:
     text = kubectl.run(found.place, ["logs", f"job/{names.submitter_job(job.name)}", "-n",
                                      spec.storage.namespace, "--tail", str(args.tail)])
     print(text, end="" if text.endswith("\n") else "\n")
+    return Exit.OK
+
+
+# --------------------------------------------------------------------------- a job MultiKueue has finished
+
+
+def finished_elsewhere(spec, job, found) -> bool:
+    """A job queued through the manager whose copy in its region is gone: MultiKueue deletes the worker's RayJob
+    (and with it KubeRay's submitter Job and its pods) once the job finished (Kueue v0.19.2
+    site/content/en/docs/concepts/multikueue.md, step 4; pkg/controller/admissionchecks/multikueue/workload.go:380-393).
+    """
+    from slicectl import where
+
+    if where.manager(spec) is None or not where._queued(job):
+        return False
+    return (found.place is not None and found.rayjob is None) or found.admission.startswith("finished")
+
+
+def logging_filter(spec, job, cluster: str | None) -> str:
+    """The Cloud Logging query for the job's submitter pod (its driver's output) in the cluster that ran it: GKE
+    sends containers' stdout and stderr there (resource type k8s_container); KubeRay names the submitter Job
+    after the RayJob, and a Job's pods after the Job with a 5-character suffix."""
+    from stackspec import names
+
+    parts = ['resource.type="k8s_container"', f'resource.labels.project_id="{spec.project}"',
+             f'resource.labels.namespace_name="{spec.storage.namespace}"',
+             'resource.labels.container_name="ray-job-submitter"',
+             f'resource.labels.pod_name=~"^{names.submitter_job(job.name)}-[a-z0-9]{{5}}$"']
+    if cluster:
+        parts.insert(2, f'resource.labels.cluster_name="{cluster}"')
+    return " AND ".join(parts)
+
+
+def finished(spec, kubectl, job, found, tail: int) -> int:
+    """The manager's RayJob (MultiKueue keeps its status in step with the worker's: rayjob_multikueue_adapter.go),
+    and where the logs are: Cloud Logging, as a ready command."""
+    from slicectl import where
+
+    mgr = where.manager(spec)
+    mine = {r["metadata"]["name"]: r for r in kubectl.items(mgr, where.RAYJOBS, spec.storage.namespace)}
+    deployment, status = where.rayjob_status(mine.get(job.name))
+    cluster = found.place.cluster if found.place is not None else None
+    print(f"job {job.name}: {found.admission}; its copy in {cluster or 'its region'} is gone (MultiKueue deletes it "
+          f"once the job finished), the manager's RayJob says: {deployment}, job status {status}")
+    print("its driver's output is in Cloud Logging (newest first):\n"
+          f"  gcloud logging read '{logging_filter(spec, job, cluster)}' --project={spec.project} --limit={tail} "
+          "--format='value(textPayload)'")
     return Exit.OK

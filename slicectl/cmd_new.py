@@ -1,8 +1,15 @@
 """``slicectl new``: a team's stack file, with everything its set-up needs.
 
-    slicectl new STACK --project P --region R --zone Z --slice-shape v6e-32 --slices 4
+    slicectl new STACK --project P --region R (--zone Z | --regions R1:Z1,R2:Z2) --slice-shape v6e-32 --slices 4
                  [--capacity spot,on-demand] [--ci-project C] [--environment prod|dev]
                  [--gke-version V] [--oncall EMAIL] [--stacks-dir DIR]
+                 [--node-cidr C] [--pod-cidr C] [--service-cidr C] [--sandbox]
+
+``--regions``: a multi-region stack (a manager cluster in ``--region``, a cluster of ``--slices`` slices per
+region); ``--*-cidr``: the ranges the spec asks to enlarge (its error names the flag); ``--sandbox``: a dev stack
+deployed by hand without the CI bootstrap (docs/sandbox.md). The file carries the prices the table knows with their
+sources, a commented placeholder for each it lacks, the TPU quota the slices need (commented, docs/quota.md) and,
+for prod, a maintenance window.
 
 Writes ``stacks/Pulumi.<STACK>.yaml``: the project, region and zone (checked against the TPU zone table),
 ``--slices`` slices of the shape (a Cloud TPU accelerator type of the slice table, e.g. v6e-32 is 4x8),
@@ -27,6 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from slicectl import new_parts
 from slicectl.argtypes import integer
 from slicectl.exits import Exit
 from stackspec import limits, loader, names, tpu, zones
@@ -34,8 +42,7 @@ from stackspec import spec as stack_spec
 from stackspec.model import DEFAULT_RAY_IMAGE
 
 STACK_NAME = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]")
-PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
-REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+PROJECT_ID, REGION = limits.PROJECT_ID, limits.REGION
 # The DCN: two secondary networks at MTU 8896, as GKE's multislice tutorial (the seed) and prod have them.
 DCN_SUBNETS = ("10.50.0.0/16", "10.60.0.0/16")
 POD_CIDR, SERVICE_CIDR = "10.100.0.0/14", "10.104.0.0/20"  # away from the DCN subnets, as prod's
@@ -57,6 +64,12 @@ class NewStack:
     gke_version: str
     environment: str = "prod"
     oncall: str = "tpu-oncall@example.com"
+    # The ranges (--node-cidr, --pod-cidr, --service-cidr): widen them when the spec asks to enlarge them.
+    node_cidr: str | None = None  # unset: the model's default primary subnet
+    pod_cidr: str = POD_CIDR
+    service_cidr: str = SERVICE_CIDR
+    # --regions: several regions (region:zone each), a manager cluster and a cluster per region (README "Regions").
+    regions: tuple[tuple[str, str], ...] = ()
 
     @property
     def cluster(self) -> str:
@@ -107,7 +120,16 @@ def problems(n: NewStack, stacks_dir: Path) -> list[str]:
         out.append(f"--slice-shape {n.slice_shape!r}: not in the slice table (stackspec/tpu.py); allowed: "
                    f"{', '.join(offered)}")
     generation = found[0].generation.name if found else n.slice_shape.split("-")[0]
-    if region_ok and not n.zone.startswith(n.region + "-"):
+    for region, zone in n.regions:
+        if not REGION.fullmatch(region) or not zone.startswith(region + "-"):
+            out.append(f"--regions {region}:{zone}: a region and one of its zones, e.g. us-east5:us-east5-b")
+        elif found and (msg := zones.zone_error(zone, generation)):
+            out.append(f"--regions {region}:{zone}: {msg}")
+    if len({r for r, _ in n.regions}) != len(n.regions):
+        out.append("--regions: each region once")
+    if n.regions:
+        pass  # the manager's region is --region; its --zone is unused (the manager is regional)
+    elif region_ok and not n.zone.startswith(n.region + "-"):
         out.append(f"--zone {n.zone!r}: not a zone of {n.region} ({zones.suggestion(n.region, generation)})")
     elif found and (msg := zones.zone_error(n.zone, generation)):
         out.append(f"--zone {n.zone!r}: {msg}")
@@ -128,12 +150,19 @@ def _capacity(c: str) -> str:
 
 def command(n: NewStack) -> str:
     """The command that writes this file (the header names it)."""
-    return (f"slicectl new {n.stack} --project {n.project} --region {n.region} --zone {n.zone} --slice-shape "
-            f"{n.slice_shape} --slices {n.slices} --capacity {','.join(n.capacity)}")
+    where = (f"--regions {','.join(f'{r}:{z}' for r, z in n.regions)}" if n.regions else f"--zone {n.zone}")
+    ranges = "".join(f" --{flag} {v}" for flag, v, default in (("node-cidr", n.node_cidr, None),
+                                                                ("pod-cidr", n.pod_cidr, POD_CIDR),
+                                                                ("service-cidr", n.service_cidr, SERVICE_CIDR))
+                     if v != default)
+    return (f"slicectl new {n.stack} --project {n.project} --region {n.region} {where} --slice-shape "
+            f"{n.slice_shape} --slices {n.slices} --capacity {','.join(n.capacity)}{ranges}")
 
 
 def render(n: NewStack) -> str:
     """The stack file's text (no checks: :func:`problems` and the spec model do those)."""
+    if n.regions:
+        return render_regions(n)
     (shape, *_) = shapes(n.slice_shape)
     autoscaled = len(n.capacity) > 1 or n.capacity[0] != "on-demand"
     # Jobs on preemptible capacity must be elastic (the spec's rule): no multislice job then.
@@ -150,24 +179,29 @@ def render(n: NewStack) -> str:
         "config:",
         f"  gcp:project: {n.project}",
         f"  gcp:region: {n.region}",
-        f"  gcp:zone: {n.zone}                 # offers {shape.generation.name} ({zones.TABLE_FILE})",
+        f"  gcp:zone: {n.zone}                 # {new_parts.zone_note(n.zone, shape.generation.name)}",
         "  # The bootstrap's CI project (bootstrap/): CI identities, their federation and the state keys.",
         f"  tpu-multislice:ciProject: {n.ci_project}",
         f"  tpu-multislice:environment: {n.environment}",
         "  tpu-multislice:cluster:",
         f"    name: {n.cluster}",
-        f"    version: {n.gke_version}",
+        f'    version: "{n.gke_version}"',
         "    systemMachineType: n1-standard-16  # the Ray head and system pods",
         "    systemNodeCount: 3",
         *(["    deletionProtection: true"] if prod else []),
         "    # Pinned away from the DCN subnets below (GKE would pick these without seeing them).",
-        f"    podCidr: {POD_CIDR}",
-        f"    serviceCidr: {SERVICE_CIDR}",
+        f"    podCidr: {n.pod_cidr}",
+        f"    serviceCidr: {n.service_cidr}",
+        *(new_parts.maintenance("    ") if prod else []),
         "  tpu-multislice:network:",
         "    mtu: 8896",
-        "    secondary:                         # <cluster>-net-1 and -net-2: the data-center network between slices",
-        *[line for i, cidr in enumerate(DCN_SUBNETS, 1)
-          for line in (f"      - subnet: {n.stack}-dcn-{i}", f"        cidr: {cidr}")],
+        *([] if n.node_cidr is None else ["    primary:", f"      cidr: {n.node_cidr}   # the nodes' subnet"]),
+        # Multi-host slices talk over two extra node networks (the DCN); single-host slices take none.
+        *([] if shape.hosts == 1 else [
+            "    secondary:                         # <cluster>-net-1 and -net-2: the data-center network between "
+            "slices",
+            *[line for i, cidr in enumerate(DCN_SUBNETS, 1)
+              for line in (f"      - subnet: {n.stack}-dcn-{i}", f"        cidr: {cidr}")]]),
         "  tpu-multislice:slices:",
     ]
     for i in range(n.slices):
@@ -186,7 +220,16 @@ def render(n: NewStack) -> str:
             "  tpu-multislice:unverified:",
             "    draScaleFromZero: true",
         ]
-    lines += [
+    lines += new_parts.price_lines(shape.generation.name, n.capacity, [n.region], "n1-standard-16")
+    lines += new_parts.quota_lines(shape.generation.name, n.capacity, [n.region], n.slices * shape.chips)
+    lines += _rest(n, shape, preemptible, ici)
+    return "\n".join(lines) + "\n"
+
+
+def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str, region: str | None = None) -> list[str]:
+    """Storage, Ray, the image, monitoring, the jobs, GitOps and the secrets provider (every form of the file);
+    ``region``: a multi-region stack's elastic job stays in that region."""
+    return [
         "  tpu-multislice:storage:",
         f"    bucket: {n.bucket}",
         "    namespace: maxtext",
@@ -226,6 +269,8 @@ def render(n: NewStack) -> str:
         "      mode: elastic",
         "      cluster: dedicated",
         f"      priority: {'production' if preemptible else 'drill'}",
+        *([f"      region: {region}   # elastic jobs stay in one region (MultiKueue does not dispatch them)"]
+          if region else []),
         "      minSlices: 1",
         f"      maxSlices: {n.slices}",
         "      maxFailures: 3",
@@ -248,6 +293,79 @@ def render(n: NewStack) -> str:
         "# it opens nothing without it): commit it.",
         f"secretsprovider: {n.secrets_provider}",
     ]
+
+
+def render_regions(n: NewStack) -> str:
+    """A multi-region stack (README "Regions"): a manager cluster in ``--region`` holding the queues (Autopilot), and
+    a cluster per ``--regions`` entry with ``--slices`` slices each; queued jobs go to the cheapest region that
+    admits them, the elastic job stays in the first region; one bucket every region reads."""
+    (shape, *_) = shapes(n.slice_shape)
+    preemptible = bool(ELASTIC_CAPACITY & set(n.capacity))
+    tensor = min(4, shape.chips)
+    ici = f"{{fsdp: {shape.chips // tensor}, tensor: {tensor}}}" if tensor > 1 else "{fsdp: 1}"
+    prod = n.environment == "prod"
+    m = new_parts.MANAGER_CIDRS
+    where = ", ".join(f"{r} ({z})" for r, z in n.regions)
+    lines = [
+        f"# The {n.stack} stack: {n.slices}x {n.slice_shape} ({shape.topology}, {shape.machine_type.name}) in each of "
+        f"{where}, written by",
+        *(f"#   {part}" for part in command(n).split(" --slice-shape ", 1)[:1]),
+        f"#     --slice-shape {command(n).split(' --slice-shape ', 1)[1]}",
+        "# Next steps: README \"Adding a team's stack\"; several regions: README \"Regions\".",
+        "config:",
+        f"  gcp:project: {n.project}",
+        f"  gcp:region: {n.region}                 # the manager's region",
+        "  # The bootstrap's CI project (bootstrap/): CI identities, their federation and the state keys.",
+        f"  tpu-multislice:ciProject: {n.ci_project}",
+        f"  tpu-multislice:environment: {n.environment}",
+        "  # No TPUs: Kueue with MultiKueue, the queues and the RayJobs it hands to the regions (Autopilot).",
+        "  tpu-multislice:manager:",
+        f"    name: {n.stack}-manager",
+        f"    version: {n.gke_version}",
+        "    # Every cluster's ranges are disjoint from every other's.",
+        f"    cidr: {m['node']}",
+        f"    podCidr: {m['pod']}",
+        f"    serviceCidr: {m['service']}",
+        *(new_parts.maintenance("    ") if prod else []),
+        "  # cost: the cheapest first choice per chip-hour first (ties keep this order); listed: this order.",
+        "  tpu-multislice:dispatch: cost",
+        "  tpu-multislice:regions:",
+    ]
+    options = ", ".join(_capacity(c) for c in n.capacity)
+    for i, (region, zone) in enumerate(n.regions):
+        c, cluster = new_parts.region_cidrs(i), new_parts.cluster_name(n.stack, region)
+        lines += [
+            f"    - region: {region}",
+            f"      zone: {zone}                 # {new_parts.zone_note(zone, shape.generation.name)}",
+            "      cluster:",
+            f"        name: {cluster}",
+            f"        version: {n.gke_version}",
+            "        systemMachineType: n1-standard-16",
+            "        systemNodeCount: 3",
+            *(["        deletionProtection: true"] if prod else []),
+            f"        podCidr: {c['pod']}",
+            f"        serviceCidr: {c['service']}",
+            *(new_parts.maintenance("        ") if prod else []),
+            "      network:",
+            f"        primary: {{cidr: {c['node']}}}",
+            *([] if shape.hosts == 1 else [
+                "        secondary:",
+                f"          - {{subnet: {cluster}-dcn-1, cidr: {c['dcn1']}}}",
+                f"          - {{subnet: {cluster}-dcn-2, cidr: {c['dcn2']}}}"]),
+            "      slices:",
+            *[f"        - {{name: {n.slice_shape}-{k}, generation: {shape.generation.name}, "
+              f"topology: {shape.topology}, machineType: {shape.machine_type.name}, capacity: [{options}]}}"
+              for k in range(n.slices)],
+        ]
+    if len(n.capacity) > 1 or n.capacity[0] != "on-demand":
+        lines += ["  # Spot, flex-start and fallback pools scale from zero while the workers claim DRANET devices",
+                  "  # (README \"Cloud rules\", ca-dra-scale-from-zero): the stack opts in, the preview lists it.",
+                  "  tpu-multislice:unverified:",
+                  "    draScaleFromZero: true"]
+    lines += new_parts.price_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions], "n1-standard-16")
+    lines += new_parts.quota_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions],
+                                   n.slices * shape.chips)
+    lines += _rest(n, shape, preemptible, ici, region=n.regions[0][0])
     return "\n".join(lines) + "\n"
 
 
@@ -273,6 +391,16 @@ next (README "Adding a team's stack"):
   4. image.yml pushes the worker image to {n.stack}'s registry: set tpu-multislice:image.digest to its output (a PR)"""
 
 
+# The spec keys a flag of this command sets: a problem there names the flag that changes it.
+FLAGS = {"cluster.podCidr": "--pod-cidr", "cluster.serviceCidr": "--service-cidr",
+         "network.primary.cidr": "--node-cidr", "network.primary": "--node-cidr"}
+
+
+def _flag_for(key: str) -> str:
+    flag = FLAGS.get(key.removeprefix(f"{stack_spec.PROJECT}:"))
+    return f" (set it with {flag})" if flag else ""
+
+
 def _shown(path: Path) -> Path:
     try:
         return path.resolve().relative_to(Path.cwd())
@@ -296,16 +424,27 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("stack", help="the stack's name (lowercase, digits, '-'; at most 20 characters)")
     p.add_argument("--project", required=True, help="the stack's GCP project")
     p.add_argument("--region", required=True, help="its region, e.g. europe-west4")
-    p.add_argument("--zone", required=True, help="a zone of the region that offers the slice's TPU generation")
+    p.add_argument("--zone", help="a zone of the region that offers the slice's TPU generation (not with --regions)")
+    p.add_argument("--regions", default=None,
+                   help="several regions, region:zone comma-separated (us-east5:us-east5-b,us-east1:us-east1-d): a "
+                        "manager cluster in --region and a cluster of --slices slices in each (README \"Regions\")")
+    p.add_argument("--node-cidr", default=None, help="the nodes' subnet (network.primary.cidr), to enlarge it")
+    p.add_argument("--pod-cidr", default=POD_CIDR, help=f"the pods' range (cluster.podCidr), default {POD_CIDR}")
+    p.add_argument("--service-cidr", default=SERVICE_CIDR,
+                   help=f"the services' range (cluster.serviceCidr), default {SERVICE_CIDR}")
     p.add_argument("--slice-shape", required=True, help="a Cloud TPU accelerator type, e.g. v6e-32 (4x8)")
     p.add_argument("--slices", type=integer(1), required=True, help="how many slices")
     p.add_argument("--capacity", default="on-demand",
                    help="capacity options in order, comma-separated (spot, on-demand, flex-start); default on-demand")
     p.add_argument("--ci-project", help="the bootstrap's CI project (default: the one the stack files name)")
-    p.add_argument("--environment", default="prod", help="prod (default) or dev")
-    p.add_argument("--gke-version", help="the cluster's GKE version (default: the newest the stack files run)")
+    p.add_argument("--environment", default=None, help="prod (default) or dev (--sandbox: dev)")
+    p.add_argument("--gke-version",
+                   help="the cluster's GKE version (default: the newest minor the stack files run, e.g. 1.35)")
     p.add_argument("--oncall", default="tpu-oncall@example.com", help="the alerts' email address")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
+    p.add_argument("--sandbox", action="store_true",
+                   help="a dev stack deployed by hand without the CI bootstrap: no CI project, image or KMS key "
+                        "(docs/sandbox.md)")
     return p
 
 
@@ -314,7 +453,12 @@ def run(args: argparse.Namespace) -> int:
     others = existing(stacks_dir) if stacks_dir.is_dir() else []
     errors = [] if stacks_dir.is_dir() else [f"--stacks-dir {stacks_dir}: not a directory"]
     ci_project = args.ci_project
-    if ci_project is None:
+    args.environment = args.environment or ("dev" if args.sandbox else "prod")
+    if args.sandbox:
+        if args.environment == "prod":
+            errors.append("--environment prod: a sandbox stack is dev (docs/sandbox.md)")
+        ci_project = new_parts.NO_CI  # rendered, then removed (new_parts.sandboxed): the stack names none
+    elif ci_project is None:
         named = sorted({s.ci_project for s in others})
         if len(named) == 1:
             ci_project = named[0]
@@ -325,10 +469,24 @@ def run(args: argparse.Namespace) -> int:
         versions = sorted({v.cluster.version for s in others for v in (s.region_views() if s.multi_region else [s])},
                           key=stack_spec.gke_version_key)
         if versions:
-            gke_version = versions[-1]
+            # The newest minor only: an exact patch fails to create once it leaves the channel (cloud rule
+            # gke-node-version-with-auto-upgrade); GKE picks the minor's newest patch.
+            gke_version = ".".join(versions[-1].split(".")[:2])
         else:
-            errors.append("--gke-version: required (no stack file to take it from), e.g. 1.35.2-gke.1842000")
-    request = NewStack(stack=args.stack, project=args.project, region=args.region, zone=args.zone,
+            errors.append("--gke-version: required (no stack file to take it from), e.g. 1.35")
+    regions = tuple(tuple(x.strip().split(":", 1)) if ":" in x else (x.strip(), "")
+                    for x in (args.regions or "").split(",") if x.strip())
+    if args.regions is None and not args.zone:
+        errors.append("--zone: required (or --regions for several regions)")
+    if args.regions is not None and (args.zone or args.node_cidr or args.pod_cidr != POD_CIDR
+                                     or args.service_cidr != SERVICE_CIDR):
+        errors.append("--regions: the regions' zones and ranges come from it (region:zone); drop --zone and the "
+                      "--*-cidr flags, edit the file's regions[].cluster and network instead")
+    if args.regions is not None and len(regions) < 2:
+        errors.append(f"--regions {args.regions!r}: at least two region:zone entries, comma-separated")
+    request = NewStack(stack=args.stack, project=args.project, region=args.region, zone=args.zone or "",
+                       node_cidr=args.node_cidr, pod_cidr=args.pod_cidr, service_cidr=args.service_cidr,
+                       regions=regions,
                        slice_shape=args.slice_shape, slices=args.slices,
                        capacity=tuple(c.strip() for c in args.capacity.split(",") if c.strip()),
                        ci_project=ci_project or "", gke_version=gke_version or "", environment=args.environment,
@@ -340,6 +498,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
         return Exit.USAGE
     text = render(request)
+    if args.sandbox:
+        text = new_parts.sandboxed(text)
     # The file through the spec model before it is written: a name past its limit, a job the shape cannot hold.
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"Pulumi.{request.stack}.yaml").write_text(text)
@@ -347,10 +507,10 @@ def run(args: argparse.Namespace) -> int:
             stack_spec.load_stack(request.stack, Path(tmp))
         except stack_spec.SpecError as e:
             for problem in e.problems:
-                print(f"error: {problem.render()}", file=sys.stderr)
+                print(f"error: {problem.render()}{_flag_for(problem.key)}", file=sys.stderr)
             print(f"{len(e.problems)} problem(s): nothing was written", file=sys.stderr)
             return Exit.USAGE
     path = stacks_dir / f"Pulumi.{request.stack}.yaml"
     path.write_text(text)
-    print(next_steps(request, _shown(path)))
+    print(new_parts.sandbox_steps(request.stack, _shown(path)) if args.sandbox else next_steps(request, _shown(path)))
     return Exit.OK

@@ -19,6 +19,7 @@ from policies import report as policies
 from slicectl.exits import Exit, UsageError
 from slicectl.tables import cost_markdown, cost_text, indent, md_table, text_table
 from stackspec import checkpoints, cost, names
+from stackspec import quota as tpu_quota
 from stackspec.loader import key_path
 from stackspec.spec import StackSpec
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     failed = any(v.mandatory for v in violations)
     print(
         f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/cost.json, {out}/{policies.POLICY_FILE} and "
-        f"{len(rendering.manifests)} manifest(s) under {out}/manifests/ ({elapsed:.1f} s)",
+        f"{len(rendering.manifests)} manifest(s) under {out}/manifests/<cluster>/ ({elapsed:.1f} s)",
         file=sys.stderr,
     )
     return Exit.POLICY_VIOLATION if failed else Exit.OK
@@ -115,18 +116,31 @@ def write(rendering: engine.Rendering, out: Path) -> None:
     (out / "cost.json").write_text(json_text(cost.compute(rendering.spec), sort_keys=False), encoding="utf-8")
     mdir = out / "manifests"
     mdir.mkdir(exist_ok=True)
-    for old in mdir.glob("*.yaml"):
+    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:  # the last preview's, flat or per cluster
         old.unlink()
-    for i, doc in enumerate(rendering.manifests, start=1):
-        (mdir / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
+    # One folder per cluster the objects are applied to (a multi-region stack: the manager and each region).
+    for cluster, docs in manifests_by_cluster(rendering).items():
+        (mdir / cluster).mkdir(exist_ok=True)
+        for i, doc in enumerate(docs, start=1):
+            (mdir / cluster / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
-    if hdir.exists():
-        for old in hdir.glob("*.yaml"):
-            old.unlink()
     for i, doc in enumerate(rendering.held, start=1):
         hdir.mkdir(exist_ok=True)
         (hdir / manifest_filename(i, doc)).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:
+    """The Kubernetes objects in apply order, by the cluster whose provider applies them (``names.k8s_provider``:
+    ``<cluster>-k8s``); an object through no explicit provider under ``default``."""
+    suffix = names.k8s_provider("")
+    out: dict[str, list[dict]] = {}
+    for r in rendering.resources:
+        if engine.is_kubernetes_object(r):
+            provider = (r.provider_urn or "").rsplit("::", 1)[-1]
+            cluster = provider.removesuffix(suffix) if provider.endswith(suffix) else "default"
+            out.setdefault(cluster, []).append(engine.kubernetes_manifest(r))
+    return {c: sorted(docs, key=engine.manifest_order) for c, docs in sorted(out.items())}
 
 
 # --------------------------------------------------------------------------- views
@@ -218,6 +232,8 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     ]
     if problems := problem_lines(rendering):
         lines += [*problems, ""]
+    if unchecked := tpu_quota.warnings(spec):  # no quota section: what nothing checked, before the long plan
+        lines += [f"  warning: {w}" for w in unchecked] + [""]
     if violations is not None:
         lines += [policies.text(violations), ""]
     lines += [
@@ -281,6 +297,8 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
         lines += [f"  {d['apiVersion']} {d['kind']} {d['metadata'].get('namespace', '')}/{d['metadata']['name']}"
                   for d in rendering.held]
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
+    lines += ["", "TPU quota (chips each quota type must allow, per region; docs/quota.md):",
+              indent(text_table(tpu_quota.HEADER, tpu_quota.rows(spec)))]
     lines += ["", "Cost:", indent(cost_text(cost.compute(spec)))]
     return "\n".join(lines)
 
@@ -332,8 +350,22 @@ def checkpoint_lines(spec: StackSpec) -> list[str]:
     return lines
 
 
+# Mermaid refuses a diagram longer than its maxTextSize, "The maximum allowed size of the users text diagram",
+# default 50000 (https://mermaid.js.org/config/schema-docs/config-properties-maxtextsize.html). Up to HOST_BOXES
+# hosts a slice draws its hosts; past it, one box per group of identical slices (16 x v6e-256 was 57 KB).
+MERMAID_MAX_TEXT = 50_000
+HOST_BOXES = 64
+
+
+def _names(items: list[str]) -> str:
+    """A list of names, the first and last of a long one: ``v6e-16-0 … v6e-16-255 (256)``."""
+    return ", ".join(items) if len(items) <= 4 else f"{items[0]} … {items[-1]} ({len(items)})"
+
+
 def mermaid(spec: StackSpec) -> str:
-    """Slices, their hosts, the DCN networks that join them and each group's capacity fallback order."""
+    """Slices, the DCN networks that join them and each group's capacity fallback order: each slice with its hosts
+    for a small stack, one box per group of identical slices (same worker group, shape and machine) for a large one,
+    so the diagram stays under Mermaid's size limit and readable at 256 slices."""
     lines = ["flowchart LR"]
     for i, net in enumerate(spec.networks):
         lines.append(f'  net{i}(["{net.network}<br/>{net.subnet} {net.cidr}<br/>MTU {spec.mtu}"])')
@@ -341,6 +373,19 @@ def mermaid(spec: StackSpec) -> str:
     for gi, g in enumerate(spec.groups):
         order = "<br/>".join(f"{n}. {capacity_label(c)}" for n, c in enumerate(g.capacity, start=1))
         lines.append(f'  cc{gi}{{{{"ComputeClass {g.compute_class}<br/>{order}"}}}}')
+    group_index = {g.name: i for i, g in enumerate(spec.groups)}
+    if sum(s.shape.hosts for s in spec.slices) > HOST_BOXES:
+        boxes: dict[tuple, list] = {}
+        for s in spec.slices:
+            boxes.setdefault((s.group, s.shape.pod_type, s.shape.topology, s.shape.machine_type.name), []).append(s)
+        for bi, ((group, pod_type, topology, machine), slices) in enumerate(boxes.items()):
+            sh = slices[0].shape
+            lines.append(f'  g{bi}["group {group}: {len(slices)} x {pod_type} {topology}<br/>'
+                         f'slices {_names([s.name for s in slices])}<br/>each {sh.hosts} hosts x {machine}, '
+                         f'{sh.chips_per_host} chips per host<br/>{len(slices) * sh.chips} chips"]')
+            lines += [f"  g{bi} --- net{i}" for i in range(len(spec.networks))]
+            lines.append(f"  cc{group_index[group]} -. fallback order .-> g{bi}")
+        return "\n".join(lines)
     for si, s in enumerate(spec.slices):
         pools = ", ".join(p for _, p in s.pools) or "auto-created"
         lines.append(f'  subgraph s{si}["{s.name}: {s.shape.pod_type} {s.shape.topology}<br/>pools {pools}"]')
@@ -351,8 +396,7 @@ def mermaid(spec: StackSpec) -> str:
         lines.append("  end")
         for i in range(len(spec.networks)):
             lines.append(f"  s{si} --- net{i}")
-        gi = next(i for i, g in enumerate(spec.groups) if g.name == s.group)
-        lines.append(f"  cc{gi} -. fallback order .-> s{si}")
+        lines.append(f"  cc{group_index[s.group]} -. fallback order .-> s{si}")
     return "\n".join(lines)
 
 
@@ -385,6 +429,8 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
     if rendering.warnings:
         first += ["> [!WARNING]\n> **Warnings** (" + str(len(rendering.warnings)) + "):\n"
                   + "\n".join(f"> - {_placed(rendering, w)}" for w in rendering.warnings)]
+    if unchecked := tpu_quota.warnings(spec):
+        first += ["> [!WARNING]\n> **TPU quota not declared**:\n" + "\n".join(f"> - {w}" for w in unchecked)]
     if violations is not None:
         first += [policies.markdown(violations)]
     if spec.multi_region:
@@ -406,6 +452,8 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
         *regional,
         "### Cost",
         cost_markdown(cost.compute(spec)),
+        "### TPU quota (chips each quota type must allow, per region; docs/quota.md)",
+        md_table(tpu_quota.HEADER, tpu_quota.rows(spec)),
         "### Runs and checkpoints",
         "```\n" + "\n".join(checkpoint_lines(spec)) + "\n```" if spec.jobs else "(no jobs)",
         "### Plan",

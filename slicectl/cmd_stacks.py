@@ -10,7 +10,9 @@ when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing r
 - ``deploy``: the stacks with ``deploy.onPush: true`` (deploy.yml, drift detection in drills.yml);
 - ``drill``: ``{"stack", "job"}`` for each stack with ``deploy.clusterDrill`` (drills.yml's cluster drill);
 - ``image``: ``{"stack", "image"}`` for each stack with an ``image`` section: the Artifact Registry image
-  (without digest) image.yml pushes.
+  (without digest) image.yml pushes;
+- ``sandbox``: the sandbox stacks (``tpu-multislice:sandbox: true``, docs/sandbox.md), in no other list: they are
+  deployed by hand, without the CI bootstrap.
 
 Every stack file must be valid (exit 3 with every problem otherwise; exit 2 for a ``clusterDrill`` that
 names no elastic job): a workflow never acts on a list it could only partly read. ``--skip-invalid`` (pr.yml
@@ -45,34 +47,35 @@ def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
     (the bootstrap's, named after the stack's home cluster)."""
     cluster, region = s.home
     return {"stack": s.stack,
-            "image": names.image_path(s.image.location or s.region, s.project, s.image.repository, s.image.name),
+            "image": names.image_path(s.image.location, s.project, s.image.repository, s.image.name),
             "attestor": names.image_attestor_id(s.project, cluster),
             "keyversion": names.image_signing_key_version_id(s.project, region, cluster)}
 
 
 def stack_names(stacks_dir: Path | None = None) -> list[str]:
-    where = stacks_dir or loader.STACKS_DIR
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
+    return loader.stack_names(stacks_dir)  # a directory that is not there: exit 2, naming it
 
 
 def lists(stacks_dir: Path | None = None, skip_invalid: bool = False) -> dict[str, list]:
     """The workflows' lists, from the stack files (each one loaded and checked as written: a clusterDrill naming
     no elastic job is a spec problem, as in ``lint``)."""
-    specs = []
+    loaded = []
     for n in stack_names(stacks_dir):
         try:
-            specs.append(stack_spec.load_stack(n, stacks_dir))
+            loaded.append(stack_spec.load_stack(n, stacks_dir))
         except stack_spec.SpecError as err:
             if not skip_invalid:
                 raise
             first = str(err).splitlines()[0] if str(err) else "invalid"
             print(f"::error file={names.stack_file(n)}::left out of the lists: {first} "
                   f"(slicectl lint --stack {n})", file=sys.stderr)
+    specs = [s for s in loaded if not s.sandbox]  # sandbox stacks are deployed by hand: no workflow acts on them
     return {
         "all": [s.stack for s in specs],
         "deploy": [s.stack for s in specs if s.deploy.on_push],
         "drill": [{"stack": s.stack, "job": s.deploy.cluster_drill} for s in specs if s.deploy.cluster_drill],
         "image": [image_target(s) for s in specs if s.image is not None],
+        "sandbox": [s.stack for s in loaded if s.sandbox],  # docs/sandbox.md
     }
 
 
@@ -91,4 +94,6 @@ def run(args: argparse.Namespace) -> int:
         for s in out["all"]:
             print(f"{s:<{width}}  {'yes' if s in out['deploy'] else 'no':<14}  {drills.get(s, '-'):<19}  "
                   f"{images.get(s, '-')}")
+        if out["sandbox"]:
+            print(f"sandbox (deployed by hand, in no workflow; docs/sandbox.md): {', '.join(out['sandbox'])}")
     return 0

@@ -4,7 +4,8 @@
 
 Starts a head and one worker node per local "slice" (separate ``ray start`` processes),
 runs the job's trainer script (``workloads/trainer/maxtext_trainer.py --local``, the
-same script the RayJob runs on TPUs) with a tiny MaxText, prints steps and losses, and
+same script the RayJob runs on TPUs) with a tiny MaxText, or the job's own trainer script
+(``jobs[].trainer``, docs/trainers.md), prints steps and losses, and
 ends every process it started, also on Ctrl-C or failure.
 
 Mapping: one local slice node per slice, one Ray Train worker (one JAX process, one CPU
@@ -27,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="run a stack's training job (--local: on this machine)")
     p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     p.add_argument("--job", help="the stack's job to run (default: its first)")
+    p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
     p.add_argument("--local", action="store_true",
                    help="run on a local CPU Ray cluster (the cluster runs jobs as RayJobs)")
     p.add_argument("--slices", type=integer(1), default=None,
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
               "(slicectl preview shows it; pulumi up applies it)")
         return Exit.USAGE
     extras.require("slicectl train --local")
-    spec, job = load_job(args.stack, args.job)
+    spec, job = load_job(args.stack, args.job, args.stacks_dir)
     # One local node per slice and one worker per node: a one-slice job (dev's, two hosts
     # on TPU) still trains on two processes here, as its hosts do on the slice.
     slices = args.slices or max(job.slices, 2)

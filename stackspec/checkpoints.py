@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # MaxText base.yml (maxtext 0.2.1): checkpoint_period: 10_000, max_num_checkpoints_to_keep: None,
 # save_checkpoint_on_completion: True, weight_dtype: float32, opt_type: adamw, mu_dtype inherits.
@@ -69,13 +70,16 @@ MODEL_SHAPES: dict[str, DenseShape] = {
     "mistral-7b": DenseShape(4096, 32, 14336, 32, 8, 128, 32_000),
 }
 
-# Measured step times (seconds) on the seed's deployment: (model, pod type, slices,
-# per-device batch, max target length) -> seconds, with where the number was read.
+# Measured step times (seconds) on the deployment of GKE's tutorial "Multislice and elastic training on TPUs using
+# Ray Train" (2x v6e-16): (model, pod type, slices, per-device batch, max target length) -> seconds, with the
+# published run log the number was read from (named by its title: a preview and cost.json print it).
 STEP_SECONDS: dict[tuple[str, str, int, float, int], tuple[float, str]] = {
     ("llama3-8b", "v6e-16", 2, 4.0, 4096): (
-        1.003, "seeds/ray-tpu-first-class-announcement.txt:93 (step 99, 16 338 tokens/s/device)"),
+        1.003, "Ray's announcement \"TPUs are a first-class accelerator in Ray\" (Ray 2.55), its llama3-8b run log: "
+               "step 99, 16 338 tokens/s/device"),
     ("llama3-70b", "v6e-16", 2, 2.0, 4096): (
-        0.693, "seeds/gke-multislice-elastic-ray-train-tutorial.txt:593 (step 99, 11 819 tokens/s/device)"),
+        0.693, "GKE tutorial \"Multislice and elastic training on TPUs using Ray Train\", its llama3-70b run log: "
+               "step 99, 11 819 tokens/s/device"),
 }
 
 
@@ -154,6 +158,15 @@ class Plan:
 
     period: int
     how: str  # one line: the rule and its inputs
+
+
+def job_step_seconds(job: Any, pod_type: str) -> tuple[float, str] | None:
+    """Seconds per step of ``job`` (a ``stackspec.model.Job``) on slices of ``pod_type`` and where the figure comes
+    from: the job's ``expectedStepSeconds``, else the seed's measured step for the same model, shape, slices, batch
+    and length."""
+    if job.expected_step_seconds:
+        return job.expected_step_seconds, "expectedStepSeconds"
+    return step_seconds(job.model, pod_type, job.slices, job.per_device_batch_size, job.max_target_length)
 
 
 def step_seconds(model: str, pod_type: str, slices: int, batch: float, length: int) -> tuple[float, str] | None:

@@ -203,7 +203,8 @@ def _compute_regions(spec: Any) -> dict:
     for d, doc in docs:
         c = d.view.cluster.name
         capacity += doc["capacity"]
-        standing += [{**r, "item": f"{c}: {r['item']}"} for r in doc["standing"] if not r["item"].startswith("bucket ")]
+        standing += [{**r, "item": f"{c} ({d.view.region}): {r['item']}"} for r in doc["standing"]
+                     if not r["item"].startswith("bucket ")]
         jobs += [{**r, "job": f"{r['job']} @ {d.view.region}"} for r in doc["jobs"]]
         t = doc["totals"]
         for key, tot in (("standing", t["standingPerMonth"]), ("first", t["capacityPerMonth"]["firstChoice"]),
@@ -213,7 +214,7 @@ def _compute_regions(spec: Any) -> dict:
     hours = prices.hours_per_month()
     m, over = spec.manager, spec.prices
     mp = prices.manager(m.autopilot, m.system_machine_type, m.system_node_count, m.region, over)
-    standing.append({"item": f"manager {m.name}", "what": ("Autopilot: Kueue's controller pods"
+    standing.append({"item": f"manager {m.name} ({m.region})", "what": ("Autopilot: Kueue's controller pods"
                                                              if m.autopilot else
                                                              f"{m.system_node_count} x {m.system_machine_type}"),
                      "usdPerHour": _round(mp.usd), "usdPerMonth": _round(_mul(mp.usd, hours)),
@@ -318,6 +319,55 @@ SCHEMA = {
 # --------------------------------------------------------------------------- views
 
 
+# --------------------------------------------------------------------------- dispatch: regions by price
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A region's place in the manager's dispatch order and why it is there."""
+
+    view: Any  # the region's view (a StackSpec)
+    index: int  # its place in tpu-multislice:regions
+    usd_per_chip_hour: float | None  # its slices' first-choice price, weighted by chips; None: unknown
+    reason: str
+
+
+def dispatch_order(spec: Any) -> tuple[Dispatch, ...]:
+    """The regions in the order the manager's MultiKueueConfig lists them (the incremental dispatcher nominates
+    clusters in that order, Kueue v0.19.2 multikueue_types.go:149-160), and why each is where it is.
+
+    ``cost``: cheapest first by the first-choice price per chip-hour of the region's slices (a job's hourly cost
+    there is its chips times that), unknown prices last, ties in the listed order; ``listed``: the file's order."""
+    out = []
+    for v in spec.region_views():
+        usd = chips = 0.0
+        unknown = []
+        for s in v.slices:
+            p = prices.tpu(s.generation, s.preferred.type, v.region, v.prices.tpu_overrides())
+            if p.usd is None:
+                unknown.append(p.key)
+            else:
+                usd += p.usd * s.shape.chips
+                chips += s.shape.chips
+        rate = None if unknown or not chips else usd / chips
+        first = sorted({s.preferred.type for s in v.slices})
+        why = (f"${rate:.2f}/chip-hour first choice ({', '.join(first)})" if rate is not None
+               else f"price unknown (set {unknown[0]})")
+        out.append(Dispatch(v, v.site_index, rate, why))
+    if spec.dispatch == "cost":
+        out.sort(key=lambda d: (d.usd_per_chip_hour is None, d.usd_per_chip_hour or 0.0, d.index))
+
+        def why(d: Dispatch) -> str:
+            if d.usd_per_chip_hour is None:
+                return d.reason + "; after every priced region"
+            tie = [o.view.region for o in out if o is not d and o.usd_per_chip_hour == d.usd_per_chip_hour]
+            return d.reason + (f"; ties with {', '.join(tie)}: listed order" if tie else "; cheapest first")
+
+        return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, why(d)) for d in out)
+    return tuple(Dispatch(d.view, d.index, d.usd_per_chip_hour, d.reason + "; listed order (dispatch: listed)")
+                 for d in out)
+
+
 def usd(x: float | None) -> str:
     return UNKNOWN if x is None else f"${x:,.2f}"
 
@@ -372,6 +422,11 @@ def _age(published: str | None, read: str | None) -> str:
     return f" ({months} months old when read: check the page)" if months >= 3 else ""
 
 
+def _slice_row(doc: dict, r: dict) -> str:
+    """A capacity row's slice: with its region in a multi-region stack (the same slice names in every region)."""
+    return f"{r['slice']} @ {r['region']}" if "dispatch" in doc else r["slice"]
+
+
 def _hours(x: float | None) -> str:
     return UNKNOWN if x is None else f"{x:g}"
 
@@ -379,7 +434,7 @@ def _hours(x: float | None) -> str:
 def tables(doc: dict) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
     """(title, header, rows) of the three views with their totals, as text cells, and the sources' footnotes."""
     t, src = doc["totals"], _Sources()
-    cap = [[r["slice"], str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
+    cap = [[_slice_row(doc, r), str(r["rank"]), r["capacity"] + (f" ({r['reservation']})" if r["reservation"] else ""),
             str(r["chips"]), _rate(r["price"]["usd"]), usd(r["usdPerHour"]), usd(r["usdPerMonth"]),
             _hours(r["expectedWaitHours"]), src.cell(r["price"])] for r in doc["capacity"]]
     if cap:
@@ -453,7 +508,7 @@ def _keyed(doc: dict | None) -> dict[tuple[str, str], Any]:
         out[("stays up, per month", r["item"])] = r["usdPerMonth"]
     out[("stays up, per month", "total")] = t["standingPerMonth"]
     for r in doc.get("capacity", []):
-        out[("capacity option, per month", f"{r['slice']} #{r['rank']} {r['capacity']}")] = r["usdPerMonth"]
+        out[("capacity option, per month", f"{_slice_row(doc, r)} #{r['rank']} {r['capacity']}")] = r["usdPerMonth"]
     out[("capacity option, per month", "total, first choice")] = t["capacityPerMonth"]["firstChoice"]
     out[("capacity option, per month", "total, last fallback")] = t["capacityPerMonth"]["lastFallback"]
     for r in doc.get("jobs", []):

@@ -21,10 +21,14 @@ class Problem:
     value: Any
     message: str  # what is wrong and what is allowed
     line: int | None = None  # 1-based line in the stack file, where known
+    column: int | None = None  # 1-based column, where known (a YAML syntax error)
 
     def render(self, source: str | None = None) -> str:
         shown = "(missing)" if self.value is MISSING else json.dumps(self.value, default=str)
-        where = f"{source}:{self.line}: " if source and self.line else (f"{source}: " if source else "")
+        at = f"{self.line}:{self.column}" if self.column else f"{self.line}"
+        where = f"{source}:{at}: " if source and self.line else (f"{source}: " if source else "")
+        if self.key == "(yaml)":  # the file could not be read: no key, no value
+            return f"{where}{self.message}"
         return f"{where}{self.key} = {shown}: {self.message}"
 
 

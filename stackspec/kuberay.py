@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-# GKE 1.35's add-on: GKE's documentation publishes no add-on-to-KubeRay version table. The seed
-# tutorial (GKE 1.35.2-gke.1842000, ../shared/seeds/) relies on multi-host replica indexing,
-# which KubeRay v1.6 promoted to Beta (seeds/ray-tpu-first-class-announcement.txt). A cluster's
-# own: its RayJob CRD lists the fields (kubectl explain rayjob.spec.deletionStrategy.deletionRules).
+# GKE 1.35's add-on: GKE's documentation publishes no add-on-to-KubeRay version table. GKE's tutorial
+# "Multislice and elastic training on TPUs using Ray Train" (GKE 1.35.2-gke.1842000) relies on multi-host
+# replica indexing, which KubeRay v1.6 promoted to Beta (Ray's announcement "TPUs are a first-class accelerator
+# in Ray"). A cluster's own: its RayJob CRD lists the fields
+# (kubectl explain rayjob.spec.deletionStrategy.deletionRules).
 DEFAULT_VERSION = "1.6.0"
 
 # (path in RayJob.spec, first release that has it)

@@ -65,8 +65,29 @@ RUN_NAME = NameRule("run", 1, 63, _DNS1123_LABEL,
                     "lowercase letters, digits and '-', starting and ending with a letter or digit")
 
 
+# GCP project IDs: 6-30 lowercase letters, digits and hyphens, starting with a letter, not ending with a hyphen
+# (https://cloud.google.com/resource-manager/docs/creating-managing-projects, "Project ID requirements").
+PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+# GCP region and zone names (https://cloud.google.com/compute/docs/regions-zones): us-east5, us-east5-b; AI zones
+# such as us-central1-ai1 live in stackspec.zones.ZONE, built from this.
+REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+# Cloud KMS rotation of every key the project makes (the stacks' Secrets keys, the state keys): 90 days, as the
+# README's gcloud --rotation-period=90d (CIS GCP Foundations 1.10: at most 90 days).
+KEY_ROTATION_DAYS = 90
+KEY_ROTATION = f"{KEY_ROTATION_DAYS * 86400}s"  # as Cloud KMS takes a rotation period
+
+
+def project_id_error(value: str) -> str | None:
+    if PROJECT_ID.fullmatch(value):
+        return None
+    return "not a GCP project ID: 6-30 lowercase letters, digits and '-', starting with a letter"
+
+
 def bucket_name(value: str) -> str | None:
-    """Cloud Storage bucket naming: 3-63 characters (222 with dots, 63 per dot-separated part)."""
+    """Cloud Storage bucket naming (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters (222 with
+    dots, 63 per dot-separated part), lowercase letters, digits, '-', '_' and '.', starting and ending with a letter
+    or digit, not an IP address, no 'goog' prefix and no 'google' (or a close misspelling) inside. The one rule: the
+    bootstrap's configuration takes it from here."""
     allowed = ("3-63 lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit, "
                "no 'goog' prefix and no 'google'")
     if not re.fullmatch(r"[a-z0-9][-a-z0-9_.]*[a-z0-9]", value):

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from . import names, source
+from . import names, rules, source
 from .errors import MISSING, Problem, SpecError, StackFileError
 from .model import NS, StackSpec
 
@@ -102,6 +102,8 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     """
     src = stack_file or (document.source if document and document.source else names.stack_file(stack))
     problems = list(document.problems) if document else []
+    if any(p.key == "(yaml)" for p in problems):  # unreadable: the keys it lacks are not problems of their own
+        raise SpecError(src, [p for p in problems if p.key == "(yaml)"])
     data = _decode(config)
     if document:
         for key in ("secretsprovider", "encryptedkey", "encryptionsalt"):
@@ -110,12 +112,16 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     data["stack"] = stack
     sink: list[Problem] = []
     spec = None
+    # The stack file's own keys (the secrets provider) are checked only when the file was read.
+    context = {"problems": sink, "stack_file": document is not None, "as_written": as_written}
     try:
-        # The stack file's own keys (the secrets provider) are checked only when the file was read.
-        spec = StackSpec.model_validate(data, context={"problems": sink, "stack_file": document is not None,
-                                                       "as_written": as_written})
+        # As written (each section and its own rules), then resolved in one pure step and checked across sections.
+        written = StackSpec.model_validate(data, context=context)
     except ValidationError as e:
         problems += [_problem(err, data) for err in e.errors(include_url=False)]
+    else:
+        spec, across = rules.checked(written, context)
+        sink += across
     problems += sink
     if problems:
         if document:
@@ -123,8 +129,7 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
                         for p in problems]
         raise SpecError(src, _unique(problems))
     assert spec is not None
-    spec._source = src
-    return spec
+    return spec.model_copy(update={"source": src})
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
@@ -142,6 +147,19 @@ def read_stack(path: Path) -> source.StackDocument:
         return source.read(path, _shown(path))
     except (OSError, UnicodeDecodeError) as e:
         raise StackFileError(f"{path}: cannot read the stack file ({getattr(e, 'strerror', None) or e})") from None
+
+
+def stack_names(stacks_dir: Path | None = None, *, some: bool = False) -> list[str]:
+    """The stacks of a stacks directory (``Pulumi.<stack>.yaml``). A directory that is not there is a
+    :class:`StackFileError` naming it (a typo must not check nothing); with ``some``, so is one with no stack file."""
+    where = stacks_dir or STACKS_DIR
+    if not where.is_dir():
+        raise StackFileError(f"{_shown(where)}: no such stacks directory"
+                             + ("" if not where.exists() else " (it is a file)"))
+    out = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in where.glob("Pulumi.*.yaml"))
+    if some and not out:
+        raise StackFileError(f"{_shown(where)}: no stack file (Pulumi.<stack>.yaml) in this directory")
+    return out
 
 
 def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
@@ -342,7 +360,7 @@ def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
     model = _model_at(loc)
     if model is None:
         return []
-    keys = [f.alias or n for n, f in model.model_fields.items() if n != "stack"]
+    keys = [f.alias or n for n, f in model.model_fields.items() if n != "stack" and not f.exclude]
     return [k for k in keys if k not in ("secretsprovider", "encryptionsalt", "encryptedkey")]
 
 

@@ -58,7 +58,8 @@ def multikueue_kubeconfig_secret(cluster: str) -> str:
 
 
 def multikueue_worker_role(manager: str) -> str:
-    """The ClusterRole (and its binding) on each worker granting the manager what MultiKueue does there."""
+    """The Role in the job namespace (writes) and, with ``-read``, the ClusterRole (reads) on each worker granting
+    the manager what MultiKueue does there, each with its binding."""
     return f"{manager}-multikueue"
 
 

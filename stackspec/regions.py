@@ -25,8 +25,27 @@ PREDEFINED_DUAL_REGIONS = {
     "EUR4": ("europe-north1", "europe-west4"),
     "ASIA1": ("asia-northeast1", "asia-northeast2"),
 }
-# Configurable dual-regions pair two regions of one continent under that continent's multi-region code
-# (the page's "Configurable dual-regions" section; the bucket's customPlacementConfig.dataLocations).
+# Configurable dual-regions (the bucket's location code plus customPlacementConfig.dataLocations): two regions the
+# page's table lists under one location code, "The following regions are available when creating a configurable
+# dual-region bucket" (docs.cloud.google.com/storage/docs/locations, as stored 2026-04), not every region of the
+# continent: ASIA offers Taiwan and Singapore only (no asia-northeast1), US no us-central2. Both names must be under
+# the location the stack names, or GCS refuses the bucket.
+CONFIGURABLE_DUAL_REGIONS = {
+    "ASIA": ("asia-east1", "asia-southeast1"),
+    "AU": ("australia-southeast1", "australia-southeast2"),
+    "CA": ("northamerica-northeast1", "northamerica-northeast2"),
+    "DE": ("europe-west3", "europe-west10"),
+    "EU": ("europe-central2", "europe-north1", "europe-southwest1", "europe-west1", "europe-west3", "europe-west4",
+           "europe-west8", "europe-west9", "europe-west10", "europe-west12"),
+    "IN": ("asia-south1", "asia-south2"),
+    "IT": ("europe-west8", "europe-west12"),
+    "US": ("us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
+           "us-west4"),
+}
+# The table's notes: "The EUROPE-NORTH1 and EUROPE-WEST4 dual-region pairing is only available as a predefined
+# dual-region" (EUR4) and "The US-CENTRAL1 and US-EAST1 dual-region pairing is only available as a predefined
+# dual-region" (NAM4): as dataLocations they are refused.
+PREDEFINED_ONLY = (frozenset(PREDEFINED_DUAL_REGIONS["EUR4"]), frozenset(PREDEFINED_DUAL_REGIONS["NAM4"]))
 # Multi-regions: US holds data in US regions, EU in European Union member regions, ASIA in Asian regions.
 _MULTI_REGION = (
     ("US", re.compile(r"us-[a-z]+\d+")),
@@ -63,6 +82,24 @@ class BucketPlace:
         return f"location {self.location} (a {self.kind})"
 
 
+def dual_region_error(location: str, data_locations: tuple[str, ...]) -> str | None:
+    """Why GCS refuses ``location`` with ``data_locations`` as a configurable dual-region (None: it accepts it)."""
+    code, pair = location.upper(), frozenset(data_locations)
+    offered = CONFIGURABLE_DUAL_REGIONS.get(code)
+    if offered is None:
+        codes = [c for c, rs in CONFIGURABLE_DUAL_REGIONS.items() if pair <= set(rs)]
+        return (f"location {location} is not a configurable dual-region's location code; allowed: "
+                f"{', '.join(codes or CONFIGURABLE_DUAL_REGIONS)} (https://cloud.google.com/storage/docs/locations)")
+    if not pair <= set(offered):
+        return (f"{location} offers configurable dual-regions of {', '.join(offered)} only, not "
+                f"{', '.join(sorted(pair - set(offered)))} (https://cloud.google.com/storage/docs/locations)")
+    if pair in PREDEFINED_ONLY:
+        name = next(c for c, p in PREDEFINED_DUAL_REGIONS.items() if frozenset(p) == pair)
+        return (f"{' and '.join(sorted(pair))} pair only as the predefined dual-region {name}: location {name}, no "
+                "dataLocations (https://cloud.google.com/storage/docs/locations)")
+    return None
+
+
 def bucket_places(regions: list[str]) -> list[BucketPlace]:
     """Every location holding all ``regions``, best first: a dual-region (reads from either region free) before a
     multi-region (reads always charged)."""
@@ -72,9 +109,11 @@ def bucket_places(regions: list[str]) -> list[BucketPlace]:
         for code, pair in PREDEFINED_DUAL_REGIONS.items():
             if set(wanted) <= set(pair):
                 out.append(BucketPlace(code))
-        codes = {multi_region_of(r) for r in wanted}
-        if len(wanted) == 2 and len(codes) == 1 and None not in codes:
-            out.append(BucketPlace(codes.pop(), tuple(wanted)))
+        if len(wanted) == 2:
+            # A country's own code (IT, DE) before the continent's that also lists the pair.
+            out += [BucketPlace(code, tuple(wanted)) for code in sorted(CONFIGURABLE_DUAL_REGIONS,
+                                                                        key=lambda c: len(CONFIGURABLE_DUAL_REGIONS[c]))
+                    if dual_region_error(code, tuple(wanted)) is None]
     codes = {multi_region_of(r) for r in wanted}
     if len(codes) == 1 and None not in codes:
         out.append(BucketPlace(codes.pop(), kind="multi-region"))

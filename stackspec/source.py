@@ -91,8 +91,8 @@ def parse(text: str, source: str) -> StackDocument:
         node = yaml.compose(text, Loader=_Loader)  # noqa: S506 (compose builds nodes only)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else None
-        doc.problems.append(Problem("(yaml)", MISSING, f"not valid YAML: {e.problem or e}", line))
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        doc.problems.append(Problem("(yaml)", MISSING, f"not valid YAML: {e.problem or e}", line, column))
         return doc
     except yaml.YAMLError as e:
         doc.problems.append(Problem("(yaml)", MISSING, f"not valid YAML: {e}"))

@@ -4,10 +4,10 @@ The model lives in :mod:`stackspec.model` (pydantic), reading stack files in
 :mod:`stackspec.loader`, derived names in :mod:`stackspec.names`. Everything above the
 ground floor imports from here.
 
-To add a spec key: a field on its section in ``stackspec/model.py`` (camelCase in the
+To add a spec key: a field on its section in ``stackspec/model/`` (camelCase in the
 file, snake_case in code, a default so older stack files still load, its limits in the
-type), and a rule in the section's validator or, when it spans sections, in
-``StackSpec._rules``.
+type), and a rule in the section's validator or, when it spans sections, a function in
+``stackspec/rules/``.
 """
 
 from __future__ import annotations

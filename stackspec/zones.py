@@ -11,11 +11,18 @@ import re
 from functools import cache
 from pathlib import Path
 
+from .limits import REGION
+
 DATA = Path(__file__).with_name("data") / "tpu_zones.json"
 TABLE_FILE = "stackspec/data/tpu_zones.json"
 # GCE zone names: <region>-<letter a-f>, or an AI zone such as us-central1-ai1 / us-south1-ai1b
 # (https://cloud.google.com/compute/docs/regions-zones; AI zones: https://docs.cloud.google.com/tpu/docs/types-zones).
-ZONE = re.compile(r"[a-z]+-[a-z]+\d+-(?:[a-f]|ai\d+[a-z]?)")
+ZONE = re.compile(rf"{REGION.pattern}-(?:[a-f]|ai\d+[a-z]?)")
+
+
+def region_of(location: str) -> str | None:
+    """The region of a zone (``us-central1-ai1`` -> ``us-central1``); None when ``location`` is not a zone."""
+    return location.rsplit("-", 1)[0] if ZONE.fullmatch(location) else None
 
 
 @cache

@@ -1,4 +1,8 @@
-"""Shared test helpers: CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
+"""Shared test helpers: the tests' own stacks, CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
+
+The code's tests read their own stack files, ``tests/fixtures/stacks/`` (copies of the examples as they shipped,
+headed as fixtures): a team that edits, replaces or removes the examples in ``stacks/`` breaks none of them. Only
+``tests/test_examples.py`` reads ``stacks/``, whatever it holds.
 
 The CRDs are vendored (``tests/reference/README.md`` names their source commits), so a
 fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
@@ -7,16 +11,39 @@ fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kube_cel
 import pytest
 import yaml
 
+from stackspec import loader as _loader
+
 ROOT = Path(__file__).resolve().parents[1]
+# The examples a team replaces (Pulumi.yaml's stackConfigDir): read by tests/test_examples.py only.
+EXAMPLE_STACKS = _loader.STACKS_DIR
+# The tests' own stacks. Every default that names the stacks directory (the loader, the engine, slicectl's
+# --stacks-dir) reads them in this test process; a subprocess gets ``--stacks-dir`` (:data:`STACKS_ARGS`).
+FIXTURE_STACKS = ROOT / "tests" / "fixtures" / "stacks"
+_loader.STACKS_DIR = FIXTURE_STACKS
+STACKS_ARGS = ("--stacks-dir", str(FIXTURE_STACKS))
+# The same for a fresh interpreter (``python -c``): its first lines, before anything reads a stack.
+FIXTURE_PRELUDE = f"from stackspec import loader\nloader.STACKS_DIR = loader.Path({str(FIXTURE_STACKS)!r})\n"
+# ``slicectl`` as its own process, reading the tests' stacks (for the commands without ``--stacks-dir``).
+SLICECTL = ("-c", FIXTURE_PRELUDE + "import sys\nfrom slicectl.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+# The documentation site's pages (mkdocs.yml): the README is the front page a repository shows, docs/ the rest.
+DOCS = ROOT / "docs"
+
+
+def documentation() -> str:
+    """The README and every page under ``docs/``, as one text: a test that holds a section of the documentation to
+    the code finds the section on whichever page it lives (pages move; the section's heading is what it names)."""
+    return "\n\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))])
 REFERENCE = ROOT / "tests" / "reference"
 SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
 KUBERAY_CRDS = REFERENCE / "kuberay"
@@ -46,18 +73,19 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
-    # The CRDs are large (2 MB): libyaml's loader reads them in a second.
+@functools.cache
+def load_crd(path: Path) -> dict[str, Any]:
+    """A vendored CRD, read once per test process with libyaml's loader: they are large (the RayJob CRD is
+    1.4 MB), and the pure-Python loader takes seconds where this takes a fraction of one. Callers deep-copy
+    what they change."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    doc = yaml.load((KUBERAY_CRDS / CRD_FILES[kind]).read_text(), Loader=loader)  # noqa: S506
+    return yaml.load(path.read_text(), Loader=loader)  # noqa: S506
+
+
+def crd_schema(kind: str, version: str = "v1") -> dict[str, Any]:
+    doc = load_crd(KUBERAY_CRDS / CRD_FILES[kind])
     served = next(v for v in doc["spec"]["versions"] if v["name"] == version)
     return _strict(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
-
-
-@pytest.fixture(scope="session")
-def _shipped_renderings() -> dict:
-    """The shipped stacks rendered by the real program under mocks, once per test process."""
-    return {}
 
 
 # The stack file's key for the paths nothing here can verify (``stackspec.model.Unverified``).
@@ -70,10 +98,10 @@ FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
 
 
 def stack_files(into: Path, *leave_out: str) -> Path:
-    """The repository's stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
+    """The tests' stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
     edits or adds one (``--stacks-dir``)."""
     into.mkdir(parents=True, exist_ok=True)
-    for p in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+    for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"):
         if p.name.removeprefix("Pulumi.").removesuffix(".yaml") not in leave_out:
             (into / p.name).write_text(p.read_text())
     return into
@@ -101,34 +129,48 @@ def with_fallbacks(config: Mapping[str, str], capacity: Sequence[Mapping] = FALL
     return scale_from_zero({**config, key: json.dumps(slices)})
 
 
-def _rendering(cache: dict, stack: str, variant: str = "", config: Callable[[], dict[str, str]] | None = None):
+# What rendered() rendered in this test process: (stack, its config as JSON or "") -> offline.engine.Rendering.
+_RENDERED: dict[tuple[str, str], Any] = {}
+
+
+def rendered(stack: str, config: Mapping[str, str] | None = None):
+    """``offline.engine.render(stack, config)`` of the tests' stacks, rendered once per test process: many modules
+    render the same stack, or the same edited config, and a render is most of a second (prod was rendered about 66
+    times a run). Each caller gets its own deep copy: a test that edits what it reads cannot leak into another.
+    Not for a test that changes what a render does (a monkeypatch): that one calls ``engine.render`` itself."""
     from offline import engine
 
-    key = f"{stack}{variant}"
-    if key not in cache:
-        cache[key] = engine.render(stack, config() if config else None)
-    # A module's own copy: a test that edits what it reads cannot leak into another module.
-    return copy.deepcopy(cache[key])
+    key = (stack, "" if config is None else json.dumps(dict(config), sort_keys=True))
+    if key not in _RENDERED:
+        _RENDERED[key] = engine.render(stack, None if config is None else dict(config))
+    return copy.deepcopy(_RENDERED[key])
 
 
 @pytest.fixture(scope="module")
-def prod(_shipped_renderings):
-    """``stacks/Pulumi.prod.yaml`` as the program declares it (``offline.engine.Rendering``)."""
-    return _rendering(_shipped_renderings, "prod")
+def prod():
+    """The fixture prod stack (``tests/fixtures/stacks/Pulumi.prod.yaml``) as the program declares it
+    (``offline.engine.Rendering``)."""
+    return rendered("prod")
 
 
 @pytest.fixture(scope="module")
-def dev(_shipped_renderings):
-    """``stacks/Pulumi.dev.yaml`` as the program declares it."""
-    return _rendering(_shipped_renderings, "dev")
+def dev():
+    """The fixture dev stack as the program declares it."""
+    return rendered("dev")
 
 
 @pytest.fixture(scope="module")
-def prod_fallbacks(_shipped_renderings):
+def multi():
+    """The fixture two-region stack (a manager and two regions) as the program declares it."""
+    return rendered("multi")
+
+
+@pytest.fixture(scope="module")
+def prod_fallbacks():
     """prod with capacity fallbacks (:data:`FALLBACKS`) on every slice, opted in to pools from zero."""
     from offline import engine
 
-    return _rendering(_shipped_renderings, "prod", "+fallbacks", lambda: with_fallbacks(engine.stack_config("prod")))
+    return rendered("prod", with_fallbacks(engine.stack_config("prod")))
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +185,8 @@ def kuberay_validator() -> Callable[[dict[str, Any]], list[str]]:
 
     def validate(doc: dict[str, Any]) -> list[str]:
         v = validators[doc["kind"]]
-        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
+        errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(doc)]
+        return errors + kube_cel.failures(kube_cel.evaluate(v.schema, doc))
 
     return validate
 
@@ -162,37 +205,6 @@ KUEUE_KINDS = {
     "Workload": "kueue.x-k8s.io_workloads.yaml",
 }
 
-# The CEL rules (x-kubernetes-validations) of the MultiKueue CRDs, which jsonschema does not read, as Python:
-# the rule text is the CRD's, so a CRD whose rules change fails here until they are translated again.
-KUEUE_CEL: dict[str, Callable[[Any], bool]] = {
-    "[has(self.kubeConfig),has(self.clusterProfileRef)].filter(x,x==true).size() == 1":
-        lambda v: ("kubeConfig" in v) + ("clusterProfileRef" in v) == 1,
-    "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0": lambda v: len(set(v)) == len(v),
-}
-CEL_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
-
-
-def cel_errors(schema: Any, value: Any, path: str = "") -> list[str]:
-    """Every CEL rule on the nodes of ``value``, evaluated through :data:`KUEUE_CEL` (unknown: an error)."""
-    out = []
-    if not isinstance(schema, dict):
-        return out
-    for rule in schema.get("x-kubernetes-validations", []):
-        check = KUEUE_CEL.get(rule["rule"])
-        if check is None:
-            out.append(f"{path or '<root>'}: CEL rule not translated: {rule['rule']}")
-        elif not check(value):
-            out.append(f"{path or '<root>'}: {rule.get('message', rule['rule'])}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k in schema.get("properties", {}):
-                out += cel_errors(schema["properties"][k], v, f"{path}/{k}".lstrip("/"))
-    elif isinstance(value, list) and "items" in schema:
-        for i, v in enumerate(value):
-            out += cel_errors(schema["items"], v, f"{path}/{i}".lstrip("/"))
-    return out
-
-
 def _python_patterns(schema: Any) -> Any:
     """Go's RE2 takes ``^(?i)...``; Python's re wants a global flag first: ``(?i)^...``."""
     if isinstance(schema, dict):
@@ -206,7 +218,7 @@ def _python_patterns(schema: Any) -> Any:
 
 
 def kueue_schema(kind: str, version: str) -> dict[str, Any]:
-    doc = yaml.safe_load((KUEUE_CRDS / KUEUE_KINDS[kind]).read_text())
+    doc = load_crd(KUEUE_CRDS / KUEUE_KINDS[kind])
     served = next(v for v in doc["spec"]["versions"] if v["name"] == version and v.get("served"))
     return _python_patterns(_strict(copy.deepcopy(served["schema"]["openAPIV3Schema"])))
 
@@ -224,9 +236,8 @@ def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
             cache[key] = jsonschema.Draft7Validator(kueue_schema(*key))
         errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
                   for e in cache[key].iter_errors(doc)]
-        if doc["kind"] in CEL_KINDS:
-            errors += cel_errors(cache[key].schema, doc)
-        return errors
+        # The CRD's CEL rules (x-kubernetes-validations, which jsonschema does not read), as on a create.
+        return errors + kube_cel.failures(kube_cel.evaluate(cache[key].schema, doc))
 
     return validate
 
@@ -237,10 +248,11 @@ GMP_CRD = REFERENCE / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
 
 @pytest.fixture(scope="session")
 def pod_monitoring_validator() -> Callable[[dict[str, Any]], list[str]]:
-    doc = yaml.safe_load(GMP_CRD.read_text())
+    doc = load_crd(GMP_CRD)
     (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
     validator = jsonschema.Draft7Validator(_strict(copy.deepcopy(v1["schema"]["openAPIV3Schema"])))
-    return lambda d: [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+    return lambda d: ([f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)]
+                      + kube_cel.failures(kube_cel.evaluate(validator.schema, d)))
 
 
 @pytest.fixture(scope="module")
@@ -266,16 +278,6 @@ def local_cluster():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-# The collected test files, the number of tests and of slow ones (``tests/test_readme.py``).
-COLLECTED = pytest.StashKey[tuple[tuple[str, ...], int, int]]()
-
-
-@pytest.fixture
-def collected(request) -> tuple[tuple[str, ...], int, int]:
-    """The test files collected, the number of tests and of slow ones, before any deselection."""
-    return request.config.stash.get(COLLECTED, ((), 0, 0))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs of one module stay
@@ -285,9 +287,6 @@ def pytest_collection_modifyitems(config, items):
     the kill and the failure verdict), so two side by side use the two cores. All share the
     persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and
     compiles. Without xdist this changes nothing."""
-    # What was collected before any deselection (``-m``, ``-k``): the README's test counts are checked against it.
-    config.stash[COLLECTED] = (tuple(sorted({str(item.path) for item in items})), len(items),
-                               sum(1 for item in items if item.get_closest_marker("slow")))
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))

@@ -147,8 +147,7 @@ class MultiRegion:
         self.manager = manager
         self._views = []
         for region, zone, cluster, n in places:
-            c = spec.cluster.model_copy(update={"name": cluster})
-            c.__dict__["location"] = zone
+            c = spec.cluster.model_copy(update={"name": cluster, "location": zone})
             view = spec.model_copy(update={"region": region, "zone": zone, "cluster": c, "slices": spec.slices[:n]})
             view.__dict__.pop("groups", None)  # a cached_property: model_copy keeps the original's
             self._views.append(view)

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from slicectl import cli
 from slicectl.exits import Exit
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-PROD = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+PROD = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
 _TOPOLOGY_LINE = PROD.splitlines().index("      topology: 4x4") + 1  # the first slice's
 NS = stack_spec.PROJECT
 
@@ -100,6 +101,24 @@ SPEC_CASES: dict[str, tuple[str, list[str]]] = {
     "misspelt key": (edited(lambda c: c[f"{NS}:storage"].update(serviceAcount="x")),
                      ["unknown key (did you mean serviceAccount?)"]),
     "passphrase in prod": ("encryptionsalt: v1:abc\n" + PROD, ["Cloud KMS, not a passphrase"]),
+    # Cloud KMS key paths as the provider parses them (kms_utils.go cryptoKeyRelativeLinkRegex).
+    "KMS key without a location": (PROD.replace("gcpkms://projects/my-tpu-ci/locations/global/keyRings/",
+                                                "gcpkms://projects/my-tpu-ci/keyRings/"),
+                                   ["secretsprovider", "not a Cloud KMS key"]),
+    "KMS key ring with a dot": (PROD.replace("/keyRings/pulumi/", "/keyRings/pulumi.state/"),
+                                ["not a Cloud KMS key"]),
+    "reservation name in capitals": (
+        edited(lambda c: [s.update(capacity=[{"type": "reservation", "reservation": "V6E_Res"}]) for s in
+                          c[f"{NS}:slices"]]),
+        [f"{NS}:slices[0].capacity[0].reservation = \"V6E_Res\": not a Compute Engine reservation name"]),
+    "image reference with a space": (edited(lambda c: c[f"{NS}:ray"].update(image="rayproject/ray 2.60")),
+                                     [f"{NS}:ray.image", "not an image reference"]),
+    "image location not a region": (edited(lambda c: c[f"{NS}:image"].update(location="usa")),
+                                    [f"{NS}:image.location = \"usa\": not an Artifact Registry location"]),
+    "flex-start where GKE offers none for v6e": (
+        edited(lambda c: [s.update(capacity=[{"type": "flex-start"}, {"type": "on-demand"}]) for s in
+                          c[f"{NS}:slices"]] and None or c.update({"gcp:zone": "us-east5-c"})),
+        ["GKE offers flex-start for TPU v6e only in asia-northeast1-b, us-east5-a, us-east5-b"]),
 }
 
 
@@ -191,3 +210,27 @@ def test_no_value_anywhere_raises_anything_but_a_spec_error():
                 assert e.problems and all(p.key and p.message for p in e.problems)
             tried += 1
     assert tried > 500
+
+
+@pytest.mark.parametrize("location", ["us", "europe", "asia", "us-east5"])
+def test_artifact_registry_multi_regions_are_accepted(location):
+    """Artifact Registry takes a region or one of its multi-regions (``asia``, ``europe``, ``us``) as a repository's
+    location (terraform-provider-google artifact_registry_repository docs); the spec used to refuse the latter."""
+    from offline import engine
+
+    cfg = dict(engine.stack_config("prod"))
+    image = json.loads(cfg[f"{NS}:image"])
+    image["location"] = location
+    cfg[f"{NS}:image"] = json.dumps(image)
+    spec = stack_spec.load("prod", cfg)
+    assert spec.image.location == location
+
+
+def test_a_stacks_dir_that_is_not_there_checks_nothing_and_says_so(tmp_path, capsys):
+    """Issue 27: ``stacks --stacks-dir <typo>`` printed empty lists and exit 0: the workflows would act on none."""
+    for command in (["stacks"], ["stacks", "--format", "github"], ["lint"]):
+        assert cli.main([*command, "--stacks-dir", str(tmp_path / "nonexistent")]) == Exit.USAGE, command
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert line == f"error: {tmp_path / 'nonexistent'}: no such stacks directory", command
+        assert captured.out == "" and "Traceback" not in captured.err

@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import stack_files
+from conftest import FIXTURE_STACKS, documentation, rendered, stack_files
 
 from bootstrap import access as ci
 from bootstrap import config as bcfg
@@ -158,9 +158,7 @@ def boot() -> Boot:
 @pytest.fixture(scope="module")
 def ci_multi():
     """The multi-region stack's program (offline.engine.render)."""
-    from offline import engine
-
-    return engine.render("multi")
+    return rendered("multi")
 
 
 CFG = example_config()
@@ -170,7 +168,7 @@ STATE = CFG[f"{NS}:stateBucket"]
 BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
 REPO = CFG[f"{NS}:repository"]
 STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml"))}
 PROD_PROJECT = STACKS["prod"].project
 # The bootstrap's config as the program reads it (for the declared environments).
 CONFIG = bcfg.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
@@ -236,9 +234,9 @@ def test_each_stack_has_its_own_key_and_its_stack_file_names_it(boot):
         key = keys[stack]
         assert providers[stack] == f"gcpkms://{key.inputs['keyRing']}/cryptoKeys/{stack}"
         assert s.secrets_provider == providers[stack], f"stacks/Pulumi.{stack}.yaml: secretsprovider"
-        doc = yaml.safe_load((ROOT / names.stack_file(stack)).read_text())
+        doc = yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text())
         assert "encryptionsalt" not in doc, f"{stack}: a passphrase provider"
-    scanned = [*WORKFLOWS.glob("*.y*ml"), *ROOT.glob("stacks/*.yaml"), ROOT / ".ci/run",
+    scanned = [*WORKFLOWS.glob("*.y*ml"), *FIXTURE_STACKS.glob("*.yaml"), ROOT / ".ci/run",
                *(f for f in BOOT.iterdir() if f.is_file())]
     for f in scanned:
         assert "PULUMI_CONFIG_PASSPHRASE" not in f.read_text(), f"{f}: a passphrase"
@@ -676,7 +674,7 @@ SCOPES = {
 
 def readme_rows(title: str) -> list[list[str]]:
     """The first table under the README heading ``title``, header and rule left out."""
-    lines = (ROOT / "README.md").read_text().split(f"### {title}\n", 1)[1].splitlines()
+    lines = documentation().split(f"### {title}\n", 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[start + 2:end]]
@@ -864,7 +862,7 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     for r in b.of("gcp:projects/iAMMember:IAMMember"):
         if member_id(r.inputs["member"]) == mine:
             assert r.inputs["project"] == project and "iam" not in r.inputs["role"].lower(), r.name
-    text = (ROOT / "README.md").read_text()
+    text = documentation()
     (grant,) = [g for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT]
     assert f"`{grant.role}` on its MultiKueue account" in text.split("### Roles the bootstrap grants", 1)[1]
     assert f"`{grant.role}` on its MultiKueue account" in text.split("### Threat table: each identity", 1)[1]

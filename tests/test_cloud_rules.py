@@ -7,12 +7,14 @@ the rendered plan, the real spec model. Only the cloud is absent; what it would 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import documentation
 
 from offline import engine
 from policies import offline
@@ -153,8 +155,7 @@ def test_flex_start_pools_start_at_zero_take_no_reservation_and_ignore_gke_label
 
 @covers("gke-queued-provisioning-only-by-request")
 def test_queued_flex_start_goes_through_kueue_provisioning_requests():
-    cfg = prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}, {"type": "on-demand"}],
-                             draScaleFromZero=True)
+    cfg = prod_with_capacity([{"type": "flex-start", "queuedProvisioning": True}], draScaleFromZero=True)
     spec = stack_spec.load("prod", cfg)
     queue = kueue.cluster_queue(spec)
     assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"].endswith("-dws")
@@ -225,6 +226,36 @@ def test_streaming_nodes_hold_service_usage_consumer(prod):
         "role": "roles/serviceusage.serviceUsageConsumer",
         "member": "serviceAccount:maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"})
     assert not violations([*res, account, grant], "node-sa-image-streaming-role")
+
+
+def _after(rendering) -> dict[str, set[str]]:
+    """Every resource's URN -> the URNs it waits for, transitively (dependencies, and parents' own)."""
+    by = {r.urn: r for r in rendering.resources}
+    memo: dict[str, set[str]] = {}
+
+    def walk(urn: str) -> set[str]:
+        if urn not in memo:
+            memo[urn] = set()
+            r = by.get(urn)
+            direct = set(r.dependencies) if r else set()
+            memo[urn] = direct | {d for x in direct for d in walk(x)}
+        return memo[urn]
+
+    return {u: walk(u) for u in by}
+
+
+@pytest.mark.parametrize("stack", ["prod", "multi"])
+def test_streaming_pools_wait_for_the_container_file_system_api(stack, request):
+    """Image streaming needs the Container File System API on (GKE's image-streaming requirements): every pool with
+    gcfsConfig enabled waits for that Service, so a first `up` enables it before any streaming node."""
+    r = request.getfixturevalue(stack) if stack == "prod" else engine.render(stack)
+    (api,) = [x for x in r.resources if x.type == "gcp:projects/service:Service"
+              and x.inputs["service"] == "containerfilesystem.googleapis.com"]
+    after = _after(r)
+    streaming = [p for p in r.by_type("gcp:container/nodePool:NodePool")
+                 if (p.inputs["nodeConfig"].get("gcfsConfig") or {}).get("enabled")]
+    assert streaming
+    assert [p.name for p in streaming if api.urn not in after[p.urn]] == []
 
 
 @covers("iam-wi-pool-exists")
@@ -414,7 +445,8 @@ def test_the_manager_reaches_workers_as_a_google_identity_with_one_permission():
     regions = _mk_regions()
     m = _mk_manager(regions)
     assert [g.role for g in mk.iam_grants(m, regions)] == ["roles/container.clusterViewer"]
-    binding = next(d for d in mk.worker_objects(regions[0], m) if d["kind"] == "RoleBinding")
+    binding = next(d for d in mk.worker_objects(regions[0], m) if d["kind"] == "RoleBinding"
+                   and d["metadata"]["namespace"] == kueue.NAMESPACE)  # the token's (the other: the job namespace's)
     assert binding["subjects"][0]["kind"] == "User" and binding["subjects"][0]["name"] == m.google_service_account
     # The default path is the kubeconfig one: no ClusterProfile, no alpha gate.
     values = mk.manager_helm_values(m, regions)
@@ -453,8 +485,48 @@ def test_every_rule_has_a_test_and_its_checks_exist():
     assert len({r.id for r in cloud_rules.RULES}) == len(cloud_rules.RULES)
 
 
+_URL = re.compile(r"https://[^\s]+")
+_REPO_REF = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<path>[^:\s]+)"
+                       r":(?P<a>\d+)(?:-(?P<b>\d+))?")
+SOURCES = ROOT / "tests" / "reference" / "cloud-rule-sources.json"
+
+
+def test_every_rule_quotes_what_it_relies_on_where_it_says():
+    """Each rule quotes at least one sentence or line with where it is: a URL, or a repository line range at a
+    commit. A repository quote must be in the lines ``tests/tools/cloud_rule_sources.py`` read at that commit
+    (``tests/reference/cloud-rule-sources.json``): a path or line that does not exist there, or words not in them,
+    fail; so does a recorded range no rule cites any more."""
+    recorded = {f"{e['repo']}@{e['commit']}:{e['path']}:{e['lines']}": e for e in json.loads(SOURCES.read_text())}
+    cited = set()
+    for r in cloud_rules.RULES:
+        assert r.quotes, f"{r.id}: no quote"
+        for q in r.quotes:
+            assert q.text.strip(), r.id
+            m = _REPO_REF.fullmatch(q.where)
+            if m is None:
+                assert _URL.fullmatch(q.where), f"{r.id}: neither a URL nor owner/name@commit:path:line: {q.where}"
+                continue
+            key = f"{m['repo']}@{m['commit']}:{m['path']}:{m['a']}-{m['b'] or m['a']}"
+            assert key in recorded, f"{r.id}: {q.where} was not read at its commit (tests/tools/cloud_rule_sources.py)"
+            assert " ".join(q.text.split()) in " ".join(recorded[key]["text"].split()), (r.id, q.where)
+            cited.add(key)
+    assert set(recorded) == cited, f"recorded but not quoted: {set(recorded) - cited}"
+
+
+def test_the_quote_check_fails_on_a_bad_quote(monkeypatch):
+    rule = cloud_rules.RULES[0]
+    bad = cloud_rules.Quote("words the file does not have", rule.quotes[1].where)
+    monkeypatch.setattr(cloud_rules, "RULES", (dataclasses.replace(rule, quotes=(bad,)),))
+    with pytest.raises(AssertionError):
+        test_every_rule_quotes_what_it_relies_on_where_it_says()
+    missing = cloud_rules.Quote(rule.quotes[1].text, rule.quotes[1].where.replace("node_pool.go", "nodepool.go"))
+    monkeypatch.setattr(cloud_rules, "RULES", (dataclasses.replace(rule, quotes=(missing,)),))
+    with pytest.raises(AssertionError, match="was not read"):
+        test_every_rule_quotes_what_it_relies_on_where_it_says()
+
+
 def test_the_readme_table_is_the_module_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     rows = [f"| `{r.id}` | {r.system} | {r.rule} | {r.source} | {', '.join(f'`{c}`' for c in r.checks)} |"
             for r in cloud_rules.RULES]
     start = readme.index("| rule | system | what it accepts or does | source | checks |")

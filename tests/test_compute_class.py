@@ -151,10 +151,11 @@ def test_prod_passes_the_fallback_policies(prod, prod_fallbacks):
         assert found == []
 
 
-def test_spot_reservation_and_queued_flex_pools():
-    """Every option type's pool: Spot, a shared reservation, queued flex-start, on-demand (dev stack)."""
+def test_spot_reservation_and_flex_pools():
+    """Every option type's pool: Spot, a shared reservation, flex-start, on-demand (dev stack); queued flex-start
+    is a slice's only option (``test_kueue``), so it has its own render below."""
     opts = [{"type": "reservation", "reservation": "v6e-res", "project": "shared-tpu-project"},
-            {"type": "spot"}, {"type": "flex-start", "maxRunDuration": "24h", "queuedProvisioning": True},
+            {"type": "spot"}, {"type": "flex-start", "maxRunDuration": "24h"},
             {"type": "on-demand"}]
     r = engine.render("dev", config("dev", slices=each(capacity=opts)))
     pools = {p.inputs["name"]: p.inputs for p in r.by_type(NODE_POOL) if p.inputs["name"] != "system"}
@@ -163,8 +164,12 @@ def test_spot_reservation_and_queued_flex_pools():
     assert rsv == {"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
                    "values": ["projects/shared-tpu-project/reservations/v6e-res"]}
     assert pools["v6e-8-0-spot"]["nodeConfig"]["spot"] is True
-    assert pools["v6e-8-0-flex"]["queuedProvisioning"] == {"enabled": True}
+    assert "queuedProvisioning" not in pools["v6e-8-0-flex"]
     assert pools["v6e-8-0-flex"]["nodeConfig"]["maxRunDuration"] == "86400s"
+    queued = engine.render("dev", config("dev", slices=each(capacity=[
+        {"type": "flex-start", "maxRunDuration": "24h", "queuedProvisioning": True}])))
+    (flex,) = [p.inputs for p in queued.by_type(NODE_POOL) if p.inputs["name"] != "system"]
+    assert flex["queuedProvisioning"] == {"enabled": True}
     (doc,) = classes(r)
     validate(doc)
     rules = doc["spec"]["priorities"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import FIXTURE_STACKS
 
 from offline import engine
 from slicectl import cli
@@ -236,7 +237,7 @@ def test_job_run_is_steps_times_step_time_times_chips_times_price():
     # stackspec.checkpoints.STEP_SECONDS, also behind Young/Daly's period).
     for r in untimed:
         j = next(x for x in s.jobs if x.name == r["job"])
-        assert (r["expectedStepSeconds"], r["stepFrom"]) == s.step_time(j) and r["stepFrom"].startswith("seeds/")
+        assert (r["expectedStepSeconds"], r["stepFrom"]) == s.step_time(j) and "run log: step 99" in r["stepFrom"]
         assert math.isclose(r["usd"], r["chips"] * table_price("on-demand") * j.steps * r["expectedStepSeconds"] / 3600,
                             abs_tol=0.01)
     jobs = doc["totals"]["jobs"]
@@ -328,7 +329,7 @@ def test_cli_cost_base_is_a_stack_name_a_stack_file_or_a_v1_document(capsys):
     assert f"| {cost.total_text(first[1])} | {cost.total_text(first[0])} |" in row
     assert "| v6e-16-0 #1 on-demand | — |" in md  # prod's options are not dev's
     # A stack file path is priced like the stack itself: the same file, no change.
-    assert cli.main(["cost", "--stack", "prod", "--base", str(ROOT / "stacks" / "Pulumi.prod.yaml")]) == 0
+    assert cli.main(["cost", "--stack", "prod", "--base", str(FIXTURE_STACKS / "Pulumi.prod.yaml")]) == 0
     md = capsys.readouterr().out
     assert "-$" not in md and "+$" not in md and "added" not in md
     # The default branch's cost.json from before v2 still reads as a base.
@@ -348,7 +349,7 @@ def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
     """``--base REF``: the same stack file at that commit (git show REF:stacks/Pulumi.<stack>.yaml)."""
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    shutil.copy(ROOT / "stacks" / "Pulumi.prod.yaml", stacks)
+    shutil.copy(FIXTURE_STACKS / "Pulumi.prod.yaml", stacks)
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
     _git(tmp_path, "commit", "-qm", "prod")
@@ -367,7 +368,7 @@ def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
     total = next(line for line in md.splitlines() if line.startswith("| stays up, per month | total |"))
     assert "| ≥ $" in total and "(1 price unknown) | $" in total
     # A stack the ref does not have, a ref that is no commit, a readable ref with a broken stack file: exit 2.
-    shutil.copy(ROOT / "stacks" / "Pulumi.dev.yaml", stacks)
+    shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", stacks)
     dev = ["cost", "--stack", "dev", "--stacks-dir", str(stacks)]
     assert cli.main([*dev, "--base", "HEAD"]) == 2
     assert "HEAD has no stacks/Pulumi.dev.yaml" in capsys.readouterr().err
@@ -446,3 +447,29 @@ def test_cost_per_productive_hour_per_region_and_option():
     assert {(r["waitHours"], r["usdPerProductiveHour"]) for r in prod["jobs"]} == {(None, None)}
     assert cost.tables(prod)[0][0][1][-2] == "wait h" and cost.tables(prod)[0][0][2][0][-2] == cost.UNKNOWN
     assert cost.per_productive_hour(10.0, 2.0, 1.0) == 15.0 and cost.per_productive_hour(10.0, 2.0, None) is None
+
+
+def test_multi_region_rows_name_their_region(capsys):
+    """Issue 27: a two-region stack's cost repeated ``v6e-16-0`` without saying in which region. Every capacity
+    and standing row names the region its cluster is in (the spec's regions), and no two rows read the same."""
+    fixtures = ROOT / "tests" / "fixtures" / "rough"
+    s = spec.load_stack("duo", fixtures)
+    regions = {v.cluster.name: v.region for v in s.region_views()}
+    assert len(set(regions.values())) == 2
+    assert cli.main(["cost", "--stack", "duo", "--stacks-dir", str(fixtures)]) == 0
+    text = capsys.readouterr().out
+    views, _ = cost.tables(cost.compute(s))
+    for title, _, rows in views[:2]:
+        named = [r[0] for r in rows if r[0] != "total"]
+        assert len(named) == len(set(named)), (title, named)
+        for row in named:
+            if "replication" in row:  # the dual-region bucket: both regions at once
+                continue
+            assert any(region in row for region in [*regions.values(), s.manager.region]), (title, row)
+            assert row in text
+    slices = {v.region: [sl.name for sl in v.slices] for v in s.region_views()}
+    for region, names in slices.items():
+        for name in names:
+            assert re.search(rf"^\s+{re.escape(name)} @ {region}\s", text, re.M), (name, region)
+    diff = cost.changes(None, cost.compute(s))
+    assert len({(c["view"], c["row"]) for c in diff}) == len(diff)  # the diff keeps each region's row apart too

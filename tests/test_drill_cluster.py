@@ -15,7 +15,7 @@ import time
 
 import pytest
 import yaml
-from conftest import with_fallbacks
+from conftest import FIXTURE_STACKS, with_fallbacks
 from kube_standin import Sim, StandIn
 from kubernetes import client
 
@@ -275,7 +275,7 @@ def test_cli_drill_exit_codes_and_json_report(prod_plan, tmp_path, monkeypatch, 
     exit 0 on recovery and 1 on a stall."""
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    doc = yaml.safe_load((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text())
     for j in doc["config"][f"{spec.PROJECT}:jobs"]:
         j["suspend"] = j["name"] != JOB
     (stacks / "Pulumi.prod.yaml").write_text(yaml.safe_dump(doc))

@@ -177,3 +177,18 @@ def test_cli_refuses_what_a_region_loss_drill_cannot_do(argv, message, capsys):
     assert cli.main(["drill", "--local", "--stack", "prod", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+def test_the_summary_table_escapes_a_pipe_in_a_figure(tmp_path):
+    """The region-loss drill names figures ``max |loss - region A's|``: an unescaped ``|`` ends a GFM table cell,
+    and the row gets four cells in a two-column table."""
+    r = DrillReport(target="local:dev/j", job="j", elastic=True, scenario="region-loss", ok=True,
+                    figures={"first step |loss - region A's|": 1e-3, "max |loss - region A's| (steps both ran)": 2e-3,
+                             "a|b": "x|y"})
+    md = r.publish(tmp_path)["markdown"].read_text()
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    # A row's cells, as GitHub splits them: on every pipe that no backslash escapes.
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
+    assert all(len(c) == 2 for c in cells), rows
+    shown = {c[0].replace("\\|", "|"): c[1].replace("\\|", "|") for c in cells[2:]}
+    assert shown["max |loss - region A's| (steps both ran)"] == "0.002" and shown["a|b"] == "x|y"

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from policies import offline
@@ -163,7 +164,7 @@ def test_prod_rendering_passes(prod, name):
 
 def _stack_file(tmp_path: Path, stack: str, cluster_lines: str) -> Path:
     """The shipped stack file with lines added to its cluster section (indented 4)."""
-    text = (engine.ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+    text = (FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text()
     anchor = "    serviceCidr: 10.104.0.0/20\n"
     assert anchor in text
     text = text.replace(anchor, anchor + cluster_lines, 1)
@@ -349,7 +350,7 @@ def test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in(prod
     assert patterns == ["gcr.io/gke-release/*", "gke.gcr.io/*", "registry.k8s.io/kueue/kueue:v0.19.2*"]
     assert "tpu-multislice:unverified.binaryAuthorizationEnforce" in r.spec.unverified_paths
     # A stack without an image repository has no attestor to require: everything else is denied.
-    (policy,) = engine.render("dev").by_type("gcp:binaryauthorization/policy:Policy")
+    (policy,) = rendered("dev").by_type("gcp:binaryauthorization/policy:Policy")
     assert policy.inputs["defaultAdmissionRule"] == {"evaluationMode": "ALWAYS_DENY",
                                                      "enforcementMode": "DRYRUN_AUDIT_LOG_ONLY"}
     assert "docker.io/rayproject/ray:nightly-py312-tpu*" in [
@@ -357,7 +358,7 @@ def test_binary_authorization_logs_by_default_and_blocks_only_when_opted_in(prod
 
 
 def _prod_problems(tmp_path: Path, old: str, new: str) -> tuple[list[str], int]:
-    text = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    text = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     assert old in text
     (tmp_path / "Pulumi.prod.yaml").write_text(text.replace(old, new, 1))
     with pytest.raises(stack_spec.SpecError) as e:
@@ -368,13 +369,13 @@ def _prod_problems(tmp_path: Path, old: str, new: str) -> tuple[list[str], int]:
 
 
 def test_prod_refuses_a_stack_file_without_a_secrets_provider(tmp_path):
-    text = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    text = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     provider = next(x for x in text.splitlines() if x.startswith("secretsprovider:"))
     problems, _ = _prod_problems(tmp_path, provider + "\n", "")
     assert any("Pulumi.prod.yaml" in p and "secretsprovider" in p and "(missing)" in p and "Cloud KMS key" in p
                for p in problems), problems
     # dev may keep its secrets however it likes
-    dev = (engine.ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    dev = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
     dev = "\n".join(x for x in dev.splitlines() if not x.startswith("secretsprovider:"))
     (tmp_path / "Pulumi.dev.yaml").write_text(dev)
     assert stack_spec.load_stack("dev", tmp_path).secrets_provider is None

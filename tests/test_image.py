@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from stackspec import names
@@ -157,7 +158,7 @@ def test_an_unset_digest_deploys_the_first_phase_with_a_warning(monkeypatch, dry
 def test_image_streaming_on_every_pool_with_the_image(prod):
     pools = prod.by_type("gcp:container/nodePool:NodePool")
     assert pools and all(p.inputs["nodeConfig"]["gcfsConfig"] == {"enabled": True} for p in pools)
-    dev = engine.render("dev")  # no image section: ray.image from Docker Hub, which GKE cannot stream
+    dev = rendered("dev")  # no image section: ray.image from Docker Hub, which GKE cannot stream
     assert all("gcfsConfig" not in p.inputs["nodeConfig"] for p in dev.by_type("gcp:container/nodePool:NodePool"))
     assert not dev.by_type("gcp:artifactregistry/repository:Repository")
     ray = [d for d in dev.manifests if d["kind"] in ("RayCluster", "RayJob")]
@@ -195,7 +196,7 @@ def test_the_preview_shows_the_first_phase_warning_first(fmt, tmp_path, capsys):
     first = out.index("image.digest is unset: first phase")
     assert first < out.index("Policies") < out.index("Plan")
     assert "unverified, opted in with tpu-multislice:unverified.rayTokenAuth" in out[:out.index("Plan")]
-    line = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text().splitlines().index("  tpu-multislice:image:") + 1
+    line = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text().splitlines().index("  tpu-multislice:image:") + 1
     assert f"Pulumi.prod.yaml:{line}: tpu-multislice:image.digest is unset" in out
-    rendering = engine.render("prod")
+    rendering = rendered("prod")
     assert rendering.warnings[0].startswith("tpu-multislice:image.digest is unset: first phase")

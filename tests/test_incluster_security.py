@@ -13,8 +13,10 @@ import copy
 import inspect
 import json
 
+import kube_cel
 import kubernetes_validate
 import pytest
+from conftest import rendered
 
 from drills import cluster as drill
 from offline import engine
@@ -42,8 +44,8 @@ def _with_shared_job(stack: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, engine.Rendering]:
-    return {"prod": engine.render("prod"), "dev": engine.render("dev"),
-            "prod-shared": engine.render("prod", _with_shared_job("prod"))}
+    return {"prod": rendered("prod"), "dev": rendered("dev"),
+            "prod-shared": rendered("prod", _with_shared_job("prod"))}
 
 
 def _docs(rendering: engine.Rendering) -> list[dict]:
@@ -134,7 +136,7 @@ def test_ray_pods_mount_no_api_token_and_nothing_is_privileged(renderings, stack
 
 def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
     r = renderings["prod"]
-    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own drill identity (bootstrap/)
+    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own (bootstrap/)
     [role], [binding] = _kind(r, "Role"), _kind(r, "RoleBinding")
     [crole], [cbinding] = _kind(r, "ClusterRole"), _kind(r, "ClusterRoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == r.spec.storage.namespace
@@ -162,10 +164,9 @@ def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
     assert "secret" not in source.lower() and not any("secrets" in x["resources"] for x in role["rules"])
 
 
-def test_drill_deletes_are_limited_to_the_stacks_worker_pods_and_tpu_nodes(renderings):
-    """The ValidatingAdmissionPolicy and its binding (Kubernetes 1.35 schema, strict), their match on the drill user
-    and DELETE of pods and nodes, and the CEL text with the stack's names. No CEL library is installed here: the
-    expressions are checked as text, not evaluated."""
+def test_drill_admission_policy_objects(renderings):
+    """The ValidatingAdmissionPolicy and its binding (Kubernetes 1.35 schema, strict) and their match on the drill
+    user and DELETE of pods and nodes; what the CEL allows is evaluated in the test below."""
     r = renderings["prod"]
     [vap], [binding] = _kind(r, "ValidatingAdmissionPolicy"), _kind(r, "ValidatingAdmissionPolicyBinding")
     for d in (vap, binding):
@@ -175,26 +176,92 @@ def test_drill_deletes_are_limited_to_the_stacks_worker_pods_and_tpu_nodes(rende
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods", "nodes"]}]
-    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own drill identity (bootstrap/)
-    assert spec["matchConditions"] == [{"name": "drill-user", "expression": f"request.userInfo.username == '{user}'"}]
-    pods, nodes = (v["expression"] for v in spec["validations"])
-    # Pods: Ray workers of the stack's clusters; prod's jobs each bring their own (the job label KubeRay copies).
-    dedicated = sorted(j.name for j in r.spec.jobs if j.cluster == "dedicated")
-    assert pods.startswith("request.resource.resource != 'pods' || (has(oldObject.metadata.labels) && ")
-    assert "oldObject.metadata.labels['ray.io/node-type'] in ['worker']" in pods
-    assert f"oldObject.metadata.labels['tpu-multislice/job'] in {dedicated}" in pods.replace('"', "'")
-    # Nodes: the TPU slices' pools (the drill's plan picks among the same), never the system pool.
+    # The drill plan picks among the same pools the policy admits (nodes are checked by CEL below).
     pools = sorted({pool for s in r.spec.slices for _, pool in s.pools})
     assert pools == sorted(drill.plan(r.spec, "llama3-8b-elastic").node_pools)
-    assert nodes == ("request.resource.resource != 'nodes' || (has(oldObject.metadata.labels) && "
-                     f"('cloud.google.com/gke-nodepool' in oldObject.metadata.labels && "
-                     f"oldObject.metadata.labels['cloud.google.com/gke-nodepool'] in {pools}))")
-    assert f"{r.spec.cluster.name}-system" not in nodes
-    # Every worker pod the stack renders carries the labels the pod rule reads.
-    for d in r.manifests:
-        if d["kind"] == "RayJob" and d["metadata"]["name"] in dedicated:
-            for g in d["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
-                assert g["template"]["metadata"]["labels"][kube.JOB_LABEL] == d["metadata"]["name"]
+
+
+def _kuberay_pod(node_type: str, cluster: str, group: str, template: dict) -> dict:
+    """A pod as KubeRay v1.6 labels it: ``labelPod`` (ray-operator/controllers/ray/common/pod.go:776-800) sets
+    ``ray.io/node``, ``ray.io/cluster``, ``ray.io/node-type``, ``ray.io/group``, ``ray.io/identifier``,
+    ``app.kubernetes.io/name``/``created-by``, then copies the template's labels except node-type, group and
+    cluster, which are not overridable."""
+    labels = {"ray.io/node": "yes", kube.RAY_CLUSTER_LABEL: cluster, kube.RAY_NODE_TYPE_LABEL: node_type,
+              "ray.io/group": group, "ray.io/identifier": f"{cluster}-{node_type}",
+              "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"}
+    for k, v in template.get("metadata", {}).get("labels", {}).items():
+        if k not in (kube.RAY_NODE_TYPE_LABEL, "ray.io/group", kube.RAY_CLUSTER_LABEL):
+            labels[k] = v
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{cluster}-{group}-x1", "namespace": "maxtext",
+                                                          "labels": labels}}
+
+
+def _ray_pods(docs: list[dict]) -> list[tuple[str, dict]]:
+    """(head|worker, pod) for every Ray pod KubeRay would make from the rendered RayJobs and RayClusters; a
+    RayJob's cluster is named ``<job>-<suffix>`` by KubeRay."""
+    out = []
+    for d in docs:
+        if d["kind"] not in ("RayJob", "RayCluster") or (d["kind"] == "RayJob" and "rayClusterSpec" not in d["spec"]):
+            continue  # a job on the shared cluster (clusterSelector) makes no pods of its own
+        spec = d["spec"].get("rayClusterSpec", d["spec"])
+        cluster = d["metadata"]["name"] + ("-k7x2q" if d["kind"] == "RayJob" else "")
+        out.append(("head", _kuberay_pod("head", cluster, "headgroup", spec["headGroupSpec"]["template"])))
+        for g in spec.get("workerGroupSpecs", []):
+            out.append(("worker", _kuberay_pod("worker", cluster, g["groupName"], g["template"])))
+    return out
+
+
+def _node(pool: str | None) -> dict:
+    labels = {"kubernetes.io/os": "linux"} | ({"cloud.google.com/gke-nodepool": pool} if pool else {})
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gke-{pool or 'x'}-abcd", "labels": labels}}
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_drill_deletes_are_limited_to_the_stacks_worker_pods_and_tpu_nodes(renderings, stack):
+    """The policy's CEL evaluated (cel-python, ``tests/kube_cel.py``) on DELETE admission requests shaped as the
+    API server builds them. A ValidatingAdmissionPolicy's variables, per the Kubernetes API reference
+    (admissionregistration.k8s.io/v1 ``Validation.expression``): "'object' - The object from the incoming request.
+    The value is null for DELETE requests. 'oldObject' - The existing object. The value is null for CREATE
+    requests. 'request' - Attributes of the API request". The drill user (the RBAC ``User`` subject: GKE names a
+    Google service account by its email) may delete the Ray workers of the stack's jobs and the nodes of its TPU
+    slice pools; not a head, another job's worker, an unlabelled pod, the system pool's nodes; other users are not
+    matched; a CREATE is not matched."""
+    r = renderings[stack]
+    docs = _docs(r)
+    [vap], [binding] = _kind(r, "ValidatingAdmissionPolicy"), _kind(r, "ValidatingAdmissionPolicyBinding")
+    (user,) = {s["name"] for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+               and d["metadata"]["name"] == vap["metadata"]["name"] for s in d["subjects"] if s["kind"] == "User"}
+
+    def delete(obj: dict, who: str = user) -> tuple[bool, str]:
+        resource = "nodes" if obj["kind"] == "Node" else "pods"
+        req = kube_cel.admission_request("DELETE", resource, obj["metadata"]["name"], who,
+                                         namespace=obj["metadata"].get("namespace", ""), kind=obj["kind"])
+        return kube_cel.admit(vap, binding, req, None, obj)
+
+    pods = _ray_pods(r.manifests)
+    assert {t for t, _ in pods} == {"head", "worker"}
+    for node_type, pod in pods:
+        allowed, why = delete(pod)
+        assert allowed == (node_type == "worker"), (pod["metadata"]["labels"], why)
+        assert delete(pod, "someone@example.com") == (True, "not matched: drill-user")
+    (_, worker) = next(p for p in pods if p[0] == "worker")
+    stranger = copy.deepcopy(worker)
+    stranger["metadata"]["labels"] = {k: v for k, v in worker["metadata"]["labels"].items()
+                                      if k not in (kube.JOB_LABEL,)} | {kube.RAY_CLUSTER_LABEL: "other-cluster"}
+    assert delete(stranger)[0] is False
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "maxtext"}}
+    assert delete(bare) == (False, vap["spec"]["validations"][0]["message"])
+    # Nodes: each TPU pool the program declares (the provider's node pools with a TPU machine), none else.
+    pools = {p.inputs["name"]: p.inputs["nodeConfig"]["machineType"]
+             for p in r.by_type("gcp:container/nodePool:NodePool")}
+    tpu = [n for n, m in pools.items() if m.startswith("ct")]
+    assert tpu and len(tpu) < len(pools)
+    for name, machine in pools.items():
+        assert delete(_node(name))[0] == machine.startswith("ct"), name
+    assert delete(_node(None)) == (False, vap["spec"]["validations"][1]["message"])
+    # A CREATE (object set, oldObject null) by the drill user is outside the policy's match.
+    req = kube_cel.admission_request("CREATE", "pods", "p", user, namespace="maxtext", kind="Pod")
+    assert kube_cel.admit(vap, binding, req, worker, None) == (True, "not matched: resource rules")
 
 
 # --------------------------------------------------------------------------- policies
@@ -281,7 +348,7 @@ def _config(stack: str, **ray) -> dict[str, str]:
 
 
 def test_token_auth_renders_kuberay_auth_options(kuberay_validator):
-    r = engine.render("prod")  # prod sets ray.auth: token
+    r = rendered("prod")  # prod sets ray.auth: token
     jobs = [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
     assert jobs
     for d in jobs:

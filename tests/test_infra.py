@@ -93,7 +93,7 @@ def test_cluster(prod):
     (c,) = prod.by_type("gcp:container/cluster:Cluster")
     i = c.inputs
     assert i["name"] == "maxtext-tpu" and i["location"] == "us-east5-b"
-    assert i["minMasterVersion"] == "1.35.2-gke.1842000"
+    assert i["minMasterVersion"] == "1.35"  # GKE's alias: the channel's newest 1.35 patch, never a pinned patch
     assert i["datapathProvider"] == "ADVANCED_DATAPATH"  # Dataplane V2
     assert i["workloadIdentityConfig"] == {"workloadPool": "my-tpu-project.svc.id.goog"}
     assert i["addonsConfig"]["rayOperatorConfigs"][0]["enabled"] is True

@@ -21,6 +21,7 @@ from policies import offline as policy_offline
 from policies.rules import queueing as rules
 from stackspec import kube, names
 from stackspec import spec as stack_spec
+from stackspec.errors import SpecError
 from stackspec.model import WORKLOAD_PRIORITIES
 from workloads import kueue, manifests
 
@@ -30,10 +31,9 @@ KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriority
 
 
 def _flex_config() -> dict[str, str]:
-    """prod with its slices falling back from a reservation to flex-start with queued provisioning (DWS),
-    opted in to pools that scale from zero with DRANET (tpu-multislice:unverified.draScaleFromZero)."""
-    return with_fallbacks(engine.stack_config("prod"), [{"type": "reservation", "reservation": "tpu-v6e-res"},
-                                                        {"type": "flex-start", "queuedProvisioning": True}])
+    """prod with its slices from flex-start with queued provisioning (DWS), its only option (the spec refuses it
+    beside others), opted in to pools that scale from zero with DRANET (tpu-multislice:unverified.draScaleFromZero)."""
+    return with_fallbacks(engine.stack_config("prod"), [{"type": "flex-start", "queuedProvisioning": True}])
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +200,7 @@ def test_kueue_installed_from_the_pinned_chart(prod):
     (comp,) = prod.by_type("tpu-multislice:workloads:KueueQueueing")
     assert chart.parent == ns.parent == comp.urn
     # The module the chart's class lives in is in the provider table (no whole-package fallback).
-    from infra import provider_modules
+    from offline import provider_modules
     assert "Chart" in provider_modules.MODULES["pulumi_kubernetes.helm.v4"]
 
 
@@ -227,8 +227,13 @@ def test_flex_start_goes_through_the_provisioning_request_check(flex, kueue_vali
     (group,) = spec.groups
     name = names.provisioning_check(spec.ray.cluster_name)
     config = one(flex, "ProvisioningRequestConfig", name)
+    # xpk's DWS config (src/xpk/templates/kueue_config.yaml.j2) sets the same podSetUpdates: the pods go to the
+    # nodes GKE provisioned for their request.
     assert config["spec"] == {"provisioningClassName": "queued-provisioning.gke.io",
-                              "managedResources": [kube.TPU_RESOURCE]}
+                              "managedResources": [kube.TPU_RESOURCE],
+                              "podSetUpdates": {"nodeSelector": [{
+                                  "key": "autoscaling.gke.io/provisioning-request",
+                                  "valueFromProvisioningClassDetail": "ResizeRequestName"}]}}
     check = one(flex, "AdmissionCheck", name)
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
     assert check["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
@@ -245,11 +250,24 @@ def test_flex_start_without_queued_provisioning_needs_no_check():
     cfg = _flex_config()
     slices = json.loads(cfg[f"{NS}:slices"])
     for s in slices:
-        s["capacity"][1].pop("queuedProvisioning")
+        s["capacity"][0].pop("queuedProvisioning")
     cfg[f"{NS}:slices"] = json.dumps(slices)
     spec = stack_spec.load("prod", cfg)
     assert kueue.flex_groups(spec) == []
     assert kueue.provisioning_objects(spec) == []
+
+
+@pytest.mark.parametrize("others", [[{"type": "reservation", "reservation": "tpu-v6e-res"}], [{"type": "spot"}],
+                                    [{"type": "on-demand"}]])
+def test_queued_provisioning_beside_other_options_is_refused(others):
+    """The DWS check would gate the worker group's one flavor, which the other options share, and pin its pods to
+    the provisioned nodes: the other options would never be used (the spec names the key and the options)."""
+    cfg = with_fallbacks(engine.stack_config("prod"), [*others, {"type": "flex-start", "queuedProvisioning": True}])
+    with pytest.raises(SpecError) as e:
+        stack_spec.load("prod", cfg)
+    msg = str(e.value)
+    assert "capacity" in msg and "queuedProvisioning is the slice's only way to capacity" in msg
+    assert others[0]["type"] in msg
 
 
 # --------------------------------------------------------------------------- suspend: an operator's pause

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_PRELUDE
 
 from slicectl import extras
 
@@ -30,6 +31,7 @@ class Refuse:
         return None
 sys.meta_path.insert(0, Refuse())
 atexit.register(lambda: tried and print("tried to import:", *sorted(set(tried)), file=sys.stderr))
+{FIXTURE_PRELUDE}
 from slicectl.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 
 from policies.registry import RULES
 from slicectl import cli
@@ -67,7 +68,7 @@ def _leaf(key: str) -> str:
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_lint_and_preview_agree(rule, tmp_path, capsys):
     stack, edit, policy_config = CASES[rule]
-    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    doc = yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text())
     edit(doc["config"])
     stacks = tmp_path / "stacks"
     stacks.mkdir()

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import rendered
 
 from infra import monitoring
 from offline import engine
@@ -159,7 +160,7 @@ def test_dashboard_json_is_valid_and_charts_the_signals(prod):
 
 
 def test_a_stack_without_channels_still_alerts_and_says_so():
-    r = engine.render("dev")
+    r = rendered("dev")
     assert not r.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
     assert all(p.inputs.get("notificationChannels", []) == [] for p in r.by_type(ALERT)) and r.by_type(ALERT)
     assert any("notify no one" in w for w in r.warnings)  # the program's pulumi.log.warn, kept by the engine

@@ -4,17 +4,20 @@ single-region view the existing rules and components run on; the real program re
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS, rendered
 
 from offline import engine
 from slicectl import cli
 from stackspec import names
+from stackspec import regions as places
 from stackspec import spec as stack_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-MULTI = (ROOT / "stacks" / "Pulumi.multi.yaml").read_text()
+MULTI = (FIXTURE_STACKS / "Pulumi.multi.yaml").read_text()
 NS = stack_spec.PROJECT
 
 
@@ -32,7 +35,7 @@ def problems(text: str, tmp_path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def multi():
-    return engine.render("multi")
+    return rendered("multi")
 
 
 def test_each_region_is_a_single_region_view():
@@ -95,8 +98,7 @@ def test_multikueue_limits(tmp_path):
     assert any(p.startswith(f"{NS}:jobs[2].region = (missing)") and "No Multikueue support" in p for p in got), got
     elsewhere = MULTI.replace("      region: us-east1\n      minSlices", "      region: europe-west4\n      minSlices")
     assert any("allowed: us-east5, us-east1" in p for p in problems(elsewhere, tmp_path))
-    eu = MULTI.replace("    storageClass: STANDARD\n    namespace", "    location: EU\n    storageClass: STANDARD\n"
-                       "    namespace", 1)
+    eu = MULTI.replace("    location: US\n    dataLocations: [us-east1, us-east5]\n", "    location: EU\n", 1)
     got = problems(eu, tmp_path)
     assert any(p.startswith(f"{NS}:storage.location = \"EU\"") and "does not hold" in p for p in got), got
 
@@ -108,7 +110,7 @@ def test_a_job_fitting_no_region_is_refused(tmp_path):
 
 
 def test_single_region_stacks_refuse_region_keys(tmp_path):
-    prod = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    prod = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     got = problems(prod.replace("      mode: elastic\n", "      mode: elastic\n      region: us-east5\n"), tmp_path)
     assert any(p.startswith(f"{NS}:jobs[2].region") and "only in a multi-region stack" in p for p in got), got
 
@@ -120,20 +122,27 @@ def test_the_program_renders_every_region_and_the_manager(multi):
     clusters = {r.inputs["name"]: r.inputs for r in by_type["gcp:container/cluster:Cluster"]}
     assert set(clusters) == {"tpu-manager", "maxtext-east5", "maxtext-east1"}
     assert clusters["tpu-manager"]["enableAutopilot"] is True and clusters["tpu-manager"]["location"] == "us-east5"
-    assert all(c["fleet"] == {"project": "my-tpu-project-multi"} for c in clusters.values())
+    # No fleet: nothing consumes a membership and gkehub.googleapis.com is enabled nowhere (GCP review N7).
+    assert not any("fleet" in c for c in clusters.values())
     pools = {(r.inputs["cluster"], r.inputs["name"]) for r in by_type["gcp:container/nodePool:NodePool"]
              if r.inputs["name"] != "system"}
     assert pools == {(c, p) for c in ("maxtext-east5", "maxtext-east1") for p in ("v6e-16-0", "v6e-16-1")}
     [bucket] = by_type["gcp:storage/bucket:Bucket"]
     assert bucket.inputs["location"] == "US"
     assert bucket.inputs["customPlacementConfig"] == {"dataLocations": ["US-EAST1", "US-EAST5"]}
-    assert len(by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]) == 2
+    # One grant on the shared bucket, the stack's: the principal is project-wide (GCP review N4).
+    [grant] = by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]
+    assert grant.name == "tpu-manager-checkpoints-object-user" and "SharedCheckpointBucket" in grant.parent
     jobs = {r.inputs["metadata"]["name"]: r.provider for r in by_type["kubernetes:ray.io/v1:RayJob"]}
     assert {n: ("tpu-manager-k8s" in p) for n, p in jobs.items()} == {
         "llama3-70b-multislice": True, "llama3-8b-multislice": True, "llama3-8b-elastic": False}
     assert "maxtext-east1-k8s" in jobs["llama3-8b-elastic"]
-    # Kueue's webhook sets managedBy on the manager: never the program.
-    assert all("managedBy" not in r.inputs["spec"] for r in by_type["kubernetes:ray.io/v1:RayJob"])
+    # The manager's RayJobs are MultiKueue's from their creation (what Kueue's webhook would default, without
+    # depending on its caches); a job created in its region is KubeRay's there.
+    assert {r.inputs["metadata"]["name"]: r.inputs["spec"].get("managedBy")
+            for r in by_type["kubernetes:ray.io/v1:RayJob"]} == {
+        "llama3-70b-multislice": "kueue.x-k8s.io/multikueue", "llama3-8b-multislice": "kueue.x-k8s.io/multikueue",
+        "llama3-8b-elastic": None}
 
 
 def test_the_multi_stack_previews_clean(tmp_path, capsys):
@@ -307,9 +316,14 @@ def test_policies_across_clusters_pass_and_trip(multi):
     assert set(got) == {"gke-version-skew-across-clusters"}, got
     assert "maxtext-east1 runs GKE 1.37.1-gke.100" in got["gke-version-skew-across-clusters"][0]
 
-    # One region's checkpoint identity on a bucket of its own.
-    got = _fired(_edit(base, lambda r: r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
-                       and "maxtext-east1" in r.name, lambda p: p.update(bucket="elsewhere")))
+    # A region's checkpoint identity also bound on a bucket of its own (the stack declares one grant, on the shared
+    # bucket: a second one, as a per-region grant would be, on another bucket).
+    from policies.rules.common import Res
+
+    [grant] = [r for r in base if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
+    own = Res(grant.type, "maxtext-east1-checkpoints-object-user", grant.urn.replace("tpu-manager", "maxtext-east1"),
+              {**grant.props, "bucket": "elsewhere"}, grant.dependencies, grant.provider)
+    got = _fired([*base, own])
     assert "one-checkpoint-location" in got and "different buckets" in got["one-checkpoint-location"][0]
 
     # No region with two 4x4 slices left: the queued jobs fit nowhere.
@@ -372,3 +386,153 @@ def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
     assert all('cluster=~"tpu-manager|maxtext-east5|maxtext-east1"' in q for q in queries if "wait" in q)
     assert any(monitoring.KUEUE_DISPATCHED in q for q in queries)
     assert len(queries) == len(monitoring.KUEUE_WAITS) + 1
+
+
+# --------------------------------------------------------------------------- day 2: regions added, removed, reordered
+
+EAST5 = MULTI[MULTI.index("    - region: us-east5\n"):MULTI.index("    - region: us-east1\n")]
+EAST1 = MULTI[MULTI.index("    - region: us-east1\n"):MULTI.index("  tpu-multislice:storage:\n")]
+CENTRAL1 = (EAST1.replace("us-east1-d", "us-central1-b").replace("us-east1", "us-central1")
+            .replace("maxtext-east1", "maxtext-central1").replace("east1-tpu-subnet", "central1-tpu-subnet")
+            .replace("10.120.0.0/14", "10.124.0.0/14").replace("10.104.16.0/20", "10.104.32.0/20")
+            .replace("10.0.32.0/20", "10.0.48.0/20").replace("10.51.0.0/16", "10.52.0.0/16")
+            .replace("10.61.0.0/16", "10.62.0.0/16"))
+
+
+def _day2(text: str, tmp_path: Path, name: str):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "Pulumi.multi.yaml").write_text(text)
+    return engine.render("multi", stacks_dir=d)
+
+
+def _stack_wide(r) -> dict:
+    """The protected bucket, the image repository and the bucket's grant: URN -> inputs."""
+    kinds = ("gcp:storage/bucket:Bucket", "gcp:artifactregistry/repository:Repository",
+             "gcp:storage/bucketIAMMember:BucketIAMMember")
+    return {x.urn: x.inputs for x in r.resources if x.type in kinds}
+
+
+def test_regions_reordered_or_removed_keep_the_bucket_its_grant_and_the_repository(multi, tmp_path):
+    """Day 2 without loss: a bucket's location and dataLocations are ForceNew and the repository's location too, so
+    neither may follow the regions; the bucket's one grant is the stack's, so no region's removal deletes it."""
+    want = _stack_wide(multi)
+    assert len(want) == 3
+    swapped = _day2(MULTI.replace(EAST5 + EAST1, EAST1 + EAST5), tmp_path, "swapped")
+    assert _stack_wide(swapped) == want
+    # dispatch: cost, and both regions price alike: the tie keeps the listed order, the one order meant to change.
+    assert swapped.outputs["dispatchOrder"] == multi.outputs["dispatchOrder"][::-1]
+    without = MULTI.replace(EAST1, "").replace("      region: us-east1\n      minSlices", "      region: us-east5\n"
+                                               "      minSlices")
+    assert _stack_wide(_day2(without, tmp_path, "one")) == want
+
+
+def test_a_region_the_bucket_does_not_hold_is_refused_not_a_moved_bucket(tmp_path):
+    """Adding us-central1 to a dual-region us-east1 + us-east5 bucket: refused (a new place means a new bucket), never
+    a silent change of dataLocations (ForceNew: the protected bucket would be refused or replaced)."""
+    got = problems(MULTI.replace(EAST1, EAST1 + CENTRAL1), tmp_path)
+    assert any(p.startswith(f'{NS}:storage.location = "US"') and "does not hold ['us-central1']" in p
+               for p in got), got
+
+
+def test_a_multi_region_stack_names_its_bucket_place(tmp_path):
+    unnamed = MULTI.replace("    location: US\n    dataLocations: [us-east1, us-east5]\n", "")
+    got = problems(unnamed, tmp_path)
+    assert any(p.startswith(f"{NS}:storage.location = (missing): required in a multi-region stack") and
+               "ForceNew" in p and "dataLocations: ['us-east1', 'us-east5']" in p for p in got), got
+
+
+def test_a_dual_region_gcs_does_not_offer_is_refused(tmp_path):
+    """GCS's table of configurable dual-regions (docs.cloud.google.com/storage/docs/locations): both regions listed
+    under the location code named, and not a pair offered only predefined (NAM4, EUR4). Refused in the spec, not at
+    apply time by GCS on the protected bucket."""
+    named = "    location: US\n    dataLocations: [us-east1, us-east5]\n"
+    eu = problems(MULTI.replace(named, "    location: EU\n    dataLocations: [us-east1, us-east5]\n"), tmp_path)
+    assert any(p.startswith(f"{NS}:storage.dataLocations") and "EU offers configurable dual-regions of" in p
+               for p in eu), eu
+    assert places.dual_region_error("US", ("us-east1", "us-east5")) is None
+    assert "predefined dual-region NAM4" in places.dual_region_error("US", ("us-central1", "us-east1"))
+    assert "not asia-northeast1" in places.dual_region_error("ASIA", ("asia-east1", "asia-northeast1"))
+    # What the spec suggests is what GCS accepts: NAM4, never US with the NAM4 pair; no ASIA pair with Tokyo.
+    assert [(w.location, w.data_locations) for w in places.bucket_places(["us-central1", "us-east1"])] == [
+        ("NAM4", ()), ("US", ())]
+    assert [w.location for w in places.bucket_places(["asia-east1", "asia-northeast1"])] == ["ASIA"]
+    # dataLocations name a dual-region's two regions under its code; a single-region stack's default location (its
+    # region) is none.
+    prod = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
+    got = problems(prod.replace("    storageClass: STANDARD\n", "    storageClass: STANDARD\n"
+                                "    dataLocations: [us-east1, us-east5]\n", 1), tmp_path)
+    assert any(p.startswith(f"{NS}:storage.location") and "required with dataLocations" in p for p in got), got
+
+
+# --------------------------------------------------------------------------- issue 27: per-cluster manifests, diagrams
+
+FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # stacks of this test's own (duo: two regions and a manager)
+
+
+def test_manifests_are_written_per_cluster(tmp_path, capsys):
+    """``build/<stack>/manifests/<cluster>/``: which of the three clusters each object is applied to is visible. The
+    split follows the Kubernetes provider each object was declared through (the resources' own provider URNs)."""
+    out = tmp_path / "build"
+    assert cli.main(["preview", "--stack", "duo", "--stacks-dir", str(FIXTURES), "--out", str(out)]) == 0
+    capsys.readouterr()
+    s = stack_spec.load_stack("duo", FIXTURES)
+    clusters = {s.manager.name, *(v.cluster.name for v in s.region_views())}
+    assert len(clusters) == 3
+    folders = {p.name for p in (out / "manifests").iterdir() if p.is_dir()} - {"held"}
+    assert folders == clusters
+    assert not list((out / "manifests").glob("*.yaml"))  # nothing left flat
+    rendering = engine.render("duo", stacks_dir=FIXTURES)
+    by_provider: dict[str, int] = {}
+    for r in rendering.resources:
+        if engine.is_kubernetes_object(r):
+            by_provider[r.provider_urn.rsplit("::", 1)[-1]] = by_provider.get(r.provider_urn.rsplit("::", 1)[-1], 0) + 1
+    for cluster in clusters:
+        files = sorted((out / "manifests" / cluster).glob("*.yaml"))
+        assert len(files) == by_provider[names.k8s_provider(cluster)], cluster
+    # The manager holds the MultiKueue objects, each region its worker ServiceAccount.
+    kinds = {c: {f.name.split("-", 2)[1] for f in (out / "manifests" / c).glob("*.yaml")} for c in clusters}
+    assert "multikueuecluster" in kinds[s.manager.name]
+    assert all("multikueuecluster" not in kinds[v.cluster.name] for v in s.region_views())
+    # A second preview leaves no file of the first behind.
+    assert cli.main(["preview", "--stack", "duo", "--stacks-dir", str(FIXTURES), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert sum(len(list((out / "manifests" / c).glob("*.yaml"))) for c in clusters) == len(rendering.manifests)
+
+
+# Mermaid refuses a diagram text longer than maxTextSize, default 50000
+# (https://mermaid.js.org/config/schema-docs/config-properties-maxtextsize.html).
+MERMAID_MAX_TEXT_SIZE = 50_000
+
+
+@pytest.mark.parametrize("count, shape", [(256, ("v6e", "4x4", "ct6e-standard-4t")),
+                                          (16, ("v6e", "16x16", "ct6e-standard-4t"))])
+def test_the_topology_diagram_stays_under_mermaids_limit_and_names_every_slice_group(tmp_path, count, shape):
+    import yaml
+
+    from slicectl import cmd_preview
+
+    doc = yaml.safe_load((FIXTURES / "Pulumi.solo.yaml").read_text())
+    config = doc["config"]
+    generation, topology, machine = shape
+    first = config[f"{NS}:slices"][0]
+    # Two worker groups of identical slices, as a team scaling out would write them.
+    config[f"{NS}:slices"] = [{**first, "name": f"{generation}-{i}", "generation": generation, "topology": topology,
+                               "machineType": machine, **({"group": "second"} if i >= count // 2 else {})}
+                              for i in range(count)]
+    config[f"{NS}:cluster"]["podCidr"] = "10.128.0.0/10"
+    config[f"{NS}:network"].setdefault("primary", {})["cidr"] = "10.0.0.0/16"
+    config.pop(f"{NS}:jobs", None)
+    path = tmp_path / "Pulumi.big.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        s = stack_spec.load_file(path)
+    except stack_spec.SpecError as e:
+        pytest.skip(f"the fixture cannot be scaled this way: {e}")
+    diagram = cmd_preview.mermaid(s)
+    assert len(diagram) < MERMAID_MAX_TEXT_SIZE, len(diagram)
+    for g in s.groups:
+        assert f"group {g.name}:" in diagram, g.name
+        assert f"ComputeClass {g.compute_class}" in diagram
+    # Every slice is counted once: the boxes' "N x" add up to the stack's slices.
+    assert sum(int(n) for n in re.findall(r'\["group [^:]+: (\d+) x ', diagram)) == count

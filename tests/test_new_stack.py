@@ -2,8 +2,8 @@
 
 The command runs for real (``slicectl.cli.main``) into a temporary stacks directory beside copies of the
 repository's stack files (its CI project and GKE version come from them); the file it writes is then
-loaded, linted and previewed by the real commands, and must be the shipped ``stacks/Pulumi.team-eu.yaml``
-but for its header comment: the README's path is the one that made it.
+loaded, linted and previewed by the real commands, and must be the team-eu stack it wrote when the example
+shipped (the tests' copy, ``tests/fixtures/stacks/Pulumi.team-eu.yaml``) but for its header comment.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import stack_files
+from conftest import FIXTURE_STACKS, stack_files
 
 from slicectl import cli, cmd_new, cmd_stacks
-from stackspec import names, spec, tpu, zones
+from stackspec import spec, tpu, zones
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM_EU = ["team-eu", "--project", "team-eu-tpu", "--region", "europe-west4", "--zone", "europe-west4-a",
@@ -38,8 +38,9 @@ def test_slicectl_new_writes_the_shipped_team_eu_stack_and_it_lints_previews_and
                  "encryptedkey", "tpu-multislice:deploy.onPush", "image.digest"):
         assert step in out, step
     text = written.read_text()
-    shipped = (ROOT / names.stack_file("team-eu")).read_text()
-    assert cmd_new.header_free(text) == cmd_new.header_free(shipped), "regenerate stacks/Pulumi.team-eu.yaml"
+    shipped = (FIXTURE_STACKS / "Pulumi.team-eu.yaml").read_text()
+    assert cmd_new.header_free(text) == cmd_new.header_free(shipped), \
+        "regenerate tests/fixtures/stacks/Pulumi.team-eu.yaml (the fixture below its two-line fixture header)"
     # It loads: four 4x8 slices, Spot first then on-demand, in the zone the table lists, its key named.
     s = spec.load_stack("team-eu", stacks_dir)
     assert s.project == "team-eu-tpu" and s.region == "europe-west4"
@@ -124,3 +125,161 @@ def test_slicectl_new_without_stack_files_needs_the_ci_project_and_gke_version(t
     assert cli.main(["new", *TEAM_EU, "--stacks-dir", str(tmp_path), "--ci-project", "my-tpu-ci", "--gke-version",
                      "1.35.2-gke.1842000"]) == 0
     assert spec.load_stack("team-eu", tmp_path).ci_project == "my-tpu-ci"
+
+
+def test_slicectl_new_takes_the_minor_not_an_exact_patch(stacks_dir, capsys):
+    """A stack file that still pins an exact patch: the new stack gets its minor (GKE's alias ``1.35``, the
+    channel's newest 1.35 patch at creation), never the patch, which fails to create once it leaves the channel."""
+    prod = stacks_dir / "Pulumi.prod.yaml"
+    prod.write_text(prod.read_text().replace('version: "1.35"', "version: 1.35.2-gke.1842000", 1))
+    assert spec.load_stack("prod", stacks_dir).cluster.version == "1.35.2-gke.1842000"
+    assert cli.main(["new", *TEAM_EU, "--stacks-dir", str(stacks_dir)]) == 0
+    assert spec.load_stack("team-eu", stacks_dir).cluster.version == "1.35"
+
+
+# --------------------------------------------------------------------------- issue 27: what a new user asked of `new`
+
+ACME = ["--project", "acme-ml-prod", "--region", "us-east5", "--ci-project", "acme-ci",
+        "--gke-version", "1.35.2-gke.1842000"]
+
+
+def _new(tmp_path, stack: str, *argv: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["new", stack, *ACME, *argv, "--stacks-dir", str(tmp_path)])
+    return code, err.getvalue()
+
+
+def test_the_zone_comment_says_what_the_zone_table_says(tmp_path):
+    """us-east5-b is not in the zone table's (incomplete) v5p list: the file must not say it offers v5p."""
+    import json
+
+    table = json.loads((ROOT / "stackspec" / "data" / "tpu_zones.json").read_text())["generations"]
+    assert "us-east5-b" not in table["v5p"]["zones"] and "us-east5-b" in table["v6e"]["zones"]
+    assert _new(tmp_path, "five", "--zone", "us-east5-b", "--slice-shape", "v5p-8", "--slices", "2")[0] == 0
+    (zone_line,) = [x for x in (tmp_path / "Pulumi.five.yaml").read_text().splitlines() if "gcp:zone:" in x]
+    assert "offers v5p" not in zone_line and "not in stackspec/data/tpu_zones.json for v5p" in zone_line
+    # v5p-8 is one host: no DCN networks (the spec refuses them for single-host slices), and it loads.
+    s = spec.load_stack("five", tmp_path)
+    assert s.slices[0].shape.hosts == 1 and not s.networks
+    assert _new(tmp_path, "six", "--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2")[0] == 0
+    assert "# offers v6e (stackspec/data/tpu_zones.json)" in (tmp_path / "Pulumi.six.yaml").read_text()
+
+
+def test_the_ranges_the_spec_asks_to_enlarge_have_flags(tmp_path):
+    """64 x v6e-256 is 4,096 hosts: GKE's /24 per node needs a pod range of at least /10 and the nodes' subnet more
+    than a /20's 4,092 addresses; the refusal names the flag, and the flags write the ranges."""
+    argv = ["--zone", "us-east5-b", "--slice-shape", "v6e-256", "--slices", "64", "--capacity", "flex-start,on-demand"]
+    code, err = _new(tmp_path, "big", *argv)
+    assert code == 2 and not (tmp_path / "Pulumi.big.yaml").exists()
+    assert "(set it with --pod-cidr)" in err and "(set it with --node-cidr)" in err
+    code, err = _new(tmp_path, "big", *argv, "--pod-cidr", "10.128.0.0/10", "--node-cidr", "10.0.0.0/16")
+    assert code == 0, err
+    s = spec.load_stack("big", tmp_path)
+    assert (s.cluster.pod_cidr, s.network.primary.cidr) == ("10.128.0.0/10", "10.0.0.0/16")
+    assert s.cluster.service_cidr == cmd_new.SERVICE_CIDR
+    # The header's command writes the same file again.
+    header = " ".join(x.lstrip("# ").strip() for x in (tmp_path / "Pulumi.big.yaml").read_text().splitlines()[1:3])
+    assert "--pod-cidr 10.128.0.0/10" in header and "--node-cidr 10.0.0.0/16" in header
+
+
+def test_a_prod_stack_gets_a_maintenance_window_a_dev_stack_none(tmp_path):
+    base = ["--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2"]
+    assert _new(tmp_path, "pr", *base)[0] == 0
+    assert _new(tmp_path, "dv", *base, "--environment", "dev")[0] == 0
+    prod, dev = spec.load_stack("pr", tmp_path), spec.load_stack("dv", tmp_path)
+    w = prod.cluster.maintenance.window
+    assert w is not None and (w.end - w.start).total_seconds() >= 4 * 3600  # GKE counts windows of 4 h or more
+    assert dev.cluster.maintenance.window is None
+
+
+def test_regions_writes_a_manager_and_a_cluster_per_region_that_lints_and_costs(tmp_path, capsys):
+    code, err = _new(tmp_path, "acme", "--regions", "us-east5:us-east5-b,us-east1:us-east1-d",
+                     "--slice-shape", "v6e-16", "--slices", "2")
+    assert code == 0, err
+    s = spec.load_stack("acme", tmp_path)
+    assert s.multi_region and s.manager.region == "us-east5"
+    assert [(v.region, v.zone, len(v.slices)) for v in s.region_views()] == [("us-east5", "us-east5-b", 2),
+                                                                            ("us-east1", "us-east1-d", 2)]
+    assert len({v.cluster.name for v in s.region_views()} | {s.manager.name}) == 3
+    assert cli.main(["lint", "--stack", "acme", "--stacks-dir", str(tmp_path)]) == 0
+    # A region the table does not offer, one entry only, --zone with --regions: refused, nothing written.
+    for argv, message in ((["--regions", "us-east5:us-east5-b,us-west1:us-west1-a"], "offers no v6e TPUs"),
+                          (["--regions", "us-east5:us-east5-b"], "at least two region:zone entries"),
+                          (["--regions", "us-east5:us-east5-b,us-east1:us-east1-d", "--zone", "us-east5-b"],
+                           "drop --zone")):
+        code, err = _new(tmp_path, "bad", *argv, "--slice-shape", "v6e-16", "--slices", "2")
+        assert code == 2 and message in err, (argv, err)
+    assert not (tmp_path / "Pulumi.bad.yaml").exists()
+
+
+def test_new_writes_the_prices_it_knows_and_a_placeholder_for_each_it_lacks(tmp_path, capsys):
+    """The file's comments give each price the table has, with its page and dates (the table's own entries), and a
+    placeholder key for each it lacks: filled in, the cost table has no unknown price left."""
+    import json
+    import re
+
+    assert _new(tmp_path, "acme", "--zone", "us-east5-b", "--slice-shape", "v6e-64", "--slices", "2",
+                "--capacity", "flex-start,on-demand")[0] == 0
+    text = (tmp_path / "Pulumi.acme.yaml").read_text()
+    table = json.loads((ROOT / "stackspec" / "data" / "prices.json").read_text())
+    (od,) = [e for e in table["tpu"] if (e["generation"], e["capacity"], e["region"]) == ("v6e", "on-demand",
+                                                                                          "us-east5")]
+    assert (f"v6e on-demand in us-east5: ${od['usdPerChipHour']:g} per chip-hour ({od['source']}, published "
+            f"{od['published']}, read {od['read']})") in text
+    unknown = json.loads(_cost_json(tmp_path, "acme", capsys))["missing"]
+    assert "prices.v6e.flexStart" in unknown and "prices.machines.n1-standard-16" in unknown
+    # Uncomment the placeholder section with figures: every price key it names becomes known.
+    lines = text.splitlines()
+    start = lines.index("  # tpu-multislice:prices:")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("  # ") or (line != "  # tpu-multislice:prices:" and not line.startswith("  #   ")):
+            break
+        block.append(re.sub(r"<[^>]*>", "1.5", line.replace("  # ", "  ", 1)))
+    filled = "\n".join(lines[:start] + block + lines[start + len(block):]) + "\n"
+    (tmp_path / "Pulumi.acme.yaml").write_text(filled)
+    after = json.loads(_cost_json(tmp_path, "acme", capsys))["missing"]
+    assert not [k for k in after if k.startswith("prices.")], after
+    # The quota the slices need, commented the same way: 2 x 64 chips of each type the options draw on.
+    assert "#   - {region: us-east5, generation: v6e, preemptible: 128, onDemand: 128}" in text
+
+
+def _cost_json(stacks_dir, stack: str, capsys) -> str:
+    capsys.readouterr()
+    assert cli.main(["cost", "--stack", stack, "--stacks-dir", str(stacks_dir), "--format", "json"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_sandbox_stack_previews_without_the_ci_bootstrap_and_no_workflow_acts_on_it(tmp_path, capsys):
+    """``--sandbox``: no CI project, image section or KMS key; the whole preview (every policy) passes; the workflows'
+    lists leave it out; what needs the bootstrap is refused at its key."""
+    import yaml
+
+    code, err = _new(tmp_path, "sand", "--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2",
+                     "--sandbox")
+    assert code == 0, err
+    doc = yaml.safe_load((tmp_path / "Pulumi.sand.yaml").read_text())
+    config = doc["config"]
+    assert config["tpu-multislice:sandbox"] is True and config["tpu-multislice:environment"] == "dev"
+    assert "tpu-multislice:ciProject" not in config and "tpu-multislice:image" not in config
+    assert "secretsprovider" not in doc
+    assert cli.main(["preview", "--stack", "sand", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "b")]) == 0
+    preview = capsys.readouterr().out
+    assert "Policies: all" in preview and "rules pass" in preview
+    lists = cmd_stacks.lists(tmp_path)
+    assert lists["sandbox"] == ["sand"] and all("sand" not in str(lists[k]) for k in ("all", "deploy", "image"))
+    # What needs the bootstrap, each refused at its key; a CI stack without ciProject is refused too.
+    for edit, key in (({"tpu-multislice:environment": "prod"}, "tpu-multislice:environment"),
+                      ({"tpu-multislice:deploy": {"onPush": True}}, "tpu-multislice:deploy.onPush"),
+                      ({"tpu-multislice:image": {"repository": "r", "name": "n"}}, "tpu-multislice:image"),
+                      ({"tpu-multislice:sandbox": False}, "tpu-multislice:ciProject")):
+        bad = {**doc, "config": {**config, **edit}}
+        (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+        with pytest.raises(spec.SpecError) as e:
+            spec.load_stack("bad", tmp_path)
+        assert any(p.key == key and "docs/sandbox.md" in p.message for p in e.value.problems), (key, e.value)
+    assert (ROOT / "docs" / "sandbox.md").is_file()

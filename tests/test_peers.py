@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import documentation
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "tests" / "reference" / "peers"
-README = ROOT / "README.md"
+
 PEER_SECTION = "### Compared with the peers"
 PEER_NAMES = ("cluster-toolkit", "xpk")
 
@@ -133,10 +134,16 @@ def datapath(v: Any) -> str:
     return "ADVANCED_DATAPATH" if v in ("ADVANCED_DATAPATH", "--enable-dataplane-v2") else "LEGACY_DATAPATH"
 
 
-def minor(version: str | None) -> str:
-    """``1.35.2-gke.1842000`` and the prefix ``1.35.`` are both the 1.35 minor; no number: the channel's default."""
-    m = re.match(r"(\d+\.\d+)", version or "")
-    return m.group(1) if m else "channel default"
+def version_choice(version: str | None) -> str:
+    """The version GKE creates the control plane at, in words: an exact ``1.35.2-gke.1842000`` is that version (and
+    fails once the patch leaves the channel); the API's alias ``1.35`` and cluster-toolkit's ``version_prefix``
+    ``1.35.`` (the newest channel version matching it) both pick the newest 1.35 patch; no number: the channel's
+    default. An exact pin and a prefix are different choices and compare different."""
+    v = version or ""
+    if re.fullmatch(r"\d+\.\d+\.\d+-gke\.\d+", v):
+        return f"exactly {v}"
+    m = re.fullmatch(r"(\d+\.\d+(?:\.\d+)?)\.?", v)
+    return f"newest {m.group(1)} patch" if m else "channel default"
 
 
 def location_type(location: str) -> str:
@@ -278,7 +285,7 @@ def ours(rendering) -> dict[str, Any]:
         "shape.chipsPerHost": chips_per_host(tpu["machineType"]),
         "cluster.locationType": location_type(c["location"]),
         "cluster.releaseChannel": dig(c, "releaseChannel", "channel", default="UNSPECIFIED"),
-        "cluster.version": minor(c.get("minMasterVersion")),
+        "cluster.version": version_choice(c.get("minMasterVersion")),
         "cluster.maintenanceWindow": _our_window(c),
         "cluster.maintenanceExclusions": sorted(dig(e, "exclusionOptions", "scope", default="NO_UPGRADES")
                                                 for e in dig(c, "maintenancePolicy", "maintenanceExclusions",
@@ -502,7 +509,7 @@ def theirs(plan: Mapping[str, Any], prod_pool: Mapping[str, Any]) -> dict[str, A
         "shape.hostsPerSlice": shape["hostsPerSlice"], "shape.chipsPerHost": shape["chipsPerHost"],
         "cluster.locationType": c["locationType"].split()[0],
         "cluster.releaseChannel": c["releaseChannel"],
-        "cluster.version": minor(c.get("versionPrefix") or c.get("version")),
+        "cluster.version": version_choice(c.get("versionPrefix") or c.get("version")),
         "cluster.networkingMode": c["networkingMode"],
         "cluster.datapathProvider": datapath(c["datapathProvider"]),
         "cluster.enableMultiNetworking": bool(c["enableMultiNetworking"]),
@@ -632,15 +639,15 @@ def ours_plan(prod):
 
 def test_every_difference_is_explained_in_the_readme(prod):
     found = differences(prod)
-    table = readme_peer_table(README.read_text())
+    table = readme_peer_table(documentation())
     unexplained = sorted(set(found) - set(table))
     stale = sorted(set(table) - set(found))
     assert not unexplained and not stale, (
-        "README '### Compared with the peers' is out of date.\n"
+        "docs/cloud-rules.md '### Compared with the peers' is out of date.\n"
         + "".join(f"  unexplained: {i}: ours {found[i][0]!r}, peer's {found[i][1]!r}\n" for i in unexplained)
         + "".join(f"  stale row: {i}\n" for i in stale))
     for rid, cells in table.items():
-        assert len(cells) == 3 and all(cells), f"README row {rid}: needs ours, peer's and why"
+        assert len(cells) == 3 and all(cells), f"docs/cloud-rules.md row {rid}: needs ours, peer's and why"
 
 
 def test_readme_table_parser():
@@ -742,7 +749,9 @@ def test_normalisation_makes_equal_meanings_equal():
     assert scopes(["storage-full", "gke-default", f'"{cp}"']) == scopes([cp]) == (cp,)
     assert scopes(["storage-full", "gke-default"]) != (cp,)
     assert datapath("--enable-dataplane-v2") == datapath("ADVANCED_DATAPATH") == "ADVANCED_DATAPATH"
-    assert minor("1.35.") == minor("1.35.2-gke.1842000") == "1.35"
+    assert version_choice("1.35.") == version_choice("1.35") == "newest 1.35 patch"
+    assert version_choice("1.35.2-gke.1842000") != version_choice("1.35.")  # a pin is not the prefix
+    assert version_choice(None) == version_choice("<RAPID channel default version>") == "channel default"
     assert node_version(None) == node_version("<cluster master version>") == "cluster version"
     assert reservation({"type": "specific", "reservation": "r"}) == reservation(
         {"consumeReservationType": "SPECIFIC_RESERVATION"}) == "SPECIFIC_RESERVATION"

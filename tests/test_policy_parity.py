@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import with_fallbacks
+from conftest import rendered, with_fallbacks
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
@@ -191,7 +191,7 @@ def test_pack_and_offline_evaluation_agree(case, packs):
 def test_environment_comes_from_the_stack_config_on_both_paths(packs):
     """dev's rendering judged with prod's environment fails (its nightly image): the pack reads the
     environment from the config Pulumi passes, through the same model the program uses."""
-    dev = engine.render("dev")
+    dev = rendered("dev")
     prod_env = {**engine.stack_config("dev"), f"{stack_spec.PROJECT}:environment": "prod"}
     pack = pack_for(packs, "dev", prod_env)
     pack.configure({})

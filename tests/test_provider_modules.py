@@ -1,5 +1,6 @@
-"""infra/provider_modules.py: the program loads only the provider modules in its table, and a name
-the table lacks still works (the whole subpackage, recorded as a miss).
+"""offline/provider_modules.py: under the offline engine the program loads only the provider modules in its
+table, and a name the table lacks still works (the whole subpackage, recorded as a miss); under Pulumi's own
+engine (``pulumi up``) the program imports the providers as published.
 
 Each case runs in a fresh interpreter: in this one, other tests may have imported the providers
 whole already, which leaves the stand-ins out and would make "no miss" true for nothing.
@@ -9,17 +10,25 @@ The program renders under the offline engine (Pulumi mocks; no GCP, no Pulumi en
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from conftest import FIXTURE_PRELUDE
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# The tests' own stacks in the fresh interpreter too.
+PRELUDE = FIXTURE_PRELUDE
 
 
 def _run(code: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -32,14 +41,14 @@ def test_shipped_stacks_render_without_a_miss_and_load_only_the_table():
         from offline import engine
         for stack in ("prod", "dev"):
             engine.render(stack)
-        from infra import provider_modules as pm
+        from offline import provider_modules as pm
         light = sorted(n for n, m in sys.modules.items() if isinstance(m, pm.LightPackage))
         loaded = sorted(n for n in sys.modules if n.startswith(("pulumi_gcp.", "pulumi_kubernetes.")))
         print(json.dumps({"misses": pm.MISSES, "light": light, "loaded": loaded}))
         """
     )
     assert result["misses"] == [], (
-        f"names missing from infra/provider_modules.py MODULES: {result['misses']} (add their modules to the table)"
+        f"names missing from offline/provider_modules.py MODULES: {result['misses']} (add their modules to the table)"
     )
     assert {"pulumi_gcp.compute", "pulumi_gcp.container", "pulumi_kubernetes.core.v1"} <= set(result["light"])
     # Only table modules (and what they import: _inputs, outputs, enums) were loaded, not whole packages.
@@ -51,7 +60,7 @@ def test_every_table_module_exists_in_the_installed_providers():
     result = _run(
         """
         import importlib.util, json
-        from infra import provider_modules as pm
+        from offline import provider_modules as pm
         names = [f"{p}.{m}" for p, mods in pm.MODULES.items() for m in mods]
         absent = [n for n in names if importlib.util.find_spec(n) is None]
         absent += [p for p in pm.MODULES if importlib.util.find_spec(p) is None]
@@ -65,7 +74,8 @@ def test_a_name_outside_the_table_falls_back_to_the_whole_subpackage():
     result = _run(
         """
         import json, inspect
-        from infra import provider_modules as pm
+        from offline import provider_modules as pm
+        pm.install()  # as the offline engine does, before the providers
         import pulumi_gcp as gcp
         import pulumi_kubernetes as k8s
         assert isinstance(gcp.compute, pm.LightPackage)
@@ -111,8 +121,10 @@ def test_a_provider_already_imported_is_left_whole():
         """
         import json, sys
         import pulumi_gcp
-        from infra import provider_modules as pm
+        from offline import provider_modules as pm
+        first = pm.install()
         print(json.dumps({
+            "first": first,
             "again": pm.install(),
             "gcp_light": isinstance(sys.modules.get("pulumi_gcp.compute"), pm.LightPackage),
             "k8s_light": isinstance(sys.modules.get("pulumi_kubernetes.core.v1"), pm.LightPackage),
@@ -120,13 +132,14 @@ def test_a_provider_already_imported_is_left_whole():
         }))
         """
     )
-    assert result == {"again": [], "gcp_light": False, "k8s_light": True, "network": "pulumi_gcp.compute.network"}
+    assert result == {"first": ["pulumi_kubernetes"], "again": [], "gcp_light": False, "k8s_light": True,
+                      "network": "pulumi_gcp.compute.network"}
 
 
 _RENDER_ALL = """
     import json, sys
     from offline import engine
-    from infra import provider_modules as pm
+    from offline import provider_modules as pm
     out = {}
     for stack in ("prod", "dev"):
         r = engine.render(stack)
@@ -157,7 +170,8 @@ def test_a_slice_completes_itself_for_a_name_or_a_module_outside_it():
     result = _run(
         """
         import json, sys
-        from infra import provider_modules as pm
+        from offline import provider_modules as pm
+        pm.install()  # as the offline engine does, before the providers
         import pulumi_gcp as gcp
         network = gcp.compute.Network  # the table's: compute's type modules are sliced now
         inputs = sys.modules["pulumi_gcp.compute._inputs"]
@@ -179,3 +193,74 @@ def test_a_slice_completes_itself_for_a_name_or_a_module_outside_it():
     assert result["still"] and result["storage_whole"] and result["transfer_args"]
     assert result["misses"] == [["pulumi_gcp.compute._inputs", "InstanceBootDiskArgs"],
                                 ["pulumi_gcp.storage", "transfer_job"]]
+
+
+# The program as Pulumi's language host runs it (pulumi/pulumi sdk/python/cmd/pulumi-language-python-exec:
+# ``pulumi.runtime.configure(settings)``, then ``runpy.run_path(args.PROGRAM, run_name="__main__")`` in the
+# project directory), with the engine's gRPC monitor replaced by the SDK's own ``set_mocks``, as Pulumi's
+# unit-testing guide does: nothing of offline/ is imported.
+_AS_PULUMI_RUNS_IT = """
+    import importlib.metadata, json, os, runpy, sys
+    import pulumi, pulumi.runtime
+    from stackspec import spec as stack_spec
+
+    stack = sys.argv[1]
+    config, _ = stack_spec.stack_config(stack)
+
+    class Mocks(pulumi.runtime.Mocks):
+        # Shaped as GCP answers: a project's number, a service account's email, the rest echoed back.
+        def new_resource(self, args):
+            state = dict(args.inputs)
+            if args.typ == "gcp:serviceaccount/account:Account":
+                state["email"] = f"{args.inputs['accountId']}@project.iam.gserviceaccount.com"
+            return [args.name + "-id", state]
+
+        def call(self, args):
+            if args.token == "gcp:organizations/getProject:getProject":
+                return {"projectId": args.args.get("projectId"), "number": "123456789012"}
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="tpu-multislice", stack=stack, preview=True)
+    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.test(lambda: runpy.run_path("__main__.py", run_name="__main__"))()
+
+    providers = {}
+    for dist in ("pulumi_gcp", "pulumi_kubernetes"):
+        files = importlib.metadata.distribution(dist).files
+        providers[dist] = {os.path.realpath(f.locate()) for f in files if str(f).endswith(".py")}
+    loaded = {n: m for n, m in list(sys.modules.items()) if n.split(".")[0] in providers}
+    print(json.dumps({
+        "offline": sorted(n for n in sys.modules if n == "offline" or n.startswith("offline.")),
+        # Module objects of Python and of the Pulumi SDK (the providers' lazy_import makes pulumi._utils._LazyModule).
+        "module_types": sorted({f"{type(m).__module__}.{type(m).__qualname__}" for m in loaded.values()}),
+        "not_published_files": sorted(n for n, m in loaded.items()
+                                      if os.path.realpath(m.__file__) not in providers[n.split(".")[0]]),
+        "finders": [getattr(f, "__name__", type(f).__name__) for f in sys.meta_path],
+        "compute_instance": "pulumi_gcp.compute.instance" in sys.modules,
+        "k8s_pod": "pulumi_kubernetes.core.v1.Pod" in sys.modules,
+        "loaded": len(loaded),
+        "cache": os.listdir(os.environ["SLICECTL_CACHE_DIR"]),
+    }))
+"""
+
+
+def test_under_pulumi_the_program_imports_the_providers_as_published(tmp_path):
+    """The deploy program (``__main__.py`` run by Pulumi, not through offline/) imports ``pulumi_gcp`` and
+    ``pulumi_kubernetes`` as their wheels ship them: plain modules from the published files, each package's own
+    ``__init__`` (which imports all of its modules), no finder of ours, no bytecode cut from them."""
+    stack = min(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_AS_PULUMI_RUNS_IT), stack], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "SLICECTL_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["offline"] == [], "the deploy program imported the offline engine's modules"
+    assert result["loaded"] > 100
+    assert set(result["module_types"]) <= {"builtins.module", "pulumi._utils._LazyModule"}, result["module_types"]
+    assert result["not_published_files"] == []
+    assert "_OutsideTheTable" not in result["finders"]
+    # The published __init__s ran: they import every module of the package, used or not.
+    assert result["compute_instance"] and result["k8s_pod"]
+    assert result["cache"] == []

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS
 
 from offline import engine
 from stackspec import spec
@@ -36,7 +37,7 @@ def problems(config, stack="prod") -> str:
 def test_prod_is_the_seed_deployment():
     s = spec.load("prod", prod_config())
     assert s.prod and s.project == "my-tpu-project" and s.region == "us-east5"
-    assert s.cluster.version == "1.35.2-gke.1842000" and s.cluster.deletion_protection
+    assert s.cluster.version == "1.35" and s.cluster.deletion_protection
     assert s.cluster.system_machine_type == "n1-standard-16"
     assert [(n.network, n.subnet, n.cidr) for n in s.networks] == [
         ("maxtext-tpu-net-1", "tpu-subnet-1", "10.50.0.0/16"),
@@ -67,7 +68,7 @@ def test_spec_objects_are_frozen():
 
 def test_bad_topology_names_file_key_value_and_allowed():
     msg = problems(edit(prod_config(), f"{NS}:slices", lambda v: v[0].update(topology="4x5")))
-    assert msg.startswith("1 problem(s) in stacks/Pulumi.prod.yaml:\nstacks/Pulumi.prod.yaml:")
+    assert msg.startswith("1 problem(s) in stacks/Pulumi.prod.yaml:\nstacks/Pulumi.prod.yaml:")  # a config, no file
     assert f'{NS}:slices[0].topology = "4x5"' in msg
     assert "allowed: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16" in msg
 
@@ -141,7 +142,10 @@ def test_dranet_needs_a_recent_gke():
 
 def test_bad_version_format():
     msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="latest")))
-    assert "must be a GKE version like 1.35.2-gke.1842000" in msg
+    assert "must be a GKE minor such as 1.35" in msg
+    # A minor prefix holds DRANET's floor only if every patch of it does: 1.34 may be below 1.34.1-gke.1829001.
+    msg = problems(edit(prod_config(), f"{NS}:cluster", lambda v: v.update(version="1.34")))
+    assert "DRANET" in msg and "1.34.1-gke.1829001" in msg
 
 
 def test_prod_refuses_nightly_images():
@@ -227,7 +231,7 @@ def test_preview_refuses_a_bad_stack_file(tmp_path, capsys):
     """The CLI path: exit 3 (invalid spec), the error on stderr, nothing written."""
     from slicectl import cli
 
-    src = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    src = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     (tmp_path / "Pulumi.broken.yaml").write_text(src.replace("topology: 4x4", "topology: 4x5", 1))
     out = tmp_path / "out"
     code = cli.main(["preview", "--stack", "broken", "--stacks-dir", str(tmp_path), "--out", str(out)])
@@ -358,7 +362,7 @@ def test_preview_of_a_stack_in_another_stacks_dir_names_that_file_and_its_lines(
     below stacks/'s), and nothing points at stacks/."""
     from slicectl import cli
 
-    src = (engine.ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    src = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text()
     text = "# a team's copy\n# kept elsewhere\n# three lines longer\n" + src.replace(
         "    serviceAccount: maxtext-ksa\n", "    serviceAccount: maxtext-ksa\n    namespace: default\n", 1)
     path = tmp_path / "Pulumi.dev.yaml"
@@ -375,7 +379,7 @@ def test_the_program_reads_the_stack_file_the_engine_read(tmp_path):
     """The program's from_pulumi() takes the stack file's own keys (and its lines) from the file the run reads (the
     engine hands it over), not stacks/Pulumi.<stack>.yaml; a config without a file has none."""
     program = engine.ROOT / "tests" / "programs" / "stack_file.py"
-    shipped = (engine.ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    shipped = (FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()
     mine = "gcpkms://projects/my-tpu-ci/locations/global/keyRings/pulumi/cryptoKeys/prod-copy"
     assert "secretsprovider: gcpkms://" in shipped and mine not in shipped
     (tmp_path / "Pulumi.prod.yaml").write_text(
@@ -398,7 +402,7 @@ def test_the_stacks_dir_is_the_projects_stack_config_dir(tmp_path):
     from stackspec import loader
 
     declared = yaml.safe_load((engine.ROOT / "Pulumi.yaml").read_text())["stackConfigDir"]
-    assert loader.STACKS_DIR == engine.ROOT / declared == engine.ROOT / "stacks"
+    assert loader._stack_config_dir(engine.ROOT) == engine.ROOT / declared == engine.ROOT / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\nstackConfigDir: config/stacks\n")
     assert loader._stack_config_dir(tmp_path) == tmp_path / "config" / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\n")
@@ -416,4 +420,4 @@ def test_an_unknown_job_names_the_stack_file_it_was_read_from(tmp_path):
     with pytest.raises(UnknownName, match=r"Pulumi\.prod\.yaml: no job named 'nope'") as refused:
         spec.job("nope")
     assert str(refused.value).startswith(spec.stack_file)
-    assert loader.load_stack("prod").stack_file == "stacks/Pulumi.prod.yaml"
+    assert loader.load_stack("prod").stack_file == "tests/fixtures/stacks/Pulumi.prod.yaml"  # the tests' own

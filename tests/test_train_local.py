@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import SLICECTL
 
 from drills.local_train import ROOT, load_job, parse_line, train_local
 from drills.localray import pid_alive
@@ -135,7 +136,7 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="ti-", dir=ROOT / "build"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slicectl.cli", "train", "--local", "--stack", "dev", "--steps", "50",
+        [sys.executable, *SLICECTL, "train", "--local", "--stack", "dev", "--steps", "50",
          "--run-dir", str(run_dir)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
@@ -178,3 +179,115 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- a team's own trainer (issue 27)
+
+FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # Pulumi.own.yaml: job tiny-own runs trainers/tiny_jax.py
+
+
+def test_a_job_with_its_own_trainer_renders_its_script_into_the_rayjob_and_configmap():
+    """On the cluster the job's RayJob runs the same entrypoint (maxtext_trainer.py, checked by its sha256), which
+    hands ``--custom-trainer`` to custom_trainer.py; both and the team's script are in the trainer ConfigMap."""
+    import shlex
+
+    from stackspec import spec as stack_spec
+    from workloads import manifests
+
+    s = stack_spec.load_stack("own", FIXTURES)
+    job = s.job("tiny-own")
+    argv = shlex.split(manifests.ray_job(s, job)["spec"]["entrypoint"])
+    assert argv[:2] == ["python", f"{manifests.TRAINER_DIR}/maxtext_trainer.py"]
+    i = argv.index("--custom-trainer")
+    script = argv[i + 1]
+    cm = manifests.trainer_configmap(s)["data"]
+    assert script.startswith(manifests.TRAINER_DIR + "/") and script.rsplit("/", 1)[1] in cm
+    assert cm[script.rsplit("/", 1)[1]] == (ROOT / "trainers" / "tiny_jax.py").read_text()
+    assert cm["custom_trainer.py"] == (ROOT / "workloads" / "trainer" / "custom_trainer.py").read_text()
+    # The trainer's config reaches the script after the job's own settings; the MaxText job is unchanged.
+    assert "learning_rate=0.2" in argv and f"steps={job.steps}" in argv
+    other = shlex.split(manifests.ray_job(s, s.job("llama3-8b-elastic"))["spec"]["entrypoint"])
+    assert "--custom-trainer" not in other
+
+
+@pytest.mark.parametrize("trainer, message", [
+    ({"script": "../outside.py"}, "relative path"),
+    ({"script": "trainers/nope.py"}, "no such file"),
+    ({"script": "README.md"}, "a .py file"),
+    ({"script": "trainers/tiny_jax.py", "config": {"steps": 3}}, "set by the job itself"),
+    ({"script": "trainers/tiny_jax.py", "image": "my/image:latest"}, "by digest"),
+])
+def test_a_trainer_the_spec_cannot_run_is_refused_at_its_key(tmp_path, trainer, message):
+    import yaml
+
+    from stackspec import spec as stack_spec
+
+    doc = yaml.safe_load((FIXTURES / "Pulumi.own.yaml").read_text())
+    doc["config"]["tpu-multislice:jobs"][0]["trainer"] = trainer
+    (tmp_path / "Pulumi.own.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load_stack("own", tmp_path)
+    rendered = [p.render() for p in e.value.problems]
+    assert any(p.startswith("tpu-multislice:jobs[0].trainer") and message in p for p in rendered), rendered
+
+
+@pytest.mark.slow
+def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cluster):
+    """``trainers/tiny_jax.py`` under the real JaxTrainer on the local Ray cluster (two slice nodes, two
+    workers): every step reported, the loss falls, rank 0's checkpoints land in Ray Train's storage, and a second run
+    of the same job with more steps resumes after the last checkpoint instead of starting over."""
+    spec, job = load_job("own", "tiny-own", FIXTURES)
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="to-", dir=ROOT / "build"))
+    steps, period = 12, 4
+    try:
+        first = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps, checkpoint_period=period,
+                            timeout=900, cluster=local_cluster)
+        assert first["ok"], first
+        assert first["steps"] == list(range(steps)) and first["world_size"] == 2
+        losses = first["losses"]
+        assert all(math.isfinite(v) for v in losses.values()) and losses[steps - 1] < losses[0]
+        assert first["checkpoint_step"] == steps - 1
+        stored = list((run_dir / "out" / "ray-results" / job.run_name).glob("checkpoint_*"))
+        assert len(stored) == steps // period  # steps 3, 7, 11
+        second = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps + 4, checkpoint_period=period,
+                             timeout=900, cluster=local_cluster)
+        assert second["ok"], second
+        assert second["steps"] == list(range(steps, steps + 4)), second["steps"]  # resumed, not restarted
+        assert second["losses"][steps] < losses[steps - 1]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_submit_renders_a_one_off_rayjob_of_a_stack_job(tmp_path, capsys):
+    """``slicectl submit``: the job's RayJob under a name of its own, a fresh run, the steps asked for, queued like the
+    job (same Kueue queue and priority), its own trainer script found under the ConfigMap key the stack deploys."""
+    import shlex
+
+    import yaml
+
+    from slicectl import cli
+    from stackspec import spec as stack_spec
+    from workloads import manifests
+
+    out = tmp_path / "one.yaml"
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "tiny-own", "--name",
+                     "tiny-own-try", "--steps", "7", "--out", str(out)]) == 0
+    assert "kubectl apply -f" in capsys.readouterr().err
+    body = yaml.safe_load(out.read_text())
+    s = stack_spec.load_stack("own", FIXTURES)
+    declared = manifests.ray_job(s, s.job("tiny-own"))
+    assert body["metadata"]["name"] == "tiny-own-try" != declared["metadata"]["name"]
+    assert body["metadata"]["labels"]["tpu-multislice/one-off"] == "true"
+    for label in ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"):
+        assert body["metadata"]["labels"][label] == declared["metadata"]["labels"][label]
+    argv = shlex.split(body["spec"]["entrypoint"])
+    run = argv[argv.index("--name") + 1]
+    assert run != s.job("tiny-own").run_name and "steps=7" in argv
+    script = argv[argv.index("--custom-trainer") + 1].rsplit("/", 1)[1]
+    assert script in manifests.trainer_configmap(s)["data"]  # the deployed ConfigMap has it
+    # Names past the RayJob limit and unknown jobs are refused, nothing written.
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "tiny-own", "--name",
+                     "x" * 60, "--out", str(tmp_path / "bad.yaml")]) == 3
+    assert cli.main(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "nope"]) == 2
+    assert not (tmp_path / "bad.yaml").exists()

@@ -13,7 +13,7 @@ import pytest
 from conftest import REFERENCE
 
 SUMS = REFERENCE / "SHA256SUMS"
-COPIED = ("kuberay", "kueue", "seeds", "gmp")
+COPIED = ("kuberay", "kueue", "seeds", "gmp", "kueue-multikueue")
 
 
 def _recorded() -> dict[str, str]:

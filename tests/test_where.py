@@ -226,3 +226,23 @@ def test_single_region_stack_reads_its_one_cluster(tmp_path, monkeypatch, capsys
             capsys.readouterr().out
         assert cli.main(["logs", "--stack", "dev", "llama3-8b-elastic", "--kubeconfig", str(path)]) == 0
         assert "completed step: 7" in capsys.readouterr().out
+
+
+def test_a_finished_job_whose_copy_multikueue_deleted_says_where_its_logs_are(env, clusters, capsys):
+    """MultiKueue deleted the worker's RayJob (and its submitter) once the job finished: the manager's RayJob keeps
+    the mirrored status, and the driver's output is in Cloud Logging (the command to read it is printed)."""
+    south = clusters["south"]
+    south.objects[("ray.io/v1", "rayjobs")] = []
+    south.objects[("batch/v1", "jobs")] = []
+    south.objects[("v1", "pods")] = []
+    clusters["manager"].add(rayjob("llama3-8b-multislice", "Complete", "SUCCEEDED"))
+    assert cli.main(["logs", "--stack", "prod", "llama3-8b-multislice", "--kubeconfig", env["kubeconfig"],
+                     "--tail", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "its copy in tpu-south1 is gone" in out and "RayJob says: Complete, job status SUCCEEDED" in out
+    assert ('gcloud logging read \'resource.type="k8s_container" AND resource.labels.project_id="my-tpu-project" AND '
+            'resource.labels.cluster_name="tpu-south1" AND resource.labels.namespace_name="maxtext" AND '
+            'resource.labels.container_name="ray-job-submitter" AND '
+            'resource.labels.pod_name=~"^llama3-8b-multislice-[a-z0-9]{5}$"\' '
+            '--project=my-tpu-project --limit=50') in out
+    assert not any("/log" in r for c in clusters.values() for r in c.requests)

@@ -622,3 +622,37 @@ def test_entrypoint_pins_the_script_version_of_its_annotation(prod):
         argv = shlex.split(d["spec"]["entrypoint"])
         digest = argv[argv.index("--script-sha256") + 1]
         assert digest == d["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION]
+
+
+# KubeRay v1.6.0 (ray-operator/controllers/ray/common/pod.go:224-231 head, 446-453 workers; utils/constant.go:104,111):
+#   isMetricsPortExists := utils.FindContainerPort(&podTemplate.Spec.Containers[utils.RayContainerIndex],
+#                                                  utils.MetricsPortName, -1) != -1
+#   if !isMetricsPortExists { ... Name: utils.MetricsPortName, ContainerPort: int32(utils.DefaultMetricsPort) ... }
+# with MetricsPortName = "metrics", DefaultMetricsPort = 8080, and the Ray container the first (RayContainerIndex 0).
+KUBERAY_METRICS_PORT_NAME, KUBERAY_DEFAULT_METRICS_PORT = "metrics", 8080
+
+
+def _kuberay_ports(container: dict) -> list[dict]:
+    """The Ray container's ports after KubeRay's pod builder: its default metrics port added when none is named."""
+    ports = list(container.get("ports", []))
+    if not any(p.get("name") == KUBERAY_METRICS_PORT_NAME for p in ports):
+        ports.append({"name": KUBERAY_METRICS_PORT_NAME, "containerPort": KUBERAY_DEFAULT_METRICS_PORT})
+    return ports
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev"])
+def test_the_named_metrics_port_is_the_one_ray_exports_on(stack, request):
+    """Every Ray head and worker container, as KubeRay builds its pod, names as ``metrics`` the port Ray exports on
+    (``rayStartParams.metrics-export-port``, 8082), not KubeRay's default 8080 (k8s review 1.5)."""
+    r = request.getfixturevalue(stack)
+    seen = 0
+    for d in r.manifests:
+        if d["kind"] not in ("RayJob", "RayCluster") or (d["kind"] == "RayJob" and "rayClusterSpec" not in d["spec"]):
+            continue
+        spec = d["spec"].get("rayClusterSpec", d["spec"])
+        for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
+            ray_container = group["template"]["spec"]["containers"][0]
+            named = [p["containerPort"] for p in _kuberay_ports(ray_container) if p["name"] == "metrics"]
+            assert named == [int(group["rayStartParams"]["metrics-export-port"])] == [8082], d["metadata"]["name"]
+            seen += 1
+    assert seen >= 2

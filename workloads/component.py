@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stackspec.kueue_rules import MULTIKUEUE_CONTROLLER
 from stackspec.spec import StackSpec
 from workloads import compute_class, manifests, security
 from workloads import monitoring as gmp
@@ -103,12 +104,13 @@ class RayWorkloads(pulumi.ComponentResource):
         needs += self.network_policies
         # What the drill identity may delete (label checks RBAC cannot make), in force before its RBAC binds ...
         admission = k8s.admissionregistration.v1
-        policy, binding = security.drill_admission_policy(spec)
-        vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
-                                                  spec=policy["spec"], opts=base)
-        self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(
-            f"{name}-drill-admission-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[vap])))]
+        self.drill_admission = []
+        for policy, binding in [security.drill_admission_policy(spec)] if spec.ci_project else []:  # none: sandbox
+            vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
+                                                      spec=policy["spec"], opts=base)
+            self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(
+                f"{name}-drill-admission-binding", metadata=binding["metadata"], spec=binding["spec"],
+                opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[vap])))]
         # ... and its RBAC: exactly what drills/cluster.py calls.
         after_admission = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=self.drill_admission))
         self.drill_rbac = [_rbac(f"{name}-drill-{d['kind'].lower()}", d, after_admission)
@@ -178,16 +180,40 @@ class QueuedRayJobsArgs:
 
 
 class QueuedRayJobs(pulumi.ComponentResource):
-    """The RayJobs of a multi-region stack, created on the manager. Kueue's webhook sets their spec.managedBy to
-    kueue.x-k8s.io/multikueue there (never set here: Kueue v0.19.2 site/content/en/docs/tasks/run/multikueue/
-    kuberay.md), so KubeRay leaves them alone and MultiKueue mirrors each to the region that admits it."""
+    """The RayJobs of a multi-region stack, created on the manager with spec.managedBy kueue.x-k8s.io/multikueue
+    (:func:`queued`; Kueue v0.19.2 site/content/en/docs/tasks/run/multikueue/kuberay.md: the value Kueue defaults
+    there), so KubeRay leaves them alone and MultiKueue mirrors each to the region that admits it."""
 
     jobs: dict[str, k8s.apiextensions.CustomResource]
 
     def __init__(self, name: str, args: QueuedRayJobsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:workloads:QueuedRayJobs", name, None, opts)
-        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on),
+        # The DRANET claim template the jobs' workers name, on the manager too: its Kueue reads it to count the
+        # devices against quota (kueue v0.19.2 pkg/dra/claims.go:130-146,168-178; a missing template leaves
+        # the Workload inadmissible, pkg/controller/core/workload_controller.go:470-494), as upstream's
+        # test/e2e/multikueue/dra/dra_test.go:162-176 creates it on the manager. Inert there: no pod uses it.
+        ns = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on))
+        templates = {}
+        for view, _job in args.jobs:
+            if view.dranet and manifests.claim_template_name(view) not in templates:
+                doc = manifests.resource_claim_template(view)
+                templates[doc["metadata"]["name"]] = k8s.resource.v1.ResourceClaimTemplate(
+                    f"{name}-{doc['metadata']['name']}", metadata=doc["metadata"], spec=doc["spec"],
+                    opts=pulumi.ResourceOptions.merge(ns, pulumi.ResourceOptions(
+                        replace_on_changes=["spec"], delete_before_replace=True)))
+        self.claim_templates = templates
+        base = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
+                                      depends_on=[*args.depends_on, *templates.values()],
                                       replace_on_changes=["spec", "metadata"], delete_before_replace=True)
-        self.jobs = {job.name: _custom(f"{name}-{job.name}", manifests.ray_job(view, job), base)
+        self.jobs = {job.name: _custom(f"{name}-{job.name}", queued(manifests.ray_job(view, job)), base)
                      for view, job in args.jobs}
-        self.register_outputs({"rayJobs": list(self.jobs)})
+        self.register_outputs({"rayJobs": list(self.jobs), "claimTemplates": list(templates)})
+
+
+def queued(doc: dict) -> dict:
+    """A RayJob created on the manager, handed to MultiKueue from its creation: ``spec.managedBy`` is what Kueue's
+    webhook would default (jobframework/defaults.go:127-148), set by the stack so that it does not depend on the
+    webhook's caches having seen the LocalQueue, ClusterQueue and AdmissionCheck yet (the default is silently
+    skipped otherwise, and the field is immutable: KubeRay CRD CEL ``self == oldSelf``); MultiKueue clears it on
+    the worker's copy (ray_multikueue_adapter.go:217-218 setManagedBy nil)."""
+    return {**doc, "spec": {**doc["spec"], "managedBy": MULTIKUEUE_CONTROLLER}}

@@ -51,10 +51,18 @@ FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 # ProvisioningRequest admission check controller (GA since Kueue 0.14: no feature gate to open).
 PROVISIONING_CONTROLLER = kueue_rules.PROVISIONING_CONTROLLER
 DWS_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+DWS_NODE_SELECTOR = "autoscaling.gke.io/provisioning-request"
 
 # Node labels a flavor may carry: those GKE puts on a slice's nodes and the pods select.
 FLAVOR_LABEL_KEYS = (kube.ACCELERATOR_LABEL, kube.TOPOLOGY_LABEL, kube.COMPUTE_CLASS_LABEL)
 PREEMPTION = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
+# A region of a multi-region stack preempts nothing itself: its Kueue sees only its own jobs ("acts like a
+# standalone Kueue cluster", concepts/multikueue.md), and the incremental dispatcher offers a job to one region
+# first (incrementaldispatcher.go:137-192), so a higher-priority job would evict a running one there while another
+# region idles. The manager's ClusterQueue, which holds every queued job against the regions' total, preempts by
+# priority instead; evicting a manager Workload removes its copies (multikueue/workload.go:380-393). Kueue's own
+# cross-cluster preemption (MultiKueueOrchestratedPreemption) is Alpha and off in 0.19. docs/multikueue.md.
+REGION_PREEMPTION = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
 QUEUEING_STRATEGY = "BestEffortFIFO"  # a small job may start while a bigger one waits for slices
 # WaitForPodsReady is on by default since Kueue 0.19 (30 min to ready, 30 min to recover; cloud rule
 # kueue-wait-for-pods-ready). A slice from a ComputeClass fallback (flex-start without queued provisioning,
@@ -188,7 +196,7 @@ def cluster_queue(spec: StackSpec) -> dict[str, Any]:
         # Only the workload namespace's LocalQueue may use the stack's slices.
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.storage.namespace}},
         "queueingStrategy": QUEUEING_STRATEGY,
-        "preemption": dict(PREEMPTION),
+        "preemption": dict(PREEMPTION if spec.site is None else REGION_PREEMPTION),
         "resourceGroups": [
             {"coveredResources": ["cpu", "memory"],
              "flavors": [{"name": names.pod_flavor(spec.ray.cluster_name),
@@ -225,6 +233,11 @@ def provisioning_objects(spec: StackSpec) -> list[dict[str, Any]]:
         "provisioningClassName": DWS_PROVISIONING_CLASS,
         # Only the TPU pod sets are provisioned: heads and submitters run on the system pool.
         "managedResources": [kube.TPU_RESOURCE],
+        # The admitted pods go to the nodes provisioned for their request, as Kueue's API (v0.19.2
+        # provisioningrequestconfig_types.go: "used to target the provisioned nodes") and xpk's DWS config
+        # (src/xpk/templates/kueue_config.yaml.j2) set it: GKE labels those nodes with the resize request's name.
+        "podSetUpdates": {"nodeSelector": [{"key": DWS_NODE_SELECTOR,
+                                            "valueFromProvisioningClassDetail": "ResizeRequestName"}]},
     })
     check = _doc("AdmissionCheck", _meta(spec, name, "kueue"), spec={
         "controllerName": PROVISIONING_CONTROLLER,

@@ -20,7 +20,7 @@ from typing import Any
 from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
-from workloads import compute_class, security
+from workloads import compute_class, custom_trainer_args, security
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
@@ -30,6 +30,7 @@ PART_OF = kube.PART_OF_VALUE
 TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
 # Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
 TRAINER_DIR = "/home/ray/trainer"
+LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
 
 # GKE DRANET: one netdev device per secondary network, attached to every TPU worker pod.
 NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
@@ -38,6 +39,15 @@ NETDEV_REQUEST = "req-netdev"
 
 # Ray head ports (KubeRay's well-known names), written once in stackspec.
 HEAD_PORTS = tuple(limits.RAY_HEAD_PORTS.items())
+# KubeRay adds a container port named "metrics" = 8080 to a Ray container that declares none (v1.6.0
+# ray-operator/controllers/ray/common/pod.go:224-231 head, 446-453 workers: "If the metrics port does not exist in
+# the Ray container, add a default one for Prometheus"), while Ray exports on ray.metricsExportPort: declared here
+# under KubeRay's name (utils.MetricsPortName), so the named port is the one Ray serves.
+METRICS_PORT_NAME = "metrics"
+
+
+def _metrics_port(spec: StackSpec) -> dict[str, Any]:
+    return {"containerPort": spec.ray.metrics_export_port, "name": METRICS_PORT_NAME}
 
 # GCS FUSE CSI ephemeral volume for the checkpoint bucket; the sidecar gets no limits.
 GCSFUSE_DRIVER = kube.GCSFUSE_DRIVER
@@ -209,7 +219,11 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
             "trainer",
             annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
         ),
-        "data": {TRAINER_SCRIPT.name: text},
+        # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease); jobs'
+        # own trainers ride along.
+        "data": {TRAINER_SCRIPT.name: text, **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
+                                                if spec.site is not None else {}),
+                 **custom_trainer_args.configmap_files(spec)},
     }
 
 
@@ -251,7 +265,8 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
                         "name": "ray-head",
                         "image": spec.worker_image,
                         "imagePullPolicy": IMAGE_PULL_POLICY,
-                        "ports": [{"containerPort": port, "name": n} for n, port in HEAD_PORTS],
+                        "ports": [*({"containerPort": port, "name": n} for n, port in HEAD_PORTS),
+                                  _metrics_port(spec)],
                         "resources": {
                             "limits": {"memory": ray.head_memory},
                             "requests": {"cpu": ray.head_cpu, "memory": ray.head_memory},
@@ -296,6 +311,7 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
             "name": "ray-worker",
             "image": spec.worker_image,
             "imagePullPolicy": IMAGE_PULL_POLICY,
+            "ports": [_metrics_port(spec)],
             "resources": resources,
             "env": _worker_env(spec, size.replicas),
             # Not privileged (the seed is): on GKE >= 1.28 the TPU device plugin gives a container that
@@ -439,6 +455,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
             # An operator's pause, outside Kueue (no queue label below): KubeRay creates nothing. A queued
             # job carries no suspend at all: Kueue's webhook suspends it on creation and admission lifts it.
             body["suspend"] = True
+    custom_trainer_args.with_image(body, job)  # a job's own trainer may bring its workers' image
     # Deadline, retries and cleanup in the fields of the target KubeRay (stackspec.kuberay.lifecycle;
     # the spec refused any it does not know).
     body.update(kuberay.lifecycle(job))

@@ -49,6 +49,8 @@ INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 # and MultiKueueIncrementalDispatcherConfig are Beta and on in 0.19: concepts/multikueue.md "Incremental").
 DISPATCH_STEP = 1
 MAX_CLUSTERS = 20  # MultiKueueConfig spec.clusters: 1..20, unique (CRD validation)
+# Six dispatch rounds (incrementalDispatcherRoundTimeout, 5 minutes: incrementaldispatcher.go:50) at least.
+MIN_PODS_READY_SECONDS = 1800
 KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 
 # The worker side's identity for the manager is a ServiceAccount in kueue-system (names.MULTIKUEUE_WORKER_SA),
@@ -56,27 +58,39 @@ KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 TOKEN_SECONDS = 3600
 TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
 TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
-# An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim). Its repository goes into
-# Binary Authorization's allow-list with Kueue's (SYSTEM_IMAGES).
-TOKEN_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable-slim"
+# An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim), pinned by digest to a
+# versioned tag (versioned tags stay published; `stable-slim` is not a documented tag). The digest is the one two
+# independent public Dockerfiles pin for `google-cloud-cli:562.0.0-slim` (found by content search; no registry
+# was reachable to re-check it: `gcloud container images describe <this>` before a first deploy, see
+# docs/multikueue.md). The pod names the digest alone, the reference Binary Authorization's allow-list pattern
+# matches (infra/cluster_security.py image_pattern), beside Kueue's (SYSTEM_IMAGES).
+TOKEN_IMAGE_TAG = "gcr.io/google.com/cloudsdktool/google-cloud-cli:562.0.0-slim"
+TOKEN_IMAGE = ("gcr.io/google.com/cloudsdktool/google-cloud-cli"
+               "@sha256:0da2de42ae51cd6092b5caf7c96d25003659fd15548760eb4c50c2623e7bf9c2")
 SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: each at its tag
 
-# Least privilege on a worker: Kueue's example (site/static/examples/multikueue/create-multikueue-kubeconfig.sh
-# at v0.19.2, lines 112-140 for Workloads and queues, 221-255 for RayJobs and RayClusters), only the rules for
-# the frameworks this project dispatches (ray.io/rayjob, ray.io/raycluster). No batch Jobs or pods: KubeRay
-# creates those on the worker from the RayJob; MultiKueue only creates, watches and deletes the RayJob
-# (or RayCluster: update/patch carry elastic replica changes) and the Workload, cluster-wide (its remote watch
-# is a cluster-wide list by the multikueue-origin label: multikueuecluster.go establishWatch).
-WORKER_RULES: tuple[dict[str, Any], ...] = (
-    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads"],
-     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
-    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
+# Least privilege on a worker. The rules are Kueue's own e2e setup's (test/util/multikueue.go at v0.19.2,
+# MultiKueueRulesForManager: Workloads, their status, the queues, and frameworkRules for the frameworks the
+# manager enables, here ray.io/rayjob and ray.io/raycluster; vendored in tests/reference/kueue-multikueue/), split
+# by scope instead of one ClusterRole:
+# - WORKER_READ_RULES, cluster-wide (ClusterRole): MultiKueue's remote watches and its garbage collector list
+#   every namespace (multikueuecluster.go:421 establishWatch and :693 List carry no namespace), which a
+#   namespaced Role cannot grant;
+# - WORKER_WRITE_RULES, in the job namespace only (Role + RoleBinding there): MultiKueue creates, patches and
+#   deletes the remote Workload and RayJob/RayCluster in the manager object's own namespace (workload.go:819,945
+#   Create of the clone; ray_multikueue_adapter.go:220 Create, :257,:274 Patch, :298 Delete). So the token can
+#   create no RayCluster (hence no pod) in kube-system, default or any other namespace.
+WORKER_READ_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads", "clusterqueues", "localqueues"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": ["get", "list", "watch"]},
+)
+WORKER_WRITE_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads"], "verbs": ["create", "update", "patch", "delete"]},
     {"apiGroups": [kube.KUEUE_GROUP], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters"],
-     "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters/status"], "verbs": ["get"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"],
+     "verbs": ["create", "update", "patch", "delete"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status", "rayclusters/status"], "verbs": ["get"]},
 )
 # What the manager's Google identity needs on a worker's project to reach its API server: authenticate
 # (container.clusters.get) and pass the DNS-based endpoint (container.clusters.connect); nothing inside the
@@ -94,6 +108,9 @@ class Manager:
     region: str
     namespace: str  # the workload namespace (the regions' storage.namespace: LocalQueues mirror it)
     stack: str
+    # Autopilot (the default) or Standard: on Autopilot workload identity is always on and GKE Warden refuses a
+    # nodeSelector outside its allow-list (token_job's pods select no node there).
+    autopilot: bool = True
 
     @property
     def google_service_account_id(self) -> str:
@@ -110,7 +127,7 @@ def manager_of(spec: StackSpec) -> Manager:
     if spec.manager is None:
         raise ValueError(f"stack {spec.stack} has no tpu-multislice:manager")
     return Manager(name=spec.manager.name, project=spec.project, region=spec.manager.region or spec.region,
-                   namespace=spec.storage.namespace, stack=spec.stack)
+                   namespace=spec.storage.namespace, stack=spec.stack, autopilot=spec.manager.autopilot)
 
 
 @dataclass(frozen=True)
@@ -255,7 +272,22 @@ def manager_config(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, 
         "dispatcherName": INCREMENTAL_DISPATCHER,
         "incrementalDispatcherConfig": {"stepSize": DISPATCH_STEP},
     }
+    config["waitForPodsReady"] = {**config["waitForPodsReady"], "timeout": f"{manager_pods_ready_seconds(regions)}s"}
     return config
+
+
+def manager_pods_ready_seconds(regions: Sequence[StackSpec]) -> int:
+    """The manager's waitForPodsReady timeout: half the shortest queued job's activeDeadlineSeconds (30 minutes at
+    least). A copy admitted on a worker whose pods never get ready (admission there is quota only) is then evicted
+    on the manager, its copies removed (multikueue/workload.go:380-393) and the job dispatched again with a fresh
+    deadline (KubeRay starts a RayJob's clock when it initializes it: rayjob_controller.go v1.5.1 l.826-857), instead
+    of failing at its deadline in the region that admitted it. The manager's clock starts when a worker admits
+    (its MultiKueue check Ready: core/workload_controller.go:1657-1682) and stops at its RayJob's PodsReady, read
+    from the status MultiKueue mirrors (rayjob/rayjob_controller.go:229-231, ray_multikueue_adapter.go:196-200).
+    The workers keep their own 24 h (slow fallback capacity, workloads/kueue.py). docs/multikueue.md
+    "waitForPodsReady"."""
+    deadlines = [j.active_deadline_seconds for r in regions for j in r.jobs if j.region is None]
+    return max(MIN_PODS_READY_SECONDS, min(deadlines, default=2 * MIN_PODS_READY_SECONDS) // 2)
 
 
 def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[str, Any]:
@@ -271,17 +303,24 @@ def manager_helm_values(manager: Manager, regions: Sequence[StackSpec]) -> dict[
 
 
 def worker_objects(region: StackSpec, manager: Manager) -> list[dict[str, Any]]:
-    """On a worker: the ServiceAccount the manager acts as, its least-privilege role, and the one permission
-    the manager's Google identity holds (a token for that ServiceAccount)."""
+    """On a worker: the ServiceAccount the manager acts as, its least-privilege roles (read cluster-wide, write in
+    the job namespace only), and the one permission the manager's Google identity holds (a token for that
+    ServiceAccount)."""
     ns, stack, sa = kueue.NAMESPACE, region.stack, names.MULTIKUEUE_WORKER_SA
     role, token_role = names.multikueue_worker_role(manager.name), names.multikueue_token_role(manager.name)
+    reader = f"{role}-read"
+    subject = [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(stack, sa, "multikueue", ns),
          "automountServiceAccountToken": False},
-        _rbac("ClusterRole", _meta(stack, role, "multikueue"), rules=[dict(r) for r in WORKER_RULES]),
-        _rbac("ClusterRoleBinding", _meta(stack, role, "multikueue"),
-              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-              subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": ns}]),
+        _rbac("ClusterRole", _meta(stack, reader, "multikueue"), rules=[dict(r) for r in WORKER_READ_RULES]),
+        _rbac("ClusterRoleBinding", _meta(stack, reader, "multikueue"),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
+              subjects=subject),
+        _rbac("Role", _meta(stack, role, "multikueue", region.storage.namespace),
+              rules=[dict(r) for r in WORKER_WRITE_RULES]),
+        _rbac("RoleBinding", _meta(stack, role, "multikueue", region.storage.namespace),
+              roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}, subjects=subject),
         _rbac("Role", _meta(stack, token_role, "multikueue", ns), rules=[
             {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [sa],
              "verbs": ["create"]}]),
@@ -395,9 +434,16 @@ def manager_access_objects(manager: Manager, regions: Sequence[StackSpec],
     """On the manager: the token CronJob (running as the Google service account through workload identity),
     and Kueue's own metrics scraping."""
     config = token_targets(manager, regions, endpoints)
+    # Standard: the pod selects a node with GKE's metadata server (the system pool's GKE_METADATA). Autopilot:
+    # no selector. "In Autopilot, Workload Identity Federation for GKE is always enabled"
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), and GKE Warden refuses
+    # other keys: "[denied by autogke-node-affinity-selector-limitation] ... Autopilot allows node affinity
+    # only on labels with keys: <["topology.kubernetes.io/region", "topology.kubernetes.io/zone", ...,
+    # "cloud.google.com/gke-os-distribution", "kubernetes.io/os", "kubernetes.io/arch"]>"
+    # (kubernetes-sigs/secrets-store-csi-driver#672, quoting the admission webhook's answer).
     job = token_job(manager.stack, names.MULTIKUEUE_MANAGER_KSA, names.MULTIKUEUE_MANAGER_KSA, config,
                     annotations={"iam.gke.io/gcp-service-account": manager.google_service_account},
-                    workload_identity=True)
+                    workload_identity=not manager.autopilot)
     return [*job, *metrics_objects(manager.stack, manager.name, with_job=False)]
 
 

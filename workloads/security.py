@@ -155,9 +155,10 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 # --------------------------------------------------------------------------- drill RBAC
 
 
-def drill_user(spec: StackSpec) -> str:
-    """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/)."""
-    return names.drill_account_email(spec.stack, spec.ci_project)
+def drill_user(spec: StackSpec) -> str | None:
+    """The stack's own drill service account (bootstrap/: ci-drill-<stack>), a Kubernetes user of its email on GKE;
+    none in a sandbox."""
+    return None if spec.ci_project is None else names.drill_account_email(spec.stack, spec.ci_project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
@@ -183,6 +184,8 @@ def drill_role_name(spec: StackSpec) -> str:
 
 def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     """Role + RoleBinding in the workload namespace, ClusterRole + ClusterRoleBinding for nodes."""
+    if spec.ci_project is None:  # a sandbox stack (stackspec/sandbox.py): no CI drill user to grant anything
+        return []
     name, ns = drill_role_name(spec), spec.storage.namespace
     labels = _labels(spec, "drill-rbac")
     subject = [{"kind": "User", "apiGroup": RBAC_GROUP, "name": drill_user(spec)}]

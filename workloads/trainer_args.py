@@ -120,6 +120,10 @@ def trainer_argv(
         if resize_interval is not None:
             argv += ["--resize-interval", _num(resize_interval)]
     argv += ["--name", job.run_name, "--storage-path", f"{root}/{RAY_RESULTS_SUBDIR}"]
+    if not local and spec.site is not None and job.region is None:
+        # Queued through a multi-region manager: a second copy may run after a re-dispatch (docs/multikueue.md
+        # "Two copies of one run"); the run's writer lease lets one write its checkpoints at a time.
+        argv += ["--lease", f"gs://{spec.storage.bucket}/{job.run_name}/.writer-lease"]
     if local:
         argv.append("--local")
         if step_delay:
@@ -136,4 +140,8 @@ def trainer_argv(
         spec, job, base_output_directory=root + "/", steps=steps,
         checkpoint_period=checkpoint_period, defaults=defaults,
     )
+    if job.trainer is not None:  # the job's own train loop (workloads/custom_trainer_args.py)
+        from workloads import custom_trainer_args
+        from workloads.manifests import TRAINER_DIR
+        argv = custom_trainer_args.wrap(job, argv, local, TRAINER_DIR)
     return argv

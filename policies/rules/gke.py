@@ -7,6 +7,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stackspec.gke import IMAGE_STREAMING_ROLE
+
 from .common import (
     BUCKET_IAM_MEMBER,
     CLUSTER,
@@ -26,7 +28,6 @@ from .common import (
 
 Violations = list[tuple[Res | None, str]]
 ACCOUNT = "gcp:serviceaccount/account:Account"
-IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
 WORKLOAD_POOL_SUFFIX = ".svc.id.goog"
 
 

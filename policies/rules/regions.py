@@ -165,6 +165,11 @@ def one_checkpoint_location(resources: Sequence[Res], ctx: Context) -> Violation
     if len(bound) > 1:
         out.append((None, f"the regions' checkpoint identities bind different buckets {sorted(bound)}: a job "
                           "resumed in another region would not find its checkpoints"))
+    elif len(buckets) == 1 and bound and bound != {str(get(buckets[0].props, "name"))}:
+        # One grant serves every region (infra/checkpoints.py SharedCheckpointBucket): on another bucket, no region
+        # reads the checkpoints.
+        out.append((None, f"the regions' checkpoint identity binds {sorted(bound)}, not the checkpoint bucket "
+                          f"{get(buckets[0].props, 'name')}: no region could read or write its checkpoints"))
     return out
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from stackspec import kube
 from stackspec.model import RAY_AUTH_MIN
+from stackspec.zones import region_of
 
 from .common import (
     BUCKET,
@@ -329,8 +330,10 @@ def allowed_locations(type_: str, props: Mapping[str, Any], ctx: Context) -> lis
     regions = [str(r).lower() for r in ctx.config.get("allowedRegions", [])]
     zones = [str(z).lower() for z in ctx.config.get("allowedZones", [])]
     what = f"{type_.rsplit(':', 1)[-1]} {get(props, 'name', '?')}"
-    is_zone = bool(re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", loc))
-    region = loc.rsplit("-", 1)[0] if is_zone else loc
+    # The spec's zone syntax (stackspec.zones.ZONE): a zone is <region>-<a to f> or an AI zone (us-central1-ai1).
+    zone_region = region_of(loc)
+    is_zone = zone_region is not None
+    region = zone_region or loc
     if regions and region not in regions and loc not in regions:
         return [f"{what}: location {loc} is outside the allowed regions {regions}"]
     if zones and is_zone and loc not in zones:

@@ -304,11 +304,18 @@ def compute_class_fallbacks(resources: Sequence[Res], ctx: Context) -> Violation
                 continue
             seen.add(name)
             rules = items(get(classes[name].props, "spec.priorities", []))
-            if len(rules) < MIN_FALLBACK_OPTIONS and not _held(resources, name):
+            if len(rules) < MIN_FALLBACK_OPTIONS and not _held(resources, name) and not _queued(resources, name):
                 have = ", ".join(_option(x) for x in rules) or "none"
                 out.append((classes[name], f"ComputeClass {name} has {len(rules)} capacity option(s) ({have}): "
                                            "when it has no capacity the slices wait; add a fallback"))
     return out
+
+
+def _queued(resources: Sequence[Res], compute_class: str) -> bool:
+    """Every pool of the class has queued provisioning (DWS): the slices wait in Kueue's ProvisioningRequest queue
+    by design, and the spec allows no other option beside it (``stackspec/rules_extra.py``)."""
+    pools = [r for r in resources if r.type == NODE_POOL and _pool_class(r.props) == compute_class]
+    return bool(pools) and all(get(p.props, "queuedProvisioning.enabled") is True for p in pools)
 
 
 def _held(resources: Sequence[Res], compute_class: str) -> bool:

@@ -3,7 +3,7 @@ with offline.engine.render, the real engine under mocks); the multi-region progr
 
 import json
 
-from infra import provider_modules
+from offline import provider_modules
 
 provider_modules.install()
 
@@ -30,7 +30,7 @@ def region(cluster: str, gcp_region: str, zone: str) -> stack_spec.StackSpec:
     return stack_spec.load("prod", cfg)
 
 
-regions = [region("tpu-use5", "us-east5", "us-east5-b"), region("tpu-euw4", "europe-west4", "europe-west4-a")]
+regions = [region("tpu-use5", "us-east5", "us-east5-b"), region("tpu-apne1", "asia-northeast1", "asia-northeast1-b")]
 manager = mk.Manager("tpu-manager", "my-tpu-project", "us-central1", regions[0].storage.namespace, "multiregion")
 providers = {n: k8s.Provider(names.k8s_provider(n), kubeconfig="{}")
              for n in [manager.name, *(r.cluster.name for r in regions)]}

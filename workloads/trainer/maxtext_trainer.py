@@ -116,6 +116,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="--local only: hold each checkpoint of the first attempt (the worker "
                         "group that starts at step 0) this long before Orbax commits it (slow "
                         "storage: a window for the kill-during-save drill)")
+    p.add_argument("--lease", default=None,
+                   help="a writer lease on the run's checkpoints (gs://bucket/run/.writer-lease or a path): wait "
+                        "while another copy holds it, stop before a save once it is lost (lease.py beside this script)")
     p.add_argument("--verdict-wait", type=float, default=VERDICT_WAIT_S,
                    help="elastic: longest wait, after a failure, for the cluster to declare an "
                         "unreachable node dead before restarting without it")
@@ -500,7 +503,7 @@ def train_loop_per_worker(config: dict) -> None:
             emit("loss", step=int(step), loss=loss)
 
     maxtext_train.get_first_step = first_step
-    checkpointing.maybe_save_checkpoint = save
+    checkpointing.maybe_save_checkpoint = config["lease_guard"](save) if config.get("lease_guard") else save
     MetricLogger.log_metrics = log_metrics
     argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
     try:
@@ -585,7 +588,7 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
         train_loop_config={
             "base_yml": base_yml, "settings": settings, "local": args.local,
             "step_delay": args.step_delay, "hosts_per_slice": args.hosts_per_slice,
-            "save_commit_delay": args.save_commit_delay,
+            "save_commit_delay": args.save_commit_delay, "lease_guard": getattr(args, "lease_guard", None),
         },
         scaling_config=scaling,
         run_config=RunConfig(
@@ -595,7 +598,48 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
     )
 
 
+# A copy that lost its run's writer lease takes it over again at most this often (main): more is a fault of this
+# copy (a worker whose clock runs minutes ahead refuses every save), not a takeover, and ends the job.
+LEASE_RETAKES = 3
+
+
+def hold_lease(args: argparse.Namespace):
+    """--lease: hold the run's writer lease (lease.py) for the whole fit; each worker's saves check it."""
+    if not args.lease:
+        return None
+    import functools
+
+    import lease as writer_lease  # beside this script: the trainer ConfigMap carries both
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(writer_lease)  # the workers have no copy of the module
+    lease = writer_lease.WriterLease(args.lease)
+    args.lease_guard = functools.partial(writer_lease.guarded, lease=lease.acquire(wait_s=writer_lease.WAIT_S))
+    lease.start_renewing()
+    return lease
+
+
+def lease_lost(lease, error: BaseException) -> bool:
+    """Whether a failed fit failed because this copy lost the run's writer lease: the renewer saw it taken over, a
+    worker's save refused (``LeaseLost`` in Ray Train's error, which carries the workers' tracebacks), or the
+    lease now names another holder."""
+    import lease as writer_lease
+
+    if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
+        return True
+    try:
+        lease.token().check()
+    except writer_lease.LeaseLost:
+        return True
+    except (writer_lease.LeaseError, OSError):
+        return False
+    return False
+
+
 def main(argv: list[str]) -> int:
+    if "--custom-trainer" in argv:  # a job's own train loop (jobs[].trainer): custom_trainer.py beside this script
+        import custom_trainer
+        return custom_trainer.main(argv)
     args, rest = parse_args(argv)
     if args.script_sha256:
         ensure_script_version(args.script_sha256, os.path.abspath(__file__), argv)
@@ -611,15 +655,36 @@ def main(argv: list[str]) -> int:
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
     metrics = path = None
-    try:
-        result = build_trainer(args, base_yml, settings).fit()
-        error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
-    except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
-        error = e
+    lease = hold_lease(args)
+    retakes = 0
+    while True:
+        try:
+            result = build_trainer(args, base_yml, settings).fit()
+            error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
+        except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
+            error = e
+        if lease is None or error is None or retakes >= LEASE_RETAKES or not lease_lost(lease, error):
+            break
+        retakes += 1
+        # Another copy of this run took the writer lease over and this copy's saves stopped. Failing here would
+        # finish the job on the manager, which finishes it on any copy's Finished and then deletes every copy,
+        # the running one included (kueue v0.19.2 multikueue/workload.go:380-393, 396-438); and at reconnection
+        # the manager keeps the copy admitted first, which may be this one (bestMatchByCondition, :140-155 and
+        # :566-581). So wait for the lease like a new copy, then train again from the run's latest checkpoint.
+        print(f"writer lease lost ({lease.lost or 'a save refused'}): waiting to take the run over again, then "
+              "resuming from its latest checkpoint", flush=True)
+        lease.release()  # stops the renewer; the write is refused unless the lease is still this copy's
+        try:
+            lease = hold_lease(args)
+        except Exception as e:  # noqa: BLE001 - LeaseHeld past the wait: reported below as the job's error
+            error, lease = e, None
+            break
     # The result line is the job's report, failed or not (the runner and the drills read it).
     summary = {"ok": error is None, "wall_s": round(time.time() - started, 1), "metrics": metrics,
                "path": path, "error": None if error is None else f"{type(error).__name__}: {str(error)[:500]}"}
     print(f"{RESULT} {json.dumps(summary, default=str)}", flush=True)
+    if lease is not None:
+        lease.release()
     ray.shutdown()
     if error is not None:
         print(f"training failed: {error}", file=sys.stderr)

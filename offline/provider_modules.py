@@ -1,12 +1,16 @@
-"""Import only the pulumi_gcp and pulumi_kubernetes modules the program uses.
+"""Import only the pulumi_gcp and pulumi_kubernetes modules the program uses: a preview's shortcut, offline only.
+
+The offline engine (``offline/engine.py``) calls :func:`install` before it runs the program; under a real
+``pulumi up``/``pulumi preview`` nothing imports this module, and the program imports the providers as published
+(``tests/test_provider_modules.py`` runs the program the way Pulumi's language host does and checks).
 
 ``pulumi_gcp.compute``'s ``__init__`` imports all ~290 compute modules, and each builds
 dozens of typed classes: importing the packages whole is most of a ``slicectl preview``.
 :func:`install` puts a light stand-in for each provider subpackage into ``sys.modules``
 before the provider is imported. The provider's own top level stays real
 (its ``lazy_import`` of the subpackage returns the stand-in), so ``import pulumi_gcp as gcp;
-gcp.compute.NetworkArgs`` works unchanged in infra/ and workloads/, under the offline engine
-and under ``pulumi up``. On first attribute access a stand-in imports the modules its entry
+gcp.compute.NetworkArgs`` works unchanged in infra/ and workloads/ under the offline engine.
+On first attribute access a stand-in imports the modules its entry
 (:data:`MODULES`) lists and exports their ``__all__``, as the real ``__init__`` would. A name
 (or a whole subpackage) the table lacks
 never breaks the program: the stand-in runs the real package ``__init__`` into itself and
@@ -19,8 +23,8 @@ about 1 in 70 for ``compute``). Anything that would need the rest (a name outsid
 module of the package outside the table) first completes the slice from the real source, and
 is recorded in :data:`MISSES` as well.
 
-Import this module before ``pulumi_gcp``/``pulumi_kubernetes``; a provider already imported
-is left alone.
+Call :func:`install` before ``pulumi_gcp``/``pulumi_kubernetes`` are imported; a provider already imported
+is left alone. Importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -368,6 +372,8 @@ def install(providers: tuple[str, ...] = ("pulumi_gcp", "pulumi_kubernetes")) ->
     """
     done = []
     with _lock:
+        if _OutsideTheTable not in sys.meta_path:
+            sys.meta_path.insert(0, _OutsideTheTable)
         for provider in providers:
             listed = [p for p in MODULES if p.split(".", 1)[0] == provider]
             # The packages between the top level and a listed one too, or the real ``core`` would
@@ -410,7 +416,3 @@ def _stand_in(package: str, directory: str) -> LightPackage | None:
         setattr(sys.modules[parent], name, module)
     return module
 
-
-if not any(isinstance(f, type) and f.__name__ == "_OutsideTheTable" for f in sys.meta_path):
-    sys.meta_path.insert(0, _OutsideTheTable)
-install()

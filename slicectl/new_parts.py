@@ -1,0 +1,138 @@
+"""Parts of the stack file ``slicectl new`` writes that go beyond one region's cluster: the zone's note from the zone
+table, the prices it knows (with their sources) and placeholders for the rest, the prod maintenance window, and the
+multi-region form (``--regions``: a manager and a cluster per region, README "Regions").
+
+Pure text: ``cmd_new`` loads the file through the spec model before writing it.
+"""
+
+from __future__ import annotations
+
+from stackspec import prices, zones
+from stackspec import quota as tpu_quota
+
+# prod's window (the shipped stacks'): weekends 02:00-10:00 UTC, 16 h a week, GKE needs 48 h in any 32 days.
+PROD_WINDOW = '{start: "2026-01-03T02:00:00Z", end: "2026-01-03T10:00:00Z", recurrence: "FREQ=WEEKLY;BYDAY=SA,SU"}'
+
+
+def zone_note(zone: str, generation: str) -> str:
+    """What the zone table says of ``zone`` for ``generation`` (a comment): offered, or not listed (the table is
+    incomplete for that generation, so nothing here checked it)."""
+    listed, complete = zones.zones(generation)
+    if zone in listed:
+        return f"offers {generation} ({zones.TABLE_FILE})"
+    if not complete:
+        return (f"not in {zones.TABLE_FILE} for {generation} (its {generation} list is incomplete): check "
+                f"{zones.table()['source']}")
+    return f"no {generation} here ({zones.TABLE_FILE})"  # refused before the file is written
+
+
+def maintenance(indent: str) -> list[str]:
+    """The prod maintenance window: GKE upgrades and repairs inside it, not in the middle of a run."""
+    return [f"{indent}# GKE upgrades and repairs only in this window (prod); hold them off a run with an exclusion,",
+            f"{indent}#   exclusions: [{{name: <run>, start: <time>, end: <time>}}]",
+            f"{indent}maintenance:",
+            f"{indent}  window: {PROD_WINDOW}"]
+
+
+def _source(p: prices.Price) -> str:
+    return f"{p.source}, published {p.published}, read {p.read}"
+
+
+def price_lines(generation: str, capacities: tuple[str, ...], regions: list[str], machine: str) -> list[str]:
+    """The prices: what the table knows for the stack's capacity, regions and system machine, each with its source
+    (comments: the table gives the figure), then the ``tpu-multislice:prices`` section commented out with a
+    placeholder for each price the table lacks, so each "unknown" of the cost table has its line to fill in (uncomment
+    it with the figure from the bill, the pricing page or a negotiated rate). Nothing is guessed."""
+    known, missing = [], {}
+    for region in regions:
+        for c in capacities:
+            p = prices.tpu(generation, c, region)
+            if p.known:
+                known.append(f"{generation} {c} in {region}: ${p.usd:g} per chip-hour ({_source(p)})")
+            else:
+                missing.setdefault(generation, {})[p.key.rsplit(".", 1)[1]] = f"USD per chip-hour, {c} in {region}"
+        m = prices.machine(machine, region)
+        if m.known:
+            known.append(f"{machine} in {region}: ${m.usd:g} per hour ({_source(m)})")
+        else:
+            missing.setdefault("machines", {})[machine] = f"USD per hour in {region}"
+    lines = ["  # Prices slicectl cost uses, from stackspec/data/prices.json (each with its page and dates):"]
+    lines += [f"  #   {k}" for k in known] or ["  #   none for this stack"]
+    lines += ["  # Unknown until set (the cost table says which): uncomment with your figure.",
+              "  # tpu-multislice:prices:"]
+    for group, keys in missing.items():
+        lines.append(f"  #   {group}: {{" + ", ".join(f"{k}: <{why}>" for k, why in keys.items()) + "}")
+    lines.append("  #   bucketGb: <GB of checkpoints kept: the bucket's monthly line>")
+    return lines
+
+
+def region_cidrs(i: int) -> dict[str, str]:
+    """Region ``i``'s ranges, disjoint from every other region's and the manager's (as the multi stack's)."""
+    return {"node": f"10.0.{32 * i}.0/20", "pod": f"10.{100 + 20 * i}.0.0/14", "service": f"10.104.{16 * i}.0/20",
+            "dcn1": f"10.{50 + i}.0.0/16", "dcn2": f"10.{60 + i}.0.0/16"}
+
+
+MANAGER_CIDRS = {"node": "10.0.16.0/20", "pod": "10.112.0.0/16", "service": "10.113.0.0/20"}
+
+
+def cluster_name(stack: str, region: str) -> str:
+    """A region's cluster: ``<stack>-<region without its dashes' first part>``, e.g. acme-east5 for us-east5."""
+    return f"{stack}-{region.split('-', 1)[1].replace('-', '')}"
+
+
+def quota_lines(generation: str, capacities: tuple[str, ...], regions: list[str], chips: int) -> list[str]:
+    """The TPU quota these slices need per region (each quota type its capacity options draw on), as the commented
+    ``tpu-multislice:quota`` section to fill in with the project's own figures (docs/quota.md); lint then checks it."""
+    types = dict.fromkeys(tpu_quota.QUOTA_TYPE[c] for c in capacities if tpu_quota.QUOTA_TYPE[c] != "reserved")
+    need = ", ".join(f"{t}: {chips}" for t in types)
+    return ["  # The TPU quota these slices need (chips; docs/quota.md): set to the project's granted quota and",
+            "  # uncomment, and lint checks the slices against it.",
+            "  # tpu-multislice:quota:",
+            *[f"  #   - {{region: {r}, generation: {generation}, {need}}}" for r in regions]]
+
+
+# --sandbox: the file is rendered as any stack's (with this stand-in CI project), then what needs the CI bootstrap is
+# taken out: the CI project, the prebuilt image section, the stack's KMS key (stackspec/sandbox.py says why).
+NO_CI = "sandbox-no-ci-project"
+
+
+def sandboxed(text: str) -> str:
+    """A rendered stack file as a sandbox stack (docs/sandbox.md)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        if skip:  # the image section's keys
+            if line.startswith("    "):
+                continue
+            skip = False
+        if "tpu-multislice:ciProject:" in line or line.startswith("  # The bootstrap's CI project"):
+            continue
+        if line.startswith("  # The workers' prebuilt image") or line.startswith("  # which the stack's first") \
+                or line.startswith("  # until then the workers run ray.image"):
+            continue
+        if line == "  tpu-multislice:image:":
+            skip = True
+            continue
+        if line.startswith(("# The stack's own Cloud KMS key", "# --secrets-provider <this>", "# it opens nothing",
+                            "secretsprovider:")):
+            continue
+        if line.startswith("#     --slice-shape "):
+            line += " --sandbox"
+        if line.startswith("  tpu-multislice:environment:"):
+            out += ["  tpu-multislice:environment: dev",
+                    "  # Deployed by hand, without the CI bootstrap: no CI project, prebuilt image or KMS key, and no",
+                    "  # workflow acts on it (docs/sandbox.md).",
+                    "  tpu-multislice:sandbox: true"]
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def sandbox_steps(stack: str, path) -> str:
+    return f"""wrote {path} (a sandbox stack: docs/sandbox.md)
+next:
+  1. slicectl lint --stack {stack} && slicectl preview --stack {stack} && slicectl cost --stack {stack}
+  2. with your own credentials, in a project of your own (no bootstrap, no CI):
+       pulumi login --local          # or any state backend you own
+       pulumi stack init {stack} --secrets-provider passphrase
+       pulumi up --stack {stack} --policy-pack policies
+  3. pulumi destroy --stack {stack} when done (the sandbox's bucket is not protected: dev)"""

@@ -1,0 +1,153 @@
+"""TPU quota: the chips each quota type must allow, per region and generation, against what the stack declares.
+
+A GCP project's TPU quota is per region, per TPU generation and per quota type. Cloud TPU's quota page: "There are
+different quotas for each version of TPU ... For each version of TPU there are different types of quota: on-demand
+and preemptible (spot)" (https://cloud.google.com/tpu/docs/quota). Flex-start draws on the preemptible one: "You
+should also ensure you have sufficient preemptible quota to use Flex-start. The default preemptible quota for TPU v5e
+and v6e is 64 cores." (https://cloud.google.com/tpu/docs/request-using-flex-start). GKE's TPU nodes count against the
+Compute Engine API's TPU quotas of the same kinds (https://cloud.google.com/tpu/docs/consumption-options, read in its
+Chinese edition). docs/quota.md says how to read and raise them.
+
+A slice may land on any capacity option it lists (GKE tries them in order), so each quota type must allow the chips of
+every slice listing an option that draws on it: on-demand -> ``onDemand``, spot and flex-start -> ``preemptible``, a
+named reservation -> ``reserved`` (checked only when declared). The optional ``tpu-multislice:quota`` section declares
+what the project has, in chips (a v4, v5p or tpu7x quota written in TensorCores is twice the chips)::
+
+    tpu-multislice:quota:
+      - region: us-east5        # default: gcp:region
+        generation: v6e
+        onDemand: 64
+        preemptible: 128
+
+Declared, every region and generation the slices use must be listed and cover them (lint refuses otherwise);
+undeclared, the preview and ``slicectl cost`` print what is needed and warn that nothing checked it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from . import tpu
+
+NS = "tpu-multislice"
+# Capacity type -> the quota type it draws on (and the spec key that declares it).
+QUOTA_TYPE = {"on-demand": "onDemand", "spot": "preemptible", "flex-start": "preemptible", "reservation": "reserved"}
+LABEL = {"onDemand": "on-demand", "preemptible": "preemptible (spot, flex-start)", "reserved": "reserved"}
+DOC = "docs/quota.md"
+SOURCES = {
+    "types": "https://cloud.google.com/tpu/docs/quota",
+    "flex-start": "https://cloud.google.com/tpu/docs/request-using-flex-start",
+    "gke": "https://cloud.google.com/tpu/docs/consumption-options",
+}
+
+
+class QuotaEntry(BaseModel):
+    """One region's quota of one TPU generation, in chips (unset: not declared, not checked)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              allow_inf_nan=False)
+
+    region: str | None = None  # default: gcp:region
+    generation: Literal[tuple(tpu.GENERATIONS)] = "v6e"
+    on_demand: int | None = Field(None, ge=0)
+    preemptible: int | None = Field(None, ge=0)
+    reserved: int | None = Field(None, ge=0)
+
+
+@dataclass
+class Need:
+    """The chips one quota type must allow in one region for one generation, and the slices that need them."""
+
+    region: str
+    generation: str
+    quota_type: str  # onDemand, preemptible, reserved
+    chips: int = 0
+    slices: list[str] = field(default_factory=list)
+    declared: int | None = None
+
+    @property
+    def short(self) -> int | None:
+        """Chips missing from the declared quota (None when none is declared)."""
+        return None if self.declared is None else max(0, self.chips - self.declared)
+
+
+def _option_types(slice_: Any) -> list[str]:
+    cap = slice_.capacity
+    items = cap if isinstance(cap, list | tuple) else getattr(cap, "options", None) or [cap]
+    return [getattr(c, "type", c) for c in items]
+
+
+def needs(spec: Any) -> list[Need]:
+    """What every region's slices need of each quota type, in region, generation, type order; with the declared
+    quota where there is one."""
+    out: dict[tuple[str, str, str], Need] = {}
+    for view in spec.region_views():
+        for s in view.slices or ():
+            gen = s.shape.generation.name
+            for qtype in dict.fromkeys(QUOTA_TYPE[t] for t in _option_types(s)):
+                n = out.setdefault((view.region, gen, qtype), Need(view.region, gen, qtype))
+                n.chips += s.shape.chips
+                n.slices.append(s.name)
+    declared = {(e.region or spec.region, e.generation): e for e in spec.quota}
+    for (region, gen, qtype), n in out.items():
+        e = declared.get((region, gen))
+        if e is not None:
+            n.declared = getattr(e, {"onDemand": "on_demand"}.get(qtype, qtype))
+    return list(out.values())
+
+
+def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
+    """With a ``quota`` section: each region and generation the slices use is declared, and each declared quota type
+    covers the chips its slices need (the slices named). Nothing without one (the preview warns instead)."""
+    if not spec.quota:
+        return
+    index = {(e.region or spec.region, e.generation): i for i, e in enumerate(spec.quota)}
+    seen: set[tuple[str, str]] = set()
+    for n in needs(spec):
+        i = index.get((n.region, n.generation))
+        if i is None:
+            if (n.region, n.generation) not in seen:
+                fail(f"{NS}:quota", [e.model_dump(by_alias=True, exclude_none=True) for e in spec.quota],
+                     f"no entry for {n.generation} in {n.region}, where the slices need it; add one "
+                     f"({{region: {n.region}, generation: {n.generation}, ...}}, in chips; {DOC})")
+            seen.add((n.region, n.generation))
+            continue
+        if n.quota_type == "reserved" and n.declared is None:
+            continue  # a reservation brings its own capacity: checked only when declared
+        if n.declared is None:
+            fail(f"{NS}:quota[{i}].{n.quota_type}", None,
+                 f"not declared, but {_slices(n)} in {n.region} may run on {LABEL[n.quota_type]} capacity: "
+                 f"{n.chips} {n.generation} chips ({DOC})")
+        elif n.short:
+            fail(f"{NS}:quota[{i}].{n.quota_type}", n.declared,
+                 f"{_slices(n)} in {n.region} need {n.chips} {n.generation} chips of {LABEL[n.quota_type]} quota, "
+                 f"{n.short} more than declared: request an increase ({DOC}) or list fewer slices")
+
+
+def _slices(n: Need) -> str:
+    names = n.slices if len(n.slices) <= 3 else [*n.slices[:2], f"… {n.slices[-1]}"]
+    return f"{len(n.slices)} slice{'s' if len(n.slices) != 1 else ''} ({', '.join(names)})"
+
+
+def rows(spec: Any) -> list[list[str]]:
+    """The quota table: region, generation, quota type, chips needed, declared, slices."""
+    return [[n.region, n.generation, LABEL[n.quota_type], str(n.chips),
+             "not declared" if n.declared is None else str(n.declared) + (f" (short {n.short})" if n.short else ""),
+             _slices(n)] for n in needs(spec)]
+
+
+HEADER = ["region", "generation", "quota type", "chips needed", "declared", "slices"]
+
+
+def warnings(spec: Any) -> list[str]:
+    """Without a ``quota`` section: one line per region and quota type that nothing checked."""
+    if spec.quota:
+        return []
+    return [f"TPU quota not declared (tpu-multislice:quota): the slices need {n.chips} {n.generation} chips of "
+            f"{LABEL[n.quota_type]} quota in {n.region}; check the project's quota ({DOC})"
+            for n in needs(spec) if n.quota_type != "reserved"]

@@ -1,0 +1,74 @@
+"""A job's own trainer: a team's Ray Train script instead of MaxText (``jobs[].trainer``).
+
+    tpu-multislice:jobs:
+      - name: tiny-own
+        mode: elastic
+        trainer:
+          script: trainers/tiny_jax.py   # a file of this repository defining train_loop_per_worker(config)
+          config: {learning_rate: 0.1}            # handed to it beside steps, checkpoint_period, run_name, output_dir
+          image: us-east5-docker.pkg.dev/p/r/own@sha256:...   # optional: its workers' image (dedicated jobs)
+
+The script runs under the same Ray Train JaxTrainer, queue, checkpoint storage and drills as a MaxText job
+(workloads/trainer/custom_trainer.py); docs/trainers.md says what the function receives and reports.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+ROOT = Path(__file__).resolve().parents[1]
+# A ConfigMap holds at most 1 MiB of data (Kubernetes: "The data stored in a ConfigMap cannot exceed 1 MiB"); the
+# script travels in the stack's trainer ConfigMap beside the driver, so a script keeps well under it.
+MAX_SCRIPT_BYTES = 256 * 1024
+# An image by digest (Binary Authorization admits images by digest; a tag can move).
+IMAGE = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
+
+
+class Trainer(BaseModel):
+    """A team's own train loop: a script of the repository, its settings, and optionally its workers' image."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              allow_inf_nan=False)
+
+    script: str
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    image: str | None = None
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, v: str) -> str:
+        path = Path(v)
+        if path.is_absolute() or ".." in path.parts or path.suffix != ".py":
+            raise ValueError("a .py file of this repository, as a relative path (trainers/tiny_jax.py)")
+        full = ROOT / path
+        if not full.is_file():
+            raise ValueError(f"no such file in the repository ({full.relative_to(ROOT)})")
+        size = full.stat().st_size
+        if size > MAX_SCRIPT_BYTES:
+            raise ValueError(f"{size} bytes; at most {MAX_SCRIPT_BYTES} (it travels in a ConfigMap, 1 MiB in all)")
+        if "def train_loop_per_worker(" not in full.read_text(errors="replace"):
+            raise ValueError("defines no train_loop_per_worker(config) (docs/trainers.md)")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and not IMAGE.fullmatch(v):
+            raise ValueError("an image by digest, <registry>/<path>@sha256:<64 hex> (a tag can move under a run)")
+        return v
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, v: dict) -> dict:
+        reserved = sorted(set(v) & RESERVED)
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)}: set by the job itself (steps, checkpointPeriod, its run)")
+        return v
+
+
+# What the job hands the script itself (workloads/custom_trainer_args.py); the trainer's config may not set them.
+RESERVED = frozenset({"steps", "checkpoint_period", "run_name", "base_output_directory", "output_dir", "local"})

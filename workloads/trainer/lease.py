@@ -1,0 +1,320 @@
+"""A writer lease on one run's checkpoint directory: at most one copy of a job writes its checkpoints.
+
+Why. A multi-region stack's manager re-dispatches a job to another region when the region running it stays
+unreachable past Kueue's ``workerLostTimeout`` (kueue v0.19.2 pkg/controller/admissionchecks/multikueue/
+workload.go:546-559, "Admitting remote lost"), while the first copy may still be running: the manager only
+deletes it once it reaches that worker again (workload.go:573-581). Both copies resume the same run name from the
+same bucket (docs/multikueue.md "Two copies of one run"). This lease makes the second copy wait, and makes the
+first stop before it writes again once the second has taken over.
+
+How. One small object next to the run's checkpoints, ``<base_output_directory>/<run_name>/.writer-lease``, holding
+``{holder, epoch, expires}``, changed only by compare-and-swap on its generation:
+
+- on Cloud Storage (``gs://bucket/path``), the JSON API's ``ifGenerationMatch`` precondition: "Makes the
+  operation conditional on whether the object's current generation matches the given value. Setting to 0 makes
+  the operation succeed only if there are no live versions of the object", and a failed one answers HTTP 412
+  (https://cloud.google.com/storage/docs/request-preconditions; objects.insert ``ifGenerationMatch``);
+- on a local directory (``slicectl train --local``, the drills), the same contract emulated with an exclusive
+  ``fcntl`` lock around read-compare-write, the generation kept in the object.
+
+The driver acquires the lease before training (waiting up to ``wait_s`` for a live holder's lease to expire) and
+renews it every ``ttl_s / 3``; every checkpoint save first checks the lease is still this holder's with at least
+``save_budget_s`` left (:func:`guarded`). Another copy takes over only after ``expires`` plus ``skew_s``. So two
+copies never write at once provided a save ends within ``save_budget_s`` of its check and the hosts' clocks differ
+by less than ``skew_s`` (GKE nodes keep time with Google's NTP). A save ends when its checkpoint is committed:
+with MaxText's default ``async_checkpointing: True`` (maxtext 0.2.1 configs/base.yml) Orbax goes on writing after
+the save call returns, so the budget has to cover that background commit, not the call. A copy that cannot renew
+(its lease taken over, or unreachable storage past expiry) raises :class:`LeaseLost` at its next save and its fit
+fails; the driver then waits for the lease like a new copy and trains again from the latest checkpoint
+(``maxtext_trainer.main``), rather than failing the job (a failed copy finishes the job on the manager, which then
+deletes every copy).
+
+Standard library only: the trainer's ConfigMap carries this file beside ``maxtext_trainer.py``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+LEASE_NAME = ".writer-lease"
+TTL_S = 300.0  # a lease lives 5 minutes unless renewed (every TTL_S / 3)
+SAVE_BUDGET_S = 120.0  # a checkpoint save starts only with at least this much lease left
+SKEW_S = 30.0  # a taker waits this long past expiry (clock difference between hosts)
+# A copy waits for the holder's lease this long: the RayJob's activeDeadlineSeconds (4 h) ends it first. Failing
+# sooner would finish the job on the manager, which then deletes every copy, the running one included
+# (workload.go:380-393).
+WAIT_S = 4 * 3600.0
+METADATA_TOKEN = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+
+
+class LeaseError(RuntimeError):
+    """The lease cannot be had or kept; the message says who holds it and until when."""
+
+
+class LeaseHeld(LeaseError):
+    """Another copy holds a live lease on this run."""
+
+
+class LeaseLost(LeaseError):
+    """This copy's lease was taken over or expired: it must not write the run's checkpoints any more."""
+
+
+class PreconditionFailed(Exception):
+    """The object's generation is not the one the write was conditional on (GCS: HTTP 412)."""
+
+
+class Store(Protocol):
+    def read(self, key: str) -> tuple[dict[str, Any], int] | None: ...
+
+    def write(self, key: str, body: dict[str, Any], if_generation_match: int) -> int: ...
+
+
+class LocalStore:
+    """A directory with GCS's conditional-write contract, emulated: generation 0 means "absent"; each write under
+    an exclusive ``fcntl`` lock compares the stored generation and replaces the file atomically (``os.replace``)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key)
+
+    def read(self, key: str) -> tuple[dict[str, Any], int] | None:
+        try:
+            with open(self._path(key)) as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return None
+        return doc["body"], int(doc["generation"])
+
+    def write(self, key: str, body: dict[str, Any], if_generation_match: int) -> int:
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = self.read(key)
+            generation = current[1] if current else 0
+            if generation != if_generation_match:
+                raise PreconditionFailed(f"{path}: generation {generation}, not {if_generation_match}")
+            tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+            with open(tmp, "w") as f:
+                json.dump({"generation": generation + 1, "body": body}, f)
+            os.replace(tmp, path)
+            return generation + 1
+
+
+class GcsStore:
+    """An object in a Cloud Storage bucket through the JSON API, every write conditional on the generation."""
+
+    def __init__(self, bucket: str, token: Callable[[], str] | None = None,
+                 endpoint: str = "https://storage.googleapis.com"):
+        self.bucket, self.endpoint = bucket, endpoint.rstrip("/")
+        self.token = token or metadata_token
+
+    def _request(self, method: str, url: str, data: bytes | None = None) -> tuple[int, bytes, Any]:
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token()}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 (https, or the test's http)
+                return resp.status, resp.read(), resp.headers
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), e.headers
+
+    def read(self, key: str) -> tuple[dict[str, Any], int] | None:
+        name = urllib.parse.quote(key, safe="")
+        status, body, headers = self._request("GET", f"{self.endpoint}/storage/v1/b/{self.bucket}/o/{name}?alt=media")
+        if status == 404:
+            return None
+        if status != 200:
+            raise LeaseError(f"gs://{self.bucket}/{key}: read answered HTTP {status}")
+        return json.loads(body), int(headers["x-goog-generation"])
+
+    def write(self, key: str, body: dict[str, Any], if_generation_match: int) -> int:
+        query = urllib.parse.urlencode({"uploadType": "media", "name": key, "ifGenerationMatch": if_generation_match})
+        status, raw, _ = self._request("POST", f"{self.endpoint}/upload/storage/v1/b/{self.bucket}/o?{query}",
+                                       json.dumps(body).encode())
+        if status == 412:
+            raise PreconditionFailed(f"gs://{self.bucket}/{key}: generation is not {if_generation_match}")
+        if status != 200:
+            raise LeaseError(f"gs://{self.bucket}/{key}: write answered HTTP {status}")
+        return int(json.loads(raw)["generation"])
+
+
+def metadata_token() -> str:
+    """The pod's Google access token (workload identity: the GKE metadata server)."""
+    req = urllib.request.Request(METADATA_TOKEN, headers={"Metadata-Flavor": "Google"})
+    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 (the metadata server)
+        return json.loads(resp.read())["access_token"]
+
+
+def store_for(location: str) -> tuple[Store, str]:
+    """``gs://bucket/dir/.writer-lease`` or a local path -> (store, key)."""
+    if location.startswith("gs://"):
+        bucket, _, key = location[len("gs://"):].partition("/")
+        if not bucket or not key:
+            raise ValueError(f"lease location {location!r}: expected gs://<bucket>/<path>")
+        return GcsStore(bucket), key
+    root, key = os.path.split(os.path.abspath(location))
+    return LocalStore(root), key
+
+
+def default_holder() -> str:
+    """Who this copy is: the pod (hostname), the process and a random part (a restarted driver is a new holder)."""
+    return f"{os.environ.get('TPU_MULTISLICE_CLUSTER', '')}/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Lease:
+    """This copy's hold on a run: what :func:`guarded` checks before each save (picklable: Ray ships it to the
+    training workers, which check it against the store themselves)."""
+
+    location: str
+    holder: str
+    epoch: int
+    save_budget_s: float = SAVE_BUDGET_S
+    # The expiry last read as ours: no other copy can take over before it (plus the skew), so until a save's
+    # budget before it no read is needed (MaxText calls the save hook every step, on every worker).
+    known_expires: float = field(default=0.0, compare=False)
+
+    def check(self, now: Callable[[], float] = time.time) -> None:
+        if now() <= self.known_expires - self.save_budget_s:
+            return
+        store, key = store_for(self.location)
+        found = store.read(key)
+        if found is None:
+            raise LeaseLost(f"{self.location}: no lease any more (this copy was epoch {self.epoch})")
+        body, _ = found
+        if body["holder"] != self.holder or body["epoch"] != self.epoch:
+            raise LeaseLost(f"{self.location}: taken over by {body['holder']} (epoch {body['epoch']}); this copy "
+                            f"(epoch {self.epoch}) stops before writing")
+        if body["expires"] - now() < self.save_budget_s:
+            raise LeaseLost(f"{self.location}: {body['expires'] - now():.0f} s of lease left, less than a save's "
+                            f"{self.save_budget_s:.0f} s: not renewed in time, this copy stops before writing")
+        self.known_expires = body["expires"]
+
+
+class WriterLease:
+    """The driver's side: acquire, renew in the background, release."""
+
+    def __init__(self, location: str, holder: str | None = None, *, ttl_s: float = TTL_S,
+                 save_budget_s: float = SAVE_BUDGET_S, skew_s: float = SKEW_S,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 store: tuple[Store, str] | None = None):
+        if save_budget_s >= ttl_s * 2 / 3:
+            raise ValueError(f"save budget {save_budget_s} s must be under two thirds of the lease's {ttl_s} s "
+                             "(renewals come every third)")
+        self.location, self.holder = location, holder or default_holder()
+        self.ttl_s, self.save_budget_s, self.skew_s = ttl_s, save_budget_s, skew_s
+        self.clock, self.sleep = clock, sleep
+        self.store, self.key = store or store_for(location)
+        self.generation, self.epoch = 0, 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost: LeaseError | None = None
+
+    def token(self) -> Lease:
+        return Lease(self.location, self.holder, self.epoch, self.save_budget_s)
+
+    def _body(self, epoch: int, expires: float) -> dict[str, Any]:
+        return {"holder": self.holder, "epoch": epoch, "expires": expires, "renewed": self.clock()}
+
+    def try_acquire(self) -> bool:
+        """One attempt: True if this copy now holds the lease; False if a live lease is another's."""
+        found = self.store.read(self.key)
+        if found is None:
+            body, generation, epoch = None, 0, 1
+        else:
+            body, generation = found
+            if body["holder"] == self.holder:
+                epoch = body["epoch"]
+            elif body["expires"] + self.skew_s <= self.clock():
+                epoch = body["epoch"] + 1  # the previous holder's lease is over: take over
+            else:
+                self._held_by = body
+                return False
+        try:
+            self.generation = self.store.write(self.key, self._body(epoch, self.clock() + self.ttl_s), generation)
+        except PreconditionFailed:
+            return False  # another copy wrote first: read again
+        self.epoch = epoch
+        return True
+
+    def acquire(self, wait_s: float = 0.0, poll_s: float = 10.0) -> Lease:
+        deadline = self.clock() + wait_s
+        while not self.try_acquire():
+            if self.clock() >= deadline:
+                held = getattr(self, "_held_by", {})
+                raise LeaseHeld(f"{self.location}: held by {held.get('holder', '?')} (epoch {held.get('epoch')}) "
+                                f"until {held.get('expires', 0):.0f}, waited {wait_s:.0f} s: another copy of this "
+                                "run is writing its checkpoints")
+            self.sleep(poll_s)
+        return self.token()
+
+    def renew(self) -> None:
+        body = self._body(self.epoch, self.clock() + self.ttl_s)
+        try:
+            self.generation = self.store.write(self.key, body, self.generation)
+        except PreconditionFailed as e:
+            raise LeaseLost(f"{self.location}: renewal refused, another copy took over ({e})") from None
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.lost is None:
+            try:
+                self.store.write(self.key, {**self._body(self.epoch, 0.0), "released": True}, self.generation)
+            except (PreconditionFailed, LeaseError, OSError):
+                pass  # taken over meanwhile: nothing of ours to release
+
+    def start_renewing(self) -> None:
+        """Renew every third of the lease in a daemon thread; a failure is kept in ``lost`` (the next save's
+        check stops the run)."""
+        def loop() -> None:
+            while not self._stop.wait(self.ttl_s / 3):
+                try:
+                    self.renew()
+                except (LeaseError, OSError) as e:
+                    self.lost = e if isinstance(e, LeaseError) else LeaseLost(str(e))
+                    print(f"writer lease: {self.lost}", flush=True)
+                    return
+        self._thread = threading.Thread(target=loop, name="writer-lease", daemon=True)
+        self._thread.start()
+
+
+def guarded(save: Callable[..., Any], lease: Lease | None,
+            now: Callable[[], float] = time.time) -> Callable[..., Any]:
+    """``save`` that first checks ``lease`` (None: unguarded). A failed check raises :class:`LeaseLost` before
+    MaxText's save runs, so MaxText's own handler (``maybe_save_checkpoint`` turns a failed save into
+    StopTraining) never sees it and its train loop, which catches StopTraining only, fails: the fit fails without
+    writing (maxtext 0.2.1 common/checkpointing.py maybe_save_checkpoint, trainers/pre_train/train.py)."""
+    if lease is None:
+        return save
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        lease.check(now)
+        return save(*args, **kwargs)
+
+    return wrapper
+
+
+def location_for(base_output_directory: str, run_name: str, bucket: str | None = None) -> str:
+    """Where a run's lease lives: beside its checkpoints, on the bucket itself when the output directory is the
+    bucket's FUSE mount (``bucket`` given)."""
+    if bucket:
+        return f"gs://{bucket}/{run_name}/{LEASE_NAME}"
+    return os.path.join(base_output_directory, run_name, LEASE_NAME)
