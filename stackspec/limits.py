@@ -179,14 +179,3 @@ def quantity_error(value: str) -> str | None:
     if q > QUANTITY_MAX:
         return "larger than any machine can allocate (at most 1Ei)"
     return None
-
-
-# ------------------------------------------------------------------ facts the bootstrap and the spec share
-
-# GCP project IDs: "6 to 30 lowercase letters, digits, or hyphens; must start with a letter; cannot end with
-# a hyphen" (https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin).
-PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
-# Cloud KMS keys rotate every 90 days (CIS Google Cloud Platform Foundation Benchmark 1.10, "Ensure KMS
-# encryption keys are rotated within a period of 90 days"); the provider's rotation_period is in seconds.
-KEY_ROTATION_DAYS = 90
-KEY_ROTATION = f"{KEY_ROTATION_DAYS * 86400}s"
