@@ -7,11 +7,12 @@
 
 # The base: the prod stack's tpu-multislice:ray.image (jax[tpu] and libtpu preinstalled).
 ARG RAY_IMAGE=rayproject/ray:2.60.0-py312-tpu
-# Its digest pins the base byte for byte. PLACEHOLDER: unknown where this file was written (no
-# registry access); fill it with `docker buildx imagetools inspect rayproject/ray:2.60.0-py312-tpu
-# --format '{{json .Manifest.Digest}}'` or pass --build-arg RAY_IMAGE_DIGEST=sha256:...
+# Its digest pins the base byte for byte, and the build needs it: with the digest empty the reference
+# `<image>@` is invalid and `docker build` stops (fail closed: the signed image never rests on a tag).
+# PLACEHOLDER: unknown where this file was written (no registry access); fill it with `docker buildx
+# imagetools inspect rayproject/ray:2.60.0-py312-tpu --format '{{json .Manifest.Digest}}'` in a reviewed change.
 ARG RAY_IMAGE_DIGEST=
-FROM ${RAY_IMAGE}${RAY_IMAGE_DIGEST:+@${RAY_IMAGE_DIGEST}}
+FROM ${RAY_IMAGE}@${RAY_IMAGE_DIGEST}
 
 # The installer and the resolution the runtime env used (workloads/trainer/maxtext_trainer.py:
 # WORKER_PACKAGES, UV_PIP_INSTALL_OPTIONS), so the image holds what the workers installed before.

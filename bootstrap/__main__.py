@@ -3,25 +3,21 @@ of the CI project, the stack projects and the GitHub repository (see the README'
 
 In the CI project (``ciProject``): the bootstrap's own state bucket and key, the stacks' state
 bucket and one Cloud KMS key per stack, a workload identity pool admitting only this repository's
-GitHub Actions tokens, and the CI service accounts with the grants in ``ci_components``. In each
+GitHub Actions tokens, and the CI service accounts with the grants of ``bootstrap.access``. In each
 stack's project: the node service account, a multi-region stack's MultiKueue token account and
 the custom roles. In the repository: the environments, the protection of main and the Actions variables.
 """
 
-import sys
-from pathlib import Path
-
 import pulumi
+import pulumi_gcp as gcp
 
-# The project's packages (infra's node role, the stack specs, written once) when run from bootstrap/.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import ci_components as ci  # noqa: E402
-import pulumi_gcp as gcp  # noqa: E402
+from bootstrap import access as ci
+from bootstrap import components as c
+from bootstrap.config import NAMESPACE, ConfigError, read_config
 
 try:
-    config = ci.read_config(pulumi.Config(ci.NAMESPACE), pulumi.Config("gcp"))
-except ci.ConfigError as err:
+    config = read_config(pulumi.Config(NAMESPACE), pulumi.Config("gcp"))
+except ConfigError as err:
     raise pulumi.RunError("invalid bootstrap config:\n" + "\n".join(f"  {p}" for p in err.problems)) from None
 
 stack_projects = list(dict.fromkeys(s.project for s in config.stacks))
@@ -34,8 +30,8 @@ for project in [config.ci_project, *stack_projects]:
         ))
 after_services = pulumi.ResourceOptions(depends_on=services)
 
-backend = ci.StateBackend("backend", ci.StateBackendArgs(config), after_services)
-federation = ci.GitHubFederation("github", ci.GitHubFederationArgs(config), after_services)
+backend = c.StateBackend("backend", c.StateBackendArgs(config), after_services)
+federation = c.GitHubFederation("github", c.GitHubFederationArgs(config), after_services)
 identities_ = ci.identities(config)  # ci-preview, ci-deploy-<stack> per deploying stack, ci-drill, ci-image
 # The custom roles each stack's project needs: those its grants name.
 wanted: dict[str, set[str]] = {s.name: set() for s in config.stacks}
@@ -45,11 +41,11 @@ for ident in identities_:
             for s in ci.stacks_of(config, grant.of):
                 wanted[s.name].add(grant.role.removeprefix(ci.CUSTOM))
 projects = {
-    s.name: ci.StackProject(s.name, ci.StackProjectArgs(config, s, tuple(sorted(wanted[s.name]))), after_services)
+    s.name: c.StackProject(s.name, c.StackProjectArgs(config, s, tuple(sorted(wanted[s.name]))), after_services)
     for s in config.stacks
 }
 identities = {
-    ident.key: ci.CiIdentity(ident.key, ci.CiIdentityArgs(config, ident, federation, backend, projects),
+    ident.key: c.CiIdentity(ident.key, c.CiIdentityArgs(config, ident, federation, backend, projects),
                              after_services)
     for ident in identities_
 }
@@ -58,12 +54,14 @@ identities = {
 # variable of its own environment (deploy-<stack>), so deploy.yml's one expression names each stack's identity.
 variables = {
     "GCP_WORKLOAD_IDENTITY_PROVIDER": federation.provider.name,
-    **{ident.variable: identities[ident.key].account.email for ident in identities_ if ident.environment is None},
+    **{ident.variable: identities[ident.key].account.email for ident in identities_ if not ident.environments},
     "PULUMI_STATE_BUCKET": backend.bucket.name,
 }
-environment_variables = {ident.environment: {ident.variable: identities[ident.key].account.email}
-                         for ident in identities_ if ident.environment is not None}
-ci.GitHubRepository("repository", ci.GitHubRepositoryArgs(config, variables, environment_variables))
+environment_variables: dict[str, dict] = {}
+for ident in identities_:
+    for env in ident.environments:
+        environment_variables.setdefault(env, {})[ident.variable] = identities[ident.key].account.email
+c.GitHubRepository("repository", c.GitHubRepositoryArgs(config, variables, environment_variables))
 for name, value in variables.items():
     pulumi.export(name, value)
 pulumi.export("environmentVariables", environment_variables)

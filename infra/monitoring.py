@@ -45,6 +45,12 @@ CHECKPOINT_LINES = ("Started an asynchronous checkpoint save for step", "Saved a
 PROGRESS_MARKER = "slicectl-progress"
 STEP_EVENT = '"event": "step"'
 PREEMPTION_METHODS = ("compute.instances.preempted", "compute.instances.hostError")
+# IAM changes in the stack's project, from its Admin Activity audit log (always on): every service's
+# SetIamPolicy (projects, service accounts, repositories, keys...), Cloud Storage's bucket IAM call, and custom
+# role changes (https://cloud.google.com/logging/docs/audit/understanding-audit-logs; CIS Google Cloud
+# Foundations 2.4-2.6 alert on IAM, ownership and custom-role changes the same way).
+IAM_CHANGE_METHODS = ("SetIamPolicy", "storage.setIamPermissions", "google.iam.admin.v1.CreateRole",
+                      "google.iam.admin.v1.UpdateRole", "google.iam.admin.v1.DeleteRole")
 CHANNEL_TYPES = {"email": ("email", "email_address"), "pubsub": ("pubsub", "topic"),
                  "webhook": ("webhook_tokenauth", "url")}
 
@@ -85,6 +91,8 @@ def log_filters(spec: StackSpec) -> dict[str, str]:
         "preemptions": (f'resource.type="gce_instance" AND logName="projects/{spec.project}/logs/'
                         f'cloudaudit.googleapis.com%2Fsystem_event" AND ({methods}) '
                         f'AND protoPayload.resourceName:"/instances/gke-"'),
+        "iam_changes": (f'logName="projects/{spec.project}/logs/cloudaudit.googleapis.com%2Factivity" AND ('
+                        + " OR ".join(f'protoPayload.methodName:"{m}"' for m in IAM_CHANGE_METHODS) + ")"),
     }
 
 
@@ -134,6 +142,16 @@ def alert_queries(spec: StackSpec) -> list[Alert]:
             "WARNING",
             "Compute Engine preempted (Spot) or lost a GKE node VM. A slice is all-or-nothing: its node pool "
             "recreates the slice; elastic jobs continue on the remaining slices, multislice jobs fail.",
+        ),
+        Alert(
+            "iam-changed",
+            f"{c}: IAM changed in project {spec.project}",
+            f"sum(increase({promql_log_metric(spec, 'iam_changes')}[10m])) > 0",
+            "0s",
+            "WARNING",
+            "A SetIamPolicy (or custom role change) in the stack's project. A deploy of the stack makes some (its "
+            "bucket's and repository's bindings, the MultiKueue account's workload identity): match it to a "
+            "deploy.yml run; anything else is a grant no reviewed change made (docs/ci-trust.md).",
         ),
         Alert(
             "checkpoint-stale",
@@ -269,7 +287,7 @@ class StackMonitoringArgs:
 
 
 class StackMonitoring(pulumi.ComponentResource):
-    """Log-based metrics, the spec's notification channels, four alert policies and the dashboard."""
+    """Log-based metrics, the spec's notification channels, the alert policies and the dashboard."""
 
     def __init__(self, name: str, args: StackMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:StackMonitoring", name, None, opts)

@@ -4,20 +4,12 @@ Building ``PolicyPack`` starts the analyzer's gRPC server and blocks, so it is b
 here and nowhere else; nothing imports this module (tests run it with the class patched).
 """
 
-import os
-import sys
+# Pulumi runs this file from policies/ in the project's environment (PulumiPolicy.yaml: virtualenv ../.venv,
+# made by `uv sync --locked`, every package checked against uv.lock's hashes), where the project is installed:
+# the rules import the policies package and the shared slice model (stackspec/) as installed packages.
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-# Pulumi runs this file from policies/ in the pack's own virtualenv (requirements.txt),
-# where this repository is not installed. The rules import the shared slice model
-# (stackspec/: the TPU facts and the spec model) and the policies package from the working tree, so
-# the repository root goes on sys.path before those imports.
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-
-from policies.pack import PACK_NAME, crossguard_policies  # noqa: E402
+from policies.pack import PACK_NAME, crossguard_policies
 
 PolicyPack(
     name=PACK_NAME,

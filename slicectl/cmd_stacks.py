@@ -15,13 +15,16 @@ when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing r
   deployed by hand, without the CI bootstrap.
 
 Every stack file must be valid (exit 3 with every problem otherwise; exit 2 for a ``clusterDrill`` that
-names no elastic job): a workflow never acts on a list it could only partly read.
+names no elastic job): a workflow never acts on a list it could only partly read. ``--skip-invalid`` (pr.yml
+only, whose previews change nothing) leaves an invalid stack out of the lists with an error annotation, so one
+bad stack does not skip the others' previews; pr.yml's ``lint`` job fails on it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from stackspec import loader, names
@@ -33,6 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
                    help="github: name=JSON lines for $GITHUB_OUTPUT")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="leave invalid stack files out of the lists (an error annotation each, on stderr)")
     return p
 
 
@@ -51,10 +56,19 @@ def stack_names(stacks_dir: Path | None = None) -> list[str]:
     return loader.stack_names(stacks_dir)  # a directory that is not there: exit 2, naming it
 
 
-def lists(stacks_dir: Path | None = None) -> dict[str, list]:
+def lists(stacks_dir: Path | None = None, skip_invalid: bool = False) -> dict[str, list]:
     """The workflows' lists, from the stack files (each one loaded and checked as written: a clusterDrill naming
     no elastic job is a spec problem, as in ``lint``)."""
-    loaded = [stack_spec.load_stack(n, stacks_dir) for n in stack_names(stacks_dir)]
+    loaded = []
+    for n in stack_names(stacks_dir):
+        try:
+            loaded.append(stack_spec.load_stack(n, stacks_dir))
+        except stack_spec.SpecError as err:
+            if not skip_invalid:
+                raise
+            first = str(err).splitlines()[0] if str(err) else "invalid"
+            print(f"::error file={names.stack_file(n)}::left out of the lists: {first} "
+                  f"(slicectl lint --stack {n})", file=sys.stderr)
     specs = [s for s in loaded if not s.sandbox]  # sandbox stacks are deployed by hand: no workflow acts on them
     return {
         "all": [s.stack for s in specs],
@@ -66,7 +80,7 @@ def lists(stacks_dir: Path | None = None) -> dict[str, list]:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = lists(args.stacks_dir)
+    out = lists(args.stacks_dir, args.skip_invalid)
     if args.format == "json":
         print(json.dumps(out, indent=2))
     elif args.format == "github":

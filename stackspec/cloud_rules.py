@@ -373,6 +373,22 @@ RULES: tuple[CloudRule, ...] = (
                   f"{TF}:google/services/kms/data_source_google_kms_crypto_key_version.go:169"),
         )),
     CloudRule(
+        "binauthz-kms-key-id", "GKE",
+        "An attestation verifies only against the attestor public key whose id equals its publicKeyId; "
+        "gcloud's sign-and-create writes '//cloudkms.googleapis.com/v1/' + the key version's resource name, "
+        "and the provider's key version data source already returns its id in that form: the attestor takes "
+        "the id as returned.",
+        "googlecloudsdk/api_lib/container/binauthz/kms.py GetKeyUri; terraform-provider-google "
+        "google/services/kms/data_source_google_kms_crypto_key_version.go (d.SetId with the "
+        "//cloudkms.googleapis.com/v1/ prefix); https://cloud.google.com/binary-authorization/docs/creating-"
+        "attestors-cli",
+        ("code:bootstrap/components/stack_project.py", "code:.github/workflows/image.yml"),
+        quotes=(
+            Quote('d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", d.Get("crypto_key"), '
+                  'd.Get("version")))',
+                  f"{TF}:google/services/kms/data_source_google_kms_crypto_key_version.go:169"),
+        )),
+    CloudRule(
         "gce-subnet-ranges-disjoint", "GCE",
         "A subnet's primary and secondary ranges, and those of every subnet a VM's NICs reach, must not overlap; a "
         "VPC-native cluster takes its pod and service ranges from the subnet's named secondary ranges.",

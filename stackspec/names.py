@@ -238,6 +238,30 @@ def drill_environment(stack: str) -> str:
     return f"drill-{stack}"
 
 
+def preview_account_id(stack: str) -> str:
+    """The reader of one stack (bootstrap/): its project's viewer roles, its state and key, nothing of other stacks."""
+    return f"{CI_ACCOUNTS['preview']}-{stack}"
+
+
+def drill_account_id(stack: str) -> str:
+    """The cluster drill identity of one stack (bootstrap/; the stack's in-cluster drill RBAC names it)."""
+    return f"{CI_ACCOUNTS['drill']}-{stack}"
+
+
+def drill_account_email(stack: str, project: str) -> str:
+    return f"{drill_account_id(stack)}@{project}.iam.gserviceaccount.com"
+
+
+def pr_preview_environment(stack: str) -> str:
+    """The GitHub environment pr.yml's cloud preview of ``stack`` runs in (required reviewers)."""
+    return f"pr-preview-{stack}"
+
+
+def read_environment(stack: str) -> str:
+    """The GitHub environment deploy.yml's preview and drills.yml's drift of ``stack`` run in (its OIDC subject)."""
+    return f"read-{stack}"
+
+
 def ci_account_email(key: str, project: str) -> str:
     return f"{CI_ACCOUNTS[key]}@{project}.iam.gserviceaccount.com"
 

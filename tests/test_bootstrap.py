@@ -23,6 +23,9 @@ import pytest
 import yaml
 from conftest import FIXTURE_STACKS, documentation, rendered, stack_files
 
+from bootstrap import access as ci
+from bootstrap import config as bcfg
+from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
 from stackspec import names, spec
@@ -33,13 +36,23 @@ EXAMPLE = BOOT / "Pulumi.example.yaml"
 WORKFLOWS = ROOT / ".github" / "workflows"
 PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 
-sys.path.insert(0, str(BOOT))
-import ci_components as ci  # noqa: E402
 
-sys.path.remove(str(BOOT))
+# terraform-provider-google google/services/kms/data_source_google_kms_crypto_key_version.go (at e03b7622), the
+# data source's id: d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", d.Get("crypto_key"),
+# d.Get("version"))); crypto_key is the key's id as given: {{key_ring}}/cryptoKeys/{{name}}
+# (resource_kms_crypto_key.go).
+KMS_VERSION_ID = "//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d"
+
+
+def kms_version_id(crypto_key: str, version: int) -> str:
+    return KMS_VERSION_ID % (crypto_key, version)
 
 
 class BootstrapMocks(pulumi.runtime.Mocks):
+    def __init__(self, pem: str = "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"):
+        super().__init__()
+        self.pem = pem
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         rid = f"{args.name}-offline-id"
@@ -71,13 +84,14 @@ class BootstrapMocks(pulumi.runtime.Mocks):
             return {"id": str(1000 + len(args.args["slug"])), "slug": args.args["slug"]}
         if args.token == "github:index/getUser:getUser":
             return {"id": str(2000 + len(args.args["username"])), "login": args.args["username"]}
-        # A Cloud KMS key version and its public half (what the attestor is given).
+        # A Cloud KMS key version and its public half (what the attestor is given), shaped as the data source
+        # returns them: its id is KMS_VERSION_ID (the provider's format string), its name the version's resource name.
         if args.token == "gcp:kms/getKMSCryptoKeyVersion:getKMSCryptoKeyVersion":
-            key = args.args["cryptoKey"]
-            return {"id": f"{key}/cryptoKeyVersions/{args.args['version']}", "cryptoKey": key,
-                    "version": args.args["version"], "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
-                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM,
-                                    "pem": "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"}]}
+            key, version = args.args["cryptoKey"], int(args.args["version"])
+            return {"id": kms_version_id(key, version), "cryptoKey": key, "version": version,
+                    "name": f"{key}/cryptoKeyVersions/{version}", "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
+                    "state": "ENABLED", "protectionLevel": "SOFTWARE",
+                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM, "pem": self.pem}]}
         return {}
 
 
@@ -112,20 +126,19 @@ def example_config() -> dict[str, str]:
     """The example stack file as the flat config map Pulumi hands the program."""
     flat = {}
     for key, value in yaml.safe_load(EXAMPLE.read_text())["config"].items():
-        key = key if ":" in key else f"{ci.NAMESPACE}:{key}"
+        key = key if ":" in key else f"{bcfg.NAMESPACE}:{key}"
         flat[key] = value if isinstance(value, str) else json.dumps(value)
     return flat
 
 
-def render(config: dict[str, str]) -> Boot:
+def render(config: dict[str, str], mocks: BootstrapMocks | None = None) -> Boot:
     recorded: list[pulumi_runtime.Registration] = []
-    mocks = BootstrapMocks()
+    mocks = mocks or BootstrapMocks()
     monitor = ImportsMonitor(mocks, recorded.append)
     pulumi_runtime.start(mocks, monitor, project="tpu-multislice-bootstrap", stack="admin", config=config)
     path, cwd = list(sys.path), os.getcwd()
 
     def program():
-        sys.path.insert(0, str(BOOT))
         runpy.run_path(str(BOOT / "__main__.py"), run_name="__main__")
 
     try:
@@ -149,7 +162,7 @@ def ci_multi():
 
 
 CFG = example_config()
-NS = ci.NAMESPACE
+NS = bcfg.NAMESPACE
 CI_PROJECT = CFG[f"{NS}:ciProject"]
 STATE = CFG[f"{NS}:stateBucket"]
 BOOT_STATE = CFG[f"{NS}:bootstrapStateBucket"]
@@ -158,12 +171,14 @@ STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): spec.load_stack(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml")) for p in sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml"))}
 PROD_PROJECT = STACKS["prod"].project
 # The bootstrap's config as the program reads it (for the declared environments).
-CONFIG = ci.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
-                            repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(ci.read_stacks()[0]))
+CONFIG = bcfg.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository_id=CFG[f"{NS}:repositoryId"],
+                            repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(bcfg.read_stacks()[0]))
 PROD_DEPLOY = names.deploy_account_id("prod")  # ci-deploy-prod
-# The CI accounts the example renders: one deploy identity per stack that deploys on push (prod only here).
-CI_ACCOUNTS = ["ci-preview", *(names.deploy_account_id(k) for k, s in STACKS.items() if s.deploy.on_push),
-               *(["ci-drill"] if any(s.deploy.cluster_drill for s in STACKS.values()) else []), "ci-image"]
+# The CI accounts the example renders: per stack a reader, a deploy identity when it deploys on push, a drill
+# identity when drilled; one image identity.
+CI_ACCOUNTS = [*(names.preview_account_id(k) for k in STACKS),
+               *(names.deploy_account_id(k) for k, s in STACKS.items() if s.deploy.on_push),
+               *(names.drill_account_id(k) for k, s in STACKS.items() if s.deploy.cluster_drill), "ci-image"]
 
 
 def _clusters(s) -> list[tuple[str, str]]:
@@ -295,7 +310,7 @@ def test_the_node_service_account_of_each_stack_is_made_here_with_its_roles(boot
         first = _clusters(s)[0][0]  # a multi-region stack's: its manager's
         email = f"{names.node_service_account_id(first)}@{s.project}.iam.gserviceaccount.com"
         assert boot.exports["nodeServiceAccounts"][stack] == email
-    node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == ci.NODE_SA_ROLE]
+    node_roles = [r for r in boot.of("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == NODE_SA_ROLE]
     assert {(r.inputs["project"], r.inputs["member"]) for r in node_roles} == {
         (p, f"serviceAccount:{names.node_service_account_email(c, p)}") for _, p, c, _ in CLUSTERS}
     # Image streaming (a stack with its own image, prod) also needs Service Usage Consumer on the node account.
@@ -411,7 +426,7 @@ def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_
     assert [g.role for g in ci.DEPLOY_GRANTS if g.on == ci.MULTIKUEUE_ACCOUNT] == ["roles/iam.serviceAccountAdmin"]
     for r in ci_multi.resources:
         if r.type == "gcp:projects/iAMMember:IAMMember":
-            assert r.inputs["role"] == ci.NODE_SA_ROLE, r.name
+            assert r.inputs["role"] == NODE_SA_ROLE, r.name
     types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
     missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
     assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
@@ -421,7 +436,7 @@ def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_
         if r.type == "gcp:serviceaccount/account:Account":
             assert r.inputs["accountId"] == names.node_service_account_id(STACKS["prod"].cluster.name)
         if r.type == "gcp:projects/iAMMember:IAMMember":
-            assert r.inputs["role"] == ci.NODE_SA_ROLE
+            assert r.inputs["role"] == NODE_SA_ROLE
 
 
 # --- the pool ---------------------------------------------------------------------------------------
@@ -519,8 +534,11 @@ def principals(boot: Boot) -> set[tuple[str, str, str]]:
     [
         # A pull request's code gets a cloud identity only once a reviewer approves its run in pr-preview.
         ("a pull request, no environment", claims("pull_request", PR_REF, "pr.yml"), set()),
-        ("pr.yml's preview approved in pr-preview", claims("pull_request", PR_REF, "pr.yml", "pr-preview"),
-         {"ci-preview"}),
+        ("pr.yml's preview approved in pr-preview-prod", claims("pull_request", PR_REF, "pr.yml", "pr-preview-prod"),
+         {"ci-preview-prod"}),
+        ("pr.yml's preview approved in pr-preview-dev", claims("pull_request", PR_REF, "pr.yml", "pr-preview-dev"),
+         {"ci-preview-dev"}),
+        ("the old shared pr-preview", claims("pull_request", PR_REF, "pr.yml", "pr-preview"), set()),
         ("a new workflow file of a pull request in pr-preview",
          claims("pull_request", PR_REF, "evil.yml", "pr-preview"), set()),
         ("deploy.yml edited in a pull request to run in pr-preview",
@@ -531,7 +549,9 @@ def principals(boot: Boot) -> set[tuple[str, str, str]]:
         ("pull_request_target", claims("pull_request_target", MAIN, "pr.yml", "pr-preview"), set()),
         # Main: each job gets its own identity only.
         ("deploy.yml's up: main, production", claims("push", MAIN, "deploy.yml", "deploy-prod"), {"ci-deploy-prod"}),
-        ("deploy.yml's preview job", claims("push", MAIN, "deploy.yml"), {"ci-preview"}),
+        ("deploy.yml's preview job of prod", claims("push", MAIN, "deploy.yml", "read-prod"), {"ci-preview-prod"}),
+        ("deploy.yml on main without an environment", claims("push", MAIN, "deploy.yml"), set()),
+        ("a stack CI does not deploy, read on main", claims("push", MAIN, "deploy.yml", "read-dev"), set()),
         # A stack that does not deploy on push has no deploy environment GCP trusts, nor an identity.
         ("deploy.yml on main in a stack's environment that is not deployed",
          claims("push", MAIN, "deploy.yml", "deploy-dev"), set()),
@@ -540,11 +560,14 @@ def principals(boot: Boot) -> set[tuple[str, str, str]]:
         ("production off main", claims("push", "refs/heads/x", "deploy.yml", "deploy-prod"), set()),
         ("production from another workflow on main", claims("push", MAIN, "image.yml", "deploy-prod"), set()),
         ("deploy.yml on main in another environment", claims("push", MAIN, "deploy.yml", "staging"), set()),
-        ("the image build on main", claims("push", MAIN, "image.yml"), {"ci-image"}),
+        ("the image build on main, approved in image", claims("push", MAIN, "image.yml", "image"), {"ci-image"}),
+        ("the image build on main without its environment", claims("push", MAIN, "image.yml"), set()),
         ("the image build dispatched on a branch", claims("workflow_dispatch", "refs/heads/x", "image.yml"), set()),
-        ("drills.yml's drift job on main", claims("schedule", MAIN, "drills.yml"), {"ci-preview"}),
+        ("drills.yml's drift job of prod on main", claims("schedule", MAIN, "drills.yml", "read-prod"),
+         {"ci-preview-prod"}),
+        ("drills.yml on main without an environment", claims("schedule", MAIN, "drills.yml"), set()),
         ("drills.yml's cluster drill, approved in drill", claims("schedule", MAIN, "drills.yml", "drill-prod"),
-         {"ci-drill"}),
+         {"ci-drill-prod"}),
         ("the cluster drill dispatched on a branch",
          claims("workflow_dispatch", "refs/heads/x", "drills.yml", "drill-prod"), set()),
         ("drill environment from deploy.yml", claims("push", MAIN, "deploy.yml", "drill-prod"), set()),
@@ -571,15 +594,20 @@ def test_who_can_act_as_which_identity(boot, what, token, expected):
 def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_declared(boot):
     envs = {r.inputs["environment"]: r for r in boot.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
     declared = ci.environments(CONFIG)
-    assert set(envs) == {e.name for e in declared} == {"deploy-prod", "pr-preview", "drill-prod"}
+    assert set(envs) == {e.name for e in declared} == {
+        *(names.pr_preview_environment(k) for k in STACKS), "read-prod", "deploy-prod", "drill-prod", "image"}
     policies = {(r.inputs["environment"], r.inputs["branchPattern"]) for r in boot.of(
         "github:index/repositoryEnvironmentDeploymentPolicy:RepositoryEnvironmentDeploymentPolicy")}
     teams = json.loads(CFG[f"{NS}:reviewerTeams"])
     for env in declared:
         r = envs[env.name].inputs
         assert r["repository"] == REPO.split("/")[1]
-        assert r["preventSelfReview"] is True and r["canAdminsBypass"] is False
-        assert r["reviewers"] == [{"teams": [1000 + len(t) for t in teams], "users": []}]
+        assert r["canAdminsBypass"] is False
+        if env.reviewed:
+            assert r["preventSelfReview"] is True
+            assert r["reviewers"] == [{"teams": [1000 + len(t) for t in teams], "users": []}]
+        else:  # read-<stack>: its OIDC subject names the stack; main's code, admitted for main only
+            assert env.main_only and "reviewers" not in r
         if env.main_only:
             assert r["deploymentBranchPolicy"] == {"protectedBranches": False, "customBranchPolicies": True}
             assert (env.name, "main") in policies
@@ -611,13 +639,25 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
               for r in boot.of("github:index/actionsEnvironmentVariable:ActionsEnvironmentVariable")}
     assert used == exported | {v for _, v in scoped} and exported == set(variables)
     assert variables == {k: boot.exports[k] for k in exported}
-    # Each deploying stack's identity is a variable of its own environment: deploy.yml's one expression
-    # `vars.GCP_DEPLOY_SERVICE_ACCOUNT` is ci-deploy-<stack> in deploy-<stack>, and nothing outside it.
-    assert "GCP_DEPLOY_SERVICE_ACCOUNT" not in variables
-    assert scoped == {(f"deploy-{k}", "GCP_DEPLOY_SERVICE_ACCOUNT"):
-                      f"{names.deploy_account_id(k)}@{CI_PROJECT}.iam.gserviceaccount.com"
-                      for k, s in STACKS.items() if s.deploy.on_push}
-    assert boot.exports["environmentVariables"] == {e: {v: x} for (e, v), x in scoped.items()}
+    # Each stack's identities are variables of its own environments: one expression per kind
+    # (`vars.GCP_DEPLOY_SERVICE_ACCOUNT`, ...) is the stack's own account there, and nothing outside them.
+    per_stack = {"GCP_DEPLOY_SERVICE_ACCOUNT", "GCP_PREVIEW_SERVICE_ACCOUNT", "GCP_DRILL_SERVICE_ACCOUNT"}
+    assert not per_stack & set(variables)
+    email = "{}@" + CI_PROJECT + ".iam.gserviceaccount.com"
+    want = {}
+    for k, s in STACKS.items():
+        want[(names.pr_preview_environment(k), "GCP_PREVIEW_SERVICE_ACCOUNT")] = email.format(
+            names.preview_account_id(k))
+        if s.deploy.on_push:
+            want[(names.read_environment(k), "GCP_PREVIEW_SERVICE_ACCOUNT")] = email.format(names.preview_account_id(k))
+            want[(f"deploy-{k}", "GCP_DEPLOY_SERVICE_ACCOUNT")] = email.format(names.deploy_account_id(k))
+        if s.deploy.cluster_drill:
+            want[(f"drill-{k}", "GCP_DRILL_SERVICE_ACCOUNT")] = email.format(names.drill_account_id(k))
+    assert scoped == want
+    by_env: dict = {}
+    for (e, v), x in scoped.items():
+        by_env.setdefault(e, {})[v] = x
+    assert boot.exports["environmentVariables"] == by_env
 
 
 # --- the README's tables are what the bootstrap grants -------------------------------------------
@@ -632,61 +672,6 @@ SCOPES = {
 }
 
 
-def rendered_role(role: str) -> str:
-    m = re.fullmatch(r"projects/[^/]+/roles/(\w+)", role)
-    return ci.CUSTOM + m.group(1) if m else role
-
-
-def rendered_grants(boot: Boot) -> set[tuple[str, str, str, str, str]]:
-    """(identity, role, on, of, condition title) of every CI identity's binding."""
-    project_stacks: dict[str, set[str]] = {}
-    for name, s in STACKS.items():
-        project_stacks.setdefault(s.project, set()).add(name)
-    node_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
-                     for k, e in boot.exports["nodeServiceAccounts"].items()}
-    mk_accounts = {f"projects/{STACKS[k].project}/serviceAccounts/{e}": k
-                   for k, e in boot.exports["multikueueServiceAccounts"].items()}
-    seen: dict[tuple, set[str]] = {}
-    for type_, scope in SCOPES.items():
-        for r in boot.of(type_):
-            on = scope  # a signing key's binding is re-scoped below, never the loop's scope
-            who = member_id(r.inputs["member"])
-            if who not in CI_ACCOUNTS or r.inputs["role"] == ci.NODE_SA_ROLE:
-                continue
-            if on == ci.PROJECT:
-                stacks = project_stacks[r.inputs["project"]]
-            elif on == ci.NODE_ACCOUNT and r.inputs["serviceAccountId"] in mk_accounts:
-                on, stacks = ci.MULTIKUEUE_ACCOUNT, {mk_accounts[r.inputs["serviceAccountId"]]}
-            elif on == ci.NODE_ACCOUNT:
-                stacks = {node_accounts[r.inputs["serviceAccountId"]]}
-            elif on == ci.KEY and (signing := [k for k, x in STACKS.items() if r.inputs["cryptoKeyId"] == names
-                                               .image_signing_key_version_id(x.project, x.home[1], x.home[0])
-                                               .rsplit("/cryptoKeyVersions/", 1)[0]]):
-                on, stacks = ci.SIGNING_KEY, set(signing)
-            elif on == ci.KEY:
-                stacks = {r.inputs["cryptoKeyId"].rsplit("/", 1)[1]}
-            elif on in (ci.NOTE, ci.ATTESTOR):
-                field_ = "note" if on == ci.NOTE else "attestor"
-                stacks = {k for k, x in STACKS.items() if x.project == r.inputs["project"]
-                          and r.inputs[field_] == names.image_attestor(x.home[0])}
-            else:  # the state bucket: one stack's objects when its condition names them
-                expr = r.inputs.get("condition", {}).get("expression", "")
-                stacks = {s for s in STACKS if f"/{names.PROJECT}/{s}" in expr} or set(STACKS)
-            row = (who, rendered_role(r.inputs["role"]), on, r.inputs.get("condition", {}).get("title", ""))
-            seen.setdefault(row, set()).update(stacks)
-    out = set()
-    for (who, role, on, cond), stacks in seen.items():
-        image_stacks = {k for k, x in STACKS.items() if x.image is not None}
-        if stacks == set(STACKS):
-            of = ci.EVERY
-        elif len(stacks) > 1 and stacks == image_stacks:
-            of = ci.IMAGE_STACKS
-        else:
-            (of,) = stacks
-        out.add((who, role, on, of, cond))
-    return out
-
-
 def readme_rows(title: str) -> list[list[str]]:
     """The first table under the README heading ``title``, header and rule left out."""
     lines = documentation().split(f"### {title}\n", 1)[1].splitlines()
@@ -699,23 +684,6 @@ def ticked(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
-def test_readme_role_table_is_exactly_what_the_bootstrap_grants(boot):
-    rows = readme_rows("Roles the bootstrap grants")
-    table = {(who.strip("`"), role.strip("`"), on, of.strip("`"), cond.strip("`"))
-             for who, role, on, of, cond, *_ in rows}
-    assert len(table) == len(rows), "a row is repeated"
-    assert table == rendered_grants(boot)
-
-
-def test_readme_conditions_are_the_rendered_expressions(boot):
-    text = documentation()
-    for type_ in SCOPES:
-        for r in boot.of(type_):
-            if "condition" in r.inputs:
-                cond = r.inputs["condition"]
-                assert f"`{cond['title']}`: `{cond['expression']}`" in text, cond["title"]
-
-
 def test_readme_custom_roles_are_the_rendered_ones(boot):
     rows = {role.strip("`"): (ticked(perms), replaces.strip("`"))
             for role, perms, replaces, *_ in readme_rows("Custom roles")}
@@ -724,12 +692,6 @@ def test_readme_custom_roles_are_the_rendered_ones(boot):
     for role, (perms, replaces) in rows.items():
         rid = role.removeprefix(ci.CUSTOM)
         assert perms == made[rid] and replaces == ci.CUSTOM_ROLES[rid].replaces, role
-
-
-def test_readme_lists_who_may_act_as_each_identity(boot):
-    rows = readme_rows("Who may act as each identity")
-    table = {(who.strip("`"), attribute.strip("`"), value.strip("`")) for who, attribute, value, *_ in rows}
-    assert table == {(account, attribute, value) for attribute, value, account in principals(boot)}
 
 
 def workflow_jobs() -> dict[tuple[str, str], dict]:
@@ -763,45 +725,21 @@ def matrix_stacks(job: dict) -> list[str] | None:
     return [x if isinstance(x, str) else x["stack"] for x in cmd_stacks.lists()[m.group(1)]]
 
 
-def test_readme_threat_table_is_what_each_job_can_mint(boot):
-    """Each CI job's row: the environment it names and the identity its token can be exchanged for
-    (the token model on the real provider). Every job of every workflow has a row; a job run per stack
-    is modelled for each stack of its matrix, its row naming ``<stack>``."""
-    rows = readme_rows("Threat table: each CI job")
-    jobs = workflow_jobs()
+def test_each_job_mints_exactly_its_stacks_identity(boot):
+    """Every job that may request a token, with the token GitHub gives it on its trigger (per matrix stack), can
+    become exactly one identity: its stack's own of its kind (the workflow's job, the environment it names)."""
+    want_kind = {("pr.yml", "preview"): names.preview_account_id, ("deploy.yml", "preview"): names.preview_account_id,
+                 ("deploy.yml", "up"): names.deploy_account_id, ("drills.yml", "drift"): names.preview_account_id,
+                 ("drills.yml", "cluster-drill"): names.drill_account_id, ("image.yml", "build"): lambda _: "ci-image"}
     seen = set()
-    for job_cell, env_cell, identity_cell, *_ in rows:
-        workflow, _, job_id = ticked(job_cell)[0].partition(" ")
-        assert (workflow, job_id) in jobs, f"README threat table: no job {job_cell}"
-        seen.add((workflow, job_id))
-        job = jobs[(workflow, job_id)]
-        env = job.get("environment")
-        assert (ticked(env_cell) or [None])[0] == (env and re.sub(r"\$\{\{ matrix\.[\w.]+ \}\}", "<stack>", env)), \
-            job_cell
-        identity = (ticked(identity_cell) or [None])[0]
+    for (workflow, job_id), job in workflow_jobs().items():
         for stack in matrix_stacks(job) or [None]:
             token = job_token(workflow, job, stack)
-            want = {identity.replace("<stack>", stack or "")} if identity else set()
-            assert (usable(boot, token) if token else set()) == want, (job_cell, stack)
-    assert seen == set(jobs), f"README threat table misses {sorted(set(jobs) - seen)}"
-
-
-def test_readme_threat_table_holds_what_the_bootstrap_and_the_stack_grant_each_identity(boot, prod):
-    """Each identity's roles: the bootstrap's bindings and those the prod stack makes to it (the
-    image pusher's repository role), by account id."""
-    holds: dict[str, set[str]] = {a: set() for a in CI_ACCOUNTS}
-    for who, role, *_ in rendered_grants(boot):
-        holds[who].add(role)
-    for r in prod.resources:
-        member = r.inputs.get("member") if r.type.startswith("gcp:") else None
-        if isinstance(member, str) and member.startswith("serviceAccount:") and member_id(member) in holds:
-            holds[member_id(member)].add(r.inputs["role"])
-    rows = readme_rows("Threat table: each identity")
-    assert [ticked(r[0])[0] for r in rows] == CI_ACCOUNTS
-    for who, held, yields, *_ in rows:
-        roles = {x for x in ticked(held) if x.startswith(("roles/", ci.CUSTOM))}
-        assert roles == holds[ticked(who)[0]], who
-        assert yields, who
+            if token is None:
+                continue
+            seen.add((workflow, job_id))
+            assert usable(boot, token) == {want_kind[(workflow, job_id)](stack)}, (workflow, job_id, stack)
+    assert seen == set(want_kind)
 
 
 # --- bad config ----------------------------------------------------------------------------------
@@ -857,7 +795,7 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
     text = team.read_text()
     assert "    onPush: false\n" in text
     team.write_text(text.replace("    onPush: false\n", "    onPush: true\n    clusterDrill: llama3-8b-elastic\n"))
-    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    monkeypatch.setattr(bcfg, "STACKS_DIR", stacks)
     b = render({**example_config(), f"{NS}:stackReviewers": json.dumps({"team-eu": {"teams": ["team-eu-leads"]}})})
     team_project = spec.load_stack("team-eu", stacks).project
     mine = names.deploy_account_id("team-eu")
@@ -873,21 +811,26 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
                 if member_id(r.inputs["member"]) == mine and r.inputs["role"] == "roles/storage.objectAdmin"]
     assert f"/{names.PROJECT}/team-eu" in write.inputs["condition"]["expression"]
     assert "/prod" not in write.inputs["condition"]["expression"]
-    drill_projects = {r.inputs["project"] for r in b.of("gcp:projects/iAMMember:IAMMember")
-                      if member_id(r.inputs["member"]) == "ci-drill"}
-    assert drill_projects == {PROD_PROJECT, team_project}
+    # One drill identity per stack: team-eu's drill approvers reach team-eu's cluster only.
+    drill_projects = {member_id(r.inputs["member"]): r.inputs["project"] for r in b.of(
+        "gcp:projects/iAMMember:IAMMember") if member_id(r.inputs["member"]).startswith("ci-drill")}
+    assert drill_projects == {"ci-drill-prod": PROD_PROJECT, "ci-drill-team-eu": team_project}
     # Who may act as whom: each stack's environment yields its own identity, nothing else.
     assert usable(b, claims("push", MAIN, "deploy.yml", "deploy-team-eu")) == {mine}
     assert usable(b, claims("push", MAIN, "deploy.yml", "deploy-prod")) == {PROD_DEPLOY}
     assert usable(b, claims("push", "refs/heads/x", "deploy.yml", "deploy-team-eu")) == set()
-    assert usable(b, claims("schedule", MAIN, "drills.yml", "drill-team-eu")) == {"ci-drill"}
+    assert usable(b, claims("schedule", MAIN, "drills.yml", "drill-team-eu")) == {"ci-drill-team-eu"}
+    assert usable(b, claims("schedule", MAIN, "drills.yml", "read-team-eu")) == {"ci-preview-team-eu"}
     assert usable(b, claims("schedule", MAIN, "drills.yml", "deploy-team-eu")) == set()
     # The environments, main only, the team's reviewers on its own; the identity as its environment's variable.
     envs = {r.inputs["environment"]: r.inputs
             for r in b.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
-    assert set(envs) == {"pr-preview", "deploy-prod", "drill-prod", "deploy-team-eu", "drill-team-eu"}
+    assert set(envs) == {*(names.pr_preview_environment(k) for k in STACKS), "read-prod", "read-team-eu",
+                         "deploy-prod", "drill-prod", "deploy-team-eu", "drill-team-eu", "image"}
     team_id, default = 1000 + len("team-eu-leads"), [1000 + len(t) for t in json.loads(CFG[f"{NS}:reviewerTeams"])]
     for name, env in envs.items():
+        if name.startswith("read-"):
+            continue  # no reviewer: its OIDC subject names the stack
         want = [team_id] if name.endswith("team-eu") else default
         assert env["reviewers"] == [{"teams": want, "users": []}], name
     assert b.exports["environmentVariables"]["deploy-team-eu"] == {
@@ -904,7 +847,7 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     assert "tpu-multislice:deploy:" not in text
     deploy = "\n  tpu-multislice:deploy:\n    onPush: true\nsecretsprovider:"
     multi.write_text(text.replace("\nsecretsprovider:", deploy))
-    monkeypatch.setattr(ci, "STACKS_DIR", stacks)
+    monkeypatch.setattr(bcfg, "STACKS_DIR", stacks)
     b = render(example_config())
     mine, project = names.deploy_account_id("multi"), STACKS["multi"].project
     email = names.multikueue_account_email(STACKS["multi"].manager.name, project)
@@ -938,3 +881,55 @@ def test_bad_stack_reviewers_are_refused(value, message):
     with pytest.raises(pulumi.RunError) as err:
         render({**example_config(), f"{NS}:stackReviewers": value})
     assert message in str(err.value)
+
+
+# --- the layout: a pure access model, no path edits --------------------------------------------
+
+
+def test_the_access_model_and_config_import_without_pulumi():
+    """bootstrap.access and bootstrap.config are data: a bare interpreter imports them without loading any
+    Pulumi module (the escalation check and the docs read them)."""
+    import subprocess
+
+    code = ("import sys, bootstrap.access, bootstrap.config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_program_edits_sys_path():
+    """The bootstrap and the policy pack import the project as installed (pyproject's packages.find)."""
+    for path in [*BOOT.rglob("*.py"), ROOT / "policies" / "__main__.py"]:
+        assert "sys.path" not in path.read_text(), path
+
+
+# --- the repository's settings ---------------------------------------------------------------------------
+
+
+def test_repository_settings_are_managed(boot):
+    """Actions' token reads by default and never approves a pull request; only the actions the workflows pin,
+    by SHA; GitHub's default OIDC subject (the principals' format); code owners review the trust paths."""
+    (wf,) = [r.inputs for r in boot.of("github:index/workflowRepositoryPermissions:WorkflowRepositoryPermissions")]
+    assert wf["defaultWorkflowPermissions"] == "read" and wf["canApprovePullRequestReviews"] is False
+    (actions,) = [r.inputs for r in boot.of("github:index/actionsRepositoryPermissions:ActionsRepositoryPermissions")]
+    assert actions["allowedActions"] == "selected" and actions["shaPinningRequired"] is True
+    config = actions["allowedActionsConfig"]
+    assert config["githubOwnedAllowed"] is False and config.get("verifiedAllowed") is False
+    used = {s["uses"].split("#")[0].strip() for p in WORKFLOWS.glob("*.yml")
+            for job in yaml.safe_load(p.read_text())["jobs"].values() for s in job.get("steps", []) if "uses" in s}
+    assert set(config["patternsAlloweds"]) == used and all(re.search(r"@[0-9a-f]{40}$", u) for u in used)
+    (oidc,) = [r.inputs for r in boot.of(
+        "github:index/actionsRepositoryOidcSubjectClaimCustomizationTemplate:"
+        "ActionsRepositoryOidcSubjectClaimCustomizationTemplate")]
+    assert oidc["useDefault"] is True and "includeClaimKeys" not in oidc
+    (reviews,) = boot.one("github:index/branchProtection:BranchProtection").inputs["requiredPullRequestReviews"]
+    assert reviews["requireCodeOwnerReviews"] is True
+
+
+def test_codeowners_is_the_bootstraps(boot):
+    teams = tuple(json.loads(CFG[f"{NS}:reviewerTeams"]))
+    users = tuple(json.loads(CFG.get(f"{NS}:reviewerUsers", "[]")))
+    want = ci.codeowners(bcfg.BootstrapConfig(**{**CONFIG.__dict__, "reviewer_teams": teams, "reviewer_users": users}))
+    assert (ROOT / ".github" / "CODEOWNERS").read_text() == want
+    for path in ("/.github/", "/bootstrap/", "/uv.lock", "/pyproject.toml", "/stacks/"):
+        assert f"\n{path} @{REPO.split('/')[0]}/" in "\n" + want

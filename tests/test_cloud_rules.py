@@ -10,7 +10,6 @@ import copy
 import dataclasses
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,13 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bootstrap():
-    """The bootstrap program's module (bootstrap/ is not a package), imported from its directory."""
-    sys.path.insert(0, str(ROOT / "bootstrap"))
-    try:
-        import ci_components
-    finally:
-        sys.path.remove(str(ROOT / "bootstrap"))
-    return ci_components
+    """The bootstrap's access model and config (installed with the project: pyproject's packages.find)."""
+    from types import SimpleNamespace
+
+    from bootstrap import access, config
+
+    return SimpleNamespace(**{**vars(access), "read_stacks": config.read_stacks})
 NS = stack_spec.PROJECT
 COVERED: set[str] = set()
 
@@ -639,3 +637,25 @@ def test_the_cluster_subnet_is_checked_by_spec_and_policy(prod):
     msgs = violations(edited(prod, "gcp:compute/subnetwork:Subnetwork", "maxtext-tpu-network-subnet", overlap),
                       "subnets-no-overlap")
     assert msgs and any("10.104.0.0/24" in m for m in msgs)
+
+
+@covers("binauthz-kms-key-id")
+def test_the_attestor_key_id_is_the_one_gcloud_signs_with(tmp_path):
+    """The attestor's public key id is the data source's id as returned; an attestation made by image.yml's step
+    verifies against it (tests/test_attestation.py runs the step and the check)."""
+    import test_attestation as t
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    boot = t.render(t.example_config(), t.BootstrapMocks(pem=public))
+    (target, *_) = t.run_stacks_job("image.yml", tmp_path)["image"]
+    attestation = t.sign_with_image_yml(target, tmp_path / "sign", private)
+    attestors = {f"projects/{r.inputs['project']}/attestors/{r.inputs['name']}": r.inputs
+                 for r in boot.of("gcp:binaryauthorization/attestor:Attestor")}
+    assert attestation["publicKeyId"].startswith("//cloudkms.googleapis.com/v1/projects/")
+    assert t.verifies(attestation, attestors[attestation["attestor"]])

@@ -46,7 +46,7 @@ def containers(doc: dict) -> list[tuple[str, dict]]:
 def test_dockerfile_builds_from_the_prod_ray_image_and_installs_what_workers_installed():
     prod = stack_spec.load_stack("prod")
     assert arg("RAY_IMAGE") == prod.ray.image
-    assert "FROM ${RAY_IMAGE}${RAY_IMAGE_DIGEST:+@${RAY_IMAGE_DIGEST}}" in DOCKERFILE
+    assert "FROM ${RAY_IMAGE}@${RAY_IMAGE_DIGEST}" in DOCKERFILE  # by digest only: an empty one fails the build
     assert [arg("MAXTEXT_PACKAGE")] == trainer.WORKER_PACKAGES
     assert all(o in DOCKERFILE for o in trainer.UV_PIP_INSTALL_OPTIONS)
     uv = re.search(r'UV_VERSION: "([^"]+)"', (ROOT / ".github/workflows/deploy.yml").read_text()).group(1)
@@ -170,7 +170,9 @@ def test_image_workflow_pushes_by_digest_as_its_own_identity():
     wf["on"] = wf.pop(True)
     assert wf["on"]["push"]["branches"] == ["main"] and "Dockerfile" in wf["on"]["push"]["paths"]
     build = wf["jobs"]["build"]
-    assert build["permissions"] == {"contents": "read", "id-token": "write"}
+    # actions: read for the check of its approval environment (`image`, required reviewers, main only).
+    assert build["permissions"] == {"contents": "read", "id-token": "write", "actions": "read"}
+    assert build["environment"] == "image"
     run = " ".join(s.get("run", "") for s in build["steps"])
     # One push per stack with an image section (the stacks job's list), each signed digest in the job summary.
     assert build["strategy"]["matrix"] == {"target": "${{ fromJSON(needs.stacks.outputs.image) }}"}

@@ -136,7 +136,7 @@ def test_ray_pods_mount_no_api_token_and_nothing_is_privileged(renderings, stack
 
 def test_drill_rbac_grants_exactly_what_the_drill_calls(renderings):
     r = renderings["prod"]
-    user = f"ci-drill@{r.spec.ci_project}.iam.gserviceaccount.com"
+    user = f"ci-drill-prod@{r.spec.ci_project}.iam.gserviceaccount.com"  # the stack's own (bootstrap/)
     [role], [binding] = _kind(r, "Role"), _kind(r, "RoleBinding")
     [crole], [cbinding] = _kind(r, "ClusterRole"), _kind(r, "ClusterRoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == r.spec.storage.namespace

@@ -86,7 +86,8 @@ def test_each_alert_policy_has_its_promql_condition_and_the_channels(prod):
     assert [(c.inputs["type"], c.inputs["labels"]) for c in channels] == [
         ("email", {"email_address": "tpu-oncall@example.com"})]
     policies = {p.inputs["userLabels"]["alert"]: p for p in prod.by_type(ALERT)}
-    assert set(policies) == {"duty-cycle-low", "run-failed-or-restarted", "node-preempted", "checkpoint-stale"}
+    assert set(policies) == {"duty-cycle-low", "run-failed-or-restarted", "node-preempted", "checkpoint-stale",
+                             "iam-changed"}
     for key, p in policies.items():
         (cond,) = p.inputs["conditions"]
         q = cond["conditionPrometheusQueryLanguage"]
@@ -125,7 +126,7 @@ def test_the_signals_alerts_read_are_what_ray_maxtext_and_the_trainer_emit():
 def test_log_metrics_filters(prod):
     metrics = {m.inputs["name"]: m for m in prod.by_type("gcp:logging/metric:Metric")}
     spec = prod.spec
-    kinds = ("checkpoint_saves", "train_steps", "preemptions")
+    kinds = ("checkpoint_saves", "train_steps", "preemptions", "iam_changes")
     assert set(metrics) == {monitoring.log_metric_name(spec, k) for k in kinds}
     pre = metrics[monitoring.log_metric_name(spec, "preemptions")]
     assert 'protoPayload.methodName="compute.instances.preempted"' in pre.inputs["filter"]
@@ -147,7 +148,7 @@ def test_dashboard_json_is_valid_and_charts_the_signals(prod):
     for needle in ("ray_tpu_duty_cycle", "ray_replica", monitoring.GKE_DUTY_CYCLE, *logs):
         assert needle in queries, needle
     alerts = [t["widget"]["alertChart"]["name"] for t in tiles if "alertChart" in t["widget"]]
-    assert len(alerts) == 4
+    assert len(alerts) == len(monitoring.alert_queries(spec))  # one tile per alert policy
     # Tiles stay inside the 48-column grid and do not overlap.
     cells = set()
     for t in tiles:
@@ -189,3 +190,16 @@ def test_scheduling_tiles_are_for_the_multi_region_dashboard_only(prod):
     # A single-region stack's dashboard is unchanged: no Kueue tiles.
     text = json.dumps(monitoring.dashboard(prod.spec))
     assert "kueue_" not in text and "multikueue" not in text
+
+
+def test_an_iam_change_in_the_project_alerts(prod):
+    """Any SetIamPolicy (or Cloud Storage's bucket IAM call, or a custom role change) in the stack's project
+    counts in a log-based metric read from the Admin Activity audit log, and its alert fires on one."""
+    (metric,) = [m for m in prod.by_type("gcp:logging/metric:Metric") if m.inputs["name"].endswith("_iam_changes")]
+    flt = metric.inputs["filter"]
+    assert f'logName="projects/{prod.spec.project}/logs/cloudaudit.googleapis.com%2Factivity"' in flt
+    for method in ("SetIamPolicy", "storage.setIamPermissions", "google.iam.admin.v1.UpdateRole"):
+        assert f'protoPayload.methodName:"{method}"' in flt
+    (policy,) = [p for p in prod.by_type(ALERT) if p.inputs["userLabels"]["alert"] == "iam-changed"]
+    query = policy.inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    assert monitoring.promql_log_metric(prod.spec, "iam_changes") in query and query.endswith("> 0")

@@ -375,7 +375,8 @@ def test_one_set_of_channels_per_stack_and_the_scheduling_dashboard(multi):
                 if r.inputs["service"] in monitoring.SERVICES]
     assert sorted(services) == sorted(monitoring.SERVICES)
     alerts = multi.by_type("gcp:monitoring/alertPolicy:AlertPolicy")
-    assert len(alerts) == 8 and {a.name.split("-monitoring-")[0] for a in alerts} == {"maxtext-east5", "maxtext-east1"}
+    assert len(alerts) == 2 * len(monitoring.alert_queries(multi.spec.region_views()[0]))
+    assert {a.name.split("-monitoring-")[0] for a in alerts} == {"maxtext-east5", "maxtext-east1"}
     assert all(a.inputs["notificationChannels"] == [f"{channel.name}-offline-id"] for a in alerts)
     boards = {r.name: json.loads(r.inputs["dashboardJson"])
               for r in multi.by_type("gcp:monitoring/dashboard:Dashboard")}

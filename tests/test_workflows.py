@@ -55,11 +55,7 @@ IDENTITY = {
 }
 
 
-# bootstrap/ is its own Pulumi project directory, not a package (as in test_bootstrap.py).
-sys.path.insert(0, str(ROOT / "bootstrap"))
-import ci_components as ci  # noqa: E402
-
-sys.path.remove(str(ROOT / "bootstrap"))
+from bootstrap import access as ci  # noqa: E402
 
 
 def load(name: str) -> dict:
@@ -214,7 +210,9 @@ def test_each_cloud_job_acts_as_its_own_identity():
                 found[(name, job_name)] = s["with"]["service_account"]
             for s in uses(job, "pulumi/actions"):
                 assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
-                if "command" not in s["with"]:  # the CLI only: a run step below calls it (the drift check)
+                if "command" not in s["with"]:  # the CLI only: a run step below calls it, or a later action step
+                    if any("command" in x["with"] for x in uses(job, "pulumi/actions")):
+                        continue
                     run = " ".join(x.get("run", "") for x in steps(job))
                     assert "pulumi login \"$PULUMI_BACKEND_URL\"" in run and "--policy-pack policies" in run
                     assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
@@ -260,7 +258,7 @@ def test_pull_request_workflow():
     assert re.search(r"slicectl preview --stack \"\$stack\" --format markdown", runs)
     assert "$GITHUB_STEP_SUMMARY" in runs
     preview = wf["jobs"]["preview"]
-    (pulumi,) = uses(preview, "pulumi/actions")
+    (pulumi,) = [s for s in uses(preview, "pulumi/actions") if "command" in s["with"]]
     # The checks main's protection requires: jobs of this file that every pull request runs.
     for name in ci.REQUIRED_CHECKS:
         job = wf["jobs"][name]
@@ -268,10 +266,16 @@ def test_pull_request_workflow():
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
     assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.all) }}"
-    # The branch's code runs with ci-preview only after a reviewer approves it in this environment,
-    # the one GCP admits ci-preview from for a pull request.
-    assert preview["environment"] == ci.PR_PREVIEW.name
-    assert wf["concurrency"]["cancel-in-progress"] is True
+    # The branch's code runs with the stack's ci-preview-<stack> only after a reviewer approves it in the
+    # stack's environment, the one GCP admits that reader from for a pull request.
+    assert preview["environment"] == ci.pr_preview_environment("${{ matrix.stack }}").name
+    # A new push waits for the running previews (a cancelled one can leave its stack's lock behind).
+    assert wf["concurrency"]["cancel-in-progress"] is False
+    # An invalid stack file: annotations and a summary from the lint job, and the other stacks still previewed.
+    lint = " ".join(s.get("run", "") for s in steps(wf["jobs"]["lint"]))
+    assert "slicectl lint --format github" in lint and "$GITHUB_STEP_SUMMARY" in lint
+    assert "--skip-invalid" in next(s["run"] for s in steps(wf["jobs"]["stacks"]) if s.get("id") == "list")
+    assert preview["strategy"]["fail-fast"] is False
 
 
 def run_stacks_job(workflow: str, tmp_path: Path, stacks_dir: Path | None = None) -> dict[str, object]:
@@ -389,10 +393,17 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
     assert up["needs"] == ["stacks", "preview"]
     assert up["strategy"]["matrix"] == wf["jobs"]["preview"]["strategy"]["matrix"] == {
         "stack": "${{ fromJSON(needs.stacks.outputs.deploy) }}"}
-    (pulumi,) = uses(up, "pulumi/actions")
-    assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
-    (preview,) = uses(wf["jobs"]["preview"], "pulumi/actions")
-    assert preview["with"]["command"] == "preview" and preview["with"]["stack-name"] == "${{ matrix.stack }}"
+    # `up` applies the plan the preview saved (the one the deploy-<stack> reviewer read), or refuses.
+    preview_run = " ".join(s.get("run", "") for s in steps(wf["jobs"]["preview"]))
+    up_run = " ".join(s.get("run", "") for s in steps(up))
+    assert '--save-plan "build/plan/$STACK.json"' in preview_run
+    assert 'pulumi up --stack "$STACK" --plan "build/plan/$STACK.json"' in up_run
+    assert 'gh run download "$RUN_ID"' in up_run and '--name "plan-$STACK"' in up_run
+    (upload,) = uses(wf["jobs"]["preview"], "actions/upload-artifact")
+    assert upload["with"]["name"] == "plan-${{ matrix.stack }}"
+    (apply,) = [s for s in steps(up) if "pulumi up" in s.get("run", "")]
+    assert apply["env"]["PULUMI_EXPERIMENTAL"] == "true"  # --plan is an experimental flag of pulumi up
+    assert wf["jobs"]["preview"]["environment"] == ci.read_environment("${{ matrix.stack }}").name
     # Nothing a pull request's run cached reaches a deploy.
     for job in wf["jobs"].values():
         assert all(s["with"]["enable-cache"] is False for s in uses(job, "astral-sh/setup-uv"))
@@ -415,6 +426,10 @@ def test_drills_workflow(tmp_path):
     assert "command" not in drift["with"]
     run = next(s["run"] for s in steps(wf["jobs"]["drift"]) if "pulumi refresh" in s.get("run", ""))
     assert "--preview-only --expect-no-changes" in run and '--exclude "$secret"' in run
+    # The providers come from main's program, not the state (a state written by a compromised run), and the
+    # job acts as the stack's own reader (read-<stack>).
+    assert "pulumi refresh --stack \"$STACK\" --run-program" in run
+    assert wf["jobs"]["drift"]["environment"] == ci.read_environment("${{ matrix.stack }}").name
     assert "pulumi preview" in run and run.count("--expect-no-changes") == 2
 
 
@@ -471,9 +486,11 @@ def test_the_cost_comment_runs_no_code_of_the_branch():
 
 def test_every_job_in_an_environment_verifies_it_before_any_cloud_identity():
     # The environments bootstrap/ declares, as the jobs name them (a per-stack one by its matrix's stack).
-    kinds = {ci.PR_PREVIEW.name: (ci.PR_PREVIEW, None),
+    kinds = {"pr-preview-${{ matrix.stack }}": (ci.pr_preview_environment("x"), "${{ matrix.stack }}"),
+             "read-${{ matrix.stack }}": (ci.read_environment("x"), "${{ matrix.stack }}"),
              "deploy-${{ matrix.stack }}": (ci.deploy_environment("x"), "${{ matrix.stack }}"),
-             "drill-${{ matrix.drill.stack }}": (ci.drill_environment("x"), "${{ matrix.drill.stack }}")}
+             "drill-${{ matrix.drill.stack }}": (ci.drill_environment("x"), "${{ matrix.drill.stack }}"),
+             ci.IMAGE.name: (ci.IMAGE, None)}
     named = set()
     for name, wf in all_workflows().items():
         for job_name, job in wf["jobs"].items():
@@ -481,6 +498,10 @@ def test_every_job_in_an_environment_verifies_it_before_any_cloud_identity():
                 continue
             env, stack = kinds[job["environment"]]  # only the environments bootstrap/ declares
             named.add(job["environment"])
+            if not env.reviewed:
+                # read-<stack>: no reviewer to check (main's code); the token exchange admits main's file only.
+                assert "--main-only" not in str(steps(job)) and env.main_only, f"{name}:{job_name}"
+                continue
             checks = [s for s in steps(job) if "check_environment.py" in s.get("run", "")]
             assert len(checks) == 1, f"{name}:{job_name}"
             (check,) = checks
@@ -672,3 +693,179 @@ def test_policy_requirements_file_is_what_uv_exports_now():
     body = lambda s: s.split("\n", 2)[2]  # noqa: E731 (the header names the output file)
     assert "--hash=sha256:" in result.stdout
     assert body(result.stdout) == body((ROOT / "policies" / "requirements.txt").read_text())
+
+
+# --- trust boundaries: caches, installs, plugins, comments, artifacts -----------------------------
+
+# A job that can mint a cloud token (id-token: write) or write to the pull request (pull-requests: write):
+# what runs in it must come from the lock's hashes, never from a cache an unapproved job wrote.
+TRUSTED_WRITES = {"id-token", "pull-requests"}
+
+
+def trusted_jobs(wf: dict) -> dict[str, dict]:
+    return {n: j for n, j in wf["jobs"].items()
+            if any(j.get("permissions", {}).get(k) == "write" for k in TRUSTED_WRITES)}
+
+
+def boundary_problems(wf: dict, name: str) -> list[str]:
+    """What lets code or data cross into a credentialed or PR-writing job: a cache restore (setup-uv's default
+    is on: astral-sh/setup-uv v10.0.1 action.yml `enable-cache: auto`, restored in src/cache/restore-cache.ts),
+    actions/cache, an install beyond the locked base set (extras, groups, pip, `uv run` that syncs), a Pulumi run
+    that could fetch a plugin, or a plugin install that skips the checksums."""
+    problems = []
+    plugin_env = wf.get("env", {}).get("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION")
+    for job_name, job in trusted_jobs(wf).items():
+        where = f"{name}:{job_name}"
+        for s in uses(job, "astral-sh/setup-uv"):
+            if s.get("with", {}).get("enable-cache") is not False:
+                problems.append(f"{where}: setup-uv restores a cache (enable-cache is not false)")
+        if uses(job, "actions/cache") or uses(job, "actions/cache/restore"):
+            problems.append(f"{where}: actions/cache")
+        for s in steps(job):
+            run = s.get("run", "")
+            for line in run.splitlines():
+                words = line.split("#")[0].split()
+                if "uv" in words and "sync" in words:
+                    if "--locked" not in words or "--no-default-groups" not in words or any(
+                            w.startswith(("--extra", "--all-extras", "--group", "--all-groups")) for w in words):
+                        problems.append(f"{where}: `{line.strip()}` is not the locked base set")
+                if "uv" in words and "run" in words and "--no-sync" not in words:
+                    problems.append(f"{where}: `{line.strip()}` syncs the default groups")
+                if "pip" in words or ("uv" in words and "pip" in words) or "pipx" in words:
+                    problems.append(f"{where}: `{line.strip()}` installs outside the lock")
+        pulumi_runs = uses(job, "pulumi/actions") or any("pulumi " in s.get("run", "") for s in steps(job))
+        if pulumi_runs:
+            if plugin_env != "true":
+                problems.append(f"{where}: Pulumi may download plugins (PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION)")
+            installs = [s for s in steps(job) if s.get("run", "") == "python3 .github/scripts/install_plugins.py"]
+            auth = uses(job, "google-github-actions/auth")
+            if len(installs) != 1 or (auth and steps(job).index(installs[0]) > steps(job).index(auth[0])):
+                problems.append(f"{where}: the checked plugins are not installed before the cloud identity")
+    return problems
+
+
+def test_no_credentialed_or_pr_writing_job_restores_a_cache_or_installs_unhashed_code():
+    found = {n: trusted_jobs(wf) for n, wf in all_workflows().items()}
+    assert {(n, j) for n, jobs in found.items() for j in jobs} >= {
+        ("pr.yml", "preview"), ("pr.yml", "cost-comment"), ("deploy.yml", "preview"), ("deploy.yml", "up"),
+        ("drills.yml", "cluster-drill"), ("drills.yml", "drift"), ("image.yml", "build")}
+    problems = [p for n, wf in all_workflows().items() for p in boundary_problems(wf, n)]
+    assert problems == []
+
+
+@pytest.mark.parametrize(("workflow", "old", "new", "expect"), [
+    ("pr.yml", "          enable-cache: false  # the unapproved check and cost jobs write this pull request's cache\n",
+     "", "restores a cache"),
+    ("deploy.yml", "uv sync --locked --no-default-groups  # the base dependencies, hashed (the policy pack's too)",
+     "uv sync --all-extras --locked", "not the locked base set"),
+    ("drills.yml", '          uv run --no-sync slicectl drill --stack "$STACK"',
+     '          pip install evil && uv run --no-sync slicectl drill --stack "$STACK"', "installs outside the lock"),
+    ("drills.yml", '          uv run --no-sync slicectl drill --stack "$STACK"',
+     '          uv run slicectl drill --stack "$STACK"', "syncs the default groups"),
+    ("deploy.yml", '  PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true"\n', "", "may download plugins"),
+])
+def test_the_boundary_check_fails_on_each_mutation(workflow, old, new, expect):
+    """Each way a credentialed job could take in code it did not pin fails the check (a copy of the workflow)."""
+    text = (WORKFLOWS / workflow).read_text()
+    assert old in text, old
+    doc = yaml.safe_load(text.replace(old, new, 1))
+    doc["on"] = doc.pop(True, doc.get("on"))
+    assert any(expect in p for p in boundary_problems(doc, workflow)), boundary_problems(doc, workflow)
+
+
+def test_the_base_set_builds_nothing_but_the_project_with_a_hashed_backend():
+    """Credentialed jobs install the base dependencies only: every locked package of that set ships a wheel (no
+    sdist build, whose backend uv.lock would not pin), and the project's own backend is pinned by URL and sha256
+    (uv refuses a download whose hash differs)."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    packages = {p["name"]: p for p in lock["package"]}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    todo = [d["name"] for d in packages["slicectl"]["dependencies"]]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [d["name"] for d in packages[name].get("dependencies", [])]
+    assert len(seen) > 20
+    no_wheel = sorted(n for n in seen if not packages[n].get("wheels"))
+    assert no_wheel == [], f"built from source in credentialed jobs: {no_wheel}"
+    (backend,) = project["build-system"]["requires"]
+    assert re.fullmatch(r"setuptools @ https://files\.pythonhosted\.org/\S+\.whl#sha256=[0-9a-f]{64}", backend)
+
+
+def test_plugins_are_the_locked_sdks_and_a_missing_checksum_stops_the_job():
+    plugins = json.loads((ROOT / ".github" / "pulumi-plugins.json").read_text())["plugins"]
+    lock = {p["name"]: p["version"] for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    assert {p["name"]: p["version"] for p in plugins} == {
+        "gcp": lock["pulumi-gcp"], "kubernetes": lock["pulumi-kubernetes"]}
+    result = subprocess.run([sys.executable, ".github/scripts/install_plugins.py", "--dry-run"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if all(isinstance(p["sha256"], str) for p in plugins):
+        assert result.returncode == 0 and result.stdout.count("--checksum") == len(plugins)
+    else:  # not filled yet: every cloud job stops at this step, naming what is missing
+        assert result.returncode == 1 and "sha256 = None" in result.stderr
+
+
+def _run_with_stand_in_gh(script: str, tmp_path: Path, answers: dict[str, object], env: dict[str, str]) -> list[str]:
+    """Run a workflow step's script with a stand-in `gh` that answers `gh api ...`/`gh run list ...` with JSON
+    run through the real jq (`--jq`), and logs every call."""
+    bin_dir = tmp_path / "gh-bin"
+    bin_dir.mkdir()
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (bin_dir / "gh").write_text(f'''#!{sys.executable}
+import json, subprocess, sys
+args = sys.argv[1:]
+open({str(tmp_path / "calls.log")!r}, "a").write(json.dumps(args) + "\\n")
+answers = json.load(open({str(tmp_path / "answers.json")!r}))
+key = next((k for k in answers if k in " ".join(args)), None)
+if key is None:
+    sys.exit(0)
+data = json.dumps(answers[key])
+if "--jq" in args:
+    data = subprocess.run(["jq", "-r", args[args.index("--jq") + 1]], input=data, capture_output=True, text=True,
+                          check=True).stdout
+sys.stdout.write(data)
+''')
+    (bin_dir / "gh").chmod(0o755)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, check=True,
+                   env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    return [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+
+
+def test_the_cost_comment_edits_only_its_own_comment(tmp_path):
+    """A person's comment that starts with the marker is never edited; the bot's own is (GitHub's comment shape:
+    docs.github.com/en/rest/issues/comments, user.login and user.type)."""
+    (step,) = [s for s in steps(load("pr.yml")["jobs"]["cost-comment"]) if "gh api" in s.get("run", "")]
+    (tmp_path / "cost").mkdir()
+    (tmp_path / "cost" / "cost.md").write_text("| stack | cost |\n")
+    marker = "<!-- tpu-multislice cost -->"
+    comments = [{"id": 11, "user": {"login": "mallory", "type": "User"}, "body": marker + " mine"},
+                {"id": 12, "user": {"login": "github-actions[bot]", "type": "Bot"}, "body": "Pulumi preview"},
+                {"id": 13, "user": {"login": "github-actions[bot]", "type": "Bot"}, "body": marker + "\nold"}]
+    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_ID": "1", "PR": "7"}
+    calls = _run_with_stand_in_gh(step["run"], tmp_path, {"issues/7/comments": comments}, env)
+    patches = [c for c in calls if "PATCH" in c]
+    assert patches and all("repos/o/r/issues/comments/13" in c for c in patches)
+    # Only a person's marker comment: a new comment, none edited.
+    (tmp_path / "calls.log").unlink()
+    import shutil as _shutil
+    _shutil.rmtree(tmp_path / "gh-bin")
+    calls = _run_with_stand_in_gh(step["run"], tmp_path, {"issues/7/comments": comments[:2]}, env)
+    assert not [c for c in calls if "PATCH" in c] and any(c[:2] == ["pr", "comment"] for c in calls)
+
+
+def test_drill_history_reads_only_scheduled_runs(tmp_path):
+    """A run of drills.yml from a fork's branch named main (a pull request that adds a trigger) is not read."""
+    (step,) = [s for s in steps(load("drills.yml")["jobs"]["drill-history"]) if "gh run list" in s.get("run", "")]
+    runs = [{"databaseId": 1, "event": "schedule", "headBranch": "main"},
+            {"databaseId": 2, "event": "pull_request", "headBranch": "main"},
+            {"databaseId": 3, "event": "workflow_dispatch", "headBranch": "main"}]
+    script = step["run"].replace("uv run python benchmarks/drill_history.py", "true")
+    env = {"GH_TOKEN": "t", "RUN_ID": "99", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    calls = _run_with_stand_in_gh(script, tmp_path, {"run list": runs}, env)
+    listed = next(c for c in calls if c[:2] == ["run", "list"])
+    assert "--event" in listed and listed[listed.index("--event") + 1] == "schedule"
+    downloaded = [c[2] for c in calls if c[:2] == ["run", "download"]]
+    assert downloaded == ["99", "1"]

@@ -156,8 +156,9 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 
 
 def drill_user(spec: StackSpec) -> str | None:
-    """The drill's GCP service account, a Kubernetes user of its email on GKE (bootstrap/); none in a sandbox."""
-    return None if spec.ci_project is None else names.ci_account_email("drill", spec.ci_project)
+    """The stack's own drill service account (bootstrap/: ci-drill-<stack>), a Kubernetes user of its email on GKE;
+    none in a sandbox."""
+    return None if spec.ci_project is None else names.drill_account_email(spec.stack, spec.ci_project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
