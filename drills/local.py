@@ -1,5 +1,9 @@
 """``slicectl drill --local``: a Spot preemption rehearsed on a local Ray cluster.
 
+(Over 600 lines, a reason: one scenario's steps and its pass criteria read top to bottom as the drill runs them;
+the cluster, the report and the regions live in localray.py, report.py and regions.py. Next to split: the
+preemption checks, should a scenario be added.)
+
 Runs a stack's job with the real trainer script and a tiny MaxText on a local CPU
 cluster (a head plus one node per local "slice", separate processes), and while it
 trains:

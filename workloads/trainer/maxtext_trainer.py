@@ -1,5 +1,9 @@
 """Ray Train V2 JaxTrainer around MaxText's pre-training loop: the RayJob entrypoint.
 
+(Over 600 lines on purpose: it is the one script the trainer ConfigMap mounts and every RayJob runs by its sha256,
+so the driver, the worker loop and MaxText's hooks travel as one reviewed file; lease.py and custom_trainer.py
+ride beside it only where a job needs them.)
+
 Runs on the Ray head as the job's driver. Self-contained: it imports only ray and
 the standard library on the driver; maxtext and jax are imported inside the
 training function, on the workers (which install ``maxtext[tpu]==0.2.1`` through
