@@ -13,7 +13,8 @@ from typing import Any
 import kube_cel
 import pytest
 import yaml
-from conftest import REFERENCE, _rendering, with_fallbacks
+from conftest import REFERENCE, with_fallbacks
+from conftest import rendered as render_stack
 
 from offline import engine
 
@@ -45,12 +46,11 @@ def _dws_config() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def rendered(_shipped_renderings) -> dict[str, list[dict]]:
+def rendered() -> dict[str, list[dict]]:
     """stack -> every rendered object whose kind has a vendored CRD."""
     out = {}
     for stack in STACKS:
-        r = (_rendering(_shipped_renderings, "prod", "+dws", _dws_config) if stack == "dws"
-             else _rendering(_shipped_renderings, stack))
+        r = render_stack("prod", _dws_config()) if stack == "dws" else render_stack(stack)
         out[stack] = [_as_stored(m, r.manifests) for m in r.manifests if m["kind"] in crds()]
     return out
 
