@@ -426,3 +426,22 @@ def test_day_1_is_not_true_by_construction():
     assert "nodeConfig.resourceLabels" not in lc.COMPUTED[lc.NODE_POOL]
     assert lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.goog-gke-node-pool-provisioning-model")
     assert not lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.team")
+
+
+def test_the_programs_replace_on_changes_come_from_its_registrations():
+    """``lc.replace_on_changes`` is what the program asks for (``replaceOnChanges`` of each RegisterResource
+    request), not a list of its own: RayJobs on spec and metadata, the immutable ResourceClaimTemplates on spec;
+    a template's spec change plans its replacement, as ``pulumi up`` would."""
+    rendering = engine.render("dev")
+    replace_on = lc.replace_on_changes(rendering)
+    jobs = rendering.by_type("kubernetes:ray.io/v1:RayJob")
+    templates = rendering.by_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
+    assert jobs and templates
+    assert {replace_on[r.urn] == ["spec", "metadata"] for r in jobs} == {True}
+    assert {replace_on[r.urn] == ["spec"] for r in templates} == {True}
+    state = lc.first_up(rendering).state
+    new = copy.deepcopy(rendering)
+    target = next(r for r in new.resources if r.urn == templates[0].urn)
+    target.inputs["spec"]["changed"] = "yes"
+    assert [(s.op, s.urn) for s in lc.plan(state, new, lc.replace_on_changes(new)).changes] == [
+        ("replace", target.urn)]
