@@ -445,3 +445,17 @@ def test_the_programs_replace_on_changes_come_from_its_registrations():
     target.inputs["spec"]["changed"] = "yes"
     assert [(s.op, s.urn) for s in lc.plan(state, new, lc.replace_on_changes(new)).changes] == [
         ("replace", target.urn)]
+
+
+def test_a_new_tpu_topology_replaces_the_pool(prod_days):
+    """terraform-provider-google (provider_schema.json's commit) marks ``placement_policy`` ForceNew on its count
+    and ``policy_name`` only (resource_container_node_pool.go:364-387), and ``nodePoolUpdate`` has no
+    ``placement_policy`` branch: a changed ``tpu_topology`` would plan an update that applies nothing. The program
+    replaces the pool instead (``replaceOnChanges``)."""
+    rendering, _, state, _ = prod_days
+    new = copy.deepcopy(rendering)
+    pool = next(r for r in new.resources if r.type == lc.NODE_POOL and r.inputs.get("placementPolicy"))
+    assert "placementPolicy.tpuTopology" not in dict(lc.FORCE_NEW[lc.NODE_POOL])
+    pool.inputs["placementPolicy"]["tpuTopology"] = "4x8"
+    steps = lc.plan(state, new, lc.replace_on_changes(new)).changes
+    assert [(s.op, s.urn) for s in steps] == [("replace", pool.urn)], [s.line() for s in steps]
