@@ -209,6 +209,16 @@ def test_the_fields_the_review_found_missing_replace():
     for path in ("nodeConfig.advancedMachineFeatures", "nodeConfig.shieldedInstanceConfig", "placementPolicy"):
         assert pool.get(path) == "count", path
     assert dict(lc.FORCE_NEW["gcp:storage/bucket:Bucket"])["customPlacementConfig.dataLocations"] == "value"
+    # Read by hand at the schema's commit (e03b7622): the generic test below takes its fields from the table, so
+    # a field the table lost is caught here or by the regeneration test (TERRAFORM_PROVIDER_GOOGLE_GIT_DIR).
+    for path in ("nodeConfig.metadata",  # node_config.go:543
+                 "nodeConfig.reservationAffinity.consumeReservationType",  # node_config.go:591
+                 "placementPolicy.policyName", "queuedProvisioning.enabled"):  # resource_container_node_pool.go:377,400
+        assert pool.get(path) == "value", path
+    assert pool.get("queuedProvisioning") == "count"  # resource_container_node_pool.go:392
+    assert dict(lc.FORCE_NEW["gcp:compute/network:Network"])["autoCreateSubnetworks"] == "value"  # :153
+    # The block is ForceNew on its count only: its tpu_topology is not (resource_container_node_pool.go:383).
+    assert "placementPolicy.tpuTopology" not in pool
     # What updates in place in the provider: a machine type, an MTU, multi-networking.
     assert "nodeConfig.machineType" not in pool
     assert "mtu" not in dict(lc.FORCE_NEW["gcp:compute/network:Network"])
