@@ -161,9 +161,14 @@ class SliceNodePool(pulumi.ComponentResource):
                 # As cluster-toolkit's gke-node-pool: initialNodeCount is a creation value the autoscaler moves
                 # on from; flex-start pools also get labels from GKE (the provider suppresses only GKE Sandbox's),
                 # which the next `up` would otherwise strip (cloud rule gke-flex-start-labels).
+                # The provider updates no placement policy in place (terraform-provider-google
+                # resource_container_node_pool.go: only the block's count and policy_name are ForceNew, and
+                # nodePoolUpdate has no placement_policy branch), so a new topology would plan an update that
+                # changes nothing: replaced instead, deleted first (the new pool has the same name).
                 opts=pulumi.ResourceOptions(
                     parent=self, depends_on=after,
-                    ignore_changes=["initialNodeCount", *(["nodeConfig.labels"] if flex else [])]),
+                    ignore_changes=["initialNodeCount", *(["nodeConfig.labels"] if flex else [])],
+                    replace_on_changes=["placementPolicy"], delete_before_replace=True),
             )
             self.node_pools.append(pool)
         self.node_pool = self.node_pools[0] if self.node_pools else None

@@ -63,6 +63,7 @@ class Resource:
     dependencies: tuple[str, ...] = ()  # URNs it waits for: explicit depends_on and the resources of its inputs
     provider_urn: str | None = None  # the explicit provider it is created through (which waits for its own inputs)
     ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()  # the program's replaceOnChanges (offline/lifecycle.py reads it)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,6 +217,7 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             # Sorted: the SDK sends them from a set, in an order that changes with the hash seed.
             dependencies=tuple(sorted(d for d in reg.dependencies if d.split("::")[2] != "pulumi:pulumi:Stack")),
             ignore_changes=reg.ignore_changes,
+            replace_on_changes=reg.replace_on_changes,
             provider_urn=reg.provider.rsplit("::", 1)[0] if reg.provider else None,
         )
     )

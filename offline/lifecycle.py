@@ -479,5 +479,6 @@ def first_up(rendering: Rendering) -> FirstUp:
 
 
 def replace_on_changes(rendering: Rendering) -> dict[str, list[str]]:
-    """The program's replaceOnChanges per URN (the engine sees it; RayJobs are replaced on any change)."""
-    return {r.urn: ["spec", "metadata"] for r in rendering.resources if r.type == "kubernetes:ray.io/v1:RayJob"}
+    """The program's replaceOnChanges per URN, as its RegisterResource requests carry it (RayJobs are replaced on
+    any change of spec or metadata, ResourceClaimTemplates on one of spec)."""
+    return {r.urn: list(r.replace_on_changes) for r in rendering.resources if r.replace_on_changes}

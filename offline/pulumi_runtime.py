@@ -72,6 +72,7 @@ class Registration:
     retain_on_delete: bool
     dependencies: tuple[str, ...] = ()  # URNs this resource waits for (depends_on and its inputs' resources)
     ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()
     # ``inputs`` are plain data, no secret or unknown in them, in objects of their own (the engine's walk).
     plain: bool = False
 
@@ -107,6 +108,7 @@ class RecordingMonitor(MockMonitor):
                 retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
                 dependencies=tuple(request.dependencies),
                 ignore_changes=tuple(request.ignoreChanges),
+                replace_on_changes=tuple(request.replaceOnChanges),
                 plain=plain,
             )
         )

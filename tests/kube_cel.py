@@ -86,7 +86,12 @@ def is_url(value: Any) -> celtypes.BoolType:
 _NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
 
 
-def _heterogeneous_eq(a: Any, b: Any) -> celtypes.BoolType:
+def _heterogeneous_eq(a: Any, b: Any) -> celtypes.BoolType | CELEvalError:
+    # An operand that failed (an absent field read) is the result: cel-python hands the error in as a value, and
+    # CEL's == and != propagate it (cel-spec langdef.md "Errors"), so the API server refuses the object.
+    for v in (a, b):
+        if isinstance(v, CELEvalError):
+            return v
     if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS):
         return celtypes.BoolType(float(a) == float(b))
     if type(a) is not type(b) and not (isinstance(a, type(b)) or isinstance(b, type(a))):
@@ -94,9 +99,13 @@ def _heterogeneous_eq(a: Any, b: Any) -> celtypes.BoolType:
     return celtypes.BoolType(a == b)
 
 
+def _not(value: celtypes.BoolType | CELEvalError) -> celtypes.BoolType | CELEvalError:
+    return value if isinstance(value, CELEvalError) else celtypes.BoolType(not value)
+
+
 FUNCTIONS = {
     "_==_": _heterogeneous_eq,
-    "_!=_": lambda a, b: celtypes.BoolType(not _heterogeneous_eq(a, b)),
+    "_!=_": lambda a, b: _not(_heterogeneous_eq(a, b)),
     "isURL": is_url,
 }
 

@@ -14,7 +14,7 @@ import kube_cel
 import pytest
 import yaml
 from conftest import REFERENCE, with_fallbacks
-from conftest import rendered as render_once
+from conftest import rendered as render_stack
 
 from offline import engine
 
@@ -50,7 +50,7 @@ def rendered() -> dict[str, list[dict]]:
     """stack -> every rendered object whose kind has a vendored CRD."""
     out = {}
     for stack in STACKS:
-        r = render_once("prod", _dws_config()) if stack == "dws" else render_once(stack)
+        r = render_stack("prod", _dws_config()) if stack == "dws" else render_stack(stack)
         out[stack] = [_as_stored(m, r.manifests) for m in r.manifests if m["kind"] in crds()]
     return out
 
@@ -373,3 +373,24 @@ def test_the_kubernetes_shim_follows_the_api_server():
     assert kube_cel.failures(kube_cel.evaluate(node, {"port": "metrics", "labels": {"a.b/c": "x"}})) == []
     assert kube_cel.failures(kube_cel.evaluate(node, {"port": 0, "labels": {"a.b/c": "y"}})) == [
         "port: self != 0", "labels: self['a.b/c'] == 'x'"]
+
+
+def test_an_evaluation_error_refuses():
+    """A rule that cannot be evaluated (here: a field read that is absent) refuses the object, as the API server
+    reports a rule's runtime error as an invalid field (apiextensions-apiserver ``pkg/apiserver/schema/cel``
+    validation); a policy's error denies under ``failurePolicy: Fail`` with a ``Deny`` binding. Without this, an
+    evaluator that took every error for a pass passed every other test here."""
+    rules = [{"rule": "self.a == 'x'"}, {"rule": "self.a != 'x'"}, {"rule": "!has(self.a) || self.a != 'x'"}]
+    node = {"properties": {"spec": {"properties": {"a": {"type": "string"}}, "x-kubernetes-validations": rules}}}
+    outcomes = kube_cel.evaluate(node, {"spec": {}})
+    # == and != propagate the error (the shim's heterogeneous equality had made ``!=`` of an error true).
+    assert [(o.ok, bool(o.error)) for o in outcomes] == [(False, True), (False, True), (True, False)]
+    policy = {"metadata": {"name": "p"}, "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                                                "resources": ["pods"]}]},
+        "validations": [{"expression": "oldObject.metadata.labels['absent'] == 'x'", "message": "m"}]}}
+    binding = {"spec": {"policyName": "p", "validationActions": ["Deny"]}}
+    req = kube_cel.admission_request("DELETE", "pods", "x", "u", namespace="n", kind="Pod")
+    allowed, why = kube_cel.admit(policy, binding, req, None, {"metadata": {"name": "x", "labels": {"a": "b"}}})
+    assert not allowed and why.startswith("error:"), why

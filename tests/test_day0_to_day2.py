@@ -209,6 +209,16 @@ def test_the_fields_the_review_found_missing_replace():
     for path in ("nodeConfig.advancedMachineFeatures", "nodeConfig.shieldedInstanceConfig", "placementPolicy"):
         assert pool.get(path) == "count", path
     assert dict(lc.FORCE_NEW["gcp:storage/bucket:Bucket"])["customPlacementConfig.dataLocations"] == "value"
+    # Read by hand at the schema's commit (e03b7622): the generic test below takes its fields from the table, so
+    # a field the table lost is caught here or by the regeneration test (TERRAFORM_PROVIDER_GOOGLE_GIT_DIR).
+    for path in ("nodeConfig.metadata",  # node_config.go:543
+                 "nodeConfig.reservationAffinity.consumeReservationType",  # node_config.go:591
+                 "placementPolicy.policyName", "queuedProvisioning.enabled"):  # resource_container_node_pool.go:377,400
+        assert pool.get(path) == "value", path
+    assert pool.get("queuedProvisioning") == "count"  # resource_container_node_pool.go:392
+    assert dict(lc.FORCE_NEW["gcp:compute/network:Network"])["autoCreateSubnetworks"] == "value"  # :153
+    # The block is ForceNew on its count only: its tpu_topology is not (resource_container_node_pool.go:383).
+    assert "placementPolicy.tpuTopology" not in pool
     # What updates in place in the provider: a machine type, an MTU, multi-networking.
     assert "nodeConfig.machineType" not in pool
     assert "mtu" not in dict(lc.FORCE_NEW["gcp:compute/network:Network"])
@@ -426,3 +436,36 @@ def test_day_1_is_not_true_by_construction():
     assert "nodeConfig.resourceLabels" not in lc.COMPUTED[lc.NODE_POOL]
     assert lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.goog-gke-node-pool-provisioning-model")
     assert not lc.SUPPRESSED[lc.NODE_POOL]("nodeConfig.resourceLabels.team")
+
+
+def test_the_programs_replace_on_changes_come_from_its_registrations():
+    """``lc.replace_on_changes`` is what the program asks for (``replaceOnChanges`` of each RegisterResource
+    request), not a list of its own: RayJobs on spec and metadata, the immutable ResourceClaimTemplates on spec;
+    a template's spec change plans its replacement, as ``pulumi up`` would."""
+    rendering = engine.render("dev")
+    replace_on = lc.replace_on_changes(rendering)
+    jobs = rendering.by_type("kubernetes:ray.io/v1:RayJob")
+    templates = rendering.by_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
+    assert jobs and templates
+    assert {replace_on[r.urn] == ["spec", "metadata"] for r in jobs} == {True}
+    assert {replace_on[r.urn] == ["spec"] for r in templates} == {True}
+    state = lc.first_up(rendering).state
+    new = copy.deepcopy(rendering)
+    target = next(r for r in new.resources if r.urn == templates[0].urn)
+    target.inputs["spec"]["changed"] = "yes"
+    assert [(s.op, s.urn) for s in lc.plan(state, new, lc.replace_on_changes(new)).changes] == [
+        ("replace", target.urn)]
+
+
+def test_a_new_tpu_topology_replaces_the_pool(prod_days):
+    """terraform-provider-google (provider_schema.json's commit) marks ``placement_policy`` ForceNew on its count
+    and ``policy_name`` only (resource_container_node_pool.go:364-387), and ``nodePoolUpdate`` has no
+    ``placement_policy`` branch: a changed ``tpu_topology`` would plan an update that applies nothing. The program
+    replaces the pool instead (``replaceOnChanges``)."""
+    rendering, _, state, _ = prod_days
+    new = copy.deepcopy(rendering)
+    pool = next(r for r in new.resources if r.type == lc.NODE_POOL and r.inputs.get("placementPolicy"))
+    assert "placementPolicy.tpuTopology" not in dict(lc.FORCE_NEW[lc.NODE_POOL])
+    pool.inputs["placementPolicy"]["tpuTopology"] = "4x8"
+    steps = lc.plan(state, new, lc.replace_on_changes(new)).changes
+    assert [(s.op, s.urn) for s in steps] == [("replace", pool.urn)], [s.line() for s in steps]
