@@ -139,6 +139,9 @@ def test_double_ctrl_c_leaves_no_ray_process_behind(tmp_path):
         [sys.executable, *SLICECTL, "train", "--local", "--stack", "dev", "--steps", "50",
          "--run-dir", str(run_dir)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        # As a terminal starts it: Ctrl-C's default action. A test run launched in the background by a shell
+        # without job control inherits SIGINT ignored (POSIX), and Python then installs no KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         seen: dict[int, str] = {}
