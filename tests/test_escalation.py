@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # run as a script (--record): the harness beside it
@@ -82,7 +83,7 @@ def rendered() -> Rendered:
 
     boot = render(example_config())
     names = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-                   for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+                   for p in FIXTURE_STACKS.glob("Pulumi.*.yaml"))  # the tests' own stacks, as everywhere
     stacks = {}
     for n in names:
         r = engine.render(n)
@@ -285,9 +286,9 @@ if __name__ == "__main__" and "--record" in sys.argv:
 
     boot = render(example_config())
     stacks = {}
-    for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+    for p in sorted(FIXTURE_STACKS.glob("Pulumi.*.yaml")):
         n = p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        r = engine.render(n)
+        r = engine.render(n, stacks_dir=FIXTURE_STACKS)
         stacks[n] = ([(x.type, x.inputs) for x in r.resources], r.manifests)
     THREAT_MODEL.parent.mkdir(exist_ok=True)
     THREAT_MODEL.write_text(generated(Rendered([(r.type, r.inputs) for r in boot.resources], boot.exports, stacks)))

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SLICECTL
+from conftest import FIXTURE_STACKS, SLICECTL
 
 from drills.local_train import ROOT, load_job, parse_line, train_local
 from drills.localray import pid_alive
@@ -316,7 +316,7 @@ def test_train_local_runs_from_a_long_checkout_path_under_a_20_character_stack_n
     try:
         stacks = base / "stacks"
         stacks.mkdir()
-        shutil.copy(ROOT / "stacks" / "Pulumi.dev.yaml", stacks / f"Pulumi.{stack}.yaml")
+        shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", stacks / f"Pulumi.{stack}.yaml")
         run_dir = base / ("a-checkout-path-" * 6) / "build" / stack / "train-000000"
         assert len(str(run_dir / "ray" / "session_2026-11-25_15-10-00_701130_4194304" / "sockets")) > 107
         proc = subprocess.run(
