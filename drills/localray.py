@@ -181,9 +181,10 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
-    # Warm spares: each slice node prestarts this many idle worker processes beyond its Train worker's, with
-    # MaxText imported (workloads/trainer/warm_worker.py), for the trainer's --warm-workers; 0: none, every
-    # worker starts cold.
+    # Warm spares: non-zero, each slice node imports MaxText in every worker process it starts
+    # (workloads/trainer/warm_worker.py) and carries the workers' environment, for the trainer's --warm-workers, whose
+    # workers each ask their node for one idle process of the job (maxtext_trainer.keep_warm_spare); 0: none,
+    # every worker starts cold.
     spares: int = 0
 
     def __post_init__(self) -> None:
@@ -372,6 +373,8 @@ class LocalRayCluster:
             node = self._spawn_node(name, head)
             try:
                 self._wait_ready(node)
+                if self.spares and not head:
+                    self._prestart_spares(node)
                 return node
             except LocalRayError as e:
                 # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
@@ -382,6 +385,14 @@ class LocalRayCluster:
                 node.proc.wait(timeout=10)
                 self.nodes.remove(node)
         raise AssertionError("unreachable")
+
+    def _prestart_spares(self, node: Node) -> None:
+        """A warm node starts ``spares`` idle worker processes at once, of no job (any job's worker takes one), each
+        importing MaxText as it starts; the training workers then keep one of their own job on their node
+        (maxtext_trainer.keep_warm_spare). Ray by itself prestarts workers on its first driver's node only."""
+        from workloads.trainer import maxtext_trainer
+
+        maxtext_trainer.prestart_workers(f"127.0.0.1:{node.ports['node_manager']}", None, self.spares)
 
     def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
@@ -418,8 +429,9 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the spares
-                # are that many CPUs more, which the slice resource keeps from a second Train worker.
+                # A raylet starts at most min(host cores, node CPUs) worker processes at a time and drops a
+                # prestart beyond that (ray/_private/services.py maximum_startup_concurrency): the spares count as
+                # CPUs so they start together. The slice resource still keeps a second Train worker off the node.
                 "--num-cpus", str(self.cpus_per_slice + self.spares),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
