@@ -870,3 +870,61 @@ def test_drill_history_reads_only_scheduled_runs(tmp_path):
     assert "--event" in listed and listed[listed.index("--event") + 1] == "schedule"
     downloaded = [c[2] for c in calls if c[:2] == ["run", "download"]]
     assert downloaded == ["99", "1"]
+
+
+# --- what Pulumi's own toolchain installs (REVIEW-trust.md B3) ------------------------------------------------
+
+
+def _pulumi_jobs() -> list[tuple[str, str, dict]]:
+    """Credentialed jobs that run the Pulumi engine (which runs the program through Pulumi.yaml's uv toolchain)."""
+    return [(name, job_name, {**wf.get("env", {}), **job.get("env", {})})
+            for name, wf in all_workflows().items() for job_name, job in trusted_jobs(wf).items()
+            if uses(job, "pulumi/actions") or any(re.search(r"^\s*pulumi (preview|up|refresh)\b", s.get("run", ""), re.M)
+                                                  for s in steps(job))]
+
+
+def _uv_sync_plan(env: dict[str, str], venv: Path) -> set[str]:
+    """The packages the real uv would install into an empty environment for the command Pulumi's uv toolchain
+    runs before every program run: `uv sync --inexact` (pulumi/pulumi sdk/python/toolchain/uv.go (*uv).Command:
+    "To maintain uv's behaviour that `uv run ...` should keep the venv up-to-date, we run `uv sync` first"),
+    with the job's UV_* environment. Dry run, offline: uv plans from uv.lock alone."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv not on PATH")
+    result = subprocess.run([uv, "sync", "--inexact", "--dry-run", "--offline", "--python", sys.executable], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "UV_PROJECT_ENVIRONMENT": str(venv),
+                                 **{k: str(v) for k, v in env.items() if k.startswith("UV_") and k != "UV_VERSION"}})
+    assert result.returncode == 0, result.stderr
+    return set(re.findall(r"^ \+ ([A-Za-z0-9._-]+)==", result.stdout + result.stderr, re.M))
+
+
+def _base_set() -> set[str]:
+    lock = lock_packages()
+    seen, todo = set(), [d["name"] for d in lock["slicectl"]["dependencies"]]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [d["name"] for d in lock[name].get("dependencies", [])]
+    return seen
+
+
+def test_pulumis_own_uv_sync_stays_in_the_locked_base_set(tmp_path):
+    """Pulumi.yaml's `toolchain: uv` makes the engine run `uv sync --inexact` (no --locked, no
+    --no-default-groups) before the program; pyproject's default groups (dev, bootstrap) would then enter the
+    credentialed venv. Each Pulumi job's env (UV_LOCKED, UV_NO_DEFAULT_GROUPS) keeps that sync to the locked base
+    set: checked with the real uv's plan, not by reading the env."""
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    assert runtime["options"]["toolchain"] == "uv"
+    jobs = _pulumi_jobs()
+    assert {(n, j) for n, j, _ in jobs} == {("deploy.yml", "preview"), ("deploy.yml", "up"), ("drills.yml", "drift"),
+                                            ("pr.yml", "preview")}
+    base = _base_set() | {"slicectl"}
+    for name, job_name, env in jobs:
+        assert env.get("UV_LOCKED") == "1" and env.get("UV_NO_DEFAULT_GROUPS") == "1", f"{name}:{job_name}"
+        planned = _uv_sync_plan(env, tmp_path / f"{name}-{job_name}")
+        assert len(planned) > 20 and planned <= base, f"{name}:{job_name}: {sorted(planned - base)}"
+    # Without them (the env Pulumi inherits otherwise), the same command installs the default groups.
+    default = _uv_sync_plan({}, tmp_path / "default")
+    assert "pytest" in default and default - base
