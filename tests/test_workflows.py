@@ -879,8 +879,8 @@ def _pulumi_jobs() -> list[tuple[str, str, dict]]:
     """Credentialed jobs that run the Pulumi engine (which runs the program through Pulumi.yaml's uv toolchain)."""
     return [(name, job_name, {**wf.get("env", {}), **job.get("env", {})})
             for name, wf in all_workflows().items() for job_name, job in trusted_jobs(wf).items()
-            if uses(job, "pulumi/actions") or any(re.search(r"^\s*pulumi (preview|up|refresh)\b", s.get("run", ""), re.M)
-                                                  for s in steps(job))]
+            if uses(job, "pulumi/actions")
+            or any(re.search(r"^\s*pulumi (preview|up|refresh)\b", s.get("run", ""), re.M) for s in steps(job))]
 
 
 def _uv_sync_plan(env: dict[str, str], venv: Path) -> set[str]:
@@ -891,8 +891,8 @@ def _uv_sync_plan(env: dict[str, str], venv: Path) -> set[str]:
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv not on PATH")
-    result = subprocess.run([uv, "sync", "--inexact", "--dry-run", "--offline", "--python", sys.executable], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120,
+    result = subprocess.run([uv, "sync", "--inexact", "--dry-run", "--offline", "--python", sys.executable],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "UV_PROJECT_ENVIRONMENT": str(venv),
                                  **{k: str(v) for k, v in env.items() if k.startswith("UV_") and k != "UV_VERSION"}})
     assert result.returncode == 0, result.stderr
