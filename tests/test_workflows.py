@@ -208,16 +208,21 @@ def test_each_cloud_job_acts_as_its_own_identity():
                 assert set(s["with"]) == {"workload_identity_provider", "service_account"}
                 assert s["with"]["workload_identity_provider"] == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
                 found[(name, job_name)] = s["with"]["service_account"]
-            for s in uses(job, "pulumi/actions"):
-                assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
-                if "command" not in s["with"]:  # the CLI only: a run step below calls it, or a later action step
-                    if any("command" in x["with"] for x in uses(job, "pulumi/actions")):
-                        continue
-                    run = " ".join(x.get("run", "") for x in steps(job))
-                    assert "pulumi login \"$PULUMI_BACKEND_URL\"" in run and "--policy-pack policies" in run
-                    assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
-                               for x in steps(job))
-                    continue
+            installs = [x for x in steps(job) if x.get("run") == "python3 .github/scripts/install_pulumi.py"]
+            actions = uses(job, "pulumi/actions")
+            runs = " ".join(x.get("run", "") for x in steps(job))
+            if not installs:
+                assert not actions and "pulumi " not in runs, f"{name}:{job_name}: Pulumi without the checked CLI"
+                continue
+            for s in actions:
+                # The checked CLI only: pulumi/actions would download one unchecked (pulumi-cli.ts:149).
+                assert "pulumi-version" not in s["with"] and "pulumi-version-file" not in s["with"]
+                assert steps(job).index(installs[0]) < steps(job).index(s)
+            if not actions:  # the CLI only: run steps call it
+                assert "pulumi login \"$PULUMI_BACKEND_URL\"" in runs and "--policy-pack policies" in runs
+                assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
+                           for x in steps(job))
+            for s in actions:
                 assert s["with"]["cloud-url"] == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
                 assert s["with"]["policyPacks"] == "policies"
                 # GCP credentials come from the auth step that runs before it, and the
@@ -233,9 +238,11 @@ def test_each_cloud_job_acts_as_its_own_identity():
 def test_the_pulumi_cli_is_the_locked_sdks_version():
     lock = (ROOT / "uv.lock").read_text()
     sdk = re.search(r'\[\[package\]\]\nname = "pulumi"\nversion = "([^"]+)"', lock).group(1)
+    pin = json.loads((ROOT / ".github" / "pulumi-cli.json").read_text())
+    assert pin["version"] == sdk
+    assert pin["url"] == f"https://get.pulumi.com/releases/sdk/pulumi-v{sdk}-linux-x64.tar.gz"
     for name, wf in all_workflows().items():
-        if any(uses(j, "pulumi/actions") for j in wf["jobs"].values()):
-            assert wf["env"]["PULUMI_VERSION"] == sdk, name
+        assert "PULUMI_VERSION" not in wf.get("env", {}), f"{name}: one pin, .github/pulumi-cli.json"
 
 
 def test_forks_get_no_cloud_identity():
@@ -422,8 +429,7 @@ def test_drills_workflow(tmp_path):
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
     # Drift: refresh everything but the Kueue webhook Secret (ci-preview reads no Secrets), then an empty plan.
-    (drift,) = uses(wf["jobs"]["drift"], "pulumi/actions")
-    assert "command" not in drift["with"]
+    assert not uses(wf["jobs"]["drift"], "pulumi/actions")  # the checked CLI, called by the step below
     run = next(s["run"] for s in steps(wf["jobs"]["drift"]) if "pulumi refresh" in s.get("run", ""))
     assert "--preview-only --expect-no-changes" in run and '--exclude "$secret"' in run
     # The providers come from main's program, not the state (a state written by a compromised run), and the
@@ -781,6 +787,15 @@ def boundary_problems(wf: dict, name: str) -> list[str]:
             auth = uses(job, "google-github-actions/auth")
             if len(installs) != 1 or (auth and steps(job).index(installs[0]) > steps(job).index(auth[0])):
                 problems.append(f"{where}: the checked plugins are not installed before the cloud identity")
+            cli = [i for i, s in enumerate(steps(job))
+                   if s.get("run", "") == "python3 .github/scripts/install_pulumi.py"]
+            first = min([i for i, s in enumerate(steps(job)) if s in uses(job, "pulumi/actions")
+                         or re.search(r"^\s*pulumi ", s.get("run", ""), re.M) or s in installs], default=None)
+            if len(cli) != 1 or first is None or cli[0] > first:
+                problems.append(f"{where}: Pulumi runs a CLI that install_pulumi.py did not check")
+            for s in uses(job, "pulumi/actions"):
+                if {"pulumi-version", "pulumi-version-file"} & set(s.get("with", {})):
+                    problems.append(f"{where}: pulumi/actions downloads the CLI unchecked (pulumi-version)")
     return problems
 
 
@@ -815,6 +830,11 @@ def test_no_credentialed_or_pr_writing_job_restores_a_cache_or_installs_unhashed
     ("drills.yml", '          uv run --no-sync slicectl drill --stack "$STACK"',
      '          uv run slicectl drill --stack "$STACK"', "syncs the default groups"),
     ("deploy.yml", '  PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true"\n', "", "may download plugins"),
+    # The CLI as pulumi/actions installs it: downloaded, extracted and run with no checksum.
+    ("pr.yml", "          cloud-url: gs://", "          pulumi-version: 3.272.0\n          cloud-url: gs://",
+     "downloads the CLI unchecked"),
+    ("deploy.yml", "        run: python3 .github/scripts/install_pulumi.py\n", "        run: echo skipped\n",
+     "a CLI that install_pulumi.py did not check"),
 ])
 def test_the_boundary_check_fails_on_each_mutation(workflow, old, new, expect):
     """Each way a credentialed job could take in code it did not pin fails the check (a copy of the workflow)."""
@@ -858,6 +878,76 @@ def test_plugins_are_the_locked_sdks_and_a_missing_checksum_stops_the_job():
         assert result.returncode == 0 and result.stdout.count("--checksum") == len(plugins)
     else:  # not filled yet: every cloud job stops at this step, naming what is missing
         assert result.returncode == 1 and "sha256 = None" in result.stderr
+
+
+INSTALL_PULUMI = ROOT / ".github" / "scripts" / "install_pulumi.py"
+
+
+def test_the_pulumi_cli_pin_stops_the_job_until_filled():
+    """.github/pulumi-cli.json is the one pin of the CLI; a null sha256 stops every Pulumi job at the install step,
+    naming the file to read it from (no checksum is made up where it could not be looked up)."""
+    pin = json.loads((ROOT / ".github" / "pulumi-cli.json").read_text())
+    result = subprocess.run([sys.executable, str(INSTALL_PULUMI), "--dry-run"], capture_output=True, text=True)
+    if isinstance(pin["sha256"], str):
+        assert result.returncode == 0 and pin["sha256"] in result.stdout
+    else:
+        assert result.returncode == 1
+        assert "sha256 = None" in result.stderr and f"pulumi-{pin['version']}-checksums.txt" in result.stderr
+
+
+def _serve_archive(tmp_path: Path, version: str, prints: str) -> tuple[http.server.ThreadingHTTPServer, str, str]:
+    """A local server with a release-shaped archive (pulumi/pulumi, a program printing `prints`); its URL, sha256."""
+    import hashlib
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = f"#!/bin/sh\necho {prints}\n".encode()
+        info = tarfile.TarInfo("pulumi/pulumi")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    archive = buf.getvalue()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(archive)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/pulumi-v{version}-linux-x64.tar.gz"
+    return server, url, hashlib.sha256(archive).hexdigest()
+
+
+@pytest.mark.parametrize(("pinned", "prints", "ok", "message"), [
+    ("right", "v3.272.0", True, "installed in"),
+    ("wrong", "v3.272.0", False, "refusing to run it"),
+    ("right", "v3.999.0", False, "the archive's pulumi prints 'v3.999.0'"),
+])
+def test_install_pulumi_runs_only_the_pinned_archive(tmp_path, pinned, prints, ok, message):
+    """The script downloads, compares the archive's SHA-256 with the pin before extracting anything, and checks the
+    extracted CLI's version: a substituted archive never reaches $GITHUB_PATH."""
+    server, url, digest = _serve_archive(tmp_path, "3.272.0", prints)
+    try:
+        pins = tmp_path / "pulumi-cli.json"
+        pins.write_text(json.dumps({"version": "3.272.0", "url": url,
+                                    "sha256": digest if pinned == "right" else "0" * 64}))
+        github_path = tmp_path / "github_path"
+        github_path.write_text("")
+        result = subprocess.run([sys.executable, str(INSTALL_PULUMI), "--pins", str(pins)], capture_output=True,
+                                text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+                                                            "GITHUB_PATH": str(github_path)})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.returncode == 0) == ok and message in result.stdout + result.stderr, result.stderr
+    assert github_path.read_text() == (f"{tmp_path}/pulumi-cli/pulumi\n" if ok else "")
+    assert (tmp_path / "pulumi-cli" / "pulumi" / "pulumi").exists() == (pinned == "right")
 
 
 def _run_with_stand_in_gh(script: str, tmp_path: Path, answers: dict[str, object], env: dict[str, str]) -> list[str]:
