@@ -1069,3 +1069,47 @@ def test_pulumis_own_uv_sync_stays_in_the_locked_base_set(tmp_path):
     # Without them (the env Pulumi inherits otherwise), the same command installs the default groups.
     default = _uv_sync_plan({}, tmp_path / "default")
     assert "pytest" in default and default - base
+
+
+# --- what the reviewers own (REVIEW-trust.md E1) -----------------------------------------------------------------
+
+
+def test_code_owners_cover_what_credentialed_jobs_execute():
+    """Branch protection requires a code owner's review for TRUST_PATHS only. They include every path the
+    credentialed jobs execute, computed from the workflows (bootstrap/access.py executed_paths): the program
+    `pulumi preview`/`up` run (__main__.py, Pulumi.yaml), `slicectl preview`/`drill` (slicectl/ and what it imports:
+    offline/, drills/), the image's build context (.dockerignore), and the tests the required checks run."""
+    executed = ci.executed_paths()
+    assert {"/__main__.py", "/Pulumi.yaml", "/slicectl/", "/offline/", "/drills/", "/tests/", "/.dockerignore",
+            "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock"} <= set(executed)
+    uncovered = [p for p in executed if not any(p.startswith(t) for t in ci.TRUST_PATHS)]
+    assert uncovered == [], f"not owned by the reviewers: {uncovered}"
+    owned = [line.split()[0] for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert owned == list(ci.TRUST_PATHS)
+    # The local drills' job and drill-history hold no credential: benchmarks/ and trainers/ are not theirs.
+    assert not any(p.startswith(("/benchmarks/", "/trainers/")) for p in executed)
+
+
+def test_a_new_executed_path_becomes_owned(tmp_path):
+    """The list follows the workflows: a credentialed step that runs another file brings it, and what it imports,
+    under the reviewers (a copy of the workflows)."""
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    for p in workflow_files():
+        (workflows / p.name).write_text(p.read_text())
+    text = (workflows / "deploy.yml").read_text()
+    old = "        run: python3 .github/scripts/install_plugins.py\n"
+    assert text.count(old) == 2
+    (workflows / "deploy.yml").write_text(text.replace(
+        old, old + "      - run: uv run --no-sync python benchmarks/drill_history.py build\n", 1))
+    executed = ci.executed_paths(workflows)
+    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in ci.executed_paths()
+    assert "/benchmarks/drill_history.py" in ci.trust_paths(workflows)
+    # The same step in a job without a credential (pr.yml's cost job) changes nothing.
+    (workflows / "deploy.yml").write_text(text)
+    pr = (workflows / "pr.yml").read_text()
+    (workflows / "pr.yml").write_text(pr.replace("      - name: Cost against the default branch (job summary)\n",
+                                                 "      - run: python3 benchmarks/drill_history.py build\n"
+                                                 "      - name: Cost against the default branch (job summary)\n"))
+    assert ci.executed_paths(workflows) == ci.executed_paths()
