@@ -1113,3 +1113,73 @@ def test_a_new_executed_path_becomes_owned(tmp_path):
                                                  "      - run: python3 benchmarks/drill_history.py build\n"
                                                  "      - name: Cost against the default branch (job summary)\n"))
     assert ci.executed_paths(workflows) == ci.executed_paths()
+
+
+# --- what `up --plan` binds (REVIEW-trust.md E2) ----------------------------------------------------------------
+
+CHECK_PLAN = ROOT / ".github" / "scripts" / "check_plan.py"
+# pulumi/pulumi pkg/resource/stack/deployment.go computedValuePlaceholder: an unknown value, serialized.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def saved_plan(**resources: tuple[str, dict]) -> dict:
+    """A plan as `pulumi preview --save-plan` writes it (apitype DeploymentPlanV1: resourcePlans -> goal ->
+    inputDiff.adds/updates, steps)."""
+    return {"manifest": {"time": "2026-11-27T00:00:00Z", "magic": "", "version": "v3.272.0"},
+            "resourcePlans": {f"urn:pulumi:prod::tpu-multislice::{t}::{name}": {
+                "goal": {"type": t, "name": name, "custom": True, "inputDiff": {"adds": adds}, "protect": False},
+                "steps": ["create"], "state": {}} for name, (t, adds) in resources.items()}}
+
+
+def run_check_plan(plan: dict, tmp_path: Path, allowed: list[dict] | None = None) -> subprocess.CompletedProcess:
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "allowed.json").write_text(json.dumps({"allowed": allowed or []}))
+    return subprocess.run([sys.executable, str(CHECK_PLAN), str(tmp_path / "plan.json"), "--allowed",
+                           str(tmp_path / "allowed.json")], capture_output=True, text=True, timeout=60)
+
+
+MEMBER = "gcp:projects/iAMMember:IAMMember"
+
+
+@pytest.mark.parametrize(("resources", "refused"), [
+    # Known members and roles: the plan binds them.
+    ({"grant": (MEMBER, {"member": "serviceAccount:a@p.iam.gserviceaccount.com", "role": "roles/viewer"})}, []),
+    # A new account's email: unknown at preview, any value at `up`.
+    ({"grant": (MEMBER, {"member": UNKNOWN, "role": "roles/viewer"})}, ["grant: member"]),
+    ({"grant": (MEMBER, {"member": f"serviceAccount:{UNKNOWN}", "role": UNKNOWN})},
+     ["grant: member", "grant: role"]),
+    ({"b": ("gcp:storage/bucketIAMBinding:BucketIAMBinding", {"members": ["user:x@y", UNKNOWN]})},
+     ["b: members[1]"]),
+    ({"crb": ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+              {"subjects": [{"kind": "User", "name": UNKNOWN}]})}, ["crb: subjects[0].name"]),
+    # Not IAM: an unknown cluster endpoint is what a first deploy always has.
+    ({"cluster": ("gcp:container/cluster:Cluster", {"endpoint": UNKNOWN})}, []),
+])
+def test_up_refuses_a_plan_with_unknown_iam_inputs(tmp_path, resources, refused):
+    """pulumi/pulumi pkg/resource/deploy/plan.go (`type Plan`): "unknown values in the plan accept any value
+    (including no value) as valid". The deploy reviewer cannot approve an IAM grant whose member is unknown."""
+    result = run_check_plan(saved_plan(**resources), tmp_path)
+    assert (result.returncode == 0) == (not refused), result.stderr
+    found = sorted(f"{name}: {path}" for name, path in re.findall(r"::error::\S+::([\w-]+): (\S+) is unknown",
+                                                                   result.stderr))
+    assert found == sorted(refused)
+
+
+def test_an_accepted_unknown_is_listed_with_its_reason(tmp_path):
+    plan = saved_plan(grant=(MEMBER, {"member": UNKNOWN, "role": "roles/viewer"}))
+    urn = next(iter(plan["resourcePlans"]))
+    assert run_check_plan(plan, tmp_path, [{"urn": urn, "property": "member", "reason": "the new node account"}]
+                          ).returncode == 0
+    result = run_check_plan(plan, tmp_path, [{"urn": urn, "property": "member"}])  # no reason: refused
+    assert result.returncode == 1 and "needs urn, property and reason" in result.stderr
+    assert json.loads((ROOT / ".github" / "plan-unknowns-allowed.json").read_text())["allowed"] == []
+
+
+def test_up_checks_the_plan_before_its_cloud_identity():
+    up = load("deploy.yml")["jobs"]["up"]
+    order = steps(up).index
+    (check,) = [s for s in steps(up) if "check_plan.py" in s.get("run", "")]
+    assert check["run"] == 'python3 .github/scripts/check_plan.py "build/plan/$STACK.json"'
+    (download,) = [s for s in steps(up) if "gh run download" in s.get("run", "")]
+    (apply,) = [s for s in steps(up) if "pulumi up" in s.get("run", "")]
+    assert order(download) < order(check) < order(uses(up, "google-github-actions/auth")[0]) < order(apply)
