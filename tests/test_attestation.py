@@ -201,6 +201,19 @@ def test_a_double_prefixed_key_id_would_verify_nothing(boot, signing_key, contex
     assert verifies(attestation, attestor) and not verifies(attestation, doubled)
 
 
+def test_image_yml_signs_with_the_beta_command_in_the_stack_project():
+    """REVIEW-trust.md D1: the step names the beta track and the attestor's project, and setup-gcloud installs the
+    beta component (the stand-in tests above run the step; this names what they rely on)."""
+    job = load("image.yml")["jobs"]["build"]
+    run = _step_run()
+    assert re.search(r"gcloud beta container binauthz attestations sign-and-create --project=\"\$project\"", run)
+    assert 'project="${ATTESTOR#projects/}"; project="${project%%/*}"' in run
+    (setup,) = uses(job, "google-github-actions/setup-gcloud")
+    assert "beta" in [c.strip() for c in setup["with"]["install_components"].split(",")]
+    (sign,) = [s for s in steps(job) if "sign-and-create" in s.get("run", "")]
+    assert steps(job).index(setup) < steps(job).index(sign)
+
+
 def _step_run() -> str:
     (step,) = [s for s in steps(load("image.yml")["jobs"]["build"]) if "sign-and-create" in s.get("run", "")]
     return step["run"]

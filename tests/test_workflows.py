@@ -845,6 +845,32 @@ def test_the_boundary_check_fails_on_each_mutation(workflow, old, new, expect):
     assert any(expect in p for p in boundary_problems(doc, workflow)), boundary_problems(doc, workflow)
 
 
+def test_credentialed_jobs_run_a_hashed_uv_and_a_hashed_pulumi_cli():
+    """REVIEW-trust.md B1/B2. astral-sh/setup-uv@20cfd1bf src/download/checksum/checksum.ts: with no `checksum` input
+    and no KNOWN_CHECKSUMS entry (it ends at 0.12.4) uv 0.13.8 is downloaded unverified; pulumi/actions@8e5e406f
+    src/libs/pulumi-cli.ts:149 downloads and runs the CLI with no checksum. Every credentialed job that runs uv
+    installs it from the lock's hashes first, and every one that runs Pulumi installs the CLI checked against its
+    pin; no setup-uv without a checksum and no pulumi/actions download remain."""
+    seen_uv, seen_pulumi = set(), set()
+    for name, wf in all_workflows().items():
+        for job_name, job in trusted_jobs(wf).items():
+            where = (name, job_name)
+            assert all(re.fullmatch(r"[0-9a-f]{64}", str(s.get("with", {}).get("checksum", "")))
+                       for s in uses(job, "astral-sh/setup-uv")), where
+            assert not any({"pulumi-version", "pulumi-version-file"} & set(s.get("with", {}))
+                           for s in uses(job, "pulumi/actions")), where
+            runs = [s.get("run", "") for s in steps(job)]
+            if any(re.search(r"(^|[;&|(]\s*)uv ", r, re.M) for r in runs):
+                seen_uv.add(where)
+                assert any(".github/uv-requirements.txt" in r and "--require-hashes" in r for r in runs), where
+            if uses(job, "pulumi/actions") or any(re.search(r"^\s*pulumi ", r, re.M) for r in runs):
+                seen_pulumi.add(where)
+                assert "python3 .github/scripts/install_pulumi.py" in runs, where
+    assert seen_uv == {("deploy.yml", "preview"), ("deploy.yml", "up"), ("drills.yml", "cluster-drill"),
+                       ("drills.yml", "drift"), ("pr.yml", "preview")}
+    assert seen_pulumi == seen_uv - {("drills.yml", "cluster-drill")}
+
+
 def test_the_base_set_builds_nothing_but_the_project_with_a_hashed_backend():
     """Credentialed jobs install the base dependencies only: every locked package of that set ships a wheel (no
     sdist build, whose backend uv.lock would not pin), and the project's own backend is pinned by URL and sha256
