@@ -618,8 +618,8 @@ def keep_warm_spare() -> None:
     """Ask this worker's node for one idle worker process of this job, started now, for the next (re)start.
 
     A restarted worker group on this node then takes that process, MaxText already imported in it (the node
-    preloads ``warm_worker``), instead of starting Python, Ray and MaxText anew. Ray starts idle workers on a node by
-    itself only for the node's first driver (the head here), so each training worker asks its own raylet, once per
+    preloads ``warm_worker``), instead of starting Python, Ray and MaxText anew. Ray prestarts a job's workers by
+    itself only as the job starts, none for a restart, so each training worker asks its own raylet, once per
     attempt, after its first step. The spare is of this job (the raylet ends it with the job) and has no
     runtime env, as a warm training worker has none."""
     import ray
