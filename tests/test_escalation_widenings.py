@@ -107,6 +107,17 @@ GCP = {
         {"project": "my-tpu-project", "role": "roles/resourcemanager.projectIamAdmin",
          "member": f"{POOL}/attribute.repository/my-org/tpu-multislice"}),
         f"{POOL}/attribute.repository/my-org/tpu-multislice", "direct resource access for a federated principal"),
+    "a BigQuery dataset access entry": (_add_boot(
+        "gcp:bigquery/datasetAccess:DatasetAccess",
+        {"datasetId": "d", "project": "my-tpu-project", "role": "OWNER", "userByEmail": "x@example.com"}),
+        "registration", "gcp:bigquery/datasetAccess:DatasetAccess"),
+    # A3: a GitHub principal signing in as an account that is not a CI account the rendering creates.
+    "a GitHub principal given the node account": (_add_boot(
+        "gcp:serviceaccount/iAMMember:IAMMember",
+        {"serviceAccountId": "projects/my-tpu-project/serviceAccounts/maxtext-tpu-nodes@my-tpu-project.iam."
+                             "gserviceaccount.com", "role": "roles/iam.workloadIdentityUser",
+         "member": f"{POOL}/attribute.repository/my-org/tpu-multislice"}),
+        f"{POOL}/attribute.repository/my-org/tpu-multislice", "direct resource access for a federated principal"),
     # A3/A4/A5: the trainer's KSA principal gets project IAM admin: refused for it, and for ci-deploy-prod, whose
     # container.admin runs pods as that KSA.
     "the trainer's KSA principal granted project IAM admin": (_add_boot(

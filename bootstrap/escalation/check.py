@@ -171,8 +171,9 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
         # A workload identity federation principal of the GitHub pool acts only through one CI account.
         if GITHUB_POOL.match(member):
             for role, resource, kind in sorted(r.roles):
-                if not (role == "roles/iam.workloadIdentityUser" and kind == "account" and CI_ACCOUNT.match(
-                        f"serviceAccount:{account_email(resource)}")):
+                account = f"serviceAccount:{account_email(resource)}"
+                if not (role == "roles/iam.workloadIdentityUser" and kind == "account" and CI_ACCOUNT.match(account)
+                        and account in reach.accounts):
                     out.append(Finding(who, f"direct resource access for a federated principal: {role} on {resource}"))
         # The closure: every identity it can become, and whether that reaches more than it holds itself.
         # A GitHub principal is judged as the CI account it signs in as (its other grants are refused above); a

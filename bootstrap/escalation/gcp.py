@@ -174,9 +174,10 @@ FAMILIES = (
     ("artifactregistry/repositoryIam", "repository",
      lambda i: f"projects/{i['project']}/locations/{i['location']}/repositories/{i['repository']}"),
 )
-# A type token that grants access: its resource name says IAM, ACL or access control (storage/bucketACL,
-# storage/defaultObjectAccessControl, secretmanager/secretIamMember, compute/instanceIAMMember, ...).
-ACCESS_TYPE = re.compile(r"(?i)iam(member|binding|policy|auditconfig)|acl|accesscontrol")
+# A type token that grants access: its resource name says IAM, ACL or access (storage/bucketACL,
+# storage/defaultObjectAccessControl, secretmanager/secretIamMember, compute/instanceIAMMember,
+# bigquery/datasetAccess, ...).
+ACCESS_TYPE = re.compile(r"(?i)iam(member|binding|policy|auditconfig)$|acl$|accesscontrol$|access$")
 NOT_GRANTS = {"gcp:projects/iAMCustomRole:IAMCustomRole"}  # defines a role; its permissions are read below
 
 
