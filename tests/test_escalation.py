@@ -43,23 +43,25 @@ included) is held by some identity. The programs run under mocks; the predefined
 
 What is checked where: `tests/test_escalation.py` fails when this page and the computation differ, when the
 rendering above has a path that is neither refused nor accepted below, and when the repository's own
-`stacks/` (whatever stacks it holds) with `bootstrap/Pulumi.example.yaml` has any unaccepted path. The check
-does not run on an operator's own bootstrap stack file, inside `pulumi up`, or against the live projects: it
-sees what the programs declare, not grants made by hand, and not the RBAC inside the Kueue Helm chart (the
-chart's controller roles; only its metrics-reader role, which the stacks bind, is vendored and read).
+`stacks/` (whatever stacks it holds) with `bootstrap/Pulumi.example.yaml` has any unaccepted path; it runs in
+`pr.yml`'s `check` job, which branch protection requires, so a pull request that adds or widens a stack is
+checked before it merges. The check does not run on an operator's own bootstrap stack file, inside `pulumi up`,
+or against the live projects: it sees what the programs declare, not grants made by hand, and not the RBAC
+inside the Kueue Helm chart (the chart's controller roles; only its metrics-reader role, which the stacks
+bind, is vendored and read).
 
 What counts as a path to more, for every identity (a CI account, a node or MultiKueue account, a federated
 principal, a Kubernetes subject): project IAM, custom roles, keys, the pool, attestors or notes; Binary
-Authorization policy writes; `setIamPolicy` beyond a deployer's own stack's buckets, repository, network
-objects and MultiKueue account; becoming (actAs, tokens, keys, setIamPolicy on an account, or on its project;
-pods or tokens in a Kubernetes namespace) an account the rendering does not create, or any identity that
-reaches, transitively, a project or a sensitive permission the holder lacks; a GitHub principal with direct
-resource access, or wider than one workflow file, ref and environment; writes (Secrets reads included)
-behind an environment without reviewers; an attribute condition that is not a plain conjunction with the
-repository's ids; any IAM or ACL registration the check cannot read; Kubernetes `escalate`/`bind`/
-`impersonate`/`*`, pod-making kinds outside the subject's own namespace, Secrets or token minting beyond named
-objects, `nodes/proxy`, admission writes, a binding to an undefined role, from RBAC or from GKE IAM. How the
-check works: `bootstrap/escalation/`; the trust rules for operators: [CI trust](ci-trust.md).
+Authorization policy writes by anyone but a reviewed deployer; `setIamPolicy` beyond a deployer's own stack's
+buckets, repository, network objects and MultiKueue account; becoming (actAs, tokens, keys, setIamPolicy on an
+account, or on its project; pods or tokens in a Kubernetes namespace) an account the rendering does not
+create, or any identity that reaches, transitively, a project or a sensitive permission the holder lacks; a
+GitHub principal with direct resource access, or wider than one workflow file, ref and environment; writes
+(Secrets reads included) behind an environment without reviewers; an attribute condition that is not a plain
+conjunction with the repository's ids; any IAM or ACL registration the check cannot read; Kubernetes
+`escalate`/`bind`/`impersonate`/`*`, pod-making kinds outside the subject's own namespace, Secrets or token
+minting beyond named objects, `nodes/proxy`, admission writes, a binding to an undefined role, from RBAC or
+from GKE IAM. How the check works: `bootstrap/escalation/`; the trust rules for operators: [CI trust](ci-trust.md).
 
 """
 
