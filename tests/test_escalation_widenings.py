@@ -124,6 +124,13 @@ GCP = {
         "gcp:projects/iAMMember:IAMMember",
         {"project": "my-tpu-project", "role": "roles/resourcemanager.projectIamAdmin", "member": KSA_PRINCIPAL}),
         "ci-deploy-prod", "pods in my-tpu-project's clusters (GKE IAM)"),
+    # A3/A6: a workload identity grant to a KSA no manifest declares, in the namespace where the MultiKueue
+    # manager creates Ray jobs: the manager can run a pod as it, and so reaches the grant.
+    "a grant to an undeclared KSA of the job namespace": (_add_boot(
+        "gcp:projects/iAMMember:IAMMember",
+        {"project": "my-tpu-project-multi", "role": "roles/iam.roleAdmin",
+         "member": f"{GKE_POOL}/my-tpu-project-multi.svc.id.goog/subject/ns/maxtext/sa/undeclared"}),
+        "k8s:ServiceAccount:kueue-system/multikueue", "create rayclusters in maxtext"),
     # A7: compute.instances.setIamPolicy is no network object (instance admin -> ssh keys -> root on a node).
     "compute.instances.setIamPolicy in a deploy custom role": (
         _custom_role_adds("tpuMultisliceFirewalls", "compute.instances.setIamPolicy"),

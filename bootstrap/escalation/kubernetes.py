@@ -131,7 +131,7 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
     for k in ksas:
         reach.get_or_add(k)
     for member, r in list(reach.items()):
-        for ns, res, verb, names in r.rbac:
+        for ns, res, verb, names in sorted(r.rbac):
             runs = res in WORKLOADS and verb in ("create", "*")
             token = res == "serviceaccounts/token" and verb in ("create", "*")
             imp = res in ("serviceaccounts", "*") and verb in ("impersonate", "*")
@@ -156,6 +156,16 @@ def link_principals(reach: Reaches) -> None:
                 reach[k].becomes.setdefault(member, WORKLOAD_IDENTITY)
                 if ns != "*" and sa != "*":
                     reach[member].becomes.setdefault(k, WORKLOAD_IDENTITY)
+        # A pod can name any service account of its namespace, one no manifest declares included (every
+        # namespace has `default`; a grant may name a KSA before it exists): pod creators there become the
+        # principal directly, whether or not a manifest declares the KSA.
+        for holder, r in list(reach.items()):
+            for rns, res, verb, names in sorted(r.rbac):
+                runs = res in WORKLOADS and verb in ("create", "*")
+                token = res == "serviceaccounts/token" and verb in ("create", "*") and (
+                    not names or sa in names.split(","))
+                if (runs or token) and rns in ("*", ns) and holder != member:
+                    r.becomes.setdefault(member, f"{verb} {res} in {rns}")
 
 
 def findings(member: str, r: Reach) -> list[tuple[str, str]]:
