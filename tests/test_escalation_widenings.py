@@ -357,3 +357,24 @@ def test_authoritative_policies_read_like_members(rendered):  # noqa: F811
         {k: first[k] for k in ("project", "location", "repository")} | {"policyData": json.dumps(policy)})], man)
     assert {m: r.grants for m, r in x.reach().items()} == {m: r.grants for m, r in rendered.reach().items()}
     assert sorted(map(str, x.findings())) == sorted(map(str, rendered.findings()))
+
+
+def test_roles_drift_reports_a_predefined_role_that_grew(tmp_path):
+    """The vendored catalog is a snapshot: roles_drift compares it with `gcloud iam roles describe` (a stand-in here
+    that answers from the catalog, with one permission added to roles/container.viewer) and fails on the change."""
+    from bootstrap.escalation import roles_drift
+
+    catalog = {role: sorted(perms) for role, perms in esc.load_roles().items()}
+    catalog["roles/container.viewer"].append("container.secrets.get")
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    gcloud = tmp_path / "gcloud"
+    gcloud.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                      f"catalog = json.load(open({str(tmp_path / 'catalog.json')!r}))\n"
+                      "assert sys.argv[1:4] == ['iam', 'roles', 'describe'] and sys.argv[5] == '--format=json'\n"
+                      "print(json.dumps({'name': sys.argv[4], 'includedPermissions': catalog[sys.argv[4]]}))\n")
+    gcloud.chmod(0o755)
+    assert roles_drift.drift(str(gcloud)) == {"roles/container.viewer": (["container.secrets.get"], [])}
+    assert roles_drift.main([str(gcloud)]) == 1
+    catalog["roles/container.viewer"].remove("container.secrets.get")
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    assert roles_drift.drift(str(gcloud)) == {} and roles_drift.main([str(gcloud)]) == 0
