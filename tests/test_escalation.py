@@ -96,7 +96,9 @@ class Rendered:
         signing = {f"{i['keyRing']}/cryptoKeys/{i['name']}" for t, i in self.boot
                    if t == "gcp:kms/cryptoKey:CryptoKey" and i.get("purpose") == "ASYMMETRIC_SIGN"}
         mk = set(self.exports.get("multikueueServiceAccounts", {}).values())
-        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk)
+        projects = {stack: email.split("@")[1].removesuffix(".iam.gserviceaccount.com")
+                    for stack, email in self.exports.get("nodeServiceAccounts", {}).items()}
+        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, projects)
 
 
 def _deploying_multi(into: Path) -> Path:

@@ -161,6 +161,16 @@ GCP = {
         "gcp:projects/iAMMember:IAMMember",
         {"project": "my-tpu-project", "role": "roles/container.admin", "member": READER}),
         "ci-preview-prod", "Kubernetes verb 'escalate' (cluster-wide)"),
+    # A5/A7: the deployer's acceptance holds in its own stack's project only: container.admin or the Binary
+    # Authorization policy of another stack's project is refused.
+    "container.admin for ci-deploy-prod on the dev stack's project": (_add_boot(
+        "gcp:projects/iAMMember:IAMMember",
+        {"project": "my-tpu-project-dev", "role": "roles/container.admin", "member": DEPLOY}),
+        "ci-deploy-prod", "Kubernetes verb 'escalate' (cluster-wide)"),
+    "Binary Authorization policy editor for ci-deploy-prod on the dev stack's project": (_add_boot(
+        "gcp:projects/iAMMember:IAMMember",
+        {"project": "my-tpu-project-dev", "role": "roles/binaryauthorization.policyEditor", "member": DEPLOY}),
+        "ci-deploy-prod", "binaryauthorization.policy.update on projects/my-tpu-project-dev"),
     # A7: Binary Authorization policy writes by anyone but the reviewed deployer.
     "Binary Authorization policy editor for the reader": (_add_boot(
         "gcp:projects/iAMMember:IAMMember",

@@ -131,9 +131,23 @@ def _gated(r: Reach, envs: Environments) -> bool:
     return ok
 
 
+def _own_stack(who: str, r: Reach, stack_projects: dict[str, str]) -> bool:
+    """A deployer whose project-level grants all sit in its own stack's project (``stack_projects``, from the
+    bootstrap's exports), or, without that map, in one project: a deployer granted roles on another stack's
+    project loses its acceptance there and everywhere."""
+    mine = {res.split("/")[1] for _, res, kind, _ in r.grants if kind == "project"}
+    stack = who.removeprefix("ci-deploy-")
+    home = {stack_projects[stack]} if stack in stack_projects else (mine if len(mine) == 1 else set())
+    return bool(mine) and mine <= home
+
+
 def check(reach: Reaches, envs: Environments, attribute_condition: str,
-          signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset()) -> list[Finding]:
-    """Every path to more than an identity's row: one finding each (none unaccepted: nothing escalates)."""
+          signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset(),
+          stack_projects: dict[str, str] | None = None) -> list[Finding]:
+    """Every path to more than an identity's row: one finding each (none unaccepted: nothing escalates).
+
+    ``stack_projects``: each stack's project (its node account's), so a deployer's accepted paths hold in its own
+    stack's project only."""
     out = [Finding("pool", p) for p in condition_problems(attribute_condition)]
     out += [Finding("registration", f"an access grant the check cannot read, refused (fail closed): {u}")
             for u in getattr(reach, "unparsed", [])]
@@ -148,7 +162,7 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             continue
         who = _short(member)
         ci = CI_ACCOUNT.match(member)
-        gated = _gated(r, envs)
+        gated = _gated(r, envs) and bool(DEPLOYER.match(who)) and _own_stack(who, r, stack_projects or {})
         # Its own grants.
         for perm, resource, kind, _ in sorted(r.grants, key=str):
             if perm in BECOME and kind == "account" and r.becomes.get(
