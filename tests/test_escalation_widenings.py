@@ -268,6 +268,24 @@ K8S = {
 }
 
 
+def test_the_multikueue_manager_is_accepted_in_job_namespaces_only(rendered):  # noqa: F811
+    """The MultiKueue manager creates Ray jobs in the workers' job namespace (accepted: it has a LocalQueue); the same
+    role in kube-system, where no job runs and whose service accounts are the cluster's own, is refused."""
+    manager = "k8s:ServiceAccount:kueue-system/multikueue"
+    assert any(f.identity == manager and f.accepted == esc.ACCEPTED["multikueue"] for f in rendered.findings())
+
+    def to_kube_system(x):
+        _, manifests = x.stacks["multi"]
+        moved = 0
+        for d in manifests:
+            if d.get("kind") in ("Role", "RoleBinding") and d["metadata"]["name"] == "tpu-manager-multikueue":
+                d["metadata"]["namespace"] = "kube-system"
+                moved += 1
+        assert moved >= 2
+    new = _new_refused(rendered, to_kube_system)
+    assert any(f.startswith(f"{manager}: ") and "(kube-system): rayclusters, rayjobs" in f for f in new), new
+
+
 @pytest.mark.parametrize("gap", list(K8S))
 def test_kubernetes_widening_is_caught(rendered, gap):  # noqa: F811
     mutate, expect = K8S[gap]

@@ -54,7 +54,7 @@ ACCEPTED = {
     "binauthz": ("the deployer applies the stack's Binary Authorization policy (infra/cluster_security.py), so it can "
                  "switch attestation off for its project; the deploy-<stack> environment's reviewer is the guard"),
     "multikueue": ("the MultiKueue manager creates the admitted Ray jobs in the workers' job namespace "
-                   "(workloads/multikueue.py); one namespace, not cluster-wide"),
+                   "(workloads/multikueue.py): a namespace with a Kueue LocalQueue, not cluster-wide"),
 }
 MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system/[a-z0-9-]*multikueue$")
 MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
@@ -206,11 +206,11 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             if more:
                 out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}"))
         # Kubernetes.
-        for source, what in kubernetes.findings(member, r):
+        for source, ns, what in kubernetes.findings(member, r):
             ok = None
             if source == "GKE IAM" and DEPLOYER.match(who) and gated:
                 ok = ACCEPTED["gke"]
-            elif source == "RBAC" and MULTIKUEUE_MANAGER.match(member) and "cluster-wide" not in what and set(
+            elif source == "RBAC" and MULTIKUEUE_MANAGER.match(member) and ns in reach.job_namespaces and set(
                     what.rsplit(": ", 1)[1].split(", ")) <= MULTIKUEUE_KINDS and "pod-making" in what:
                 ok = ACCEPTED["multikueue"]
             out.append(Finding(who, what, ok))

@@ -131,6 +131,7 @@ class Reaches(dict):
         self.unparsed: list[str] = []
         self.unknown_roles: list[str] = []  # Kubernetes roleRefs no manifest defines and nothing vendors
         self.accounts: set[str] = set()  # serviceAccount:<email> the rendering creates
+        self.job_namespaces: set[str] = set()  # Kubernetes namespaces with a Kueue LocalQueue
 
     def get_or_add(self, member: str) -> Reach:
         return self.setdefault(member, Reach(member))
@@ -145,6 +146,7 @@ class Reaches(dict):
         self.unparsed += other.unparsed
         self.unknown_roles += other.unknown_roles
         self.accounts |= other.accounts
+        self.job_namespaces |= other.job_namespaces
 
 
 def load_roles(path: Path = ROLES_FILE) -> dict[str, frozenset[str]]:

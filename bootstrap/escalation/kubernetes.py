@@ -103,6 +103,8 @@ def own_namespace(member: str) -> str | None:
 def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, list[dict]] | None = None) -> None:
     manifests = list(manifests)
     builtin = builtin if builtin is not None else load_builtin_roles()
+    # Where Kueue admits jobs: the namespaces with a LocalQueue (the MultiKueue manager may create jobs there).
+    reach.job_namespaces |= {d["metadata"].get("namespace") for d in manifests if d.get("kind") == "LocalQueue"}
     for doc in manifests:
         if doc.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
             continue
@@ -168,12 +170,13 @@ def link_principals(reach: Reaches) -> None:
                     r.becomes.setdefault(member, f"{verb} {res} in {rns}")
 
 
-def findings(member: str, r: Reach) -> list[tuple[str, str]]:
-    """(source, what) for each Kubernetes path to more: source 'RBAC' (the manifests) or 'GKE IAM'."""
+def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
+    """(source, namespace or '*', what) for each Kubernetes path to more: source 'RBAC' (the manifests) or
+    'GKE IAM'."""
     out = []
     own = own_namespace(member)
     for source, tuples in (("RBAC", r.rbac), ("GKE IAM", r.gke)):
-        groups: dict[str, set[str]] = {}
+        groups: dict[tuple[str, str], set[str]] = {}
         for ns, res, verb, names in tuples:
             scope = "cluster-wide" if ns == "*" else ns
             outside = ns == "*" or ns != own
@@ -196,7 +199,7 @@ def findings(member: str, r: Reach) -> list[tuple[str, str]]:
             else:
                 rule = None
             if rule:
-                groups.setdefault(f"Kubernetes {rule} ({scope})", set()).add(res)
-        out += [(source, f"{k}: {', '.join(sorted(v)[:8])}{' ...' if len(v) > 8 else ''}")
-                for k, v in sorted(groups.items())]
+                groups.setdefault((ns, f"Kubernetes {rule} ({scope})"), set()).add(res)
+        out += [(source, ns, f"{k}: {', '.join(sorted(v)[:8])}{' ...' if len(v) > 8 else ''}")
+                for (ns, k), v in sorted(groups.items())]
     return out
