@@ -240,6 +240,9 @@ K8S = {
         "pod-making kinds outside its own namespace (kube-system)"),
     "ClusterRoleBinding to a role nothing defines (a chart's)": (
         _add_manifests(_crb("x", "some-chart-manager-role")), "unknown role"),
+    "ClusterRoleBinding to an aggregated ClusterRole": (_add_manifests(
+        {**_cr("x", []), "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "true"}}]}},
+        _crb("x", "x")), "unknown role"),
     "cluster-wide create on resources *": (_add_manifests(
         _cr("x", [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["create", "update", "patch"]}]),
         _crb("x", "x")), "create on every resource (*) (cluster-wide)"),

@@ -84,7 +84,8 @@ def _rules_of(manifests: list[dict], builtin: dict[str, list[dict]], kind: str, 
         md = d.get("metadata", {})
         if d.get("kind") == kind and md.get("name") == name and (kind == "ClusterRole" or md.get("namespace") ==
                                                                  namespace):
-            return d.get("rules") or []
+            # An aggregated ClusterRole's rules are whatever roles match its selectors, now or later: unknown.
+            return None if d.get("aggregationRule") else d.get("rules") or []
     return builtin.get(name) if kind == "ClusterRole" else None
 
 
