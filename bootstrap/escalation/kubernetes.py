@@ -68,13 +68,14 @@ def add_gke(reach: Reaches) -> None:
     for r in list(reach.values()):
         projects = set()
         for perm, resource, kind, _ in r.grants:
-            rv = gke_rbac(perm) if kind == "project" else None
+            # IAM inherits downwards: on a folder or organization, every project's clusters (any project: '*').
+            rv = gke_rbac(perm) if kind in ("project", "folder", "organization") else None
             if rv:
                 r.gke.add(("*", rv[0], rv[1], ""))
                 if rv[0] in WORKLOADS and rv[1] == "create" or rv == ("serviceaccounts/token", "create"):
-                    projects.add(resource.split("/")[1])
+                    projects.add(resource.split("/")[1] if kind == "project" else "*")
         for p in principals:
-            if gke_principal(p)[0] in projects:
+            if gke_principal(p)[0] in projects or "*" in projects:
                 r.becomes.setdefault(p, f"pods in {gke_principal(p)[0]}'s clusters (GKE IAM)")
 
 
