@@ -409,3 +409,22 @@ def test_roles_drift_reports_a_predefined_role_that_grew(tmp_path):
     catalog["roles/container.viewer"].remove("container.secrets.get")
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
     assert roles_drift.drift(str(gcloud)) == {} and roles_drift.main([str(gcloud)]) == 0
+
+
+@pytest.mark.parametrize("cel, expect", [
+    (CONDITION, None),
+    (CONDITION.replace("'", '"'), None),
+    (f"{CONDITION} || true", "not a plain conjunction"),
+    (f"!({CONDITION})", "not a plain conjunction"),
+    (CONDITION.replace("assertion.repository_id == '1'", "assertion.repository_id.startsWith('1')"),
+     "not a plain conjunction"),
+    (CONDITION.replace("assertion.repository_owner_id == '2'", "assertion.repository_owner_id == 'my-org'"),
+     "lacks `assertion.repository_owner_id == <numeric id>`"),
+    (CONDITION.replace(" && assertion.workflow_ref == assertion.job_workflow_ref", ""),
+     "lacks `assertion.workflow_ref == assertion.job_workflow_ref`"),
+])
+def test_the_pool_condition_is_parsed(cel, expect):
+    """A8: the condition must be a plain conjunction of equalities holding the repository's numeric ids and
+    workflow_ref == job_workflow_ref; anything that could widen it (a disjunction, a negation, a call) is refused."""
+    problems = esc.condition_problems(cel)
+    assert (problems == []) if expect is None else any(expect in p for p in problems), problems

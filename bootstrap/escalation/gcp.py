@@ -180,7 +180,6 @@ FAMILIES = (
 # storage/defaultObjectAccessControl, secretmanager/secretIamMember, compute/instanceIAMMember,
 # bigquery/datasetAccess, ...).
 ACCESS_TYPE = re.compile(r"(?i)iam(member|binding|policy|auditconfig)$|acl$|accesscontrol$|access$")
-NOT_GRANTS = {"gcp:projects/iAMCustomRole:IAMCustomRole"}  # defines a role; its permissions are read below
 
 
 def bindings(resources: Iterable[tuple[str, dict]]) -> tuple[list[Binding], dict[str, frozenset[str]], list[str]]:
@@ -194,7 +193,7 @@ def bindings(resources: Iterable[tuple[str, dict]]) -> tuple[list[Binding], dict
     for typ, i in resources:
         base = typ.split(":")[1] if typ.count(":") == 2 else ""
         name = base.rsplit("/", 1)[-1]
-        if typ in NOT_GRANTS or not ACCESS_TYPE.search(name):
+        if not ACCESS_TYPE.search(name):  # IAMCustomRole defines a role (read above), grants nothing
             continue
         family = next(((kind, where) for prefix, kind, where in FAMILIES
                        if base.startswith(prefix) and typ.startswith("gcp:")), None)
