@@ -1,0 +1,242 @@
+"""Every identity's closed reach, and every path to more than its row refused (``check``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import kubernetes
+from .gcp import (
+    BECOME,
+    BINAUTHZ_POLICY,
+    CI_ACCOUNT,
+    FORBIDDEN,
+    SIGN,
+    WORKLOAD_IDENTITY,
+    Reach,
+    Reaches,
+    account_email,
+    compute_gcp,
+    federated,
+    gke_principal,
+    load_roles,
+)
+from .pool import GITHUB_POOL, Environments, condition_problems, minted_by
+
+# The setIamPolicy a deploy identity may hold: (permission, the kind of resource it is granted on, why).
+ALLOWED_SET_IAM = (
+    # What its own stack declares (infra/checkpoints.py, infra/registry.py, workloads/multikueue.py).
+    (re.compile(r"storage\.buckets\.setIamPolicy"), "project", "its checkpoint buckets' grants"),
+    (re.compile(r"artifactregistry\.repositories\.setIamPolicy"), "project", "its image repository's grants"),
+    # The token job's workload identity: full control of who may act as that account, so it is also an edge of
+    # the closure (gcp.BECOME): the account's whole reach counts as the holder's, and must be no more.
+    (re.compile(r"iam\.serviceAccounts\.setIamPolicy"), "multikueue account", "the token job's workload identity"),
+    # roles/compute.networkAdmin's resource-level IAM on the network objects it manages: a grant there confers
+    # only that object type's use, which the role already holds (the stack's IAM-change alert reports any call).
+    # Named one by one: compute.instances.setIamPolicy (instance admin -> setMetadata -> root on a node) is not one.
+    (re.compile(r"compute\.(subnetworks|backendBuckets|backendServices|regionBackendBuckets|regionBackendServices|"
+                r"networkAttachments|serviceAttachments)\.setIamPolicy|networkconnectivity\.(internalRanges|"
+                r"policyBasedRoutes)\.setIamPolicy|networksecurity\.(addressGroups|authorizationPolicies|authzPolicies|"
+                r"clientTlsPolicies|serverTlsPolicies)\.setIamPolicy|networkservices\.httpfilters\.setIamPolicy"),
+     "project", "network objects of its own project (no gain for itself)"),
+    # roles/storage.objectAdmin on the state bucket, whose uniform bucket-level access disables object ACLs
+    # (https://cloud.google.com/storage/docs/uniform-bucket-level-access: "ACLs ... no longer ... grant access").
+    (re.compile(r"storage\.objects\.setIamPolicy"), "bucket", "object ACLs, off under uniform access"),
+)
+# Paths the design accepts, each for one identity pattern and only behind a reviewed, main-only environment (for a
+# CI account) or in one namespace (for the MultiKueue manager). ``check`` still reports them, marked accepted, so
+# the threat model lists them; any other identity holding the same is refused.
+DEPLOYER = re.compile(r"^ci-deploy-[a-z0-9-]+$")
+ACCEPTED = {
+    "gke": ("the deployer applies the stack's Kubernetes objects (roles/container.admin: cluster-admin in every "
+            "cluster of its stack's project, by design); the deploy-<stack> environment's reviewer is the guard"),
+    "binauthz": ("the deployer applies the stack's Binary Authorization policy (infra/cluster_security.py), so it can "
+                 "switch attestation off for its project; the deploy-<stack> environment's reviewer is the guard"),
+    "multikueue": ("the MultiKueue manager creates the admitted Ray jobs in the workers' job namespace "
+                   "(workloads/multikueue.py): a namespace with a Kueue LocalQueue, not cluster-wide"),
+}
+MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system/[a-z0-9-]*multikueue$")
+MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
+# What an account reaching more than its holder means: a project the holder does not reach, or a sensitive permission.
+SENSITIVE = re.compile(FORBIDDEN.pattern[:-2] + r"|.*\.setIamPolicy|" + re.escape(BINAUTHZ_POLICY) + r")$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    identity: str
+    what: str
+    accepted: str | None = None  # the reason, for a path the design accepts (reported, not refused)
+
+    def __str__(self) -> str:
+        return f"{self.identity}: {self.what}" + (f" [accepted: {self.accepted}]" if self.accepted else "")
+
+
+def compute(resources: Iterable[tuple[str, dict]], manifests: Iterable[dict] = (),
+            roles: dict[str, frozenset[str]] | None = None) -> Reaches:
+    """Every identity's own reach and edges: IAM bindings (GCP), RBAC (the manifests), GKE IAM as Kubernetes."""
+    reach = Reaches()
+    compute_gcp(list(resources), roles if roles is not None else load_roles(), reach)
+    kubernetes.compute_rbac(manifests, reach)
+    kubernetes.add_gke(reach)
+    return reach
+
+
+def _short(member: str) -> str:
+    m = CI_ACCOUNT.match(member)
+    return m.group(1) if m else member.removeprefix("serviceAccount:")
+
+
+def closure(reach: Reaches, member: str) -> dict[str, list[str]]:
+    """Every identity ``member`` can become, directly or through others, with the path (breadth first)."""
+    paths: dict[str, list[str]] = {}
+    queue = [(member, [])]
+    while queue:
+        who, path = queue.pop(0)
+        for target, edge in sorted(reach[who].becomes.items()):
+            if target != member and target not in paths and target in reach:
+                paths[target] = [*path, f"{edge} {_short(target)}"]
+                queue.append((target, paths[target]))
+    return paths
+
+
+def _closed(reach: Reaches, member: str, paths: dict[str, list[str]]) -> set[tuple[str, str, str, str | None]]:
+    """What ``member`` and every identity in ``paths`` hold, less the grants that are edges to an account (actAs,
+    tokens, keys, setIamPolicy on it): the closure already stands for those by the account's own reach."""
+    out = set()
+    for who in (member, *paths):
+        out |= {g for g in reach[who].grants if not (g[0] in BECOME and g[2] == "account")}
+    return out
+
+
+def _projects(grants: set) -> set[str]:
+    # An account grant's resource name (projects/P/serviceAccounts/E) reaches that account, not project P.
+    return {r.split("/")[1] for _, r, k, _ in grants if r.startswith("projects/") and k != "account"}
+
+
+def _more(grants: set, holder: set) -> set[str]:
+    extra = {f"project {p}" for p in _projects(grants) - _projects(holder)}
+    held = {p for p, *_ in holder}
+    extra |= {p for p, *_ in grants if SENSITIVE.match(p) and p not in held}
+    return extra
+
+
+def _gated(r: Reach, envs: Environments) -> bool:
+    """Every principal is one workflow on main in a reviewed, main-only environment."""
+    ok = bool(r.principals)
+    for p in r.principals:
+        minted = minted_by(p)
+        ok = ok and minted is not None and minted[1] == "main" and envs.reviewed.get(minted[2] or "", False) \
+            and envs.main_only.get(minted[2] or "", False)
+    return ok
+
+
+def _own_stack(who: str, r: Reach, stack_projects: dict[str, str]) -> bool:
+    """A deployer whose project-level grants all sit in its own stack's project (``stack_projects``, from the
+    bootstrap's exports), or, without that map, in one project: a deployer granted roles on another stack's
+    project loses its acceptance there and everywhere."""
+    mine = {res.split("/")[1] for _, res, kind, _ in r.grants if kind == "project"}
+    stack = who.removeprefix("ci-deploy-")
+    home = {stack_projects[stack]} if stack in stack_projects else (mine if len(mine) == 1 else set())
+    return bool(mine) and mine <= home
+
+
+def check(reach: Reaches, envs: Environments, attribute_condition: str,
+          signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset(),
+          stack_projects: dict[str, str] | None = None) -> list[Finding]:
+    """Every path to more than an identity's row: one finding each (none unaccepted: nothing escalates).
+
+    ``stack_projects``: each stack's project (its node account's), so a deployer's accepted paths hold in its own
+    stack's project only."""
+    out = [Finding("pool", p) for p in condition_problems(attribute_condition)]
+    out += [Finding("registration", f"an access grant the check cannot read, refused (fail closed): {u}")
+            for u in getattr(reach, "unparsed", [])]
+    out += [Finding("kubernetes", f"a binding to an unknown role, refused (fail closed): {u}")
+            for u in getattr(reach, "unknown_roles", [])]
+    if not isinstance(reach, Reaches):
+        reach = Reaches(reach)
+    kubernetes.add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
+    kubernetes.link_principals(reach)
+    for member, r in sorted(reach.items()):
+        if member.startswith("unknown:"):
+            continue
+        who = _short(member)
+        ci = CI_ACCOUNT.match(member)
+        gated = _gated(r, envs) and bool(DEPLOYER.match(who)) and _own_stack(who, r, stack_projects or {})
+        # Its own grants.
+        for perm, resource, kind, _ in sorted(r.grants, key=str):
+            if perm in BECOME and kind == "account" and r.becomes.get(
+                    f"serviceAccount:{account_email(resource)}") == WORKLOAD_IDENTITY:
+                continue  # a federated principal signing in as its account: judged below as that account
+            if perm == SIGN and kind == "key" and resource in signing_keys and who.startswith("ci-image"):
+                continue
+            if FORBIDDEN.match(perm):
+                out.append(Finding(who, f"{perm} on {resource}"))
+            elif perm == BINAUTHZ_POLICY:
+                ok = DEPLOYER.match(who) and gated
+                out.append(Finding(who, f"{perm} on {resource} (can switch Binary Authorization off)",
+                                   ACCEPTED["binauthz"] if ok else None))
+            elif perm.endswith(".setIamPolicy"):
+                kind_ = "multikueue account" if kind == "account" and account_email(
+                    resource) in multikueue_accounts else kind
+                if not (DEPLOYER.match(who) and any(pat.fullmatch(perm) and k == kind_
+                                                    for pat, k, _ in ALLOWED_SET_IAM)):
+                    out.append(Finding(who, f"{perm} on {resource} (changes who may act on it)"))
+        # A workload identity federation principal of the GitHub pool acts only through one CI account.
+        if GITHUB_POOL.match(member):
+            for role, resource, kind in sorted(r.roles):
+                account = f"serviceAccount:{account_email(resource)}"
+                if not (role == "roles/iam.workloadIdentityUser" and kind == "account" and CI_ACCOUNT.match(account)
+                        and account in reach.accounts):
+                    out.append(Finding(who, f"direct resource access for a federated principal: {role} on {resource}"))
+        # The closure: every identity it can become, and whether that reaches more than it holds itself.
+        # A GitHub principal is judged as the CI account it signs in as (its other grants are refused above); a
+        # Kubernetes service account, its GKE principal and the account that principal uses are one workload:
+        # what that workload holds is its own, and only what it reaches beyond it counts.
+        paths = {} if GITHUB_POOL.match(member) else closure(reach, member)
+        same = {t for t, path in paths.items() if all(e.startswith(WORKLOAD_IDENTITY + " ") for e in path)}
+        home = _closed(reach, member, same)
+        for target, path in sorted(paths.items()):
+            if target in same and not target.startswith("unknown:"):
+                continue
+            if target.startswith("unknown:"):
+                out.append(Finding(who, f"{' -> '.join(path)}: counted stronger (fail closed)"))
+                continue
+            more = _more(_closed(reach, target, closure(reach, target)), home)
+            if more:
+                out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}"))
+        # Kubernetes.
+        for source, ns, what in kubernetes.findings(member, r):
+            ok = None
+            if source == "GKE IAM" and DEPLOYER.match(who) and gated:
+                ok = ACCEPTED["gke"]
+            elif source == "RBAC" and MULTIKUEUE_MANAGER.match(member) and ns in reach.job_namespaces and set(
+                    what.rsplit(": ", 1)[1].split(", ")) <= MULTIKUEUE_KINDS and "pod-making" in what:
+                ok = ACCEPTED["multikueue"]
+            out.append(Finding(who, what, ok))
+        if not ci:
+            continue
+        # Who can become a CI account, and whether a reviewer stands between a writer and the token.
+        writes = {w for w in r.writes() if not (w[2] and "/locks/" in w[2])}
+        if r.grants and not r.principals:
+            out.append(Finding(who, "no workload identity principal: nothing in CI can use it"))
+        for p in r.principals:
+            minted = minted_by(p)
+            if minted is None:
+                out.append(Finding(who, f"principal that is not one workflow file on main (or one pull request "
+                                        f"workflow) in one environment: {p}"))
+                continue
+            file, ref, env = minted
+            if env is None:
+                out.append(Finding(who, f"{file} on {ref} without an environment: no per-stack subject, no review"))
+            elif env not in envs.reviewed:
+                out.append(Finding(who, f"environment {env} is not declared (GitHub would create it bare)"))
+            elif writes and not envs.reviewed[env]:
+                out.append(Finding(who, f"writes ({len(writes)}) behind {env}, which has no required reviewer"))
+            elif ref == "main" and not envs.main_only.get(env):
+                out.append(Finding(who, f"environment {env} is not limited to main"))
+    return out
+
+
+__all__ = ["ACCEPTED", "ALLOWED_SET_IAM", "BECOME", "Finding", "check", "closure", "compute", "federated",
+           "gke_principal"]
