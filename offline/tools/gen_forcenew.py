@@ -2,7 +2,11 @@
 program renders from terraform-provider-google's Go source, at one commit, into ``offline/data/provider_schema.json``
 (read by ``offline/lifecycle.py``).
 
-Run: ``uv run python offline/tools/gen_forcenew.py --git-dir <terraform-provider-google clone>/.git [--commit REF]``.
+Run: ``uv run python offline/tools/gen_forcenew.py --git-dir <terraform-provider-google clone>/.git [--commit REF]
+[--vendor-to offline/data/terraform-provider-google]``, or ``--source-dir offline/data/terraform-provider-google``
+in place of ``--git-dir``: the files read, vendored at the commit (``--vendor-to`` writes them, unmodified, with the
+provider's MPL-2.0 LICENSE and a ``VENDORED.md`` naming the repository, commit and each file's sha256), so the
+output is regenerated without a clone or the network. Both are read by the same parser.
 
 pulumi-gcp bridges the Terraform provider: a Pulumi update replaces a resource where the provider's diff says
 ``RequiresNew``, which comes from the schema's ``ForceNew`` (terraform-plugin-sdk v2 ``helper/schema/schema.go``:
