@@ -2,8 +2,10 @@
 ``offline/tools/gen_forcenew.py`` from terraform-provider-google's Go source at a pinned commit.
 
 The file is checked against its own digest and the pulumi-gcp the lock installs; the reader is checked on Go
-literals written as the provider writes them (terraform-plugin-sdk v2's schema idioms); with a clone of the
-provider at hand (``TERRAFORM_PROVIDER_GOOGLE_GIT_DIR``), the file is regenerated and compared.
+literals written as the provider writes them (terraform-plugin-sdk v2's schema idioms); the file is regenerated
+from the provider's files vendored at that commit (``offline/data/terraform-provider-google``, each checked against
+the sha256 the file records) and compared, and, with a clone of the provider at hand
+(``TERRAFORM_PROVIDER_GOOGLE_GIT_DIR``), regenerated from the clone too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "offline" / "data" / "provider_schema.json"
+VENDORED = ROOT / "offline" / "data" / "terraform-provider-google"
 sys.path.insert(0, str(ROOT / "offline" / "tools"))
 import gen_forcenew  # noqa: E402
 from conftest import FIXTURE_STACKS  # noqa: E402
@@ -99,12 +102,16 @@ func schemaNodeConfig() *schema.Schema {
 '''
 
 
-def test_the_reader_reads_the_providers_schema_idioms(tmp_path):
+@pytest.mark.parametrize("source", ["git", "vendored"])
+def test_the_reader_reads_the_providers_schema_idioms(tmp_path, source):
     """A function-valued field, a package variable merged with MergeSchemas, a block list, a set of strings, a
-    brace inside a string, a CustomizeDiff ForceNew: read as terraform-plugin-sdk v2 means them."""
+    brace inside a string, a CustomizeDiff ForceNew: read as terraform-plugin-sdk v2 means them, from a clone or
+    from the files vendored from it (``--vendor-to``, then ``--source-dir``)."""
     repo = tmp_path / "repo"
     (repo / "google/services/container").mkdir(parents=True)
     (repo / "google/services/container/resource_thing.go").write_text(GO)
+    (repo / "google/services/container/resource_other.go").write_text("package container\n")
+    (repo / "LICENSE").write_text("Mozilla Public License Version 2.0\n")
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
@@ -114,6 +121,14 @@ def test_the_reader_reads_the_providers_schema_idioms(tmp_path):
         ("google/services/container/resource_thing.go", "ResourceThing")])}
     try:
         data = gen_forcenew.generate(str(repo / ".git"), "HEAD")
+        if source == "vendored":
+            tree = tmp_path / "vendored"
+            gen_forcenew.vendor(str(repo / ".git"), data, tree)
+            assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == [
+                "LICENSE", "VENDORED.md", "google/services/container/resource_thing.go"]  # only the file read
+            again = gen_forcenew.generate(source_dir=tree)
+            assert again == data
+            data = again
     finally:
         gen_forcenew.RESOURCES = saved
     thing = data["resources"]["test:index:Thing"]
@@ -128,9 +143,42 @@ def test_the_reader_reads_the_providers_schema_idioms(tmp_path):
     assert line == f"google/services/container/resource_thing.go:{want}"
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_vendored_provider_files_are_those_recorded():
+    """Each vendored file is the one provider_schema.json records (its sha256), only those are vendored, with the
+    provider's licence (MPL-2.0), and VENDORED.md names the repository, the commit and each file's sha256."""
+    data = json.loads(SCHEMA.read_text())
+    for path, digest in data["files"].items():
+        assert _sha256(VENDORED / path) == digest, f"{path}: not the file read at {data['commit']}"
+    on_disk = {p.relative_to(VENDORED).as_posix() for p in VENDORED.rglob("*") if p.is_file()}
+    assert on_disk == {*data["files"], "LICENSE", "VENDORED.md"}
+    manifest = (VENDORED / "VENDORED.md").read_text()
+    assert f"Source: {data['source']}\nCommit: {data['commit']}\nLicense: MPL-2.0\n" in manifest
+    listed = {path: digest for digest, path in re.findall(r"^([0-9a-f]{64})  (\S+)$", manifest, re.M)}
+    assert listed == {"LICENSE": _sha256(VENDORED / "LICENSE"), **data["files"]}
+    assert "Mozilla Public License Version 2.0" in (VENDORED / "LICENSE").read_text()
+    for path in data["files"]:
+        assert "SPDX-License-Identifier: MPL-2.0" in (VENDORED / path).read_text()[:500], path
+
+
+def test_the_vendored_schema_is_what_the_generator_reads_from_the_vendored_files():
+    vendored = json.loads(SCHEMA.read_text())
+    fresh = gen_forcenew.generate(source_dir=VENDORED)
+    assert fresh == {key: vendored[key] for key in fresh}  # all but what the command line records (pulumiGcp, note)
+    assert fresh["unresolved"] == []
+
+
 @pytest.mark.skipif(not os.environ.get("TERRAFORM_PROVIDER_GOOGLE_GIT_DIR"),
                     reason="set TERRAFORM_PROVIDER_GOOGLE_GIT_DIR to a clone of terraform-provider-google")
 def test_the_vendored_schema_is_what_the_generator_reads_at_its_commit():
+    git_dir = os.environ["TERRAFORM_PROVIDER_GOOGLE_GIT_DIR"]
     vendored = json.loads(SCHEMA.read_text())
-    fresh = gen_forcenew.generate(os.environ["TERRAFORM_PROVIDER_GOOGLE_GIT_DIR"], vendored["commit"])
-    assert fresh["sha256"] == vendored["sha256"] and fresh["files"] == vendored["files"]
+    fresh = gen_forcenew.generate(git_dir, vendored["commit"])
+    assert fresh == {key: vendored[key] for key in fresh}
+    for path in ["LICENSE", *vendored["files"]]:
+        at_commit = subprocess.run(["git", "--git-dir", git_dir, "show", f"{vendored['commit']}:{path}"],
+                                   check=True, capture_output=True).stdout
+        assert (VENDORED / path).read_bytes() == at_commit, path

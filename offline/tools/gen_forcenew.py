@@ -2,7 +2,11 @@
 program renders from terraform-provider-google's Go source, at one commit, into ``offline/data/provider_schema.json``
 (read by ``offline/lifecycle.py``).
 
-Run: ``uv run python offline/tools/gen_forcenew.py --git-dir <terraform-provider-google clone>/.git [--commit REF]``.
+Run: ``uv run python offline/tools/gen_forcenew.py --git-dir <terraform-provider-google clone>/.git [--commit REF]
+[--vendor-to offline/data/terraform-provider-google]``, or ``--source-dir offline/data/terraform-provider-google``
+in place of ``--git-dir``: the files read, vendored at the commit (``--vendor-to`` writes them, unmodified, with the
+provider's MPL-2.0 LICENSE and a ``VENDORED.md`` naming the repository, commit and each file's sha256), so the
+output is regenerated without a clone or the network. Both are read by the same parser.
 
 pulumi-gcp bridges the Terraform provider: a Pulumi update replaces a resource where the provider's diff says
 ``RequiresNew``, which comes from the schema's ``ForceNew`` (terraform-plugin-sdk v2 ``helper/schema/schema.go``:
@@ -36,6 +40,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "offline" / "data" / "provider_schema.json"
+# The files read, vendored (``--vendor-to``), and what names their source there.
+VENDORED = ROOT / "offline" / "data" / "terraform-provider-google"
+MANIFEST = "VENDORED.md"
 REPOSITORY = "https://github.com/hashicorp/terraform-provider-google"
 
 # Pulumi type token -> (Terraform resource, [(file, symbol)]): the symbol is the ``func ...() *schema.Resource``
@@ -197,28 +204,69 @@ class Package:
                     self.vars[parts[i + 1].text] = (path, expr)
 
 
+class GitSource:
+    """The provider's files at one commit of a clone (its git directory)."""
+
+    def __init__(self, git_dir: str, commit: str):
+        self.git_dir = git_dir
+        self.commit = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{commit}^{{commit}}"], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+
+    def read(self, path: str) -> bytes:
+        return subprocess.run(["git", "--git-dir", self.git_dir, "show", f"{self.commit}:{path}"], check=True,
+                              capture_output=True).stdout
+
+    def listing(self, directory: str) -> list[str]:
+        try:
+            return subprocess.run(["git", "--git-dir", self.git_dir, "ls-tree", "--name-only",
+                                   f"{self.commit}:{directory}"], check=True, capture_output=True,
+                                  text=True).stdout.split()
+        except subprocess.CalledProcessError as e:
+            raise FileNotFoundError(directory) from e
+
+
+class TreeSource:
+    """The provider's files as vendored into a directory (``offline/data/terraform-provider-google``): the same
+    relative paths, and a ``VENDORED.md`` naming the commit they were copied from."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        manifest = (self.root / MANIFEST).read_text()
+        source = re.search(r"^Source: (\S+)$", manifest, re.M)
+        commit = re.search(r"^Commit: ([0-9a-f]{40})$", manifest, re.M)
+        if source is None or source.group(1) != REPOSITORY or commit is None:
+            sys.exit(f"{self.root / MANIFEST}: no 'Source: {REPOSITORY}' and 'Commit: <sha>' lines")
+        self.commit = commit.group(1)
+
+    def read(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+    def listing(self, directory: str) -> list[str]:
+        if not (self.root / directory).is_dir():
+            raise FileNotFoundError(directory)
+        return sorted(p.name for p in (self.root / directory).iterdir() if p.is_file())
+
+
 @dataclass
 class Reader:
-    """Reads files at one commit of the provider's repository."""
+    """Reads the provider's files from a source (a clone at one commit, or the vendored tree)."""
 
-    git_dir: str
-    commit: str
+    source: GitSource | TreeSource
     sources: dict[str, str] = field(default_factory=dict)
     packages: dict[str, Package] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)
+    # The files a followed definition (a function, a package variable) was found in.
+    used: set[str] = field(default_factory=set)
 
     def show(self, path: str) -> str:
         if path not in self.sources:
-            self.sources[path] = subprocess.run(["git", "--git-dir", self.git_dir, "show", f"{self.commit}:{path}"],
-                                                check=True, capture_output=True, text=True).stdout
+            self.sources[path] = self.source.read(path).decode()
         return self.sources[path]
 
     def package(self, directory: str) -> Package:
+        """A directory's Go files (its tests aside); :class:`FileNotFoundError` if there is no such directory."""
         if directory not in self.packages:
-            listing = subprocess.run(["git", "--git-dir", self.git_dir, "ls-tree", "--name-only",
-                                      f"{self.commit}:{directory}"], check=True, capture_output=True,
-                                     text=True).stdout.split()
-            names = [n for n in listing if n.endswith(".go") and not n.endswith("_test.go")]
+            names = [n for n in self.source.listing(directory) if n.endswith(".go") and not n.endswith("_test.go")]
             self.packages[directory] = Package({f"{directory}/{n}": self.show(f"{directory}/{n}") for n in names})
         return self.packages[directory]
 
@@ -226,7 +274,7 @@ class Reader:
         for directory in (f"google/{name}", f"google/services/{name}"):
             try:
                 return directory, self.package(directory)
-            except subprocess.CalledProcessError:
+            except FileNotFoundError:
                 continue
         return None
 
@@ -281,7 +329,8 @@ class Reader:
         else:
             package = self.package(directory)
         if call and symbol in package.funcs:
-            _, body = package.funcs[symbol]
+            path, body = package.funcs[symbol]
+            self.used.add(path)
             parts = [p for e in body.elements for p in e]
             for i, part in enumerate(parts):
                 if _word(part, "return"):
@@ -293,7 +342,9 @@ class Reader:
                     return self.resolve(expr, where)
             return "unresolved", f"{name}(): no return", where
         if not call and symbol in package.vars:
-            return self.resolve(package.vars[symbol][1], where)
+            path, expr = package.vars[symbol]
+            self.used.add(path)
+            return self.resolve(expr, where)
         return "unresolved", name, where
 
 
@@ -345,10 +396,12 @@ def conditional(reader: Reader, path: str) -> list[dict[str, str]]:
              "line": f"{path}:{source.count(chr(10), 0, m.start()) + 1}"} for m in _CONDITIONAL.finditer(source)]
 
 
-def generate(git_dir: str, commit: str) -> dict[str, Any]:
-    full = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{commit}^{{commit}}"], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    reader = Reader(git_dir, full)
+def generate(git_dir: str | None = None, commit: str = "HEAD", source_dir: Path | None = None) -> dict[str, Any]:
+    """The schema tables, read from a clone (``git_dir`` at ``commit``) or from a vendored tree (``source_dir``,
+    at the commit its ``VENDORED.md`` names): the same reading either way."""
+    if (git_dir is None) == (source_dir is None):
+        raise ValueError("give one of git_dir and source_dir")
+    reader = Reader(GitSource(git_dir, commit) if git_dir is not None else TreeSource(source_dir))
     resources = {}
     for token, (tf_name, roots) in RESOURCES.items():
         out: dict[str, list] = {"forceNew": [], "computed": []}
@@ -367,24 +420,80 @@ def generate(git_dir: str, commit: str) -> dict[str, Any]:
                             "conditional": [c for p, _ in roots for c in conditional(reader, p)]}
     body = {"resources": resources, "unresolved": sorted(set(reader.unresolved))}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    # The files the tables are read from: each resource's own, and those a followed definition was found in (the
+    # rest of a package is parsed only to look definitions up). These are the files vendored.
+    read = {p for _, roots in RESOURCES.values() for p, _ in roots} | reader.used
     return {
-        "source": REPOSITORY, "commit": full,
+        "source": REPOSITORY, "commit": reader.source.commit,
         "generator": "offline/tools/gen_forcenew.py",
-        "files": {p: hashlib.sha256(s.encode()).hexdigest() for p, s in sorted(reader.sources.items())
-                  if any(p == r[0] for _, roots in RESOURCES.values() for r in roots)},
+        "files": {p: hashlib.sha256(reader.show(p).encode()).hexdigest() for p in sorted(read)},
         "sha256": digest, **body,
     }
 
 
+def vendor(git_dir: str, data: dict[str, Any], to: Path) -> None:
+    """Copy the files ``data`` was read from, byte for byte, and the provider's LICENSE (MPL-2.0: a copy goes with
+    the files) from the clone into ``to``, replacing what was vendored there, with a ``VENDORED.md`` naming the
+    repository, the commit and each file's sha256."""
+    source = GitSource(git_dir, data["commit"])
+    if to.exists() and any(to.iterdir()) and not (to / MANIFEST).exists():
+        sys.exit(f"{to}: not empty and no {MANIFEST}: not a vendored tree, left alone")
+    if to.exists():
+        for old in sorted(to.rglob("*"), reverse=True):
+            old.rmdir() if old.is_dir() else old.unlink()
+    sums = {}
+    for path in ["LICENSE", *data["files"]]:
+        content = source.read(path)
+        if path in data["files"] and hashlib.sha256(content).hexdigest() != data["files"][path]:
+            sys.exit(f"{path}: not the file read at {data['commit']}")
+        (to / path).parent.mkdir(parents=True, exist_ok=True)
+        (to / path).write_bytes(content)
+        sums[path] = hashlib.sha256(content).hexdigest()
+    listing = "\n".join(f"{digest}  {path}" for path, digest in sums.items())
+    (to / MANIFEST).write_text(f"""# terraform-provider-google, vendored
+
+The Go source files `offline/tools/gen_forcenew.py` reads to write `offline/data/provider_schema.json`, so that
+`tests/test_provider_schema.py` regenerates that file from them without a clone or the network.
+
+Source: {REPOSITORY}
+Commit: {data["commit"]}
+License: MPL-2.0
+
+The files are unmodified copies from that commit, at their paths in that repository. They are covered by the
+Mozilla Public License, v. 2.0: its text is in `LICENSE` (the repository's own, from the same commit), each file
+keeps its notice, and the complete source of the provider is in the repository at the commit above. Only the files
+the tables are read from are here: each resource's own, and those holding a function or variable the generator
+follows from them (in the same package or another).
+
+Written by `uv run python offline/tools/gen_forcenew.py --git-dir <clone>/.git --commit <sha> --vendor-to
+offline/data/terraform-provider-google`; read back with `--source-dir offline/data/terraform-provider-google`.
+Do not edit them: each file's sha256 below equals the one `provider_schema.json` records under `files`
+(checked by the tests; `sha256sum -c` in this directory with the lines below also checks them).
+
+```
+{listing}
+```
+""")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--git-dir", required=True, help="a clone of terraform-provider-google (its .git directory)")
-    p.add_argument("--commit", default="HEAD", help="the commit or tag to read (default: HEAD)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--git-dir", help="a clone of terraform-provider-google (its .git directory)")
+    where.add_argument("--source-dir", type=Path,
+                       help=f"a vendored tree of its files, with a {MANIFEST} naming the commit (e.g. {VENDORED})")
+    p.add_argument("--commit", default="HEAD", help="with --git-dir: the commit or tag to read (default: HEAD)")
+    p.add_argument("--vendor-to", type=Path, default=None,
+                   help=f"with --git-dir: also copy the files read, and the LICENSE, into this tree (e.g. {VENDORED})")
     p.add_argument("--pulumi-gcp", default=None, help="the pulumi-gcp version this is read for (recorded)")
     p.add_argument("--note", default="", help="why this commit (recorded)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
-    data = generate(args.git_dir, args.commit)
+    if args.source_dir is not None and (args.commit != "HEAD" or args.vendor_to is not None):
+        p.error("--commit and --vendor-to go with --git-dir (a vendored tree is at the commit it names)")
+    data = generate(args.git_dir, args.commit, source_dir=args.source_dir)
+    if args.vendor_to is not None:
+        vendor(args.git_dir, data, args.vendor_to)
     data = {"pulumiGcp": args.pulumi_gcp, "note": args.note, **data}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
