@@ -23,7 +23,9 @@ Refused (``check`` returns one finding each):
   repository-wide set), an environment that lets writes through without a reviewer, an attribute condition
   that drops the repository's immutable ids or admits reusable workflows;
 - Kubernetes RBAC that lets a subject we bind create pods or workload objects outside one namespace, or use
-  the ``escalate``, ``bind`` or ``impersonate`` verbs, or ``*``.
+  the ``escalate``, ``bind`` or ``impersonate`` verbs, or ``*``;
+- a per-stack identity (``ci-<kind>-<stack>``) holding any permission on another stack's resources (its project,
+  its checkpoint buckets): one stack's approver reaches no other stack (``stack_scopes``).
 """
 
 from __future__ import annotations
@@ -154,12 +156,35 @@ def bindings(resources: Iterable[tuple[str, dict]]) -> tuple[list[Binding], dict
         elif base.startswith("artifactregistry/repositoryIam"):
             kind, resource = "repository", f"projects/{i['project']}/locations/{i['location']}/repositories/" \
                                            f"{i['repository']}"
-        if kind is None or "role" not in i:
+        if kind is None:
+            continue
+        if base.endswith(("IAMPolicy", "IamPolicy")) and i.get("policyData"):
+            # An authoritative policy: every binding of its policy data (the JSON the provider's getIAMPolicy
+            # data source makes: {"bindings": [{"role", "members", "condition"?}]}).
+            for b in json.loads(i["policyData"]).get("bindings") or []:
+                cond = (b.get("condition") or {}).get("expression")
+                out += [Binding(m, b["role"], resource, kind, cond) for m in b.get("members") or []]
+            continue
+        if "role" not in i:
             continue
         cond = (i.get("condition") or {}).get("expression")
         for m in _members(i):
             out.append(Binding(m, i["role"], resource, kind, cond))
     return out, custom
+
+
+def stack_scopes(stacks: dict[str, Iterable[tuple[str, dict]]]) -> dict[str, set[str]]:
+    """Each stack's own resources, as resource-name prefixes, from its rendering: its project(s) and its checkpoint
+    buckets. A stack's registrations name its project in every GCP resource's ``project`` input."""
+    out: dict[str, set[str]] = {}
+    for stack, resources in stacks.items():
+        scope = out.setdefault(stack, set())
+        for typ, i in resources:
+            if typ.startswith("gcp:") and isinstance(i.get("project"), str):
+                scope.add(f"projects/{i['project']}/")
+            if typ == "gcp:storage/bucket:Bucket" and i.get("name"):
+                scope.add(f"buckets/{i['name']}")
+    return out
 
 
 def _account_email(resource: str) -> str:
@@ -266,17 +291,40 @@ def minted_by(principal: str) -> tuple[str, str, str | None] | None:
     return m.group("file"), "main", m.group("env")
 
 
+def _own_stack(who: str, scopes: dict[str, set[str]]) -> str | None:
+    """The stack of a per-stack CI account (``ci-<kind>-<stack>``), the longest stack name that fits."""
+    fits = [s for s in scopes if re.fullmatch(rf"ci-[a-z]+-{re.escape(s)}", who)]
+    return max(fits, key=len) if fits else None
+
+
+def _in(resource: str, scope: set[str]) -> bool:
+    return any(resource.startswith(p) or resource + "/" == p for p in scope)
+
+
 def check(reach: dict[str, Reach], envs: Environments, attribute_condition: str,
-          signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset()) -> list[Finding]:
-    """Every path to more than an identity's row: one finding each (empty: nothing escalates)."""
+          signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset(),
+          scopes: dict[str, set[str]] | None = None) -> list[Finding]:
+    """Every path to more than an identity's row: one finding each (empty: nothing escalates). ``scopes``: each
+    stack's own resources (:func:`stack_scopes`); a per-stack identity may hold nothing in another's."""
     out: list[Finding] = []
     for cond in ("assertion.repository_id ==", "assertion.repository_owner_id ==",
                  "assertion.workflow_ref == assertion.job_workflow_ref"):
         if cond not in attribute_condition:
             out.append(Finding("pool", f"the attribute condition lacks `{cond}`: {attribute_condition}"))
     ci = {m: r for m, r in reach.items() if CI_ACCOUNT.match(m)}
+    scopes = scopes or {}
     for member, r in sorted(ci.items()):
         who = CI_ACCOUNT.match(member).group(1)
+        own = _own_stack(who, scopes)
+        if own is not None:
+            for other, scope in sorted(scopes.items()):
+                if other == own:
+                    continue
+                foreign = sorted({(p, res) for p, res, _, _ in r.grants
+                                  if _in(res, scope) and not _in(res, scopes[own])})
+                if foreign:
+                    out.append(Finding(who, f"reaches the {other} stack's {foreign[0][1]} ({foreign[0][0]}, "
+                                            f"{len(foreign)} permissions): one stack's identity acts on its own"))
         for perm, resource, kind, _ in sorted(r.grants, key=str):
             if perm == SIGN and kind == "key" and resource in signing_keys and who.startswith("ci-image"):
                 continue

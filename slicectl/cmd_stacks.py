@@ -42,11 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
-    """What image.yml needs for a stack with an image section: its worker image in its own Artifact Registry
-    repository (without a digest), and the attestor and signing key version it signs the pushed digest with
-    (the bootstrap's, named after the stack's home cluster)."""
+    """What image.yml needs for a stack with an image section: its own Artifact Registry repository (the only one
+    whose images the signing step signs), its worker image there (without a digest), and the attestor and signing
+    key version it signs the pushed digest with (the bootstrap's, named after the stack's home cluster)."""
     cluster, region = s.home
     return {"stack": s.stack,
+            "registry": names.repository_path(s.image.location, s.project, s.image.repository),
             "image": names.image_path(s.image.location, s.project, s.image.repository, s.image.name),
             "attestor": names.image_attestor_id(s.project, cluster),
             "keyversion": names.image_signing_key_version_id(s.project, region, cluster)}

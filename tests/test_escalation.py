@@ -72,7 +72,8 @@ class Rendered:
         signing = {f"{i['keyRing']}/cryptoKeys/{i['name']}" for t, i in self.boot
                    if t == "gcp:kms/cryptoKey:CryptoKey" and i.get("purpose") == "ASYMMETRIC_SIGN"}
         mk = set(self.exports.get("multikueueServiceAccounts", {}).values())
-        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk)
+        scopes = esc.stack_scopes({k: res for k, (res, _) in self.stacks.items()})
+        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, scopes)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +117,7 @@ def test_every_ci_identity_is_reached_through_one_reviewed_or_read_only_gate(ren
     reach = rendered.reach()
     ci = {m: r for m, r in reach.items() if esc.CI_ACCOUNT.match(m)}
     assert {esc.CI_ACCOUNT.match(m).group(1) for m in ci} >= {"ci-preview-prod", "ci-deploy-prod", "ci-drill-prod",
-                                                            "ci-image"}
+                                                            "ci-image-prod", "ci-image-multi"}
     envs = rendered.envs()
     for member, r in ci.items():
         for p in r.principals:
@@ -221,13 +222,52 @@ def _deploy_role(role: str) -> Callable[[Rendered], None]:
     return mutate
 
 
+def _repository_writer(stack: str, account_id: str) -> Callable[[Rendered], None]:
+    """``account_id`` added as a writer to ``stack``'s repository: to its authoritative policy's writer binding (the
+    one resource that sets the repository's IAM), else as a member resource."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks[stack]
+        member = f"serviceAccount:{account_id}@my-tpu-ci.iam.gserviceaccount.com"
+        for t, i in res:
+            if t == "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy":
+                doc = json.loads(i["policyData"])
+                for b in doc["bindings"]:
+                    if b["role"] == "roles/artifactregistry.writer":
+                        b["members"] = sorted([*b["members"], member])
+                i["policyData"] = json.dumps(doc, separators=(",", ":"))
+                return
+        (repo,) = [i for t, i in res if t == "gcp:artifactregistry/repository:Repository"]
+        res.append(("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember", {
+            "project": repo["project"], "location": repo["location"], "repository": repo["repositoryId"],
+            "role": "roles/artifactregistry.writer", "member": member}))
+    return mutate
+
+
+def _image_grant_on_other(mine: str, other: str, what: str) -> Callable[[Rendered], None]:
+    """The bootstrap's grant of ``other``'s image identity on its signing key (or note), copied to ``mine``'s."""
+    def mutate(x: Rendered) -> None:
+        for t, i in list(x.boot):
+            if f"serviceAccount:ci-image-{other}@" in (i.get("member") or "") and (
+                    ("cryptoKeyId" in i) if what == "signing" else ("note" in i)):
+                x.boot.append((t, {**i, "member": i["member"].replace(f"ci-image-{other}@", f"ci-image-{mine}@")}))
+                return
+        raise AssertionError(f"no {what} grant of ci-image-{other}")
+    return mutate
+
+
 MUTATIONS = {
     "setIamPolicy on the project in a deploy custom role": (_custom_role("my-tpu-project", "tpuMultisliceBuckets"),
                                                            "resourcemanager.projects.setIamPolicy"),
-    "token creator for ci-deploy-prod on ci-image": (
-        _grant("ci-deploy-prod", "roles/iam.serviceAccountTokenCreator", "ci-image"), "getAccessToken"),
-    "actAs for ci-deploy-prod on ci-image (stronger: signs)": (
-        _grant("ci-deploy-prod", "roles/iam.serviceAccountUser", "ci-image"), "actAs ci-image"),
+    "token creator for ci-deploy-prod on ci-image-prod": (
+        _grant("ci-deploy-prod", "roles/iam.serviceAccountTokenCreator", "ci-image-prod"), "getAccessToken"),
+    "actAs for ci-deploy-prod on ci-image-prod (stronger: signs)": (
+        _grant("ci-deploy-prod", "roles/iam.serviceAccountUser", "ci-image-prod"), "actAs ci-image-prod"),
+    "prod's ci-image the writer on multi's repository": (
+        _repository_writer("multi", "ci-image-prod"), "ci-image-prod: reaches the multi stack's"),
+    "prod's ci-image a signer with multi's key": (_image_grant_on_other("prod", "multi", "signing"),
+                                                   "ci-image-prod: reaches the multi stack's"),
+    "prod's ci-image an attacher on multi's attestor note": (_image_grant_on_other("prod", "multi", "note"),
+                                                             "ci-image-prod: reaches the multi stack's"),
     "actAs for ci-preview-dev on ci-deploy-prod": (
         _grant("ci-preview-dev", "roles/iam.serviceAccountUser", "ci-deploy-prod"), "actAs ci-deploy-prod"),
     "the MultiKueue worker role as a ClusterRole": (_cluster_wide_workload_role, "cluster-wide"),
