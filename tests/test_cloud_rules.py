@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import documentation
+from conftest import documentation, rendered
 
 from offline import engine
 from policies import offline
@@ -560,13 +560,46 @@ def test_bulletins_go_to_a_topic_of_the_clusters_project(prod):
 
 
 def _admitted_by_pattern(image: str, patterns: list[str]) -> bool:
-    """Binary Authorization's pattern match: the text before a trailing ``*``, then anything but ``/``."""
-    from infra.cluster_security import _image_path
+    """Binary Authorization's pattern match (infra.cluster_security.admits): a trailing ``*`` matches anything but
+    ``/``, a trailing ``**`` anything."""
+    from infra.cluster_security import admits
 
-    path, suffix = _image_path(image)
-    ref = path + suffix
-    return any(ref == p or (p.endswith("*") and ref.startswith(p[:-1]) and "/" not in ref[len(p) - 1:])
-               for p in patterns)
+    return any(admits(p, image) for p in patterns)
+
+
+def test_the_pattern_match_is_the_documented_one():
+    from infra.cluster_security import admits
+
+    # AdmissionWhitelistPattern.name_pattern's own examples.
+    assert admits("gcr.io/nginx*", "gcr.io/nginx@latest") and not admits("gcr.io/nginx*", "gcr.io/nginx/image")
+    assert admits("gcr.io/nginx**", "gcr.io/nginx/image")
+    assert admits("docker.io/library/ubuntu", "ubuntu:24.04") and not admits("gcr.io/nginx", "gcr.io/nginx2")
+
+
+@pytest.mark.parametrize(("stack", "change", "why"), [
+    ("prod", lambda s, repo: {"patterns": [f"{repo}/*"]}, "admits the stack's repository unattested"),
+    ("prod", lambda s, repo: {"patterns": [repo.rsplit("/", 1)[0] + "/**"]}, "admits the stack's repository"),
+    ("prod", lambda s, repo: {"patterns": [f"{repo}/{s.image.name}@sha256:" + "0" * 64]}, "admits the stack's"),
+    ("prod", lambda s, repo: {"attestors": [names.image_attestor_id("other-project", s.cluster.name)]},
+     "must require the stack's own attestor"),
+    ("prod", lambda s, repo: {"mode": "ALWAYS_ALLOW"}, "must require the stack's own attestor"),
+    ("dev", lambda s, repo: {"mode": "ALWAYS_ALLOW"}, "the default rule must deny"),
+])
+def test_the_policy_check_refuses_the_stacks_repository_unattested(stack, change, why):
+    """infra.cluster_security.policy_problems, which ClusterSecurity runs before it declares the policy: the
+    rendered policies pass it, and a pattern over the stack's repository or a rule without its own attestor fails."""
+    from infra.cluster_security import admission_patterns, default_rule, policy_problems
+
+    s = rendered(stack).spec
+    patterns, rule = admission_patterns(s, (kueue.IMAGE,)), default_rule(s)
+    assert policy_problems(s, patterns, rule) == []
+    repo = names.repository_path(s.image.location, s.project, s.image.repository) if s.image else "x/y/z"
+    c = change(s, repo)
+    patterns = [*patterns, *c.get("patterns", [])]
+    rule = {**rule, **({"require_attestations_bies": c["attestors"]} if "attestors" in c else {}),
+            **({"evaluation_mode": c["mode"]} if "mode" in c else {})}
+    problems = policy_problems(s, patterns, rule)
+    assert any(why in p for p in problems), problems
 
 
 @covers("binauthz-project-singleton-policy", "binauthz-attestation-by-digest")
