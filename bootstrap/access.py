@@ -232,9 +232,9 @@ MANAGED_BY = {
     # compute.networkAdmin excludes firewall rules; compute.securityAdmin also writes firewall policies and SSL.
     "gcp:compute/firewall:Firewall": custom("tpuMultisliceFirewalls"),
     "gcp:storage/bucket:Bucket": custom("tpuMultisliceBuckets"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": custom("tpuMultisliceBuckets"),
+    "gcp:storage/bucketIAMPolicy:BucketIAMPolicy": custom("tpuMultisliceBuckets"),
     "gcp:artifactregistry/repository:Repository": custom("tpuMultisliceRegistry"),
-    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": custom("tpuMultisliceRegistry"),
+    "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": custom("tpuMultisliceRegistry"),
     "gcp:logging/metric:Metric": custom("tpuMultisliceLogMetrics"),
     "gcp:monitoring/alertPolicy:AlertPolicy": "roles/monitoring.editor",
     "gcp:monitoring/dashboard:Dashboard": "roles/monitoring.editor",

@@ -25,7 +25,10 @@ Refused (``check`` returns one finding each):
 - Kubernetes RBAC that lets a subject we bind create pods or workload objects outside one namespace, or use
   the ``escalate``, ``bind`` or ``impersonate`` verbs, or ``*``;
 - a per-stack identity (``ci-<kind>-<stack>``) holding any permission on another stack's resources (its project,
-  its checkpoint buckets): one stack's approver reaches no other stack (``stack_scopes``).
+  its checkpoint buckets): one stack's approver reaches no other stack (``stack_scopes``);
+- a member of a stack's authoritative IAM policy (its checkpoint bucket's, its repository's) that is not one of
+  the stack's own identities: its project's accounts and workload identity principals, its own CI identities,
+  the project's basic-role convenience values (``foreign_policy_members``).
 """
 
 from __future__ import annotations
@@ -289,6 +292,40 @@ def minted_by(principal: str) -> tuple[str, str, str | None] | None:
     if m.group("prfile"):
         return m.group("prfile"), "pull request", m.group("prenv")
     return m.group("file"), "main", m.group("env")
+
+
+def foreign_policy_members(stacks: dict[str, Iterable[tuple[str, dict]]]) -> list[Finding]:
+    """Every member of a stack's authoritative policies that is not the stack's own: one finding each. The policy
+    is what the next `up` makes the resource's whole IAM, so a member here is a grant the stack keeps in place."""
+    scopes = stack_scopes(stacks)
+    out = []
+    for stack, resources in sorted(stacks.items()):
+        projects = {p.split("/")[1] for p in scopes[stack] if p.startswith("projects/")}
+        for typ, i in resources:
+            base = typ.split(":")[1] if typ.count(":") == 2 else ""
+            if not base.endswith(("IAMPolicy", "IamPolicy")) or not isinstance(i.get("policyData"), str):
+                continue
+            where = i.get("bucket") or i.get("repository") or base
+            for b in json.loads(i["policyData"]).get("bindings") or []:
+                for m in b.get("members") or []:
+                    if not _own_member(m, stack, projects, scopes):
+                        out.append(Finding(f"{stack} {where}", f"{b['role']} for {m}, not one of the stack's own "
+                                                               "identities (kept by its authoritative policy)"))
+    return out
+
+
+def _own_member(member: str, stack: str, projects: set[str], scopes: dict[str, set[str]]) -> bool:
+    kind, _, rest = member.partition(":")
+    if kind in ("projectOwner", "projectEditor", "projectViewer"):
+        return rest in projects
+    if kind == "serviceAccount":
+        if m := CI_ACCOUNT.match(member):
+            return _own_stack(m.group(1), scopes) == stack
+        return rest.rsplit("@", 1)[-1].removesuffix(".iam.gserviceaccount.com") in projects
+    if kind == "principal":
+        pool = re.search(r"/workloadIdentityPools/([^/]+)\.svc\.id\.goog/", member)
+        return bool(pool) and pool.group(1) in projects
+    return False
 
 
 def _own_stack(who: str, scopes: dict[str, set[str]]) -> str | None:

@@ -260,7 +260,7 @@ def test_streaming_pools_wait_for_the_container_file_system_api(stack, request):
 
 @covers("iam-wi-pool-exists")
 def test_the_bucket_binding_waits_for_the_cluster(prod):
-    binding = prod.one("gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-tpu-checkpoints-object-user")
+    binding = prod.one("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "maxtext-tpu-checkpoints-iam-policy")
     cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
     assert cluster.urn in binding.dependencies
     assert not violations(offline.resources_of(prod), "wi-binding-after-cluster")

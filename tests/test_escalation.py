@@ -72,8 +72,10 @@ class Rendered:
         signing = {f"{i['keyRing']}/cryptoKeys/{i['name']}" for t, i in self.boot
                    if t == "gcp:kms/cryptoKey:CryptoKey" and i.get("purpose") == "ASYMMETRIC_SIGN"}
         mk = set(self.exports.get("multikueueServiceAccounts", {}).values())
-        scopes = esc.stack_scopes({k: res for k, (res, _) in self.stacks.items()})
-        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, scopes)
+        stacks = {k: res for k, (res, _) in self.stacks.items()}
+        return [*esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk,
+                           esc.stack_scopes(stacks)),
+                *esc.foreign_policy_members(stacks)]
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +245,18 @@ def _repository_writer(stack: str, account_id: str) -> Callable[[Rendered], None
     return mutate
 
 
+def _policy_member(stack: str, typ: str, role: str, member: str) -> Callable[[Rendered], None]:
+    """A member added to ``stack``'s authoritative policy data (what a compromised deploy would have to declare to
+    keep its grant past the next `up`)."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks[stack]
+        (i,) = [i for t, i in res if t == typ]
+        doc = json.loads(i["policyData"])
+        doc["bindings"].append({"members": [member], "role": role})
+        i["policyData"] = json.dumps(doc, separators=(",", ":"))
+    return mutate
+
+
 def _image_grant_on_other(mine: str, other: str, what: str) -> Callable[[Rendered], None]:
     """The bootstrap's grant of ``other``'s image identity on its signing key (or note), copied to ``mine``'s."""
     def mutate(x: Rendered) -> None:
@@ -264,6 +278,18 @@ MUTATIONS = {
         _grant("ci-deploy-prod", "roles/iam.serviceAccountUser", "ci-image-prod"), "actAs ci-image-prod"),
     "prod's ci-image the writer on multi's repository": (
         _repository_writer("multi", "ci-image-prod"), "ci-image-prod: reaches the multi stack's"),
+    "a foreign user in prod's checkpoint bucket policy": (
+        _policy_member("prod", "gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "roles/storage.objectUser",
+                       "user:attacker@example.com"), "user:attacker@example.com, not one of the stack's own"),
+    "another project's account in prod's repository policy": (
+        _policy_member("prod", "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy",
+                       "roles/artifactregistry.writer", "serviceAccount:x@evil-project.iam.gserviceaccount.com"),
+        "evil-project.iam.gserviceaccount.com, not one of the stack's own"),
+    "multi's ci-image in prod's repository policy": (
+        _policy_member("prod", "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy",
+                       "roles/artifactregistry.writer",
+                       "serviceAccount:ci-image-multi@my-tpu-ci.iam.gserviceaccount.com"),
+        "ci-image-multi: reaches the prod stack's"),
     "prod's ci-image a signer with multi's key": (_image_grant_on_other("prod", "multi", "signing"),
                                                    "ci-image-prod: reaches the multi stack's"),
     "prod's ci-image an attacher on multi's attestor note": (_image_grant_on_other("prod", "multi", "note"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURE_STACKS, rendered
+from conftest import FIXTURE_STACKS, policy_bindings, rendered
 
 from offline import engine
 from stackspec import names
@@ -63,12 +63,16 @@ def test_prod_creates_the_repository_with_reader_and_pusher(prod):
         spec.image.repository, "DOCKER", spec.region)
     assert repo.inputs["dockerConfig"] == {"immutableTags": True}
     assert repo.protect  # prod keeps it
-    members = {(m.inputs["role"], m.inputs["member"]) for m in
-               prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")}
-    assert members == {
-        ("roles/artifactregistry.reader", f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"),
-        ("roles/artifactregistry.writer", f"serviceAccount:ci-image-prod@{spec.ci_project}.iam.gserviceaccount.com"),
+    # One authoritative policy: the node account reads, the stack's own image identity writes, nobody else (a
+    # member added by hand or by a compromised deploy is removed by the next `up`).
+    (policy,) = prod.by_type("gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy")
+    assert (policy.inputs["project"], policy.inputs["location"], policy.inputs["repository"]) == (
+        spec.project, spec.region, spec.image.repository)
+    assert policy_bindings(policy) == {
+        "roles/artifactregistry.reader": [f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"],
+        "roles/artifactregistry.writer": [f"serviceAccount:ci-image-prod@{spec.ci_project}.iam.gserviceaccount.com"],
     }
+    assert not prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
     apis = {s.inputs["service"] for s in prod.by_type("gcp:projects/service:Service")}
     assert {"artifactregistry.googleapis.com", "containerfilesystem.googleapis.com"} <= apis
 
