@@ -10,8 +10,9 @@ project's Binary Authorization policy.
   plus GKE's registries for what GKE injects into pods, the GCS FUSE sidecar), Kueue's controller image at the
   stack's version and, while the day-0 phase runs ``ray.image`` (no digest yet, or no prebuilt image), that
   image at its tag. Everything else needs the worker image attestor's attestation (the bootstrap's attestor,
-  whose Cloud KMS key only ``image.yml`` signs with, as ci-image, the digest it pushed): the workers' repository is
-  never allow-listed, so an image pushed there but not signed, or named by tag, is refused. Attestations are
+  whose Cloud KMS key only ``image.yml`` signs with, as ci-image-<stack>, the digest it pushed): the workers'
+  repository is never allow-listed (checked: :func:`policy_problems`), so an image pushed there but not signed, or
+  named by tag, is refused. Attestations are
   checked on digests only. It logs denials (``DRYRUN_AUDIT_LOG_ONLY``) unless the stack opts in to blocking
   (``unverified.binaryAuthorizationEnforce``): GKE's system image list is Google's, not checked here.
 """
