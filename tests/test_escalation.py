@@ -35,8 +35,9 @@ and when any identity can reach more than its row: project IAM, custom roles, ke
 notes; `setIamPolicy` beyond its own stack's buckets, repository and MultiKueue account; token creation or
 `actAs` on a stronger account; a principal wider than one workflow file, ref and environment; writes behind
 an environment without reviewers; Kubernetes RBAC that creates pods or Ray objects cluster-wide, or
-`escalate`/`bind`/`impersonate`. How the check works: `bootstrap/escalation.py`; the trust rules for
-operators: [CI trust](ci-trust.md).
+`escalate`/`bind`/`impersonate`; a per-stack identity reaching another stack's project or buckets; a member of a
+stack's authoritative bucket or repository policy that is not one of the stack's own identities. How the check
+works: `bootstrap/escalation.py`; the trust rules for operators: [CI trust](ci-trust.md).
 
 """
 
