@@ -14,14 +14,18 @@ ARG RAY_IMAGE=rayproject/ray:2.60.0-py312-tpu
 ARG RAY_IMAGE_DIGEST
 FROM ${RAY_IMAGE}@${RAY_IMAGE_DIGEST}
 
-# The installer and the resolution the runtime env used (workloads/trainer/maxtext_trainer.py:
-# WORKER_PACKAGES, UV_PIP_INSTALL_OPTIONS), so the image holds what the workers installed before.
-ARG UV_VERSION=0.13.8
-ARG MAXTEXT_PACKAGE="maxtext[tpu]==0.2.1"
+# MaxText and its whole tree as uv.lock resolves them (the worker-image group: WORKER_PACKAGES of
+# workloads/trainer/maxtext_trainer.py), every file checked against the lock's sha256 (pip's hash-checking mode;
+# image-requirements.txt is `uv export --only-group worker-image`, tests/test_image.py compares it with the lock).
+# Every package installs from a wheel but the ones named in --no-binary, which ship no wheel for this platform:
+# their sdist is hashed too, and it builds with the base image's own setuptools (--no-build-isolation: pip would
+# otherwise fetch an unhashed build backend). tests/test_image.py fails if that list grows.
+COPY workloads/trainer/image-requirements.txt /tmp/image-requirements.txt
 
 # Into the image's own Python (the one Ray runs), not a venv: Ray's workers import from it.
-RUN pip install --no-cache-dir "uv==${UV_VERSION}" \
-    && uv pip install --no-cache --python "$(command -v python)" --resolution=lowest "${MAXTEXT_PACKAGE}" \
+RUN pip install --no-cache-dir --require-hashes --no-deps --only-binary :all: --no-binary promise --no-build-isolation \
+        -r /tmp/image-requirements.txt \
+    && rm /tmp/image-requirements.txt \
     && python -c "import MaxText, jax, ray; print('maxtext ok, jax', jax.__version__, 'ray', ray.__version__)"
 
 # The trainer script, as the RayJob's ConfigMap carries it (the driver runs the mounted copy, whose

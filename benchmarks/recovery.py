@@ -1,6 +1,6 @@
 """Benchmark: recovery at the limit, this checkout side by side with a base commit.
 
-    uv run python benchmarks/recovery.py [--base d16c7a2] [--stack dev] [--steps 200] [--region] [--skip-base]
+    uv run python benchmarks/recovery.py [--base 1021573] [--stack dev] [--steps 200] [--region] [--skip-base]
 
 Runs the same real drills (a local Ray cluster, a tiny MaxText on CPU, a real SIGKILL) with this
 checkout's code and with the base commit's (a ``git worktree`` this script adds under /tmp and removes
@@ -111,6 +111,8 @@ def figures(r: dict) -> dict[str, str]:
     phases = r.get("phases") or {}
     rows |= {f"  {label}": s(phases.get(key)) for key, label in PHASES if key in phases}
     rows |= {
+        "restarted on a warm spare": {True: "yes", False: "no"}.get(
+            (r.get("figures") or {}).get("restarted on a warm spare"), "-"),
         "step restored": s(r.get("restored_step"), ""),
         "steps lost": s(r.get("steps_lost"), ""),
         "cold start (job start -> first step)": s(cold),
@@ -147,7 +149,8 @@ def remove_base() -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--base", default="d16c7a2", help="the commit to compare with (default: recovery's start)")
+    p.add_argument("--base", default="1021573",
+                   help="the commit to compare with (default: the last before warm spares were prestarted)")
     p.add_argument("--stack", default="dev")
     p.add_argument("--job", default="", help="default: the stack's drill job")
     p.add_argument("--steps", type=int, default=200)

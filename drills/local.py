@@ -69,6 +69,12 @@ FIRST_STEP_LOSS_TOL = 1e-4
 CONTINUATION_LOSS_TOL = 2e-3
 
 
+# Idle processes each warm slice node starts with: one for the first attempt's worker, one for the first restart
+# (each attempt's workers then ask for the next, maxtext_trainer.keep_warm_spare). Their imports overlap the cold
+# start, which the report gives apart from the recovery.
+WARM_SPARES = 2
+
+
 def default_steps(scale_up: bool) -> int:
     return SCALE_UP_STEPS if scale_up else DRILL_STEPS
 
@@ -105,11 +111,11 @@ class LocalDrillOptions:
     # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
-    # Warm spares (experimental, off): slice nodes preload MaxText in every worker process they start and the
-    # training workers take the node's environment (the trainer's --warm-workers), so an idle one could serve a
-    # restarted worker group. Measured here, Ray 2.60 prestarts no idle worker on a slice node, so the import
-    # only moves into the process start, and the controller's helper actors placed there pay it too.
-    warm: bool = False
+    # Warm spares (on by default, docs/recovery.md): slice nodes start idle worker processes with MaxText imported
+    # (WARM_SPARES each; the workers of every attempt ask for the next) and the training workers take the node's
+    # environment (the trainer's --warm-workers), so a restarted worker group starts in a process that is ready.
+    # A cluster passed in uses its own spares (LocalRayCluster(spares=...)); none, every worker starts cold.
+    warm: bool = True
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -162,6 +168,7 @@ class _Timeline:
     done: dict | None = None
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
+    warm_ups: list[tuple[float, bool]] = field(default_factory=list)  # (t_up, the process was a warm spare)
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
 
@@ -171,6 +178,7 @@ class _Timeline:
                 self.steps.append((e["t"], e["step"], e["world"]))
             elif e["event"] == "worker_up":
                 self.ups.append(e["t_up"])
+                self.warm_ups.append((e["t_up"], bool(e.get("warm"))))
             elif e["event"] == "imported":
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
@@ -329,7 +337,7 @@ class LocalDrill:
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
             if self._own_cluster:
-                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=1 if o.warm else 0)
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=WARM_SPARES if o.warm else 0)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
@@ -481,6 +489,10 @@ class LocalDrill:
             read = next((s for t, s in tl.reads if t >= t_kill), None)
         if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
             r.figures["checkpoint read in the restore (s)"] = read
+        with tl.lock:
+            warm = next((w for t, w in tl.warm_ups if t >= t_kill), None)
+        if warm is not None:  # the restarted rank 0 took a prestarted process with MaxText imported
+            r.figures["restarted on a warm spare"] = warm
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)

@@ -181,9 +181,10 @@ class LocalRayCluster:
     _next_slice: int = 0
     # pid -> (command name, peak resident set in kB), sampled while the cluster runs.
     peaks: dict[int, tuple[str, int]] = field(default_factory=dict)
-    # Warm spares: each slice node prestarts this many idle worker processes beyond its Train worker's, with
-    # MaxText imported (workloads/trainer/warm_worker.py), for the trainer's --warm-workers; 0: none, every
-    # worker starts cold.
+    # Warm spares: non-zero, each slice node imports MaxText in every worker process it starts
+    # (workloads/trainer/warm_worker.py) and carries the workers' environment, for the trainer's --warm-workers, whose
+    # workers each ask their node for one idle process of the job (maxtext_trainer.keep_warm_spare); 0: none,
+    # every worker starts cold.
     spares: int = 0
 
     def __post_init__(self) -> None:
@@ -372,6 +373,8 @@ class LocalRayCluster:
             node = self._spawn_node(name, head)
             try:
                 self._wait_ready(node)
+                if self.spares:
+                    self._prestart_spares(node)
                 return node
             except LocalRayError as e:
                 # Ray gives a node 30 s (hard-coded, ray/_private/node.py) to register with the GCS; on a
@@ -382,6 +385,18 @@ class LocalRayCluster:
                 node.proc.wait(timeout=10)
                 self.nodes.remove(node)
         raise AssertionError("unreachable")
+
+    def _prestart_spares(self, node: Node) -> None:
+        """A warm node starts idle worker processes at once, of no job (any job's actor takes one): a slice node
+        ``spares``, each importing MaxText as it starts (the training workers then keep one of their own job on
+        their node, maxtext_trainer.keep_warm_spare); the head HEAD_SPARES with Ray Train imported, for the
+        controller and the helper actors it creates one after another when a job starts (a region's standby taking a
+        dispatched job). Ray by itself prestarts workers on its first driver's node only, once that driver is
+        there."""
+        from workloads.trainer import maxtext_trainer
+
+        count = HEAD_SPARES if node.name == "head" else self.spares
+        maxtext_trainer.prestart_workers(f"127.0.0.1:{node.ports['node_manager']}", None, count)
 
     def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
@@ -418,13 +433,13 @@ class LocalRayCluster:
                 # temp dir from the head), so one log monitor (the head's) forwards every
                 # node's logs; a second one would print each line twice.
                 "--address", self.address, "--include-log-monitor", "false",
-                # Ray prestarts one idle worker per logical CPU (num_prestart_python_workers): the spares
-                # are that many CPUs more, which the slice resource keeps from a second Train worker.
-                "--num-cpus", str(self.cpus_per_slice + self.spares),
+                "--num-cpus", str(self.cpus_per_slice),
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {}) | (warm_env() if self.spares and not head else {})
+        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {})
+        if self.spares:
+            env |= warm_head_env() if head else warm_env(self.spares)
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -448,10 +463,29 @@ class LocalRayCluster:
                             f"see {node.log}")
 
 
-def warm_env() -> dict[str, str]:
+# A warm head's idle processes: Ray Train 2.60 starts its controller and then, one after another, an autoscaling
+# coordinator, a synchronization actor, a preemption watcher and two more helpers on the head when a job starts.
+HEAD_SPARES = 6
+# Ray Train's controller and trainer modules, which every one of those processes would otherwise import first.
+HEAD_PRELOAD = "ray.train.v2._internal.execution.controller.controller,ray.train.v2.jax"
+
+
+def startup_concurrency(spares: int) -> dict[str, str]:
+    """A raylet starts at most min(host cores, node CPUs) worker processes at a time and drops a prestart beyond that
+    (ray/_private/services.py ``maximum_startup_concurrency``; ``RAY_worker_maximum_startup_concurrency`` overrides
+    it): a warm node starts its spares together."""
+    return {"RAY_worker_maximum_startup_concurrency": str(spares + 1)}
+
+
+def warm_head_env() -> dict[str, str]:
+    """A warm cluster's head: its worker processes import Ray Train's controller as they start."""
+    return {"RAY_preload_python_modules": HEAD_PRELOAD} | startup_concurrency(HEAD_SPARES)
+
+
+def warm_env(spares: int) -> dict[str, str]:
     """A slice node's environment for warm spares (the trainer's ``--warm-workers``): Ray imports ``warm_worker``
-    (beside the trainer script) in every worker process it starts, the idle ones it prestarts included (one per
-    CPU), and the node carries what the trainer's runtime env would have given its workers (CPU JAX, its XLA
+    (beside the trainer script) in every worker process it starts, the idle ones it prestarts included, starts its
+    ``spares`` together, and carries what the trainer's runtime env would have given its workers (CPU JAX, its XLA
     flags), so an idle process fits a training worker as it is."""
     from workloads.trainer import maxtext_trainer
     from workloads.trainer_args import TRAINER_SCRIPT
@@ -460,7 +494,7 @@ def warm_env() -> dict[str, str]:
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     xla = f"{os.environ.get('XLA_FLAGS', '')} {maxtext_trainer.LOCAL_XLA_FLAGS}".strip()
     return {"RAY_preload_python_modules": "warm_worker", "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": xla}
+            "XLA_FLAGS": xla} | startup_concurrency(spares)
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001

@@ -146,9 +146,10 @@ class RegionLossOptions:
     timeout_s: float = 900.0
     jax_cache_dir: Path | None = None
     # Region B before the loss. warm: its cluster up, each slice node keeping idle worker processes with MaxText
-    # imported (the trainer's --warm-workers); up: its cluster up, no spares (the job's workers start and import
-    # MaxText at the dispatch); cold: nothing running there, its cluster started once the loss is seen. In each,
-    # the job is submitted at the dispatch, as MultiKueue creates it in the region it picks.
+    # imported (the trainer's --warm-workers) and its head idle ones with Ray Train imported; up: its cluster up,
+    # no spares (the job's workers start and import MaxText at the dispatch); cold: nothing running there, its
+    # cluster started once the loss is seen. In each, the job is submitted at the dispatch, as MultiKueue creates
+    # it in the region it picks.
     standby: str = "up"
     verbose: bool = False
 

@@ -80,11 +80,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "(Kueue's multiKueue.workerLostTimeout, 15 min by default on a manager; default 0)")
     local.add_argument("--standby", choices=("warm", "up", "cold"), default=None,
                        help="region-loss: the other region before the loss; up: its cluster up (default); warm: "
-                            "up, and its slice nodes preload MaxText (experimental); cold: started once the loss "
-                            "is seen")
-    local.add_argument("--warm-workers", action="store_true",
-                       help="experimental: slice nodes preload MaxText in every worker process and the training "
-                            "workers take the node's environment (docs/recovery.md: no gain measured yet)")
+                            "up, with idle processes ready (MaxText on its slice nodes, Ray Train on its head); "
+                            "cold: started once the loss is seen")
+    local.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True,
+                       help="slice nodes keep idle worker processes with MaxText imported, which a restarted worker "
+                            "group takes (default; --no-warm-workers: every worker starts cold; docs/recovery.md)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")

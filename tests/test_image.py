@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import FIXTURE_STACKS, policy_bindings, rendered
+from packaging import tags
+from packaging.utils import parse_wheel_filename
 
 from offline import engine
 from stackspec import names
@@ -22,6 +25,7 @@ from workloads.trainer import maxtext_trainer as trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+IMAGE_REQUIREMENTS = "workloads/trainer/image-requirements.txt"
 NS = stack_spec.PROJECT
 
 
@@ -47,13 +51,62 @@ def test_dockerfile_builds_from_the_prod_ray_image_and_installs_what_workers_ins
     prod = stack_spec.load_stack("prod")
     assert arg("RAY_IMAGE") == prod.ray.image
     assert "FROM ${RAY_IMAGE}@${RAY_IMAGE_DIGEST}" in DOCKERFILE  # by digest only: an empty one fails the build
-    assert [arg("MAXTEXT_PACKAGE")] == trainer.WORKER_PACKAGES
-    assert all(o in DOCKERFILE for o in trainer.UV_PIP_INSTALL_OPTIONS)
-    uv = re.search(r'UV_VERSION: "([^"]+)"', (ROOT / ".github/workflows/deploy.yml").read_text()).group(1)
-    assert arg("UV_VERSION") == uv
+    # What the workers installed: WORKER_PACKAGES, as the lock's worker-image group (exported with hashes).
+    group = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]["worker-image"]
+    assert group == trainer.WORKER_PACKAGES
+    assert re.search(r"^maxtext==0\.2\.1 ", (ROOT / IMAGE_REQUIREMENTS).read_text(), re.M)
+    assert f"COPY {IMAGE_REQUIREMENTS} /tmp/image-requirements.txt" in DOCKERFILE
     # The trainer is copied in, and the build context holds nothing else.
     assert "COPY --chown=ray:users workloads/trainer/maxtext_trainer.py" in DOCKERFILE
-    assert (ROOT / ".dockerignore").read_text().split("\n")[-2:] == ["!workloads/trainer/maxtext_trainer.py", ""]
+    assert (ROOT / ".dockerignore").read_text().split("\n")[-3:] == [
+        f"!{IMAGE_REQUIREMENTS}", "!workloads/trainer/maxtext_trainer.py", ""]
+
+
+def _installs(dockerfile: str) -> list[list[str]]:
+    """Every `pip install` of the Dockerfile's RUN instructions, as words (continuations joined)."""
+    text = dockerfile.replace("\\\n", " ")
+    return [cmd.split() for line in text.splitlines() if line.startswith("RUN ")
+            for cmd in re.split(r"&&|;", line[4:]) if re.search(r"\bpip install\b", cmd)]
+
+
+# Packages of the image's tree that ship no wheel for the image's platform (linux x86_64, CPython 3.12): pip builds
+# their hashed sdist with the base image's setuptools. promise 2.3: PyPI has only its sdist (uv.lock).
+SDIST_ONLY = {"promise"}
+
+
+def test_the_image_the_job_signs_is_built_from_hashed_code():
+    """image.yml's build job is credentialed and signs what `docker build` produced: every package the Dockerfile
+    installs is checked against uv.lock's sha256 (REVIEW-trust.md B4). What is built from source is named, and the
+    list may not grow unnoticed."""
+    (install,) = _installs(DOCKERFILE)
+    assert {"--require-hashes", "--no-deps", "--no-build-isolation"} <= set(install)
+    assert install[install.index("--only-binary") + 1] == ":all:"
+    assert install[install.index("-r") + 1] == "/tmp/image-requirements.txt"
+    no_binary = set(install[install.index("--no-binary") + 1].split(","))
+    lock = {p["name"]: p for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    pins = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", (ROOT / IMAGE_REQUIREMENTS).read_text(), re.M))
+    assert len(pins) > 100 and all(lock[n]["version"] == v for n, v in pins.items())
+
+    # The tags pip accepts on the base image (CPython 3.12, x86_64, glibc 2.35: Ubuntu 22.04).
+    platforms = [f"manylinux_2_{m}_x86_64" for m in range(35, 4, -1)] + [
+        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    supported = {*tags.cpython_tags((3, 12), platforms=platforms),
+                 *tags.compatible_tags((3, 12), "cp312", platforms)}
+
+    def has_wheel(name: str) -> bool:
+        return any(supported & parse_wheel_filename(w["url"].rsplit("/", 1)[1])[3]
+                   for w in lock[name].get("wheels", []))
+
+    assert {n for n in pins if not has_wheel(n)} == SDIST_ONLY == no_binary
+    assert all("sdist" in lock[n] for n in SDIST_ONLY)
+
+
+def test_the_install_check_sees_an_unhashed_install():
+    """The check above is live: the old install line (uv from PyPI, MaxText resolved at build time) fails it."""
+    old = DOCKERFILE.replace("pip install --no-cache-dir --require-hashes",
+                             'pip install --no-cache-dir "uv==0.13.8" && uv pip install --resolution=lowest '
+                             '"maxtext[tpu]==0.2.1" && pip install --require-hashes')
+    assert len(_installs(old)) == 3 and not all("--require-hashes" in words for words in _installs(old)[:2])
 
 
 def test_prod_creates_the_repository_with_reader_and_pusher(prod):
@@ -293,7 +346,8 @@ def _sign_env(**over: str) -> dict[str, str]:
 def test_the_signing_step_signs_its_own_registrys_image_by_digest(tmp_path):
     result, calls, _ = _run_step(_step("sign-and-create"), tmp_path, _sign_env())
     assert result.returncode == 0, result.stdout + result.stderr
-    assert calls == [f"gcloud container binauthz attestations sign-and-create --artifact-url={REGISTRY}/ray-tpu@"
+    assert calls == [f"gcloud beta container binauthz attestations sign-and-create --project=my-tpu-project "
+                     f"--artifact-url={REGISTRY}/ray-tpu@"
                      f"{DIGEST} --attestor=projects/my-tpu-project/attestors/maxtext-tpu-ci-image "
                      f"--keyversion={_sign_env()['KEYVERSION']}"]
 

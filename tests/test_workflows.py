@@ -208,16 +208,21 @@ def test_each_cloud_job_acts_as_its_own_identity():
                 assert set(s["with"]) == {"workload_identity_provider", "service_account"}
                 assert s["with"]["workload_identity_provider"] == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
                 found[(name, job_name)] = s["with"]["service_account"]
-            for s in uses(job, "pulumi/actions"):
-                assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
-                if "command" not in s["with"]:  # the CLI only: a run step below calls it, or a later action step
-                    if any("command" in x["with"] for x in uses(job, "pulumi/actions")):
-                        continue
-                    run = " ".join(x.get("run", "") for x in steps(job))
-                    assert "pulumi login \"$PULUMI_BACKEND_URL\"" in run and "--policy-pack policies" in run
-                    assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
-                               for x in steps(job))
-                    continue
+            installs = [x for x in steps(job) if x.get("run") == "python3 .github/scripts/install_pulumi.py"]
+            actions = uses(job, "pulumi/actions")
+            runs = " ".join(x.get("run", "") for x in steps(job))
+            if not installs:
+                assert not actions and "pulumi " not in runs, f"{name}:{job_name}: Pulumi without the checked CLI"
+                continue
+            for s in actions:
+                # The checked CLI only: pulumi/actions would download one unchecked (pulumi-cli.ts:149).
+                assert "pulumi-version" not in s["with"] and "pulumi-version-file" not in s["with"]
+                assert steps(job).index(installs[0]) < steps(job).index(s)
+            if not actions:  # the CLI only: run steps call it
+                assert "pulumi login \"$PULUMI_BACKEND_URL\"" in runs and "--policy-pack policies" in runs
+                assert any(x.get("env", {}).get("PULUMI_BACKEND_URL") == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
+                           for x in steps(job))
+            for s in actions:
                 assert s["with"]["cloud-url"] == "gs://${{ vars.PULUMI_STATE_BUCKET }}"
                 assert s["with"]["policyPacks"] == "policies"
                 # GCP credentials come from the auth step that runs before it, and the
@@ -233,9 +238,11 @@ def test_each_cloud_job_acts_as_its_own_identity():
 def test_the_pulumi_cli_is_the_locked_sdks_version():
     lock = (ROOT / "uv.lock").read_text()
     sdk = re.search(r'\[\[package\]\]\nname = "pulumi"\nversion = "([^"]+)"', lock).group(1)
+    pin = json.loads((ROOT / ".github" / "pulumi-cli.json").read_text())
+    assert pin["version"] == sdk
+    assert pin["url"] == f"https://get.pulumi.com/releases/sdk/pulumi-v{sdk}-linux-x64.tar.gz"
     for name, wf in all_workflows().items():
-        if any(uses(j, "pulumi/actions") for j in wf["jobs"].values()):
-            assert wf["env"]["PULUMI_VERSION"] == sdk, name
+        assert "PULUMI_VERSION" not in wf.get("env", {}), f"{name}: one pin, .github/pulumi-cli.json"
 
 
 def test_forks_get_no_cloud_identity():
@@ -422,8 +429,7 @@ def test_drills_workflow(tmp_path):
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
     # Drift: refresh everything but the Kueue webhook Secret (ci-preview reads no Secrets), then an empty plan.
-    (drift,) = uses(wf["jobs"]["drift"], "pulumi/actions")
-    assert "command" not in drift["with"]
+    assert not uses(wf["jobs"]["drift"], "pulumi/actions")  # the checked CLI, called by the step below
     run = next(s["run"] for s in steps(wf["jobs"]["drift"]) if "pulumi refresh" in s.get("run", ""))
     assert "--preview-only --expect-no-changes" in run and '--exclude "$secret"' in run
     # The providers come from main's program, not the state (a state written by a compromised run), and the
@@ -639,43 +645,56 @@ def test_environment_check_fails_closed_without_an_api_or_a_token(tmp_path):
     assert result.returncode == 1 and "GH_TOKEN must be set" in result.stderr
 
 
-# --- the policy pack's dependencies --------------------------------------------------------------
+# --- requirements files exported from the lock (the policy pack, CI's uv, the worker image) ------------
+
+# Requirements files exported with hashes from uv.lock, each one dependency group: the only files pip may install
+# from, and only in hash-checking mode (boundary_problems below; the Dockerfile, tests/test_image.py).
+LOCK_EXPORTS = {"policies/requirements.txt": "policy", ".github/uv-requirements.txt": "ci-uv",
+                "workloads/trainer/image-requirements.txt": "worker-image"}
 
 
 def lock_packages() -> dict[str, dict]:
     return {p["name"]: p for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
 
 
-def test_policy_requirements_are_the_locked_versions_with_their_hashes():
-    """policies/requirements.txt (pip installs it into policies/venv) pins exactly the `policy`
-    group's closure in uv.lock, each package at its locked version with every locked artifact's
-    hash, so pip's hash-checking mode installs nothing else. Regenerate with the command in its header."""
-    text = (ROOT / "policies" / "requirements.txt").read_text()
+def _group_closure(lock: dict[str, dict], group: str) -> set[str]:
+    """The packages a dependency group installs, by uv.lock (extras included, markers ignored: the export is
+    universal)."""
+    closure: set[str] = set()
+    todo = list(lock["slicectl"]["dev-dependencies"][group])
+    while todo:
+        dep = todo.pop()
+        pkg = lock[dep["name"]]
+        todo += [d for extra in dep.get("extra", []) for d in pkg.get("optional-dependencies", {}).get(extra, [])]
+        if dep["name"] not in closure:
+            closure.add(dep["name"])
+            todo += pkg.get("dependencies", [])
+    return closure
+
+
+@pytest.mark.parametrize(("path", "group"), LOCK_EXPORTS.items())
+def test_lock_exports_are_the_locked_versions_with_their_hashes(path, group):
+    """Each exported file (pip installs it with --require-hashes) pins exactly its group's closure in uv.lock, each
+    package at its locked version with every locked artifact's hash, so pip's hash-checking mode installs nothing
+    else. Regenerate with the command in its header."""
+    text = (ROOT / path).read_text()
     assert text.startswith("# This file was autogenerated by uv via the following command:\n"
-                           "#    uv export --frozen --only-group policy --no-emit-project --format requirements.txt"
-                           " -o policies/requirements.txt\n")
+                           f"#    uv export --frozen --only-group {group} --no-emit-project --format requirements.txt"
+                           f" -o {path}\n")
     pins: dict[str, tuple[str, set[str]]] = {}
     for block in re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[2]):
         m = re.match(r"([a-z0-9][a-z0-9._-]*)==([^ ;\\]+)", block)
         assert m, block[:80]
         pins[m.group(1)] = (m.group(2), set(re.findall(r"--hash=sha256:([0-9a-f]{64})", block)))
     lock = lock_packages()
-    root = lock["slicectl"]
-    wanted = [d["name"] for d in root["dev-dependencies"]["policy"]]
-    closure, todo = set(), list(wanted)
-    while todo:
-        name = todo.pop()
-        if name not in closure:
-            closure.add(name)
-            todo += [d["name"] for d in lock[name].get("dependencies", [])]
-    assert set(pins) == closure
+    assert set(pins) == _group_closure(lock, group)
     for name, (version, hashes) in pins.items():
         pkg = lock[name]
         locked = {a["hash"].removeprefix("sha256:") for a in [*pkg.get("wheels", []), *([pkg["sdist"]] if "sdist" in
                                                                                           pkg else [])]}
         assert version == pkg["version"], name
         assert hashes and hashes == locked, name
-    # The pack's own imports are in the group, at the project's pinned versions.
+    # The group's own pins are the project's (the pack's imports, the workflows' uv, the workers' MaxText).
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in project:
         m = re.match(r"([a-z0-9-]+)==(.+)", dep)
@@ -683,17 +702,24 @@ def test_policy_requirements_are_the_locked_versions_with_their_hashes():
             assert pins[m.group(1)][0] == m.group(2), dep
 
 
-def test_policy_requirements_file_is_what_uv_exports_now():
+@pytest.mark.parametrize(("path", "group"), LOCK_EXPORTS.items())
+def test_lock_exports_are_what_uv_exports_now(path, group):
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv not on PATH (the lock-based test above still checks every pin and hash)")
-    result = subprocess.run([uv, "export", "--frozen", "--only-group", "policy", "--no-emit-project", "--format",
+    result = subprocess.run([uv, "export", "--frozen", "--only-group", group, "--no-emit-project", "--format",
                              "requirements.txt", "-o", "/dev/stdout", "--quiet"], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     body = lambda s: s.split("\n", 2)[2]  # noqa: E731 (the header names the output file)
     assert "--hash=sha256:" in result.stdout
-    assert body(result.stdout) == body((ROOT / "policies" / "requirements.txt").read_text())
+    assert body(result.stdout) == body((ROOT / path).read_text())
+
+
+def test_ci_uv_is_the_workflows_uv():
+    """The uv credentialed jobs install (hashed) is the version every other job's setup-uv installs."""
+    (pin,) = re.findall(r"^uv==(\S+) ", (ROOT / ".github" / "uv-requirements.txt").read_text(), re.M)
+    assert {wf["env"]["UV_VERSION"] for wf in all_workflows().values()} == {pin}
 
 
 # --- trust boundaries: caches, installs, plugins, comments, artifacts -----------------------------
@@ -708,6 +734,12 @@ def trusted_jobs(wf: dict) -> dict[str, dict]:
             if any(j.get("permissions", {}).get(k) == "write" for k in TRUSTED_WRITES)}
 
 
+def hashed_pip(words: list[str]) -> bool:
+    """`pip install --require-hashes --no-deps ... -r <a lock export>`: every file checked against uv.lock."""
+    return ("install" in words and "--require-hashes" in words and "--no-deps" in words and "-r" in words
+            and words[words.index("-r") + 1] in LOCK_EXPORTS and not any(w.startswith("-e") for w in words))
+
+
 def boundary_problems(wf: dict, name: str) -> list[str]:
     """What lets code or data cross into a credentialed or PR-writing job: a cache restore (setup-uv's default
     is on: astral-sh/setup-uv v10.0.1 action.yml `enable-cache: auto`, restored in src/cache/restore-cache.ts),
@@ -720,6 +752,17 @@ def boundary_problems(wf: dict, name: str) -> list[str]:
         for s in uses(job, "astral-sh/setup-uv"):
             if s.get("with", {}).get("enable-cache") is not False:
                 problems.append(f"{where}: setup-uv restores a cache (enable-cache is not false)")
+            # astral-sh/setup-uv@20cfd1bf src/download/checksum/checksum.ts: no `checksum` input and no entry in its
+            # KNOWN_CHECKSUMS table (newest there: 0.12.4) is `core.debug("No checksum found ...")` and no check.
+            if not re.fullmatch(r"[0-9a-f]{64}", str(s.get("with", {}).get("checksum", ""))):
+                problems.append(f"{where}: setup-uv downloads uv unverified (no checksum input)")
+        hashed_uv = [i for i, s in enumerate(steps(job)) if any(
+            hashed_pip(line.split("#")[0].split()) and ".github/uv-requirements.txt" in line
+            for line in s.get("run", "").splitlines())] + [i for i, s in enumerate(steps(job))
+                                                           if s in uses(job, "astral-sh/setup-uv")]
+        runs_uv = [i for i, s in enumerate(steps(job)) if re.search(r"(^|[;&|(]\s*)uv ", s.get("run", ""), re.M)]
+        if runs_uv and not (hashed_uv and min(hashed_uv) < min(runs_uv)):
+            problems.append(f"{where}: runs uv that no hashed install put there first")
         if uses(job, "actions/cache") or uses(job, "actions/cache/restore"):
             problems.append(f"{where}: actions/cache")
         for s in steps(job):
@@ -732,7 +775,9 @@ def boundary_problems(wf: dict, name: str) -> list[str]:
                         problems.append(f"{where}: `{line.strip()}` is not the locked base set")
                 if "uv" in words and "run" in words and "--no-sync" not in words:
                     problems.append(f"{where}: `{line.strip()}` syncs the default groups")
-                if "pip" in words or ("uv" in words and "pip" in words) or "pipx" in words:
+                bare = [w.strip("'\"") for w in words]
+                if any(w in ("pip", "pip3", "pipx") or w.endswith(("/pip", "/pip3")) for w in bare) and not hashed_pip(
+                        words):
                     problems.append(f"{where}: `{line.strip()}` installs outside the lock")
         pulumi_runs = uses(job, "pulumi/actions") or any("pulumi " in s.get("run", "") for s in steps(job))
         if pulumi_runs:
@@ -742,6 +787,15 @@ def boundary_problems(wf: dict, name: str) -> list[str]:
             auth = uses(job, "google-github-actions/auth")
             if len(installs) != 1 or (auth and steps(job).index(installs[0]) > steps(job).index(auth[0])):
                 problems.append(f"{where}: the checked plugins are not installed before the cloud identity")
+            cli = [i for i, s in enumerate(steps(job))
+                   if s.get("run", "") == "python3 .github/scripts/install_pulumi.py"]
+            first = min([i for i, s in enumerate(steps(job)) if s in uses(job, "pulumi/actions")
+                         or re.search(r"^\s*pulumi ", s.get("run", ""), re.M) or s in installs], default=None)
+            if len(cli) != 1 or first is None or cli[0] > first:
+                problems.append(f"{where}: Pulumi runs a CLI that install_pulumi.py did not check")
+            for s in uses(job, "pulumi/actions"):
+                if {"pulumi-version", "pulumi-version-file"} & set(s.get("with", {})):
+                    problems.append(f"{where}: pulumi/actions downloads the CLI unchecked (pulumi-version)")
     return problems
 
 
@@ -755,8 +809,20 @@ def test_no_credentialed_or_pr_writing_job_restores_a_cache_or_installs_unhashed
 
 
 @pytest.mark.parametrize(("workflow", "old", "new", "expect"), [
-    ("pr.yml", "          enable-cache: false  # the unapproved check and cost jobs write this pull request's cache\n",
-     "", "restores a cache"),
+    # The setup-uv step credentialed jobs used to have: a cache, and uv 0.13.8 downloaded unverified.
+    ("pr.yml", '      - name: uv, hashed\n        run: |\n          python3 -m venv "$RUNNER_TEMP/uv"\n',
+     '      - uses: astral-sh/setup-uv@20cfd1bf945f4377ade1205e4dbc17946fc9a30d # v10.0.1\n'
+     '        with:\n          version: ${{ env.UV_VERSION }}\n      - run: |\n          true\n', "restores a cache"),
+    ("pr.yml", '      - name: uv, hashed\n        run: |\n          python3 -m venv "$RUNNER_TEMP/uv"\n',
+     '      - uses: astral-sh/setup-uv@20cfd1bf945f4377ade1205e4dbc17946fc9a30d # v10.0.1\n'
+     '        with:\n          version: ${{ env.UV_VERSION }}\n          enable-cache: false\n      - run: |\n'
+     '          true\n', "downloads uv unverified"),
+    # uv's wheel without its hash (pip resolves whatever the index serves).
+    ("deploy.yml", '"$RUNNER_TEMP/uv/bin/pip" install --require-hashes --no-deps',
+     '"$RUNNER_TEMP/uv/bin/pip" install --no-deps', "installs outside the lock"),
+    ("drills.yml", '"$RUNNER_TEMP/uv/bin/pip" install --require-hashes --no-deps --only-binary :all: '
+     '-r .github/uv-requirements.txt', '"$RUNNER_TEMP/uv/bin/pip" install --require-hashes --no-deps --only-binary '
+     ':all: -r my-requirements.txt', "installs outside the lock"),
     ("deploy.yml", "uv sync --locked --no-default-groups  # the base dependencies, hashed (the policy pack's too)",
      "uv sync --all-extras --locked", "not the locked base set"),
     ("drills.yml", '          uv run --no-sync slicectl drill --stack "$STACK"',
@@ -764,6 +830,11 @@ def test_no_credentialed_or_pr_writing_job_restores_a_cache_or_installs_unhashed
     ("drills.yml", '          uv run --no-sync slicectl drill --stack "$STACK"',
      '          uv run slicectl drill --stack "$STACK"', "syncs the default groups"),
     ("deploy.yml", '  PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true"\n', "", "may download plugins"),
+    # The CLI as pulumi/actions installs it: downloaded, extracted and run with no checksum.
+    ("pr.yml", "          cloud-url: gs://", "          pulumi-version: 3.272.0\n          cloud-url: gs://",
+     "downloads the CLI unchecked"),
+    ("deploy.yml", "        run: python3 .github/scripts/install_pulumi.py\n", "        run: echo skipped\n",
+     "a CLI that install_pulumi.py did not check"),
 ])
 def test_the_boundary_check_fails_on_each_mutation(workflow, old, new, expect):
     """Each way a credentialed job could take in code it did not pin fails the check (a copy of the workflow)."""
@@ -772,6 +843,32 @@ def test_the_boundary_check_fails_on_each_mutation(workflow, old, new, expect):
     doc = yaml.safe_load(text.replace(old, new, 1))
     doc["on"] = doc.pop(True, doc.get("on"))
     assert any(expect in p for p in boundary_problems(doc, workflow)), boundary_problems(doc, workflow)
+
+
+def test_credentialed_jobs_run_a_hashed_uv_and_a_hashed_pulumi_cli():
+    """REVIEW-trust.md B1/B2. astral-sh/setup-uv@20cfd1bf src/download/checksum/checksum.ts: with no `checksum` input
+    and no KNOWN_CHECKSUMS entry (it ends at 0.12.4) uv 0.13.8 is downloaded unverified; pulumi/actions@8e5e406f
+    src/libs/pulumi-cli.ts:149 downloads and runs the CLI with no checksum. Every credentialed job that runs uv
+    installs it from the lock's hashes first, and every one that runs Pulumi installs the CLI checked against its
+    pin; no setup-uv without a checksum and no pulumi/actions download remain."""
+    seen_uv, seen_pulumi = set(), set()
+    for name, wf in all_workflows().items():
+        for job_name, job in trusted_jobs(wf).items():
+            where = (name, job_name)
+            assert all(re.fullmatch(r"[0-9a-f]{64}", str(s.get("with", {}).get("checksum", "")))
+                       for s in uses(job, "astral-sh/setup-uv")), where
+            assert not any({"pulumi-version", "pulumi-version-file"} & set(s.get("with", {}))
+                           for s in uses(job, "pulumi/actions")), where
+            runs = [s.get("run", "") for s in steps(job)]
+            if any(re.search(r"(^|[;&|(]\s*)uv ", r, re.M) for r in runs):
+                seen_uv.add(where)
+                assert any(".github/uv-requirements.txt" in r and "--require-hashes" in r for r in runs), where
+            if uses(job, "pulumi/actions") or any(re.search(r"^\s*pulumi ", r, re.M) for r in runs):
+                seen_pulumi.add(where)
+                assert "python3 .github/scripts/install_pulumi.py" in runs, where
+    assert seen_uv == {("deploy.yml", "preview"), ("deploy.yml", "up"), ("drills.yml", "cluster-drill"),
+                       ("drills.yml", "drift"), ("pr.yml", "preview")}
+    assert seen_pulumi == seen_uv - {("drills.yml", "cluster-drill")}
 
 
 def test_the_base_set_builds_nothing_but_the_project_with_a_hashed_backend():
@@ -807,6 +904,76 @@ def test_plugins_are_the_locked_sdks_and_a_missing_checksum_stops_the_job():
         assert result.returncode == 0 and result.stdout.count("--checksum") == len(plugins)
     else:  # not filled yet: every cloud job stops at this step, naming what is missing
         assert result.returncode == 1 and "sha256 = None" in result.stderr
+
+
+INSTALL_PULUMI = ROOT / ".github" / "scripts" / "install_pulumi.py"
+
+
+def test_the_pulumi_cli_pin_stops_the_job_until_filled():
+    """.github/pulumi-cli.json is the one pin of the CLI; a null sha256 stops every Pulumi job at the install step,
+    naming the file to read it from (no checksum is made up where it could not be looked up)."""
+    pin = json.loads((ROOT / ".github" / "pulumi-cli.json").read_text())
+    result = subprocess.run([sys.executable, str(INSTALL_PULUMI), "--dry-run"], capture_output=True, text=True)
+    if isinstance(pin["sha256"], str):
+        assert result.returncode == 0 and pin["sha256"] in result.stdout
+    else:
+        assert result.returncode == 1
+        assert "sha256 = None" in result.stderr and f"pulumi-{pin['version']}-checksums.txt" in result.stderr
+
+
+def _serve_archive(tmp_path: Path, version: str, prints: str) -> tuple[http.server.ThreadingHTTPServer, str, str]:
+    """A local server with a release-shaped archive (pulumi/pulumi, a program printing `prints`); its URL, sha256."""
+    import hashlib
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = f"#!/bin/sh\necho {prints}\n".encode()
+        info = tarfile.TarInfo("pulumi/pulumi")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    archive = buf.getvalue()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(archive)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/pulumi-v{version}-linux-x64.tar.gz"
+    return server, url, hashlib.sha256(archive).hexdigest()
+
+
+@pytest.mark.parametrize(("pinned", "prints", "ok", "message"), [
+    ("right", "v3.272.0", True, "installed in"),
+    ("wrong", "v3.272.0", False, "refusing to run it"),
+    ("right", "v3.999.0", False, "the archive's pulumi prints 'v3.999.0'"),
+])
+def test_install_pulumi_runs_only_the_pinned_archive(tmp_path, pinned, prints, ok, message):
+    """The script downloads, compares the archive's SHA-256 with the pin before extracting anything, and checks the
+    extracted CLI's version: a substituted archive never reaches $GITHUB_PATH."""
+    server, url, digest = _serve_archive(tmp_path, "3.272.0", prints)
+    try:
+        pins = tmp_path / "pulumi-cli.json"
+        pins.write_text(json.dumps({"version": "3.272.0", "url": url,
+                                    "sha256": digest if pinned == "right" else "0" * 64}))
+        github_path = tmp_path / "github_path"
+        github_path.write_text("")
+        result = subprocess.run([sys.executable, str(INSTALL_PULUMI), "--pins", str(pins)], capture_output=True,
+                                text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+                                                            "GITHUB_PATH": str(github_path)})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.returncode == 0) == ok and message in result.stdout + result.stderr, result.stderr
+    assert github_path.read_text() == (f"{tmp_path}/pulumi-cli/pulumi\n" if ok else "")
+    assert (tmp_path / "pulumi-cli" / "pulumi" / "pulumi").exists() == (pinned == "right")
 
 
 def _run_with_stand_in_gh(script: str, tmp_path: Path, answers: dict[str, object], env: dict[str, str]) -> list[str]:
@@ -870,3 +1037,175 @@ def test_drill_history_reads_only_scheduled_runs(tmp_path):
     assert "--event" in listed and listed[listed.index("--event") + 1] == "schedule"
     downloaded = [c[2] for c in calls if c[:2] == ["run", "download"]]
     assert downloaded == ["99", "1"]
+
+
+# --- what Pulumi's own toolchain installs (REVIEW-trust.md B3) ------------------------------------------------
+
+
+def _pulumi_jobs() -> list[tuple[str, str, dict]]:
+    """Credentialed jobs that run the Pulumi engine (which runs the program through Pulumi.yaml's uv toolchain)."""
+    return [(name, job_name, {**wf.get("env", {}), **job.get("env", {})})
+            for name, wf in all_workflows().items() for job_name, job in trusted_jobs(wf).items()
+            if uses(job, "pulumi/actions")
+            or any(re.search(r"^\s*pulumi (preview|up|refresh)\b", s.get("run", ""), re.M) for s in steps(job))]
+
+
+def _uv_sync_plan(env: dict[str, str], venv: Path) -> set[str]:
+    """The packages the real uv would install into an empty environment for the command Pulumi's uv toolchain
+    runs before every program run: `uv sync --inexact` (pulumi/pulumi sdk/python/toolchain/uv.go (*uv).Command:
+    "To maintain uv's behaviour that `uv run ...` should keep the venv up-to-date, we run `uv sync` first"),
+    with the job's UV_* environment. Dry run, offline: uv plans from uv.lock alone."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv not on PATH")
+    result = subprocess.run([uv, "sync", "--inexact", "--dry-run", "--offline", "--python", sys.executable],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "UV_PROJECT_ENVIRONMENT": str(venv),
+                                 **{k: str(v) for k, v in env.items() if k.startswith("UV_") and k != "UV_VERSION"}})
+    assert result.returncode == 0, result.stderr
+    return set(re.findall(r"^ \+ ([A-Za-z0-9._-]+)==", result.stdout + result.stderr, re.M))
+
+
+def _base_set() -> set[str]:
+    lock = lock_packages()
+    seen, todo = set(), [d["name"] for d in lock["slicectl"]["dependencies"]]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [d["name"] for d in lock[name].get("dependencies", [])]
+    return seen
+
+
+def test_pulumis_own_uv_sync_stays_in_the_locked_base_set(tmp_path):
+    """Pulumi.yaml's `toolchain: uv` makes the engine run `uv sync --inexact` (no --locked, no
+    --no-default-groups) before the program; pyproject's default groups (dev, bootstrap) would then enter the
+    credentialed venv. Each Pulumi job's env (UV_LOCKED, UV_NO_DEFAULT_GROUPS) keeps that sync to the locked base
+    set: checked with the real uv's plan, not by reading the env."""
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    assert runtime["options"]["toolchain"] == "uv"
+    jobs = _pulumi_jobs()
+    assert {(n, j) for n, j, _ in jobs} == {("deploy.yml", "preview"), ("deploy.yml", "up"), ("drills.yml", "drift"),
+                                            ("pr.yml", "preview")}
+    base = _base_set() | {"slicectl"}
+    for name, job_name, env in jobs:
+        assert env.get("UV_LOCKED") == "1" and env.get("UV_NO_DEFAULT_GROUPS") == "1", f"{name}:{job_name}"
+        planned = _uv_sync_plan(env, tmp_path / f"{name}-{job_name}")
+        assert len(planned) > 20 and planned <= base, f"{name}:{job_name}: {sorted(planned - base)}"
+    # Without them (the env Pulumi inherits otherwise), the same command installs the default groups.
+    default = _uv_sync_plan({}, tmp_path / "default")
+    assert "pytest" in default and default - base
+
+
+# --- what the reviewers own (REVIEW-trust.md E1) -----------------------------------------------------------------
+
+
+def test_code_owners_cover_what_credentialed_jobs_execute():
+    """Branch protection requires a code owner's review for TRUST_PATHS only. They include every path the
+    credentialed jobs execute, computed from the workflows (bootstrap/access.py executed_paths): the program
+    `pulumi preview`/`up` run (__main__.py, Pulumi.yaml), `slicectl preview`/`drill` (slicectl/ and what it imports:
+    offline/, drills/), the image's build context (.dockerignore), and the tests the required checks run."""
+    executed = ci.executed_paths()
+    assert {"/__main__.py", "/Pulumi.yaml", "/slicectl/", "/offline/", "/drills/", "/tests/", "/.dockerignore",
+            "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock"} <= set(executed)
+    uncovered = [p for p in executed if not any(p.startswith(t) for t in ci.TRUST_PATHS)]
+    assert uncovered == [], f"not owned by the reviewers: {uncovered}"
+    owned = [line.split()[0] for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert owned == list(ci.TRUST_PATHS)
+    # The local drills' job and drill-history hold no credential: benchmarks/ and trainers/ are not theirs.
+    assert not any(p.startswith(("/benchmarks/", "/trainers/")) for p in executed)
+
+
+def test_a_new_executed_path_becomes_owned(tmp_path):
+    """The list follows the workflows: a credentialed step that runs another file brings it, and what it imports,
+    under the reviewers (a copy of the workflows)."""
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    for p in workflow_files():
+        (workflows / p.name).write_text(p.read_text())
+    text = (workflows / "deploy.yml").read_text()
+    old = "        run: python3 .github/scripts/install_plugins.py\n"
+    assert text.count(old) == 2
+    (workflows / "deploy.yml").write_text(text.replace(
+        old, old + "      - run: uv run --no-sync python benchmarks/drill_history.py build\n", 1))
+    executed = ci.executed_paths(workflows)
+    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in ci.executed_paths()
+    assert "/benchmarks/drill_history.py" in ci.trust_paths(workflows)
+    # The same step in a job without a credential (pr.yml's cost job) changes nothing.
+    (workflows / "deploy.yml").write_text(text)
+    pr = (workflows / "pr.yml").read_text()
+    (workflows / "pr.yml").write_text(pr.replace("      - name: Cost against the default branch (job summary)\n",
+                                                 "      - run: python3 benchmarks/drill_history.py build\n"
+                                                 "      - name: Cost against the default branch (job summary)\n"))
+    assert ci.executed_paths(workflows) == ci.executed_paths()
+
+
+# --- what `up --plan` binds (REVIEW-trust.md E2) ----------------------------------------------------------------
+
+CHECK_PLAN = ROOT / ".github" / "scripts" / "check_plan.py"
+# pulumi/pulumi pkg/resource/stack/deployment.go computedValuePlaceholder: an unknown value, serialized.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def saved_plan(**resources: tuple[str, dict]) -> dict:
+    """A plan as `pulumi preview --save-plan` writes it (apitype DeploymentPlanV1: resourcePlans -> goal ->
+    inputDiff.adds/updates, steps)."""
+    return {"manifest": {"time": "2026-11-27T00:00:00Z", "magic": "", "version": "v3.272.0"},
+            "resourcePlans": {f"urn:pulumi:prod::tpu-multislice::{t}::{name}": {
+                "goal": {"type": t, "name": name, "custom": True, "inputDiff": {"adds": adds}, "protect": False},
+                "steps": ["create"], "state": {}} for name, (t, adds) in resources.items()}}
+
+
+def run_check_plan(plan: dict, tmp_path: Path, allowed: list[dict] | None = None) -> subprocess.CompletedProcess:
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "allowed.json").write_text(json.dumps({"allowed": allowed or []}))
+    return subprocess.run([sys.executable, str(CHECK_PLAN), str(tmp_path / "plan.json"), "--allowed",
+                           str(tmp_path / "allowed.json")], capture_output=True, text=True, timeout=60)
+
+
+MEMBER = "gcp:projects/iAMMember:IAMMember"
+
+
+@pytest.mark.parametrize(("resources", "refused"), [
+    # Known members and roles: the plan binds them.
+    ({"grant": (MEMBER, {"member": "serviceAccount:a@p.iam.gserviceaccount.com", "role": "roles/viewer"})}, []),
+    # A new account's email: unknown at preview, any value at `up`.
+    ({"grant": (MEMBER, {"member": UNKNOWN, "role": "roles/viewer"})}, ["grant: member"]),
+    ({"grant": (MEMBER, {"member": f"serviceAccount:{UNKNOWN}", "role": UNKNOWN})},
+     ["grant: member", "grant: role"]),
+    ({"b": ("gcp:storage/bucketIAMBinding:BucketIAMBinding", {"members": ["user:x@y", UNKNOWN]})},
+     ["b: members[1]"]),
+    ({"crb": ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+              {"subjects": [{"kind": "User", "name": UNKNOWN}]})}, ["crb: subjects[0].name"]),
+    # Not IAM: an unknown cluster endpoint is what a first deploy always has.
+    ({"cluster": ("gcp:container/cluster:Cluster", {"endpoint": UNKNOWN})}, []),
+])
+def test_up_refuses_a_plan_with_unknown_iam_inputs(tmp_path, resources, refused):
+    """pulumi/pulumi pkg/resource/deploy/plan.go (`type Plan`): "unknown values in the plan accept any value
+    (including no value) as valid". The deploy reviewer cannot approve an IAM grant whose member is unknown."""
+    result = run_check_plan(saved_plan(**resources), tmp_path)
+    assert (result.returncode == 0) == (not refused), result.stderr
+    found = sorted(f"{name}: {path}" for name, path in re.findall(r"::error::\S+::([\w-]+): (\S+) is unknown",
+                                                                   result.stderr))
+    assert found == sorted(refused)
+
+
+def test_an_accepted_unknown_is_listed_with_its_reason(tmp_path):
+    plan = saved_plan(grant=(MEMBER, {"member": UNKNOWN, "role": "roles/viewer"}))
+    urn = next(iter(plan["resourcePlans"]))
+    assert run_check_plan(plan, tmp_path, [{"urn": urn, "property": "member", "reason": "the new node account"}]
+                          ).returncode == 0
+    result = run_check_plan(plan, tmp_path, [{"urn": urn, "property": "member"}])  # no reason: refused
+    assert result.returncode == 1 and "needs urn, property and reason" in result.stderr
+    assert json.loads((ROOT / ".github" / "plan-unknowns-allowed.json").read_text())["allowed"] == []
+
+
+def test_up_checks_the_plan_before_its_cloud_identity():
+    up = load("deploy.yml")["jobs"]["up"]
+    order = steps(up).index
+    (check,) = [s for s in steps(up) if "check_plan.py" in s.get("run", "")]
+    assert check["run"] == 'python3 .github/scripts/check_plan.py "build/plan/$STACK.json"'
+    (download,) = [s for s in steps(up) if "gh run download" in s.get("run", "")]
+    (apply,) = [s for s in steps(up) if "pulumi up" in s.get("run", "")]
+    assert order(download) < order(check) < order(uses(up, "google-github-actions/auth")[0]) < order(apply)

@@ -514,6 +514,14 @@ def train_loop_per_worker(config: dict) -> None:
             seen["last_step"] = int(step)
             seen["steps_run"] += 1
             emit("step", step=int(step))
+            if config.get("warm_workers") and seen["steps_run"] == 1:
+                # After this attempt's first step, not at its start: the spare's import (seconds of CPU) then
+                # competes with training, not with this restore.
+                try:
+                    keep_warm_spare()
+                    emit("spare_requested")
+                except Exception as e:  # noqa: BLE001 - a spare only speeds the next restart up; training goes on
+                    print(f"rank {rank}: no warm spare kept on this node: {type(e).__name__}: {e}", flush=True)
             if delay:
                 time.sleep(delay)
 
@@ -577,6 +585,48 @@ def train_loop_per_worker(config: dict) -> None:
 
 
 # --------------------------------------------------------------------------- warm spares
+
+
+# A spare's keep-alive: Ray kills an idle worker beyond the node's soft limit unless it was prestarted with one; a
+# job's spares die with the job whatever this says (the raylet kills a finished job's idle workers).
+SPARE_KEEP_ALIVE_S = 24 * 3600
+
+
+def prestart_workers(node_manager: str, job_id: str | None, count: int = 1,
+                     keep_alive_s: int = SPARE_KEEP_ALIVE_S) -> None:
+    """Ask the raylet at ``node_manager`` (host:port) to start ``count`` idle worker processes now: of job ``job_id``
+    (hex), or of no job (``None``: any job's actor may take them), with no runtime env.
+
+    Ray 2.60 has no Python call for it: this is the request its ``CoreWorker::PrestartWorkers`` sends,
+    ``NodeManagerService.PrestartWorkers`` (``node_manager.proto``: language, job, runtime env, keep-alive, count).
+    An actor is given such a process when their job and runtime env match (Ray's ``prestart_workers_on_local_node``
+    docstring: "A future task/actor with the same runtime_env and job_id *can* be assigned to these prestarted
+    workers"); a process of no job fits any job (the worker pool skips a worker only if it "has been assigned" to
+    another job). tests/test_trainer_args.py holds the request's fields to the installed Ray's."""
+    import grpc
+    from ray.core.generated import common_pb2, node_manager_pb2, node_manager_pb2_grpc, runtime_environment_pb2
+
+    request = node_manager_pb2.PrestartWorkersRequest(
+        language=common_pb2.Language.PYTHON, job_id=bytes.fromhex(job_id) if job_id else b"",
+        runtime_env_info=runtime_environment_pb2.RuntimeEnvInfo(serialized_runtime_env="{}"),
+        keep_alive_duration_secs=keep_alive_s, num_workers=count)
+    with grpc.insecure_channel(node_manager) as channel:
+        node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+
+
+def keep_warm_spare() -> None:
+    """Ask this worker's node for one idle worker process of this job, started now, for the next (re)start.
+
+    A restarted worker group on this node then takes that process, MaxText already imported in it (the node
+    preloads ``warm_worker``), instead of starting Python, Ray and MaxText anew. Ray starts idle workers on a node by
+    itself only for the node's first driver (the head here), so each training worker asks its own raylet, once per
+    attempt, after its first step. The spare is of this job (the raylet ends it with the job) and has no
+    runtime env, as a warm training worker has none."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    node = next(n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id())
+    prestart_workers(f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}", ctx.get_job_id())
 
 
 def controller_without_runtime_env() -> None:
@@ -693,6 +743,7 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
             "base_yml": base_yml, "settings": settings, "local": args.local,
             "step_delay": args.step_delay, "hosts_per_slice": args.hosts_per_slice,
             "save_commit_delay": args.save_commit_delay, "lease_guard": getattr(args, "lease_guard", None),
+            "warm_workers": args.warm_workers,
         },
         scaling_config=scaling,
         run_config=RunConfig(

@@ -1,0 +1,101 @@
+"""Warm spares: idle Ray worker processes, MaxText already imported, that a restarted worker group takes.
+
+The request is Ray's own raylet RPC (``NodeManagerService.PrestartWorkers``); the slow test asks a real local raylet
+for a spare and checks that a training worker's actor is given it, the fast one checks the request on the wire
+against Ray's generated service (a stand-in for the raylet's server side: the same generated servicer, in this
+process).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import pytest
+
+from drills.local_train import ROOT
+from workloads.trainer import maxtext_trainer
+
+
+def test_the_prestart_request_is_the_one_rays_raylet_serves():
+    import grpc
+    from ray.core.generated import common_pb2, node_manager_pb2, node_manager_pb2_grpc
+
+    seen: list = []
+    done = threading.Event()
+
+    class Raylet(node_manager_pb2_grpc.NodeManagerServiceServicer):
+        def PrestartWorkers(self, request, context):  # noqa: N802 - Ray's method name
+            seen.append(request)
+            done.set()
+            return node_manager_pb2.PrestartWorkersReply()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    node_manager_pb2_grpc.add_NodeManagerServiceServicer_to_server(Raylet(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        maxtext_trainer.prestart_workers(f"127.0.0.1:{port}", "01000000", count=2)
+        maxtext_trainer.prestart_workers(f"127.0.0.1:{port}", None)
+        assert done.wait(10)
+    finally:
+        server.stop(None)
+    job, anyone = seen
+    assert job.language == common_pb2.Language.PYTHON and job.job_id == bytes.fromhex("01000000")
+    assert job.num_workers == 2 and job.keep_alive_duration_secs == maxtext_trainer.SPARE_KEEP_ALIVE_S
+    # No runtime env: a warm training worker has none (and an actor is given an idle process only if they match).
+    assert job.runtime_env_info.serialized_runtime_env == "{}"
+    assert anyone.job_id == b"" and anyone.num_workers == 1  # no job: any job's actor may take it
+
+
+ACTOR = textwrap.dedent("""
+    import os, sys, time, ray
+    ray.init(address=os.environ["RAY_ADDRESS"])
+    t = time.time()
+
+    @ray.remote(num_cpus=1, resources={"local_slice": 1})
+    class TrainWorkerLike:
+        def where(self):
+            import psutil
+            return os.getpid(), psutil.Process().create_time(), "maxtext.trainers.pre_train.train" in sys.modules
+
+    pid, started, imported = ray.get(TrainWorkerLike.remote().where.remote())
+    print(f"actor pid={pid} started_before={started < t} imported={imported}", flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spares", [1, 0])
+def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
+    """A slice node started with one spare: an actor shaped like a Train worker (a CPU, the slice resource, no
+    runtime env), created once the spare is up, runs in that process, which was started before the actor and has
+    MaxText's training loop imported. Without spares, Ray starts a new process for the actor (the control)."""
+    from drills.localray import LocalRayCluster
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="ws-", dir=ROOT / "build"))
+    with LocalRayCluster(run_dir, slices=1, spares=spares) as cluster:
+        env = cluster.env | {"RAY_ADDRESS": cluster.address}
+        if spares:
+            # The spare imports MaxText as it starts (seconds): wait until the node's idle worker has done so.
+            node, deadline_s = cluster.workers()[0], 240
+            waited = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+                import time, psutil
+                end, kids = time.time() + {deadline_s}, []
+                while time.time() < end:
+                    kids = [p for p in psutil.Process({node.pid}).children(recursive=True)
+                            if "default_worker.py" in " ".join(p.cmdline())]
+                    if kids and all(p.cpu_percent(0.5) < 20 for p in kids):
+                        break
+                print(len(kids))
+            """)], capture_output=True, text=True, timeout=deadline_s + 30)
+            assert int(waited.stdout.strip() or 0) >= 1, waited.stderr
+        out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
+                             cwd=run_dir)
+    expected = "started_before=True imported=True" if spares else "started_before=False imported=False"
+    assert expected in out.stdout, out.stdout + out.stderr[-3000:]
