@@ -690,7 +690,11 @@ def test_the_attestor_key_id_is_the_one_gcloud_signs_with(tmp_path):
                                            serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     boot = t.render(t.example_config(), t.BootstrapMocks(pem=public))
     (target, *_) = t.run_stacks_job("image.yml", tmp_path)["image"]
-    attestation = t.sign_with_image_yml(target, tmp_path / "sign", private)
+    # The step as test_attestation runs it: the stand-in gcloud in the bootstrap's signing context, the attestation it
+    # wrote read back (sign_with_image_yml returns the process since the stand-in checks the beta track and project).
+    result = t.sign_with_image_yml(target, tmp_path / "sign", private, t.signer_context(boot))
+    assert result.returncode == 0, result.stdout + result.stderr
+    attestation = t.attestation_of(result, tmp_path / "sign")
     attestors = {f"projects/{r.inputs['project']}/attestors/{r.inputs['name']}": r.inputs
                  for r in boot.of("gcp:binaryauthorization/attestor:Attestor")}
     assert attestation["publicKeyId"].startswith("//cloudkms.googleapis.com/v1/projects/")
