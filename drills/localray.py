@@ -391,8 +391,8 @@ class LocalRayCluster:
         ``spares``, each importing MaxText as it starts (the training workers then keep one of their own job on
         their node, maxtext_trainer.keep_warm_spare); the head HEAD_SPARES with Ray Train imported, for the
         controller and the helper actors it creates one after another when a job starts (a region's standby taking a
-        dispatched job). Ray by itself prestarts workers on its first driver's node only, once that driver is
-        there."""
+        dispatched job). Ray by itself prestarts a job's workers only once the job has started, too late for
+        a standby."""
         from workloads.trainer import maxtext_trainer
 
         count = HEAD_SPARES if node.name == "head" else self.spares

@@ -55,8 +55,8 @@ def test_the_prestart_request_is_the_one_rays_raylet_serves():
 
 ACTOR = textwrap.dedent("""
     import os, sys, time, ray
+    t = time.time()  # before the job starts: Ray may prestart workers of the job on its nodes as it connects
     ray.init(address=os.environ["RAY_ADDRESS"])
-    t = time.time()
 
     @ray.remote(num_cpus=1, resources={"local_slice": 1})
     class TrainWorkerLike:
@@ -64,8 +64,11 @@ ACTOR = textwrap.dedent("""
             import psutil
             return os.getpid(), psutil.Process().create_time(), "maxtext.trainers.pre_train.train" in sys.modules
 
+    time.sleep(5)
+    t_actor = time.time()
     pid, started, imported = ray.get(TrainWorkerLike.remote().where.remote())
-    print(f"actor pid={pid} started_before={started < t} imported={imported}", flush=True)
+    print(f"actor pid={pid} started_before_job={started < t} imported={imported} "
+          f"started_before_actor={started < t_actor}", flush=True)
 """)
 
 
@@ -73,8 +76,10 @@ ACTOR = textwrap.dedent("""
 @pytest.mark.parametrize("spares", [1, 0])
 def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
     """A slice node started with one spare: an actor shaped like a Train worker (a CPU, the slice resource, no
-    runtime env), created once the spare is up, runs in that process, which was started before the actor and has
-    MaxText's training loop imported. Without spares, Ray starts a new process for the actor (the control)."""
+    runtime env), created once the spare is up, runs in that process, which was started before the job and has
+    MaxText's training loop imported. Without spares, the actor's process is one Ray starts as the job connects
+    (measured: before the actor is created, so Ray prestarts a job's workers itself, but at the job's start, not
+    for a restart), without MaxText (the control)."""
     from drills.localray import LocalRayCluster
 
     (ROOT / "build").mkdir(exist_ok=True)
@@ -97,5 +102,61 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
             assert int(waited.stdout.strip() or 0) >= 1, waited.stderr
         out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
                              cwd=run_dir)
-    expected = "started_before=True imported=True" if spares else "started_before=False imported=False"
+    expected = "started_before_job=True imported=True" if spares else "started_before_job=False imported=False"
     assert expected in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------- the cluster opt-in (unverified)
+
+IMAGE = "tpu-multislice:image"
+DIGEST = "sha256:" + "ab" * 32  # a well-formed digest: the stack runs its own image
+
+
+def _with_own_image(config: dict[str, str]) -> dict[str, str]:
+    import json
+
+    return dict(config) | {IMAGE: json.dumps(json.loads(config[IMAGE]) | {"digest": DIGEST})}
+
+
+def test_the_cluster_opt_in_preloads_maxtext_on_the_tpu_hosts_and_the_trainer_keeps_spares():
+    """unverified.warmSpares: every TPU worker container preloads warm_worker from the trainer's ConfigMap (mounted
+    there too), the trainer gets --warm-workers beside --prebuilt-image and accepts that pair, and the preview
+    lists the path as unverified."""
+    from conftest import opt_in
+
+    from offline import engine
+    from stackspec import spec as stack_spec
+    from workloads.manifests import TRAINER_DIR
+
+    rendered = engine.render("prod", opt_in(_with_own_image(engine.stack_config("prod")), "warmSpares"))
+    assert f"{stack_spec.PROJECT}:unverified.warmSpares" in rendered.spec.unverified_paths
+    jobs = [d for d in rendered.manifests if d["kind"] == "RayJob"]
+    configmaps = [d for d in rendered.manifests if d["kind"] == "ConfigMap" and "warm_worker.py" in d.get("data", {})]
+    assert jobs and configmaps
+    assert configmaps[0]["data"]["warm_worker.py"] == Path(maxtext_trainer.__file__).with_name(
+        "warm_worker.py").read_text()
+    for doc in jobs:
+        own = doc["spec"]["entrypoint"].split()[2:]
+        own = own[:own.index("--")]
+        args, _ = maxtext_trainer.parse_args(own)
+        assert args.warm_workers and args.prebuilt_image and not args.local
+        for group in doc["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+            container = group["template"]["spec"]["containers"][0]
+            env = {e["name"]: e["value"] for e in container["env"]}
+            assert env["RAY_preload_python_modules"] == "warm_worker" and env["PYTHONPATH"] == TRAINER_DIR
+            assert any(m["mountPath"] == TRAINER_DIR and m.get("readOnly") for m in container["volumeMounts"])
+    plain = engine.render("prod", _with_own_image(engine.stack_config("prod")))
+    assert not any("warm_worker.py" in d.get("data", {}) for d in plain.manifests if d["kind"] == "ConfigMap")
+    assert all("--warm-workers" not in d["spec"]["entrypoint"] for d in plain.manifests if d["kind"] == "RayJob")
+
+
+def test_the_cluster_opt_in_without_the_stacks_own_image_is_refused_by_name():
+    from conftest import opt_in
+
+    from offline import engine
+    from stackspec import spec as stack_spec
+    from stackspec.errors import SpecError
+
+    with pytest.raises(SpecError) as e:
+        stack_spec.load("prod", opt_in(engine.stack_config("prod"), "warmSpares"))
+    assert "unverified.warmSpares" in str(e.value) and "own worker image" in str(e.value)

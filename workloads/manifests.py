@@ -31,6 +31,7 @@ TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
 # Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
 TRAINER_DIR = "/home/ray/trainer"
 LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
+WARM_WORKER = TRAINER_SCRIPT.with_name("warm_worker.py")  # ditto, with unverified.warmSpares (the workers mount it)
 
 # GKE DRANET: one netdev device per secondary network, attached to every TPU worker pod.
 NETDEV_DEVICE_CLASS = kube.NETDEV_DEVICE_CLASS
@@ -223,6 +224,7 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
         # own trainers ride along.
         "data": {TRAINER_SCRIPT.name: text, **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
                                                 if spec.site is not None else {}),
+                 **({WARM_WORKER.name: WARM_WORKER.read_text()} if spec.unverified.warm_spares else {}),
                  **custom_trainer_args.configmap_files(spec)},
     }
 
@@ -285,13 +287,20 @@ def _worker_env(spec: StackSpec, slices: int) -> list[dict[str, str]]:
     # MEGASCALE_NUM_SLICES is the seed's static value. Ray Train's JaxTrainer overwrites it
     # (and the coordinator/slice id) only for groups of several slices; for a one-slice group
     # (an elastic job after a preemption) the trainer drops it (clear_stale_megascale).
-    return [
+    env = [
         {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
         {"name": "MEGASCALE_PORT", "value": str(spec.ray.megascale_port)},
         {"name": "JAX_PLATFORMS", "value": "tpu,cpu"},
         {"name": "ENABLE_PJRT_COMPATIBILITY", "value": "true"},
         {"name": "LIBTPU_INIT_ARGS", "value": libtpu_init_args(spec)},
     ]
+    if spec.unverified.warm_spares:
+        # Every worker process the raylet starts imports MaxText first (warm_worker.py, from the trainer's
+        # ConfigMap), and the idle ones a training worker asks for start together (docs/recovery.md).
+        env += [{"name": "RAY_preload_python_modules", "value": WARM_WORKER.stem},
+                {"name": "PYTHONPATH", "value": TRAINER_DIR},
+                {"name": "RAY_worker_maximum_startup_concurrency", "value": "2"}]
+    return env
 
 
 def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[str, Any]:
@@ -318,10 +327,10 @@ def _worker_group(spec: StackSpec, group: WorkerGroup, size: GroupSize) -> dict[
             # requests google.com/tpu its chips' devices, and the pinned version (>= 1.34, DRANET) is
             # past that; DRANET attaches the DCN NICs itself. The policy pack refuses privileged.
             "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
-            "volumeMounts": _volume_mounts(trainer=False),
+            "volumeMounts": _volume_mounts(trainer=spec.unverified.warm_spares),
         }
     ]
-    pod["volumes"] = _volumes(spec, trainer=False)
+    pod["volumes"] = _volumes(spec, trainer=spec.unverified.warm_spares)
     if multitier.enabled(spec):  # the local checkpoint tier: GKE's in-memory volume (an unverified opt-in)
         pod["volumes"].append(multitier.volume())
         pod["containers"][0]["volumeMounts"].append(multitier.volume_mount())

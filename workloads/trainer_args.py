@@ -153,6 +153,8 @@ def trainer_argv(
     else:
         if spec.prebuilt_image:
             argv.append("--prebuilt-image")  # MaxText is in the worker image: workers install nothing at start
+        if spec.unverified.warm_spares:
+            argv.append("--warm-workers")  # the TPU hosts' worker processes preload MaxText (an unverified opt-in)
         from workloads import multitier
 
         defaults = ({"jax_cache_dir": jax_cache_dir or CLUSTER_JAX_CACHE_DIR} | CLUSTER_GOODPUT_SETTINGS

@@ -30,6 +30,10 @@ class Unverified(Section):
     # Multi-tier checkpointing (workloads/multitier.py): MaxText's enable_multi_tier_checkpointing with GKE's
     # HighScaleCheckpointing add-on; GKE documents it with JobSet workloads, not KubeRay's pods.
     multi_tier_checkpointing: bool = False
+    # Warm spares on the TPU hosts (docs/recovery.md): every worker process imports MaxText as it starts and each
+    # training worker asks its raylet for an idle one after its first step, so a restarted worker group takes it.
+    # Measured on local CPU nodes only; needs the stack's own worker image (nothing installed at worker start).
+    warm_spares: bool = False
 
 
 UNVERIFIED = {
@@ -47,6 +51,11 @@ UNVERIFIED = {
                               "documents it for JobSet pods, whose indices its replicator pairs peers by, not for "
                               "KubeRay's; the backups need a bucket with hierarchical namespace; the local period's "
                               "save rate is assumed (stackspec/checkpoints.py), not measured",
+    "warmSpares": "warm spares on the TPU hosts (each worker process preloads MaxText; the training workers ask "
+                  "their raylet for an idle one, Ray's PrestartWorkers): measured on local CPU nodes only; on a TPU "
+                  "host a spare holds host memory (about 1.5 GB, within the worker's limit) and must not open the "
+                  "TPU (JAX's backend starts at first use, not at import), and with ray.auth token the raylet's "
+                  "request may need the token",
 }
 
 

@@ -30,6 +30,11 @@ def unverified(spec: StackSpec, fail) -> None:
              "as the seed does")
 
 
+    if spec.unverified.warm_spares and not spec.prebuilt_image:
+        fail(_ns("unverified.warmSpares"), True, "warm spares need the stack's own worker image (an image section "
+             "with its digest): a worker that installs MaxText at start has a runtime env no idle process matches")
+
+
 def hardening(spec: StackSpec, fail) -> None:
     """Prod keeps the cluster hardening on (dev may turn it off; the policies warn there)."""
     if not spec.prod:

@@ -140,8 +140,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         p.error(f"--min-slices {args.min_slices} is more than --max-slices {args.max_slices}")
     if args.resize_interval is not None and args.mode != "elastic":
         p.error("--resize-interval is for --mode elastic")
-    if args.warm_workers and not args.local:
-        p.error("--warm-workers is for --local (the local cluster gives each slice node the workers' environment)")
+    if args.warm_workers and not (args.local or args.prebuilt_image):
+        p.error("--warm-workers needs --local or --prebuilt-image: an idle process serves a worker only if the worker "
+                "has no runtime env, and without the image the workers install MaxText through one")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -618,8 +619,8 @@ def keep_warm_spare() -> None:
     """Ask this worker's node for one idle worker process of this job, started now, for the next (re)start.
 
     A restarted worker group on this node then takes that process, MaxText already imported in it (the node
-    preloads ``warm_worker``), instead of starting Python, Ray and MaxText anew. Ray starts idle workers on a node by
-    itself only for the node's first driver (the head here), so each training worker asks its own raylet, once per
+    preloads ``warm_worker``), instead of starting Python, Ray and MaxText anew. Ray prestarts a job's workers by
+    itself only as the job starts, none for a restart, so each training worker asks its own raylet, once per
     attempt, after its first step. The spare is of this job (the raylet ends it with the job) and has no
     runtime env, as a warm training worker has none."""
     import ray
