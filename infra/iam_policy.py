@@ -21,13 +21,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-# What Cloud Storage puts in a new bucket's policy, its "convenience values" for the project's basic roles
-# (https://cloud.google.com/storage/docs/access-control/iam#convenience-values; a new bucket's getIamPolicy answers
+# What Cloud Storage puts in a new bucket's policy, its convenience values for the project's basic roles:
 # roles/storage.legacyBucketOwner for projectEditor:<p> and projectOwner:<p>, roles/storage.legacyBucketReader for
-# projectViewer:<p>). Kept, on purpose: they name only who holds a basic role on the project, which no CI identity
-# can grant (no project IAM: bootstrap/access.py), so they are no foothold for a compromised deploy; project owners
-# and editors reach every bucket through their basic role anyway, and dropping them would only change what the
-# console shows project viewers. Declaring them keeps the first `up` from rewriting more than the foreign members.
+# projectViewer:<p> (what a new uniform-access bucket's getIamPolicy answers; Terraform configurations that move a
+# bucket to google_storage_bucket_iam_policy declare exactly these two bindings to keep them. No Google page quoting
+# them was at hand offline: check `gcloud storage buckets get-iam-policy` on a new bucket before relying on more).
+# Kept, on purpose: they name only holders of a basic role on the project, which no CI identity can grant (no CI
+# identity holds project IAM), so a compromised deploy cannot hide a member behind them; and they are what the
+# bucket has had since its creation, so the first apply of the policy removes only members the program does not
+# declare. legacyBucketOwner includes storage.buckets.setIamPolicy (bootstrap/data/iam_roles.json): a project
+# editor can change the bucket's policy between deploys, which the next `up` undoes and the stack's iam-changed
+# alert reports.
 LEGACY_BUCKET_OWNER = "roles/storage.legacyBucketOwner"
 LEGACY_BUCKET_READER = "roles/storage.legacyBucketReader"
 
