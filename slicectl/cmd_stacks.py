@@ -9,8 +9,9 @@ when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing r
 - ``all``: every stack (pr.yml's previews and cost);
 - ``deploy``: the stacks with ``deploy.onPush: true`` (deploy.yml, drift detection in drills.yml);
 - ``drill``: ``{"stack", "job"}`` for each stack with ``deploy.clusterDrill`` (drills.yml's cluster drill);
-- ``image``: ``{"stack", "image"}`` for each stack with an ``image`` section: the Artifact Registry image
-  (without digest) image.yml pushes;
+- ``image``: ``{"stack", "registry", "image", "attestor", "keyversion"}`` for each stack with an ``image``
+  section: the stack's own Artifact Registry repository, the image (without digest) image.yml pushes there, and
+  what it signs the digest with (:func:`image_target`);
 - ``sandbox``: the sandbox stacks (``tpu-multislice:sandbox: true``, docs/sandbox.md), in no other list: they are
   deployed by hand, without the CI bootstrap.
 
