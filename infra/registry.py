@@ -107,11 +107,15 @@ class ImageRegistry(pulumi.ComponentResource):
             gcp.artifactregistry.RepositoryIamPolicyArgs(
                 project=args.project,
                 location=img.location,
-                repository=self.repository.name,
+                # The id the stack names, not the repository's computed `name` (the same string: the provider
+                # flattens the API's name to its last part, resource_artifact_registry_repository.go:1498-1502): a
+                # new repository's `name` is unknown in the preview, and a saved plan with an unknown IAM input is
+                # refused (.github/scripts/check_plan.py). The dependency is explicit instead.
+                repository=img.repository,
                 policy_data=policy_data([PolicyBinding(READER_ROLE, readers),
                                          PolicyBinding(WRITER_ROLE, [f"serviceAccount:{img.pusher}"])],
                                         pulumi.InvokeOutputOptions(parent=self)),
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.repository]),
         )
         self.register_outputs({"repository": self.repository.name, "pusher": img.pusher})

@@ -121,6 +121,9 @@ def test_prod_creates_the_repository_with_reader_and_pusher(prod):
     (policy,) = prod.by_type("gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy")
     assert (policy.inputs["project"], policy.inputs["location"], policy.inputs["repository"]) == (
         spec.project, spec.region, spec.image.repository)
+    # Named by the stack's id (known in a preview, which .github/scripts/check_plan.py requires of IAM inputs), after
+    # the repository by an explicit dependency.
+    assert repo.urn in policy.dependencies
     assert policy_bindings(policy) == {
         "roles/artifactregistry.reader": [f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"],
         "roles/artifactregistry.writer": [f"serviceAccount:ci-image-prod@{spec.ci_project}.iam.gserviceaccount.com"],
