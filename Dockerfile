@@ -7,11 +7,11 @@
 
 # The base: the prod stack's tpu-multislice:ray.image (jax[tpu] and libtpu preinstalled).
 ARG RAY_IMAGE=rayproject/ray:2.60.0-py312-tpu
-# Its digest pins the base byte for byte, and the build needs it: with the digest empty the reference
-# `<image>@` is invalid and `docker build` stops (fail closed: the signed image never rests on a tag).
-# PLACEHOLDER: unknown where this file was written (no registry access); fill it with `docker buildx
-# imagetools inspect rayproject/ray:2.60.0-py312-tpu --format '{{json .Manifest.Digest}}'` in a reviewed change.
-ARG RAY_IMAGE_DIGEST=
+# Its digest pins the base byte for byte. It is written once, in base-image.digest (beside this file), which
+# image.yml reads and passes as --build-arg; the workflow refuses to build while that file holds no
+# sha256:<64 hex digits>, and without the build-arg the reference `<image>@` is invalid and `docker build` stops
+# (fail closed both ways: the signed image never rests on a tag).
+ARG RAY_IMAGE_DIGEST
 FROM ${RAY_IMAGE}@${RAY_IMAGE_DIGEST}
 
 # MaxText and its whole tree as uv.lock resolves them (the worker-image group: WORKER_PACKAGES of

@@ -114,26 +114,25 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
     namespace = WorkloadNamespace(f"{name}-namespace", WorkloadNamespaceArgs(spec=view, k8s_provider=provider))
     in_namespace = [namespace.namespace] if namespace.namespace else []
 
+    # GKE's checkpoint replicator backs the local tier up to the bucket (multi-tier checkpointing): a member of the
+    # bucket's one authoritative policy, as the workloads' principal is.
+    replicator = ([project_number(view.project).apply(lambda n: multitier.replicator_principal(n, view.project))]
+                  if multitier.enabled(view) else [])
     checkpoints = CheckpointStore(
         f"{name}-checkpoints",
         CheckpointStoreArgs(
             storage=view.storage, project=view.project, project_number=project_number(view.project),
             k8s_provider=provider,
-            workload_pool=[gke.cluster], namespace=in_namespace, shared=shared_bucket,
+            workload_pool=[gke.cluster], namespace=in_namespace, shared=shared_bucket, more_members=replicator,
         ),
     )
-    if multitier.enabled(view):  # GKE's checkpoint replicator backs the local tier up to the bucket
-        gcp.storage.BucketIAMMember(
-            f"{name}-checkpoints-replicator", bucket=checkpoints.bucket.name, role="roles/storage.objectUser",
-            member=project_number(view.project).apply(lambda n: multitier.replicator_principal(n, view.project)),
-            opts=pulumi.ResourceOptions(depends_on=[gke.cluster]))
 
     # The DRANET claim, trainer ConfigMap, RayCluster and RayJobs; pods run as the checkpoint KSA,
     # after its bucket role is granted (a job's first checkpoint write must not race the grant).
     workloads = RayWorkloads(
         f"{name}-workloads",
         RayWorkloadsArgs(spec=view, k8s_provider=provider, depends_on=[checkpoints.service_account,
-                                                                        checkpoints.binding],
+                                                                        checkpoints.policy],
                          namespace=in_namespace,
                          created=None if view.site is None else [j.name for j in view.created_here()]),
     )

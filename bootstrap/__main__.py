@@ -32,7 +32,7 @@ after_services = pulumi.ResourceOptions(depends_on=services)
 
 backend = c.StateBackend("backend", c.StateBackendArgs(config), after_services)
 federation = c.GitHubFederation("github", c.GitHubFederationArgs(config), after_services)
-identities_ = ci.identities(config)  # ci-preview, ci-deploy-<stack> per deploying stack, ci-drill, ci-image
+identities_ = ci.identities(config)  # per stack: ci-preview, ci-deploy when it deploys, ci-drill, ci-image
 # The custom roles each stack's project needs: those its grants name.
 wanted: dict[str, set[str]] = {s.name: set() for s in config.stacks}
 for ident in identities_:

@@ -61,8 +61,12 @@ def read_environment(stack: str) -> Environment:
                        "main's code, the token exchange admits main only)", stack, reviewed=False)
 
 
-# image.yml's build, push and signature: a reviewer approves each run (any writer can dispatch the workflow).
-IMAGE = Environment("image", True, "image.yml's build, push and signature of the worker image (ci-image)")
+def image_environment(stack: str) -> Environment:
+    """image.yml's build, push and signature of ``stack``'s worker image (a stack with a tpu-multislice:image
+    section): a reviewer approves each run (any writer can dispatch the workflow), main only."""
+    return Environment(names.image_environment(stack), True,
+                       f"image.yml's build, push and signature of {stack}'s worker image "
+                       f"({names.image_account_id(stack)})", stack)
 
 
 def deploy_environment(stack: str) -> Environment:
@@ -80,12 +84,12 @@ def drill_environment(stack: str) -> Environment:
 
 def environments(c: BootstrapConfig) -> tuple[Environment, ...]:
     """Each stack's pr-preview-<stack>; each deploying stack's read-<stack> and deploy-<stack>; each drilled
-    stack's drill-<stack>; image when a stack has an image."""
+    stack's drill-<stack>; each stack with an image section's image-<stack>."""
     return (*(pr_preview_environment(s.name) for s in c.stacks),
             *(read_environment(s.name) for s in c.stacks if s.deploy_on_push),
             *(deploy_environment(s.name) for s in c.stacks if s.deploy_on_push),
             *(drill_environment(s.name) for s in c.stacks if s.cluster_drill),
-            *((IMAGE,) if any(s.image for s in c.stacks) else ()))
+            *(image_environment(s.name) for s in c.stacks if s.image))
 # The pr.yml jobs every pull request must pass (no matrix, never skipped): branch protection of
 # main requires them by job name (tests/test_workflows.py checks pr.yml has them, unskippable).
 REQUIRED_CHECKS = ("stacks", "check", "cost")
@@ -153,7 +157,7 @@ MULTIKUEUE_ACCOUNT = "multikueue account"
 # The worker image's signing: the stack's image signing key, its attestor's note and the attestor (made here).
 SIGNING_KEY, NOTE, ATTESTOR = "signing key", "attestor note", "attestor"
 EVERY = "every stack"
-IMAGE_STACKS = "every stack with an image"  # in IMAGE_GRANTS: each stack with a tpu-multislice:image section
+IMAGE_STACK = "the image's stack"  # in IMAGE_GRANTS: the stack of ci-image-<stack>
 DEPLOYED_STACK = "the deployed stack"  # in DEPLOY_GRANTS: the stack of ci-deploy-<stack>
 
 
@@ -228,9 +232,9 @@ MANAGED_BY = {
     # compute.networkAdmin excludes firewall rules; compute.securityAdmin also writes firewall policies and SSL.
     "gcp:compute/firewall:Firewall": custom("tpuMultisliceFirewalls"),
     "gcp:storage/bucket:Bucket": custom("tpuMultisliceBuckets"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": custom("tpuMultisliceBuckets"),
+    "gcp:storage/bucketIAMPolicy:BucketIAMPolicy": custom("tpuMultisliceBuckets"),
     "gcp:artifactregistry/repository:Repository": custom("tpuMultisliceRegistry"),
-    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": custom("tpuMultisliceRegistry"),
+    "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": custom("tpuMultisliceRegistry"),
     "gcp:logging/metric:Metric": custom("tpuMultisliceLogMetrics"),
     "gcp:monitoring/alertPolicy:AlertPolicy": "roles/monitoring.editor",
     "gcp:monitoring/dashboard:Dashboard": "roles/monitoring.editor",
@@ -275,7 +279,7 @@ class Identity:
     # The Actions variable holding its email: a repository variable, or one of these environments' own
     # (deploy.yml's `up` reads vars.GCP_DEPLOY_SERVICE_ACCOUNT in deploy-<stack>: each stack's own identity).
     environments: tuple[str, ...] = ()
-    stack: str | None = None  # the one stack it acts on (None: ci-image, over every stack with an image)
+    stack: str | None = None  # the one stack it acts on
 
     @property
     def account_id(self) -> str:
@@ -424,32 +428,38 @@ def drill_identity(stack: str) -> Identity:
 # (infra/cluster_security.py). The roles gcloud's `container binauthz attestations sign-and-create` needs, each on
 # the one resource (https://cloud.google.com/binary-authorization/docs/making-attestations): sign with the key,
 # read the attestor (its note), attach an occurrence to the note, create the occurrence in the project.
+# Each on the image's own stack only (``of`` is filled in): one stack's signer attests for no other stack's attestor.
 IMAGE_GRANTS = (
-    Grant("roles/cloudkms.signerVerifier", SIGNING_KEY, IMAGE_STACKS, why="sign the pushed image's digest"),
-    Grant("roles/binaryauthorization.attestorsViewer", ATTESTOR, IMAGE_STACKS, why="the attestor's note"),
-    Grant("roles/containeranalysis.notes.attacher", NOTE, IMAGE_STACKS, why="attach the attestation to the note"),
-    Grant(custom("tpuMultisliceAttestations"), PROJECT, IMAGE_STACKS, why="create the attestation occurrence"),
+    Grant("roles/cloudkms.signerVerifier", SIGNING_KEY, IMAGE_STACK, why="sign the pushed image's digest"),
+    Grant("roles/binaryauthorization.attestorsViewer", ATTESTOR, IMAGE_STACK, why="the attestor's note"),
+    Grant("roles/containeranalysis.notes.attacher", NOTE, IMAGE_STACK, why="attach the attestation to the note"),
+    Grant(custom("tpuMultisliceAttestations"), PROJECT, IMAGE_STACK, why="create the attestation occurrence"),
 )
 
 
-def image_identity(stacks: list[str]) -> Identity:
-    """ci-image: one workflow builds one image for every stack with an image section, so one account, whose
-    signing grants name each of those stacks' key, attestor and note only."""
+def image_identity(stack: str) -> Identity:
+    """ci-image-<stack>: pushes one stack's worker image and signs its digest, from image.yml on main in
+    image-<stack> only. One per stack, as the drill and preview identities: an image-<stack> approver (or a
+    compromised build of one stack) can neither push to another stack's repository nor sign for its attestor."""
+    env = image_environment(stack)
     return Identity(
-        key="image",
-        description="CI image: pushes the worker image and signs its digest for Binary Authorization",
-        grants=tuple(replace(g, of=s) for s in stacks for g in IMAGE_GRANTS),
-        principals=(on_main("image.yml", IMAGE),),
+        key=f"image-{stack}",
+        description=f"CI image of {stack}: pushes its worker image and signs the digest for Binary Authorization",
+        grants=tuple(replace(g, of=stack) for g in IMAGE_GRANTS),
+        principals=(on_main("image.yml", env),),
+        account=names.image_account_id(stack),
+        environments=(env.name,),
+        stack=stack,
     )
 
 
 def identities(c: BootstrapConfig) -> tuple[Identity, ...]:
-    """Per stack: ci-preview-<stack>, ci-deploy-<stack> when it deploys on push, ci-drill-<stack> when drilled;
-    and ci-image."""
+    """Per stack: ci-preview-<stack>, ci-deploy-<stack> when it deploys on push, ci-drill-<stack> when drilled,
+    ci-image-<stack> when it has an image section."""
     return (*(preview_identity(s.name, s.deploy_on_push) for s in c.stacks),
             *(deploy_identity(s.name) for s in c.stacks if s.deploy_on_push),
             *(drill_identity(s.name) for s in c.stacks if s.cluster_drill),
-            image_identity([s.name for s in c.stacks if s.image]))
+            *(image_identity(s.name) for s in c.stacks if s.image))
 
 
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"

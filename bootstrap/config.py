@@ -227,7 +227,8 @@ def read_config(cfg: ConfigSource, gcp_cfg: ConfigSource, stacks_dir: Path | Non
             problems.append(f"stacks/Pulumi.{s.name}.yaml: tpu-multislice:ciProject = {s.ci_project!r}, but the "
                             f"bootstrap's ciProject is {ci_project!r}: the stack's image pusher and drill user "
                             "would name accounts that do not exist")
-        for account in (names.preview_account_id(s.name), names.drill_account_id(s.name)):
+        for account in (names.preview_account_id(s.name), names.drill_account_id(s.name),
+                        names.image_account_id(s.name)):
             if why := limits.SERVICE_ACCOUNT_ID.check(account):
                 problems.append(f"stacks/Pulumi.{s.name}.yaml: the stack's CI account {account!r}: {why}")
         if s.project == ci_project:

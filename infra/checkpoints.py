@@ -9,6 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from infra.iam_policy import PolicyBinding, policy_data
 from stackspec import kube
 from stackspec.spec import Storage
 
@@ -48,36 +49,51 @@ def bucket(name: str, st: Storage, project: str, opts: pulumi.ResourceOptions) -
     )
 
 
-class SharedCheckpointBucket(pulumi.ComponentResource):
-    """A multi-region stack's one checkpoint bucket and its one grant to the workloads' principal.
+def bucket_policy(name: str, bucket: gcp.storage.Bucket, project: str, members: Sequence[pulumi.Input[str]],
+                  opts: pulumi.ResourceOptions) -> gcp.storage.BucketIAMPolicy:
+    """The bucket's whole IAM policy (infra/iam_policy.py): ``BUCKET_ROLE`` for ``members``, nothing else (not
+    even GCS's convenience values for the project's basic roles). Any other member, however it got there, is
+    removed by the next ``pulumi up``."""
+    return gcp.storage.BucketIAMPolicy(
+        name,
+        gcp.storage.BucketIAMPolicyArgs(
+            bucket=bucket.name,
+            policy_data=policy_data([PolicyBinding(BUCKET_ROLE, members)],
+                                    pulumi.InvokeOutputOptions(parent=opts.parent)),
+        ),
+        opts=opts,
+    )
 
-    The principal is project-wide (one workload identity pool per project; the namespace and KSA are stack-wide), so
-    every region's KSA is the same member: one ``BucketIAMMember`` serves them all. A grant per region would be the
-    same binding declared several times, and removing one region would delete the binding the others use while their
-    own resources' state still says it exists (GCP review N4). Its name is the stack's, not a region's, so adding,
-    removing or reordering regions leaves it in place."""
+
+class SharedCheckpointBucket(pulumi.ComponentResource):
+    """A multi-region stack's one checkpoint bucket and its one IAM policy.
+
+    The principals are project-wide (one workload identity pool per project; the namespace and KSA are stack-wide), so
+    every region's KSA is the same member: one policy serves them all. A policy per region would be several
+    authoritative policies on one bucket, each removing the others' members; and a grant per region would be removed
+    with its region while the others still use it (GCP review N4). Its name is the stack's, not a region's, so
+    adding, removing or reordering regions leaves it in place."""
 
     bucket: gcp.storage.Bucket
-    binding: gcp.storage.BucketIAMMember | None = None
+    policy: gcp.storage.BucketIAMPolicy | None = None
 
     def __init__(self, name: str, storage: Storage, project: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:SharedCheckpointBucket", name, None, opts)
         self._name = name
+        self._project = project
         self.bucket = bucket(f"{name}-bucket", storage, project, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"bucket": self.bucket.name, "location": storage.location,
                                "dataLocations": list(storage.data_locations)})
 
-    def grant(self, member: pulumi.Input[str], workload_pool: Sequence[pulumi.Resource]) -> gcp.storage.BucketIAMMember:
-        """The one grant, declared by the first region that asks (after its cluster: the pool must exist, cloud rule
-        iam-wi-pool-exists); later regions get the same resource. Which region asked first changes only what it
-        waits for, never its name or inputs."""
-        if self.binding is None:
-            self.binding = gcp.storage.BucketIAMMember(
-                f"{self._name}-object-user",
-                gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=member),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(workload_pool)),
-            )
-        return self.binding
+    def grant(self, members: Sequence[pulumi.Input[str]],
+              workload_pool: Sequence[pulumi.Resource]) -> gcp.storage.BucketIAMPolicy:
+        """The one policy, declared by the first region that asks (after its cluster: the pool must exist, cloud rule
+        iam-wi-pool-exists); later regions get the same resource. Its members are project-wide principals, the same
+        for every region, so which region asked first changes only what it waits for, never its name or inputs."""
+        if self.policy is None:
+            self.policy = bucket_policy(f"{self._name}-iam-policy", self.bucket, self._project, members,
+                                        pulumi.ResourceOptions(parent=self, depends_on=list(workload_pool)))
+        return self.policy
 
 
 @dataclass(frozen=True)
@@ -91,16 +107,19 @@ class CheckpointStoreArgs:
     workload_pool: Sequence[pulumi.Resource] = ()
     # The workload namespace (workloads/namespace.py): the KSA is created in it.
     namespace: Sequence[pulumi.Resource] = ()
-    # A multi-region stack's shared bucket: this store then creates only the KSA, and takes the bucket's one grant.
+    # A multi-region stack's shared bucket: this store then creates only the KSA, and takes the bucket's one policy.
     shared: SharedCheckpointBucket | None = None
+    # Other principals the bucket's policy grants BUCKET_ROLE (GKE's checkpoint replicator, with multi-tier
+    # checkpointing): in the one policy, never a grant of their own beside it (they would fight).
+    more_members: Sequence[pulumi.Input[str]] = ()
 
 
 class CheckpointStore(pulumi.ComponentResource):
-    """Bucket, Kubernetes service account and the bucket-scoped IAM binding between them."""
+    """Bucket, Kubernetes service account and the bucket's authoritative IAM policy that grants it."""
 
     bucket: gcp.storage.Bucket
     service_account: k8s.core.v1.ServiceAccount
-    binding: gcp.storage.BucketIAMMember
+    policy: gcp.storage.BucketIAMPolicy
 
     def __init__(self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:CheckpointStore", name, None, opts)
@@ -122,14 +141,12 @@ class CheckpointStore(pulumi.ComponentResource):
         self.member = pulumi.Output.from_input(args.project_number).apply(
             lambda number: workload_identity_principal(number, args.project, st.namespace, st.service_account)
         )
+        members = [self.member, *args.more_members]
         if args.shared:
-            self.binding = args.shared.grant(self.member, args.workload_pool)
+            self.policy = args.shared.grant(members, args.workload_pool)
         else:
-            self.binding = gcp.storage.BucketIAMMember(
-                f"{name}-object-user",
-                gcp.storage.BucketIAMMemberArgs(bucket=self.bucket.name, role=BUCKET_ROLE, member=self.member),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)),
-            )
+            self.policy = bucket_policy(f"{name}-iam-policy", self.bucket, args.project, members,
+                                        pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)))
         self.register_outputs(
             {
                 "bucket": self.bucket.name,

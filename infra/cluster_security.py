@@ -10,8 +10,9 @@ project's Binary Authorization policy.
   plus GKE's registries for what GKE injects into pods, the GCS FUSE sidecar), Kueue's controller image at the
   stack's version and, while the day-0 phase runs ``ray.image`` (no digest yet, or no prebuilt image), that
   image at its tag. Everything else needs the worker image attestor's attestation (the bootstrap's attestor,
-  whose Cloud KMS key only ``image.yml`` signs with, as ci-image, the digest it pushed): the workers' repository is
-  never allow-listed, so an image pushed there but not signed, or named by tag, is refused. Attestations are
+  whose Cloud KMS key only ``image.yml`` signs with, as ci-image-<stack>, the digest it pushed): the workers'
+  repository is never allow-listed (checked: :func:`policy_problems`), so an image pushed there but not signed, or
+  named by tag, is refused. Attestations are
   checked on digests only. It logs denials (``DRYRUN_AUDIT_LOG_ONLY``) unless the stack opts in to blocking
   (``unverified.binaryAuthorizationEnforce``): GKE's system image list is Google's, not checked here.
 """
@@ -66,6 +67,44 @@ def image_pattern(image: str) -> str:
     ``registry.k8s.io/kueue/kueue:v0.19.2`` -> ``registry.k8s.io/kueue/kueue:v0.19.2*``."""
     path, suffix = _image_path(image)
     return f"{path}{suffix}*"
+
+
+def admits(pattern: str, image: str) -> bool:
+    """Whether an admission allowlist pattern admits ``image`` (a reference with its ``:tag`` or ``@digest``).
+    AdmissionWhitelistPattern.name_pattern (link above): "This supports a trailing * as a wildcard ... * wildcard
+    does not match /, i.e., gcr.io/nginx* matches gcr.io/nginx@latest, but it does not match gcr.io/nginx/image.
+    This also supports a trailing ** wildcard which matches subdirectories, i.e., gcr.io/nginx** matches
+    gcr.io/nginx/image." Without a wildcard, the pattern is the image's name itself."""
+    path, suffix = _image_path(image)
+    ref = path + suffix
+    if pattern.endswith("**"):
+        return ref.startswith(pattern[:-2])
+    if pattern.endswith("*"):
+        return ref.startswith(pattern[:-1]) and "/" not in ref[len(pattern) - 1:]
+    return ref == pattern or path == pattern
+
+
+def policy_problems(spec: StackSpec, patterns: Sequence[str], rule: dict[str, object],
+                    owner: str | None = None) -> list[str]:
+    """Why a policy would admit the stack's own repository without its attestor: the default rule must require
+    the stack's own attestor (the bootstrap's, named after ``owner``), and no pattern may admit any image of the
+    stack's repository, by digest or by tag, directly in it or below it. Empty: the policy holds."""
+    if spec.image is None:
+        return [] if rule.get("evaluation_mode") == "ALWAYS_DENY" else [
+            f"no image repository: the default rule must deny, not {rule.get('evaluation_mode')}"]
+    own = names.image_attestor_id(spec.project, owner or spec.cluster.name)
+    out = []
+    if rule.get("evaluation_mode") != "REQUIRE_ATTESTATION" or rule.get("require_attestations_bies") != [own]:
+        out.append(f"the default rule must require the stack's own attestor {own} (and only it): {rule}")
+    repository = names.repository_path(spec.image.location, spec.project, spec.image.repository)
+    digest = "@sha256:" + "0" * 64
+    probes = [f"{repository}/{spec.image.name}{digest}", f"{repository}/{spec.image.name}:latest",
+              f"{repository}/other{digest}", f"{repository}/nested/image{digest}"]
+    for pattern in patterns:
+        admitted = [i for i in probes if admits(pattern, i)]
+        if admitted:
+            out.append(f"admission pattern {pattern!r} admits the stack's repository unattested ({admitted[0]})")
+    return out
 
 
 def admission_patterns(spec: StackSpec, system_images: Sequence[str] = ()) -> list[str]:
@@ -129,6 +168,10 @@ class ClusterSecurity(pulumi.ComponentResource):
         )
         self.patterns = admission_patterns(spec, args.system_images)
         self.rule = default_rule(spec, args.owner)
+        # Checked, not assumed: a system image that shares the workers' repository path, or a rule naming another
+        # attestor, would admit the stack's own images without its signature.
+        if problems := policy_problems(spec, self.patterns, self.rule, args.owner):
+            raise ValueError(f"stack {spec.stack}: Binary Authorization policy: " + "; ".join(problems))
         self.enforcement = self.rule["enforcement_mode"]
         self.policy = gcp.binaryauthorization.Policy(
             f"{name}-binauthz",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.iam_policy import PolicyBinding, policy_data
 from stackspec.spec import WorkerImage
 
 ARTIFACT_REGISTRY_API = "artifactregistry.googleapis.com"
@@ -18,7 +19,7 @@ CONTAINER_SCANNING_API = "containerscanning.googleapis.com"
 # Container File System API"): :func:`image_streaming_api`, before the cluster and its pools.
 CONTAINER_FILESYSTEM_API = "containerfilesystem.googleapis.com"
 # Repository-scoped grants: the nodes pull (image streaming reads through the same permission),
-# the image workflow's identity (bootstrap/'s ci-image) pushes; neither reaches another repository.
+# the stack's own image workflow identity (bootstrap/'s ci-image-<stack>) pushes; neither reaches another repository.
 READER_ROLE = "roles/artifactregistry.reader"
 WRITER_ROLE = "roles/artifactregistry.writer"
 # Digests are what the stacks deploy; untagged versions older than this go (tagged ones stay).
@@ -48,12 +49,12 @@ class ImageRegistryArgs:
 
 
 class ImageRegistry(pulumi.ComponentResource):
-    """A Docker repository with immutable tags, readable by the node service account only."""
+    """A Docker repository with immutable tags, readable by the node service accounts, written by the stack's own
+    image identity, and nothing else: its IAM policy is authoritative (infra/iam_policy.py)."""
 
     services: list[gcp.projects.Service]
     repository: gcp.artifactregistry.Repository
-    node_reader: gcp.artifactregistry.RepositoryIamMember | None
-    pusher: gcp.artifactregistry.RepositoryIamMember
+    policy: gcp.artifactregistry.RepositoryIamPolicy
 
     def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:ImageRegistry", name, None, opts)
@@ -94,38 +95,27 @@ class ImageRegistry(pulumi.ComponentResource):
                 parent=self, depends_on=self.services, protect=args.protected, retain_on_delete=args.protected
             ),
         )
-        # A single-region stack's node account; a multi-region stack's are all in more_readers, each grant named
-        # after its cluster, so that the order of regions names no grant (a reorder replaces nothing).
-        self.node_reader = None if args.node_service_account is None else gcp.artifactregistry.RepositoryIamMember(
-            f"{name}-node-reader",
-            gcp.artifactregistry.RepositoryIamMemberArgs(
+        # Every reader (a single-region stack's node account; a multi-region stack's node accounts, all in
+        # more_readers) and the pusher, in the repository's one authoritative policy: a multi-region stack's clusters
+        # hand their node accounts to it, never a policy or a grant each (two policies on one repository fight).
+        # The members are sorted by the data source, so the order of regions changes nothing.
+        readers: list[pulumi.Input[str]] = [] if args.node_service_account is None else [
+            pulumi.Output.from_input(args.node_service_account).apply(lambda e: f"serviceAccount:{e}")]
+        readers += [f"serviceAccount:{email}" for _, email in args.more_readers]
+        self.policy = gcp.artifactregistry.RepositoryIamPolicy(
+            f"{name}-iam-policy",
+            gcp.artifactregistry.RepositoryIamPolicyArgs(
                 project=args.project,
                 location=img.location,
-                repository=self.repository.name,
-                role=READER_ROLE,
-                member=pulumi.Output.from_input(args.node_service_account).apply(lambda e: f"serviceAccount:{e}"),
+                # The id the stack names, not the repository's computed `name` (the same string: the provider
+                # flattens the API's name to its last part, resource_artifact_registry_repository.go:1498-1502): a
+                # new repository's `name` is unknown in the preview, and a saved plan with an unknown IAM input is
+                # refused (.github/scripts/check_plan.py). The dependency is explicit instead.
+                repository=img.repository,
+                policy_data=policy_data([PolicyBinding(READER_ROLE, readers),
+                                         PolicyBinding(WRITER_ROLE, [f"serviceAccount:{img.pusher}"])],
+                                        pulumi.InvokeOutputOptions(parent=self)),
             ),
-            opts=child,
-        )
-        self.more_readers = [
-            gcp.artifactregistry.RepositoryIamMember(
-                f"{name}-node-reader-{cluster}",
-                gcp.artifactregistry.RepositoryIamMemberArgs(project=args.project, location=img.location,
-                                                             repository=self.repository.name, role=READER_ROLE,
-                                                             member=f"serviceAccount:{email}"),
-                opts=child,
-            )
-            for cluster, email in args.more_readers
-        ]
-        self.pusher = gcp.artifactregistry.RepositoryIamMember(
-            f"{name}-pusher",
-            gcp.artifactregistry.RepositoryIamMemberArgs(
-                project=args.project,
-                location=img.location,
-                repository=self.repository.name,
-                role=WRITER_ROLE,
-                member=f"serviceAccount:{img.pusher}",
-            ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.repository]),
         )
         self.register_outputs({"repository": self.repository.name, "pusher": img.pusher})

@@ -35,7 +35,7 @@ provider_modules.install()
 
 import pulumi  # noqa: E402
 
-from offline import pulumi_runtime  # noqa: E402
+from offline import iam_policy, pulumi_runtime  # noqa: E402
 from stackspec import spec as stack_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +46,10 @@ PROJECT = stack_spec.PROJECT
 PLACEHOLDER_PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 PLACEHOLDER_ENDPOINT = "OFFLINE-ENDPOINT"
 PLACEHOLDER_CA = "OFFLINE-CLUSTER-CA"
+# The etag an authoritative IAM policy resource answers, in each API's shape: Cloud Storage's is base64 of the
+# policy's version counter ("CAE=" for a bucket's first policy), IAM's (Artifact Registry's) base64 of 8 bytes.
+IAM_POLICIES = {"gcp:storage/bucketIAMPolicy:BucketIAMPolicy": "CAI=",
+                "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": "BwYAAAAAAAE="}
 
 
 @dataclass
@@ -163,12 +167,22 @@ class _Mocks(pulumi.runtime.Mocks):
             state["controlPlaneEndpointsConfig"] = endpoints
         elif args.typ == "gcp:storage/bucket:Bucket":
             state["url"] = f"gs://{state['name']}"
+        elif args.typ == "gcp:artifactregistry/repository:Repository":
+            # The provider's `name` is the repository's id, "repo1" (terraform-provider-google e03b7622
+            # resource_artifact_registry_repository.go:903-907; flattenArtifactRegistryRepositoryName, 1498-1502, keeps
+            # the last part of the API's projects/.../repositories/repo1), not the Pulumi name.
+            state["name"] = args.inputs["repositoryId"]
+        elif args.typ in IAM_POLICIES:
+            # The API's policy etag (base64 of the policy's version counter, as getIamPolicy returns it).
+            state["etag"] = IAM_POLICIES[args.typ]
         return f"{state['name']}-offline-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         if args.token == "gcp:organizations/getProject:getProject":
             pid = args.args.get("projectId", "project")
             return {"projectId": pid, "number": PLACEHOLDER_PROJECT_NUMBER, "name": pid}
+        if args.token == "gcp:organizations/getIAMPolicy:getIAMPolicy":
+            return iam_policy.get_iam_policy(args.args)
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"accessToken": "OFFLINE-TOKEN", "project": "project"}
         return {}

@@ -99,7 +99,8 @@ def _extra_nic_subnets(e: dict[str, Any]) -> set[str]:
 
 PREREQUISITES: tuple[Prerequisite, ...] = (
     Prerequisite("iam-wi-pool-exists: a binding to <project>.svc.id.goog waits for a cluster",
-                 lambda e: "IAMMember" in e["type"] and ".svc.id.goog" in str(e["inputs"].get("member", "")),
+                 lambda e: ("IAMMember" in e["type"] or "IAMPolicy" in e["type"]) and ".svc.id.goog" in str(
+                     e["inputs"].get("member") or e["inputs"].get("policyData") or ""),
                  _is(CLUSTER)),
     Prerequisite("Kubernetes objects need the cluster's API server (through the stack's provider)",
                  lambda e: e["type"].startswith("kubernetes:") and e["custom"], _is(CLUSTER)),

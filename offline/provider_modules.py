@@ -48,7 +48,7 @@ import types
 # Namespace) are here up front so new resources rarely fall back to the whole package; a listed
 # module costs nothing until its package is used, then a few ms.
 MODULES: dict[str, tuple[str, ...]] = {
-    "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_member"),
+    "pulumi_gcp.artifactregistry": ("_inputs", "repository", "repository_iam_policy"),
     "pulumi_gcp.binaryauthorization": ("_inputs", "policy", "attestor", "attestor_iam_member"),
     "pulumi_gcp.containeranalysis": ("_inputs", "note", "note_iam_member"),
     "pulumi_gcp.compute": ("_inputs", "network", "subnetwork", "firewall", "router", "router_nat"),
@@ -58,15 +58,15 @@ MODULES: dict[str, tuple[str, ...]] = {
                        "get_kms_crypto_key_version"),
     "pulumi_gcp.logging": ("_inputs", "metric"),
     "pulumi_gcp.monitoring": ("_inputs", "alert_policy", "dashboard", "notification_channel"),
-    "pulumi_gcp.organizations": ("get_project", "get_client_config"),
+    "pulumi_gcp.organizations": ("_inputs", "get_project", "get_client_config", "get_iam_policy"),
     "pulumi_gcp.pubsub": ("_inputs", "topic"),
     "pulumi_gcp.projects": ("_inputs", "iam_member", "service", "service_identity"),
     "pulumi_gcp.serviceaccount": ("_inputs", "account", "iam_member"),
-    "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_member", "get_project_service_account"),
+    "pulumi_gcp.storage": ("_inputs", "bucket", "bucket_iam_policy", "get_project_service_account"),
     "pulumi_kubernetes.admissionregistration.v1": ("_inputs", "ValidatingAdmissionPolicy",
                                                    "ValidatingAdmissionPolicyBinding"),
     "pulumi_kubernetes.apiextensions": ("CustomResource",),
-    "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "ServiceAccount"),
+    "pulumi_kubernetes.core.v1": ("_enums", "ConfigMap", "Namespace", "Secret", "ServiceAccount"),
     "pulumi_kubernetes.helm.v4": ("_inputs", "Chart"),
     "pulumi_kubernetes.meta.v1": ("_inputs",),
     "pulumi_kubernetes.networking.v1": ("_inputs", "NetworkPolicy"),

@@ -288,8 +288,8 @@ RULES: tuple[Rule, ...] = (
     _r("iam-bucket-scoped", "Storage roles are bound on the bucket with object access only, "
        "never project-wide, never public.",
        MANDATORY, RESOURCE, safety.iam_bucket_scoped,
-       "Grant roles/storage.objectUser with gcp.storage.BucketIAMMember on the checkpoint "
-       "bucket to the workload identity principal.",
+       "Grant roles/storage.objectUser to the workload identity principal in the checkpoint bucket's "
+       "gcp.storage.BucketIAMPolicy (GCS's legacy bucket roles for the project's basic roles only).",
        {"bucketAllowedRoles": {**_STRINGS, "default": safety.DEFAULT_BUCKET_ROLES,
                                "description": "Roles a bucket binding may grant (least privilege)."},
         "projectWideForbiddenRoles": {**_STRINGS, "default": safety.DEFAULT_FORBIDDEN_ROLES,

@@ -9,8 +9,9 @@ when its ``tpu-multislice:deploy`` says so, deployed and drilled, with nothing r
 - ``all``: every stack (pr.yml's previews and cost);
 - ``deploy``: the stacks with ``deploy.onPush: true`` (deploy.yml, drift detection in drills.yml);
 - ``drill``: ``{"stack", "job"}`` for each stack with ``deploy.clusterDrill`` (drills.yml's cluster drill);
-- ``image``: ``{"stack", "image"}`` for each stack with an ``image`` section: the Artifact Registry image
-  (without digest) image.yml pushes;
+- ``image``: ``{"stack", "registry", "image", "attestor", "keyversion"}`` for each stack with an ``image``
+  section: the stack's own Artifact Registry repository, the image (without digest) image.yml pushes there, and
+  what it signs the digest with (:func:`image_target`);
 - ``sandbox``: the sandbox stacks (``tpu-multislice:sandbox: true``, docs/sandbox.md), in no other list: they are
   deployed by hand, without the CI bootstrap.
 
@@ -42,11 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def image_target(s: stack_spec.StackSpec) -> dict[str, str]:
-    """What image.yml needs for a stack with an image section: its worker image in its own Artifact Registry
-    repository (without a digest), and the attestor and signing key version it signs the pushed digest with
-    (the bootstrap's, named after the stack's home cluster)."""
+    """What image.yml needs for a stack with an image section: its own Artifact Registry repository (the only one
+    whose images the signing step signs), its worker image there (without a digest), and the attestor and signing
+    key version it signs the pushed digest with (the bootstrap's, named after the stack's home cluster)."""
     cluster, region = s.home
     return {"stack": s.stack,
+            "registry": names.repository_path(s.image.location, s.project, s.image.repository),
             "image": names.image_path(s.image.location, s.project, s.image.repository, s.image.name),
             "attestor": names.image_attestor_id(s.project, cluster),
             "keyversion": names.image_signing_key_version_id(s.project, region, cluster)}

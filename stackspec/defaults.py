@@ -75,7 +75,7 @@ def _image(s: StackSpec, home_region: str):
     if s.image is None:
         return None
     return _new(s.image, location=s.image.location or home_region,
-                pusher=s.image.pusher or names.ci_account_email("image", s.ci_project))
+                pusher=s.image.pusher or names.image_account_email(s.stack, s.ci_project))
 
 
 def _slice(x: Slice) -> Slice:

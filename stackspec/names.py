@@ -204,9 +204,14 @@ def registry_host(location: str) -> str:
     return f"{location}-docker.pkg.dev"
 
 
+def repository_path(location: str, project: str, repository: str) -> str:
+    """An Artifact Registry Docker repository's path: ``<loc>-docker.pkg.dev/<project>/<repo>``."""
+    return f"{registry_host(location)}/{project}/{repository}"
+
+
 def image_path(location: str, project: str, repository: str, image: str) -> str:
     """An Artifact Registry image's path: ``<loc>-docker.pkg.dev/<project>/<repo>/<image>``."""
-    return f"{registry_host(location)}/{project}/{repository}/{image}"
+    return f"{repository_path(location, project, repository)}/{image}"
 
 
 def image_reference(location: str, project: str, repository: str, image: str, digest: str) -> str:
@@ -250,6 +255,21 @@ def drill_account_id(stack: str) -> str:
 
 def drill_account_email(stack: str, project: str) -> str:
     return f"{drill_account_id(stack)}@{project}.iam.gserviceaccount.com"
+
+
+def image_account_id(stack: str) -> str:
+    """The worker image's pusher and signer of one stack (bootstrap/): writer on that stack's repository only (the
+    stack grants it, infra/registry.py), signer with that stack's key only."""
+    return f"{CI_ACCOUNTS['image']}-{stack}"
+
+
+def image_account_email(stack: str, project: str) -> str:
+    return f"{image_account_id(stack)}@{project}.iam.gserviceaccount.com"
+
+
+def image_environment(stack: str) -> str:
+    """The GitHub environment image.yml builds, pushes and signs ``stack``'s worker image in (required reviewers)."""
+    return f"image-{stack}"
 
 
 def pr_preview_environment(stack: str) -> str:

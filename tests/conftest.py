@@ -97,6 +97,14 @@ FALLBACKS = ({"type": "reservation", "reservation": "v6e-res"},
              {"type": "on-demand"})
 
 
+def policy_bindings(resource) -> dict[str, list[str]]:
+    """An authoritative IAM policy resource's bindings, role -> members, from its policyData (the JSON the
+    provider's getIAMPolicy data source makes, offline/iam_policy.py)."""
+    doc = json.loads(resource.inputs["policyData"])
+    assert set(doc) == {"bindings"}, doc  # no etag, version or audit configs in the data source's output
+    return {b["role"]: b["members"] for b in doc["bindings"]}
+
+
 def stack_files(into: Path, *leave_out: str) -> Path:
     """The tests' stack files (but the stacks ``leave_out`` names) copied into ``into``, for a test that
     edits or adds one (``--stacks-dir``)."""

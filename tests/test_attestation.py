@@ -207,7 +207,8 @@ def test_image_yml_signs_with_the_beta_command_in_the_stack_project():
     job = load("image.yml")["jobs"]["build"]
     run = _step_run()
     assert re.search(r"gcloud beta container binauthz attestations sign-and-create --project=\"\$project\"", run)
-    assert 'project="${ATTESTOR#projects/}"; project="${project%%/*}"' in run
+    # The project is the stack's registry's, and the attestor must be of it (tests/test_image.py refuses the rest).
+    assert 'project="$(printf \'%s\' "$REGISTRY" | cut -d/ -f2)"' in run and '"projects/$project/attestors/"*' in run
     (setup,) = uses(job, "google-github-actions/setup-gcloud")
     assert "beta" in [c.strip() for c in setup["with"]["install_components"].split(",")]
     (sign,) = [s for s in steps(job) if "sign-and-create" in s.get("run", "")]
@@ -245,4 +246,4 @@ def test_the_stand_in_refuses_what_the_sdk_refuses(boot, signing_key, context, t
 def test_the_step_refuses_an_attestor_that_names_no_project(signing_key, context, tmp_path):
     (target, *_) = run_stacks_job("image.yml", tmp_path)["image"]
     result = sign_with_image_yml({**target, "attestor": "my-attestor"}, tmp_path / "t", signing_key[0], context)
-    assert result.returncode == 1 and "not projects/<project>/attestors/<name>" in result.stdout
+    assert result.returncode == 1 and "the attestor my-attestor is not of the registry's project" in result.stdout

@@ -175,10 +175,12 @@ CONFIG = bcfg.BootstrapConfig(ci_project=CI_PROJECT, repository=REPO, repository
                             repository_owner_id=CFG[f"{NS}:repositoryOwnerId"], stacks=tuple(bcfg.read_stacks()[0]))
 PROD_DEPLOY = names.deploy_account_id("prod")  # ci-deploy-prod
 # The CI accounts the example renders: per stack a reader, a deploy identity when it deploys on push, a drill
-# identity when drilled; one image identity.
+# identity when drilled, an image identity when it has an image section.
+IMAGE_STACKS = [k for k, s in STACKS.items() if s.image is not None]
 CI_ACCOUNTS = [*(names.preview_account_id(k) for k in STACKS),
                *(names.deploy_account_id(k) for k, s in STACKS.items() if s.deploy.on_push),
-               *(names.drill_account_id(k) for k, s in STACKS.items() if s.deploy.cluster_drill), "ci-image"]
+               *(names.drill_account_id(k) for k, s in STACKS.items() if s.deploy.cluster_drill),
+               *(names.image_account_id(k) for k in IMAGE_STACKS)]
 
 
 def _clusters(s) -> list[tuple[str, str]]:
@@ -251,8 +253,11 @@ def test_no_ci_identity_can_reach_the_bootstraps_own_state_or_key(boot):
         if r.inputs["cryptoKeyId"] in secrets_keys:  # a cluster's Secrets key: GKE's service agent only
             assert "@container-engine-robot.iam.gserviceaccount.com" in r.inputs["member"], r.name
             continue
-        if r.inputs["cryptoKeyId"].endswith("-image-signer"):  # the worker image's signing key: ci-image signs
-            assert member_id(r.inputs["member"]) == names.CI_ACCOUNTS["image"], r.name
+        if r.inputs["cryptoKeyId"].endswith("-image-signer"):  # a stack's image signing key: its own ci-image signs
+            (stack,) = [k for k in IMAGE_STACKS if r.inputs["cryptoKeyId"].endswith(
+                f"/cryptoKeys/{names.image_signing_key(_clusters(STACKS[k])[0][0])}")
+                and f"projects/{STACKS[k].project}/" in r.inputs["cryptoKeyId"]]
+            assert member_id(r.inputs["member"]) == names.image_account_id(stack), r.name
             assert r.inputs["role"] == "roles/cloudkms.signerVerifier", r.name
             continue
         assert r.inputs["cryptoKeyId"] != boot_key and r.inputs["cryptoKeyId"].split("/")[-1] in STACKS
@@ -560,7 +565,10 @@ def principals(boot: Boot) -> set[tuple[str, str, str]]:
         ("production off main", claims("push", "refs/heads/x", "deploy.yml", "deploy-prod"), set()),
         ("production from another workflow on main", claims("push", MAIN, "image.yml", "deploy-prod"), set()),
         ("deploy.yml on main in another environment", claims("push", MAIN, "deploy.yml", "staging"), set()),
-        ("the image build on main, approved in image", claims("push", MAIN, "image.yml", "image"), {"ci-image"}),
+        ("the image build on main, approved in image-prod", claims("push", MAIN, "image.yml", "image-prod"),
+         {"ci-image-prod"}),
+        ("the image build in another workflow's environment", claims("push", MAIN, "image.yml", "deploy-prod"),
+         set()),
         ("the image build on main without its environment", claims("push", MAIN, "image.yml"), set()),
         ("the image build dispatched on a branch", claims("workflow_dispatch", "refs/heads/x", "image.yml"), set()),
         ("drills.yml's drift job of prod on main", claims("schedule", MAIN, "drills.yml", "read-prod"),
@@ -595,7 +603,8 @@ def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_de
     envs = {r.inputs["environment"]: r for r in boot.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
     declared = ci.environments(CONFIG)
     assert set(envs) == {e.name for e in declared} == {
-        *(names.pr_preview_environment(k) for k in STACKS), "read-prod", "deploy-prod", "drill-prod", "image"}
+        *(names.pr_preview_environment(k) for k in STACKS), "read-prod", "deploy-prod", "drill-prod",
+        *(names.image_environment(k) for k in IMAGE_STACKS)}
     policies = {(r.inputs["environment"], r.inputs["branchPattern"]) for r in boot.of(
         "github:index/repositoryEnvironmentDeploymentPolicy:RepositoryEnvironmentDeploymentPolicy")}
     teams = json.loads(CFG[f"{NS}:reviewerTeams"])
@@ -641,7 +650,8 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
     assert variables == {k: boot.exports[k] for k in exported}
     # Each stack's identities are variables of its own environments: one expression per kind
     # (`vars.GCP_DEPLOY_SERVICE_ACCOUNT`, ...) is the stack's own account there, and nothing outside them.
-    per_stack = {"GCP_DEPLOY_SERVICE_ACCOUNT", "GCP_PREVIEW_SERVICE_ACCOUNT", "GCP_DRILL_SERVICE_ACCOUNT"}
+    per_stack = {"GCP_DEPLOY_SERVICE_ACCOUNT", "GCP_PREVIEW_SERVICE_ACCOUNT", "GCP_DRILL_SERVICE_ACCOUNT",
+                 "GCP_IMAGE_SERVICE_ACCOUNT"}
     assert not per_stack & set(variables)
     email = "{}@" + CI_PROJECT + ".iam.gserviceaccount.com"
     want = {}
@@ -653,6 +663,8 @@ def test_actions_variables_are_the_exports_the_workflows_read(boot):
             want[(f"deploy-{k}", "GCP_DEPLOY_SERVICE_ACCOUNT")] = email.format(names.deploy_account_id(k))
         if s.deploy.cluster_drill:
             want[(f"drill-{k}", "GCP_DRILL_SERVICE_ACCOUNT")] = email.format(names.drill_account_id(k))
+        if s.image is not None:
+            want[(f"image-{k}", "GCP_IMAGE_SERVICE_ACCOUNT")] = email.format(names.image_account_id(k))
     assert scoped == want
     by_env: dict = {}
     for (e, v), x in scoped.items():
@@ -730,7 +742,8 @@ def test_each_job_mints_exactly_its_stacks_identity(boot):
     become exactly one identity: its stack's own of its kind (the workflow's job, the environment it names)."""
     want_kind = {("pr.yml", "preview"): names.preview_account_id, ("deploy.yml", "preview"): names.preview_account_id,
                  ("deploy.yml", "up"): names.deploy_account_id, ("drills.yml", "drift"): names.preview_account_id,
-                 ("drills.yml", "cluster-drill"): names.drill_account_id, ("image.yml", "build"): lambda _: "ci-image"}
+                 ("drills.yml", "cluster-drill"): names.drill_account_id,
+                 ("image.yml", "build"): names.image_account_id}
     seen = set()
     for (workflow, job_id), job in workflow_jobs().items():
         for stack in matrix_stacks(job) or [None]:
@@ -826,7 +839,8 @@ def test_a_stack_that_opts_in_gets_its_own_deploy_identity_environments_and_revi
     envs = {r.inputs["environment"]: r.inputs
             for r in b.of("github:index/repositoryEnvironment:RepositoryEnvironment")}
     assert set(envs) == {*(names.pr_preview_environment(k) for k in STACKS), "read-prod", "read-team-eu",
-                         "deploy-prod", "drill-prod", "deploy-team-eu", "drill-team-eu", "image"}
+                         "deploy-prod", "drill-prod", "deploy-team-eu", "drill-team-eu",
+                         *(names.image_environment(k) for k in IMAGE_STACKS)}
     team_id, default = 1000 + len("team-eu-leads"), [1000 + len(t) for t in json.loads(CFG[f"{NS}:reviewerTeams"])]
     for name, env in envs.items():
         if name.startswith("read-"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import documentation
+from conftest import documentation, rendered
 
 from offline import engine
 from policies import offline
@@ -260,7 +260,7 @@ def test_streaming_pools_wait_for_the_container_file_system_api(stack, request):
 
 @covers("iam-wi-pool-exists")
 def test_the_bucket_binding_waits_for_the_cluster(prod):
-    binding = prod.one("gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-tpu-checkpoints-object-user")
+    binding = prod.one("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "maxtext-tpu-checkpoints-iam-policy")
     cluster = prod.one("gcp:container/cluster:Cluster", "maxtext-tpu")
     assert cluster.urn in binding.dependencies
     assert not violations(offline.resources_of(prod), "wi-binding-after-cluster")
@@ -413,7 +413,10 @@ def test_multikueue_credentials_are_short_lived_kubeconfigs_kueue_accepts():
     for cluster in (d for d in mk.manager_objects(m, regions) if d["kind"] == "MultiKueueCluster"):
         assert cluster["spec"]["clusterSource"]["kubeConfig"]["locationType"] == "Secret"
     docs = mk.manager_access_objects(m, regions, ["https://a", "https://b"])
-    assert not [d for d in docs if d["kind"] == "Secret"]  # Secrets only from the job, with one-hour tokens
+    # The stack declares the Secrets empty (the job may only patch them); their only content is the job's one-hour
+    # tokens, never a credential of the program's.
+    secrets = [d for d in docs if d["kind"] == "Secret"]
+    assert secrets and not [d for d in secrets if set(d) & {"data", "stringData"}]
     assert {t["expirationSeconds"] for d in docs if d["kind"] == "ConfigMap"
             for t in json.loads(d["data"]["targets.json"])["targets"]} == {3600}
 
@@ -560,13 +563,46 @@ def test_bulletins_go_to_a_topic_of_the_clusters_project(prod):
 
 
 def _admitted_by_pattern(image: str, patterns: list[str]) -> bool:
-    """Binary Authorization's pattern match: the text before a trailing ``*``, then anything but ``/``."""
-    from infra.cluster_security import _image_path
+    """Binary Authorization's pattern match (infra.cluster_security.admits): a trailing ``*`` matches anything but
+    ``/``, a trailing ``**`` anything."""
+    from infra.cluster_security import admits
 
-    path, suffix = _image_path(image)
-    ref = path + suffix
-    return any(ref == p or (p.endswith("*") and ref.startswith(p[:-1]) and "/" not in ref[len(p) - 1:])
-               for p in patterns)
+    return any(admits(p, image) for p in patterns)
+
+
+def test_the_pattern_match_is_the_documented_one():
+    from infra.cluster_security import admits
+
+    # AdmissionWhitelistPattern.name_pattern's own examples.
+    assert admits("gcr.io/nginx*", "gcr.io/nginx@latest") and not admits("gcr.io/nginx*", "gcr.io/nginx/image")
+    assert admits("gcr.io/nginx**", "gcr.io/nginx/image")
+    assert admits("docker.io/library/ubuntu", "ubuntu:24.04") and not admits("gcr.io/nginx", "gcr.io/nginx2")
+
+
+@pytest.mark.parametrize(("stack", "change", "why"), [
+    ("prod", lambda s, repo: {"patterns": [f"{repo}/*"]}, "admits the stack's repository unattested"),
+    ("prod", lambda s, repo: {"patterns": [repo.rsplit("/", 1)[0] + "/**"]}, "admits the stack's repository"),
+    ("prod", lambda s, repo: {"patterns": [f"{repo}/{s.image.name}@sha256:" + "0" * 64]}, "admits the stack's"),
+    ("prod", lambda s, repo: {"attestors": [names.image_attestor_id("other-project", s.cluster.name)]},
+     "must require the stack's own attestor"),
+    ("prod", lambda s, repo: {"mode": "ALWAYS_ALLOW"}, "must require the stack's own attestor"),
+    ("dev", lambda s, repo: {"mode": "ALWAYS_ALLOW"}, "the default rule must deny"),
+])
+def test_the_policy_check_refuses_the_stacks_repository_unattested(stack, change, why):
+    """infra.cluster_security.policy_problems, which ClusterSecurity runs before it declares the policy: the
+    rendered policies pass it, and a pattern over the stack's repository or a rule without its own attestor fails."""
+    from infra.cluster_security import admission_patterns, default_rule, policy_problems
+
+    s = rendered(stack).spec
+    patterns, rule = admission_patterns(s, (kueue.IMAGE,)), default_rule(s)
+    assert policy_problems(s, patterns, rule) == []
+    repo = names.repository_path(s.image.location, s.project, s.image.repository) if s.image else "x/y/z"
+    c = change(s, repo)
+    patterns = [*patterns, *c.get("patterns", [])]
+    rule = {**rule, **({"require_attestations_bies": c["attestors"]} if "attestors" in c else {}),
+            **({"evaluation_mode": c["mode"]} if "mode" in c else {})}
+    problems = policy_problems(s, patterns, rule)
+    assert any(why in p for p in problems), problems
 
 
 @covers("binauthz-project-singleton-policy", "binauthz-attestation-by-digest")
@@ -654,7 +690,11 @@ def test_the_attestor_key_id_is_the_one_gcloud_signs_with(tmp_path):
                                            serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     boot = t.render(t.example_config(), t.BootstrapMocks(pem=public))
     (target, *_) = t.run_stacks_job("image.yml", tmp_path)["image"]
-    attestation = t.sign_with_image_yml(target, tmp_path / "sign", private)
+    # The step as test_attestation runs it: the stand-in gcloud in the bootstrap's signing context, the attestation it
+    # wrote read back (sign_with_image_yml returns the process since the stand-in checks the beta track and project).
+    result = t.sign_with_image_yml(target, tmp_path / "sign", private, t.signer_context(boot))
+    assert result.returncode == 0, result.stdout + result.stderr
+    attestation = t.attestation_of(result, tmp_path / "sign")
     attestors = {f"projects/{r.inputs['project']}/attestors/{r.inputs['name']}": r.inputs
                  for r in boot.of("gcp:binaryauthorization/attestor:Attestor")}
     assert attestation["publicKeyId"].startswith("//cloudkms.googleapis.com/v1/projects/")

@@ -66,7 +66,7 @@ def test_first_up_creates_in_the_order_the_cloud_needs(stack):
         pools = [n for n in order if n.startswith(s.name)]
         assert pools and all(order[f"{cluster}-system"] < order[p] for p in pools)
         assert all(order[f"{cluster}-dcn-subnet-1"] < order[p] for p in pools)
-    assert order[f"{cluster}-checkpoints-object-user"] > order[cluster]  # the WI pool exists first
+    assert order[f"{cluster}-checkpoints-iam-policy"] > order[cluster]  # the WI pool exists first
     assert order[f"{cluster}-k8s"] > order[f"{cluster}-system"]
     jobs = [r.name for r in rendering.by_type("kubernetes:ray.io/v1:RayJob")]
     queues = [r.name for r in rendering.by_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")]
@@ -79,10 +79,10 @@ def test_a_binding_that_would_race_the_identity_pool_is_named(prod_days):
     rendering, first, _, _ = prod_days
     state = copy.deepcopy(first.state)
     cluster = rendering.one("gcp:container/cluster:Cluster", "maxtext-tpu").urn
-    binding = rendering.one("gcp:storage/bucketIAMMember:BucketIAMMember", "maxtext-tpu-checkpoints-object-user")
+    binding = rendering.one("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "maxtext-tpu-checkpoints-iam-policy")
     state[binding.urn]["dependencies"] = [d for d in state[binding.urn]["dependencies"] if d != cluster]
     [problem] = [p for p in lc.prerequisite_problems(state) if "iam-wi-pool-exists" in p]
-    assert "maxtext-tpu-checkpoints-object-user" in problem
+    assert "maxtext-tpu-checkpoints-iam-policy" in problem
 
 
 # --------------------------------------------------------------------------- day 1

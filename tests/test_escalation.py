@@ -61,7 +61,9 @@ GitHub principal with direct resource access, or wider than one workflow file, r
 conjunction with the repository's ids; any IAM or ACL registration the check cannot read; Kubernetes
 `escalate`/`bind`/`impersonate`/`*`, pod-making kinds outside the subject's own namespace, Secrets or token
 minting beyond named objects, `nodes/proxy`, admission writes, a binding to an undefined role, from RBAC or
-from GKE IAM. How the check works: `bootstrap/escalation/`; the trust rules for operators: [CI trust](ci-trust.md).
+from GKE IAM; a per-stack identity reaching another stack's project or buckets; a member of a stack's
+authoritative bucket or repository policy that is not one of the stack's own identities. How the check works:
+`bootstrap/escalation/`; the trust rules for operators: [CI trust](ci-trust.md).
 
 """
 
@@ -98,7 +100,10 @@ class Rendered:
         mk = set(self.exports.get("multikueueServiceAccounts", {}).values())
         projects = {stack: email.split("@")[1].removesuffix(".iam.gserviceaccount.com")
                     for stack, email in self.exports.get("nodeServiceAccounts", {}).items()}
-        return esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, projects)
+        stacks = {k: res for k, (res, _) in self.stacks.items()}
+        return [*esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, projects,
+                           esc.stack_scopes(stacks)),
+                *esc.foreign_policy_members(stacks)]
 
 
 def _deploying_multi(into: Path) -> Path:
@@ -171,7 +176,7 @@ def test_every_ci_identity_is_reached_through_one_reviewed_or_read_only_gate(ren
     reach = rendered.reach()
     ci = {m: r for m, r in reach.items() if esc.CI_ACCOUNT.match(m)}
     assert {esc.CI_ACCOUNT.match(m).group(1) for m in ci} >= {"ci-preview-prod", "ci-deploy-prod", "ci-drill-prod",
-                                                            "ci-image"}
+                                                            "ci-image-prod", "ci-image-multi"}
     envs = rendered.envs()
     for member, r in ci.items():
         for p in r.principals:
@@ -282,13 +287,76 @@ def _deploy_role(role: str) -> Callable[[Rendered], None]:
     return mutate
 
 
+def _repository_writer(stack: str, account_id: str) -> Callable[[Rendered], None]:
+    """``account_id`` added as a writer to ``stack``'s repository: to its authoritative policy's writer binding (the
+    one resource that sets the repository's IAM), else as a member resource."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks[stack]
+        member = f"serviceAccount:{account_id}@my-tpu-ci.iam.gserviceaccount.com"
+        for t, i in res:
+            if t == "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy":
+                doc = json.loads(i["policyData"])
+                for b in doc["bindings"]:
+                    if b["role"] == "roles/artifactregistry.writer":
+                        b["members"] = sorted([*b["members"], member])
+                i["policyData"] = json.dumps(doc, separators=(",", ":"))
+                return
+        (repo,) = [i for t, i in res if t == "gcp:artifactregistry/repository:Repository"]
+        res.append(("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember", {
+            "project": repo["project"], "location": repo["location"], "repository": repo["repositoryId"],
+            "role": "roles/artifactregistry.writer", "member": member}))
+    return mutate
+
+
+def _policy_member(stack: str, typ: str, role: str, member: str) -> Callable[[Rendered], None]:
+    """A member added to ``stack``'s authoritative policy data (what a compromised deploy would have to declare to
+    keep its grant past the next `up`)."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks[stack]
+        (i,) = [i for t, i in res if t == typ]
+        doc = json.loads(i["policyData"])
+        doc["bindings"].append({"members": [member], "role": role})
+        i["policyData"] = json.dumps(doc, separators=(",", ":"))
+    return mutate
+
+
+def _image_grant_on_other(mine: str, other: str, what: str) -> Callable[[Rendered], None]:
+    """The bootstrap's grant of ``other``'s image identity on its signing key (or note), copied to ``mine``'s."""
+    def mutate(x: Rendered) -> None:
+        for t, i in list(x.boot):
+            if f"serviceAccount:ci-image-{other}@" in (i.get("member") or "") and (
+                    ("cryptoKeyId" in i) if what == "signing" else ("note" in i)):
+                x.boot.append((t, {**i, "member": i["member"].replace(f"ci-image-{other}@", f"ci-image-{mine}@")}))
+                return
+        raise AssertionError(f"no {what} grant of ci-image-{other}")
+    return mutate
+
+
 MUTATIONS = {
     "setIamPolicy on the project in a deploy custom role": (_custom_role("my-tpu-project", "tpuMultisliceBuckets"),
                                                            "resourcemanager.projects.setIamPolicy"),
-    "token creator for ci-deploy-prod on ci-image": (
-        _grant("ci-deploy-prod", "roles/iam.serviceAccountTokenCreator", "ci-image"), "getAccessToken"),
-    "actAs for ci-deploy-prod on ci-image (stronger: signs)": (
-        _grant("ci-deploy-prod", "roles/iam.serviceAccountUser", "ci-image"), "actAs ci-image"),
+    "token creator for ci-deploy-prod on ci-image-prod": (
+        _grant("ci-deploy-prod", "roles/iam.serviceAccountTokenCreator", "ci-image-prod"), "getAccessToken"),
+    "actAs for ci-deploy-prod on ci-image-prod (stronger: signs)": (
+        _grant("ci-deploy-prod", "roles/iam.serviceAccountUser", "ci-image-prod"), "actAs ci-image-prod"),
+    "prod's ci-image the writer on multi's repository": (
+        _repository_writer("multi", "ci-image-prod"), "ci-image-prod: reaches the multi stack's"),
+    "a foreign user in prod's checkpoint bucket policy": (
+        _policy_member("prod", "gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "roles/storage.objectUser",
+                       "user:attacker@example.com"), "user:attacker@example.com, not one of the stack's own"),
+    "another project's account in prod's repository policy": (
+        _policy_member("prod", "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy",
+                       "roles/artifactregistry.writer", "serviceAccount:x@evil-project.iam.gserviceaccount.com"),
+        "evil-project.iam.gserviceaccount.com, not one of the stack's own"),
+    "multi's ci-image in prod's repository policy": (
+        _policy_member("prod", "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy",
+                       "roles/artifactregistry.writer",
+                       "serviceAccount:ci-image-multi@my-tpu-ci.iam.gserviceaccount.com"),
+        "ci-image-multi: reaches the prod stack's"),
+    "prod's ci-image a signer with multi's key": (_image_grant_on_other("prod", "multi", "signing"),
+                                                   "ci-image-prod: reaches the multi stack's"),
+    "prod's ci-image an attacher on multi's attestor note": (_image_grant_on_other("prod", "multi", "note"),
+                                                             "ci-image-prod: reaches the multi stack's"),
     "actAs for ci-preview-dev on ci-deploy-prod": (
         _grant("ci-preview-dev", "roles/iam.serviceAccountUser", "ci-deploy-prod"), "actAs ci-deploy-prod"),
     "the MultiKueue worker role as a ClusterRole": (_cluster_wide_workload_role, "cluster-wide"),

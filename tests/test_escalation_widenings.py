@@ -53,7 +53,7 @@ def _transitive(x):
     """ci-deploy-prod holds actAs on its node account (shipped); the node account gets actAs on ci-image, which
     signs images for every stack: ci-deploy-prod -> nodes -> ci-image."""
     x.boot.append(("gcp:serviceaccount/iAMMember:IAMMember", {
-        "serviceAccountId": "projects/my-tpu-ci/serviceAccounts/ci-image@my-tpu-ci.iam.gserviceaccount.com",
+        "serviceAccountId": "projects/my-tpu-ci/serviceAccounts/ci-image-prod@my-tpu-ci.iam.gserviceaccount.com",
         "role": "roles/iam.serviceAccountUser",
         "member": "serviceAccount:maxtext-tpu-nodes@my-tpu-project.iam.gserviceaccount.com"}))
 
@@ -147,7 +147,7 @@ GCP = {
         "pool", "lacks `assertion.repository_id == <numeric id>`"),
     # A4: two hops.
     "two-hop actAs (deploy -> node account -> ci-image)": (
-        _transitive, "ci-deploy-prod", "-> actAs ci-image, which reaches more"),
+        _transitive, "ci-deploy-prod", "-> actAs ci-image-prod, which reaches more"),
     # A7: Secrets reads are not reads: the unreviewed reader may not hold them.
     "Kubernetes Secrets read for the unreviewed reader": (
         _custom_role_adds("tpuMultisliceRegistryViewer", "container.secrets.get", "container.secrets.list"),
@@ -179,8 +179,8 @@ GCP = {
     "Binary Authorization policy editor for the image identity": (_add_boot(
         "gcp:projects/iAMMember:IAMMember",
         {"project": "my-tpu-project", "role": "roles/binaryauthorization.policyEditor",
-         "member": "serviceAccount:ci-image@my-tpu-ci.iam.gserviceaccount.com"}),
-        "ci-image", "binaryauthorization.policy.update on projects/my-tpu-project"),
+         "member": "serviceAccount:ci-image-prod@my-tpu-ci.iam.gserviceaccount.com"}),
+        "ci-image-prod", "binaryauthorization.policy.update on projects/my-tpu-project"),
     # A2 with trust2's authoritative policies: a BucketIAMPolicy / RepositoryIamPolicy is read binding by binding.
     "a checkpoint BucketIAMPolicy making the reader storage admin": (_add_boot(
         "gcp:storage/bucketIAMPolicy:BucketIAMPolicy",
@@ -368,24 +368,25 @@ def test_the_multikueue_allow_list_entry_is_exercised_and_compared(rendered):  #
     assert f"serviceAccount:{mk}" in esc.closure(reach, deploy_multi)
     assert not [f for f in refused(rendered.findings()) if "ci-deploy-multi" in f]
     new = _new_refused(rendered, _add_boot("gcp:serviceaccount/iAMMember:IAMMember", {
-        "serviceAccountId": "projects/my-tpu-ci/serviceAccounts/ci-image@my-tpu-ci.iam.gserviceaccount.com",
+        "serviceAccountId": "projects/my-tpu-ci/serviceAccounts/ci-image-prod@my-tpu-ci.iam.gserviceaccount.com",
         "role": "roles/iam.serviceAccountTokenCreator", "member": f"serviceAccount:{mk}"}))
-    assert any(f.startswith(f"ci-deploy-multi: setIamPolicy {mk} -> getAccessToken ci-image") and
+    assert any(f.startswith(f"ci-deploy-multi: setIamPolicy {mk} -> getAccessToken ci-image-prod") and
                "which reaches more" in f for f in new), new
 
 
 def test_authoritative_policies_read_like_members(rendered):  # noqa: F811
-    """trust2's authoritative IAM policies: the prod stack's repository members rewritten as one
-    RepositoryIamPolicy give every identity the same grants and the check the same findings."""
+    """An authoritative policy and the same grants as additive members read alike: the prod stack's
+    RepositoryIamPolicy rewritten as one RepositoryIamMember per member gives every identity the same grants and
+    the check the same findings (less the policy-only check of foreign members, which has none here)."""
     x = rendered.copy()
     res, man = x.stacks["prod"]
-    members = [(t, i) for t, i in res if t == "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"]
+    policies = [(t, i) for t, i in res if t == "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy"]
+    assert policies
+    members = [("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+                {k: i[k] for k in ("project", "location", "repository")} | {"role": b["role"], "member": m})
+               for _, i in policies for b in json.loads(i["policyData"])["bindings"] for m in b["members"]]
     assert members
-    first = members[0][1]
-    policy = {"bindings": [{"role": i["role"], "members": [i["member"]]} for _, i in members]}
-    x.stacks["prod"] = ([r for r in res if r not in members] + [(
-        "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy",
-        {k: first[k] for k in ("project", "location", "repository")} | {"policyData": json.dumps(policy)})], man)
+    x.stacks["prod"] = ([r for r in res if r not in policies] + members, man)
     assert {m: r.grants for m, r in x.reach().items()} == {m: r.grants for m, r in rendered.reach().items()}
     assert sorted(map(str, x.findings())) == sorted(map(str, rendered.findings()))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURE_STACKS, rendered
+from conftest import FIXTURE_STACKS, policy_bindings, rendered
 from packaging import tags
 from packaging.utils import parse_wheel_filename
 
@@ -116,12 +116,19 @@ def test_prod_creates_the_repository_with_reader_and_pusher(prod):
         spec.image.repository, "DOCKER", spec.region)
     assert repo.inputs["dockerConfig"] == {"immutableTags": True}
     assert repo.protect  # prod keeps it
-    members = {(m.inputs["role"], m.inputs["member"]) for m in
-               prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")}
-    assert members == {
-        ("roles/artifactregistry.reader", f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"),
-        ("roles/artifactregistry.writer", f"serviceAccount:ci-image@{spec.ci_project}.iam.gserviceaccount.com"),
+    # One authoritative policy: the node account reads, the stack's own image identity writes, nobody else (a
+    # member added by hand or by a compromised deploy is removed by the next `up`).
+    (policy,) = prod.by_type("gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy")
+    assert (policy.inputs["project"], policy.inputs["location"], policy.inputs["repository"]) == (
+        spec.project, spec.region, spec.image.repository)
+    # Named by the stack's id (known in a preview, which .github/scripts/check_plan.py requires of IAM inputs), after
+    # the repository by an explicit dependency.
+    assert repo.urn in policy.dependencies
+    assert policy_bindings(policy) == {
+        "roles/artifactregistry.reader": [f"serviceAccount:maxtext-tpu-nodes@{spec.project}.iam.gserviceaccount.com"],
+        "roles/artifactregistry.writer": [f"serviceAccount:ci-image-prod@{spec.ci_project}.iam.gserviceaccount.com"],
     }
+    assert not prod.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
     apis = {s.inputs["service"] for s in prod.by_type("gcp:projects/service:Service")}
     assert {"artifactregistry.googleapis.com", "containerfilesystem.googleapis.com"} <= apis
 
@@ -223,9 +230,10 @@ def test_image_workflow_pushes_by_digest_as_its_own_identity():
     wf["on"] = wf.pop(True)
     assert wf["on"]["push"]["branches"] == ["main"] and "Dockerfile" in wf["on"]["push"]["paths"]
     build = wf["jobs"]["build"]
-    # actions: read for the check of its approval environment (`image`, required reviewers, main only).
+    # actions: read for the check of its approval environment (`image-<stack>`, required reviewers, main only).
     assert build["permissions"] == {"contents": "read", "id-token": "write", "actions": "read"}
-    assert build["environment"] == "image"
+    # Each stack's build in its own environment, the one GCP admits that stack's own ci-image-<stack> from.
+    assert build["environment"] == "image-${{ matrix.target.stack }}"
     run = " ".join(s.get("run", "") for s in build["steps"])
     # One push per stack with an image section (the stacks job's list), each signed digest in the job summary.
     assert build["strategy"]["matrix"] == {"target": "${{ fromJSON(needs.stacks.outputs.image) }}"}
@@ -235,6 +243,7 @@ def test_image_workflow_pushes_by_digest_as_its_own_identity():
     (sign,) = [s for s in build["steps"] if "sign-and-create" in s.get("run", "")]
     assert sign["env"]["DIGEST"] == "${{ steps.push.outputs.digest }}"
     assert sign["env"]["ATTESTOR"] == "${{ matrix.target.attestor }}"
+    assert sign["env"]["REGISTRY"] == "${{ matrix.target.registry }}"
     assert "tpu-multislice:image.digest: $DIGEST" in run and "stacks/Pulumi.$STACK.yaml" in run
 
 
@@ -253,3 +262,112 @@ def test_the_preview_shows_the_first_phase_warning_first(fmt, tmp_path, capsys):
     assert f"Pulumi.prod.yaml:{line}: tpu-multislice:image.digest is unset" in out
     rendering = rendered("prod")
     assert rendering.warnings[0].startswith("tpu-multislice:image.digest is unset: first phase")
+
+
+# --- image.yml's steps, run as written (bash, with docker and gcloud stand-ins that log their arguments) --------
+
+def _step(marker: str) -> dict:
+    wf = yaml.safe_load((ROOT / ".github/workflows/image.yml").read_text())
+    (step,) = [s for s in wf["jobs"]["build"]["steps"] if marker in s.get("run", "")]
+    return step
+
+
+def _run_step(step: dict, tmp_path: Path, env: dict[str, str], files: dict[str, str] | None = None):
+    """Run a step's script with bash -e (GitHub's shell for `run:`), in a working directory holding ``files``,
+    with `docker` and `gcloud` on PATH as stand-ins that append their arguments to calls.log."""
+    import os
+    import subprocess
+
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir()
+    work.mkdir()
+    log = tmp_path / "calls.log"
+    for tool in ("docker", "gcloud"):
+        # docker inspect answers the pushed tag's RepoDigests entry, as the real one prints it.
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n'
+                                    f'[ "$1" = inspect ] && echo "$IMAGE@{DIGEST}"\nexit 0\n')
+        (bin_dir / tool).chmod(0o755)
+    for name, text in (files or {}).items():
+        (work / name).write_text(text)
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=work, capture_output=True, text=True,
+                            env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_SHA": "0" * 40,
+                                 "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+                                 **env})
+    return result, (log.read_text().splitlines() if log.exists() else []), (
+        out.read_text() if out.exists() else "")
+
+
+REGISTRY = "us-central2-docker.pkg.dev/my-tpu-project/maxtext"
+BASE = "sha256:" + "cd" * 32
+
+
+def test_the_build_reads_the_base_digest_from_its_one_file_and_passes_it():
+    """The Dockerfile takes RAY_IMAGE_DIGEST with no default; base-image.digest is the one place it is written,
+    and the build step passes it (the shipped file's placeholder fails closed: the next test)."""
+    assert re.search(r"^ARG RAY_IMAGE_DIGEST$", DOCKERFILE, re.M)
+    wf = yaml.safe_load((ROOT / ".github/workflows/image.yml").read_text())
+    assert "base-image.digest" in wf[True]["push"]["paths"]
+    assert not re.search(r"sha256:[0-9a-f]{64}", DOCKERFILE)  # written once: not in the Dockerfile too
+
+
+def test_the_build_refuses_while_the_base_digest_is_empty(tmp_path):
+    step = _step("docker build")
+    shipped = (ROOT / "base-image.digest").read_text()
+    result, calls, _ = _run_step(step, tmp_path, {"IMAGE": f"{REGISTRY}/ray-tpu"}, {"base-image.digest": shipped})
+    if re.search(r"^sha256:[0-9a-f]{64}$", shipped, re.M):
+        pytest.skip("base-image.digest is filled in: the refusal is tested on a copy below")
+    assert result.returncode == 1 and "no base image digest" in result.stdout
+    assert calls == []  # nothing built, nothing pushed
+
+
+@pytest.mark.parametrize("text", ["", "# comment only\n", "sha256:abc\n", "latest\n", f"{BASE[:-1]}\n"])
+def test_the_build_refuses_anything_but_a_digest(tmp_path, text):
+    result, calls, _ = _run_step(_step("docker build"), tmp_path, {"IMAGE": f"{REGISTRY}/ray-tpu"},
+                                 {"base-image.digest": text})
+    assert result.returncode == 1 and "no base image digest" in result.stdout and calls == []
+
+
+def test_the_build_passes_the_filled_digest(tmp_path):
+    comments = "".join(x + "\n" for x in (ROOT / "base-image.digest").read_text().splitlines()
+                       if x.startswith("#"))
+    result, calls, out = _run_step(_step("docker build"), tmp_path, {"IMAGE": f"{REGISTRY}/ray-tpu"},
+                                   {"base-image.digest": comments + BASE + "\n"})
+    assert result.returncode == 0, result.stderr
+    (build,) = [c for c in calls if c.startswith("docker build")]
+    assert f"--build-arg RAY_IMAGE_DIGEST={BASE}" in build
+    assert out == f"digest={DIGEST}\n"
+
+
+def _sign_env(**over: str) -> dict[str, str]:
+    env = {"STACK": "prod", "REGISTRY": REGISTRY, "IMAGE": f"{REGISTRY}/ray-tpu", "DIGEST": DIGEST,
+           "ATTESTOR": "projects/my-tpu-project/attestors/maxtext-tpu-ci-image",
+           "KEYVERSION": "projects/my-tpu-project/locations/us-central2/keyRings/k/cryptoKeys/s/cryptoKeyVersions/1"}
+    return env | over
+
+
+def test_the_signing_step_signs_its_own_registrys_image_by_digest(tmp_path):
+    result, calls, _ = _run_step(_step("sign-and-create"), tmp_path, _sign_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert calls == [f"gcloud beta container binauthz attestations sign-and-create --project=my-tpu-project "
+                     f"--artifact-url={REGISTRY}/ray-tpu@"
+                     f"{DIGEST} --attestor=projects/my-tpu-project/attestors/maxtext-tpu-ci-image "
+                     f"--keyversion={_sign_env()['KEYVERSION']}"]
+
+
+@pytest.mark.parametrize(("over", "why"), [
+    ({"IMAGE": "docker.io/evil/x"}, "not in the stack's own registry"),
+    ({"IMAGE": "us-central2-docker.pkg.dev/other-project/maxtext/ray-tpu"}, "not in the stack's own registry"),
+    ({"IMAGE": f"{REGISTRY}-evil/ray-tpu"}, "not in the stack's own registry"),
+    ({"IMAGE": f"{REGISTRY}/nested/ray-tpu"}, "not one image directly in"),
+    ({"REGISTRY": "docker.io/evil", "IMAGE": "docker.io/evil/x"}, "not an Artifact Registry Docker repository"),
+    ({"ATTESTOR": "projects/other-project/attestors/maxtext-tpu-ci-image"}, "is not of the registry's project"),
+    ({"DIGEST": "latest"}, "not a sha256 digest"),
+    ({"DIGEST": ""}, "not a sha256 digest"),
+])
+def test_the_signing_step_refuses_a_foreign_image(tmp_path, over, why):
+    """A digest whose repository path is not the stack's own registry (or a tag, or another project's attestor)
+    is refused before gcloud runs."""
+    result, calls, _ = _run_step(_step("sign-and-create"), tmp_path, _sign_env(**over))
+    assert result.returncode == 1 and why in result.stdout, result.stdout + result.stderr
+    assert calls == []

@@ -16,7 +16,7 @@ import json
 import kube_cel
 import kubernetes_validate
 import pytest
-from conftest import rendered
+from conftest import policy_bindings, rendered
 
 from drills import cluster as drill
 from offline import engine
@@ -407,8 +407,9 @@ def test_the_stack_creates_its_workload_namespace_with_pod_security_labels(rende
     # The ClusterQueue admits only the workload namespace; the bucket grant names its KSA there.
     (cq,) = [d for d in _docs(r) if d["kind"] == "ClusterQueue"]
     assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-    (binding,) = r.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert binding.inputs["member"].endswith(f"/subject/ns/{ns}/sa/{r.spec.storage.service_account}")
+    (policy,) = r.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
+    (member,) = policy_bindings(policy)["roles/storage.objectUser"]
+    assert member.endswith(f"/subject/ns/{ns}/sa/{r.spec.storage.service_account}")
     assert r.outputs["namespace"] == ns
 
 

@@ -8,7 +8,7 @@ import json
 
 import pulumi
 import pytest
-from conftest import FALLBACKS, with_fallbacks
+from conftest import FALLBACKS, policy_bindings, with_fallbacks
 
 from infra.checkpoints import BUCKET_ROLE, workload_identity_principal
 from infra.cluster import IMAGE_STREAMING_ROLE, NODE_SA_ROLE, node_roles
@@ -240,19 +240,24 @@ def test_checkpoint_bucket_is_safe(prod, dev):
 def test_bucket_binding_waits_for_the_cluster(prod, dev):
     """The workload identity pool <project>.svc.id.goog exists once the cluster does: the binding waits."""
     for r in (prod, dev):
-        (m,) = r.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        (m,) = r.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
         (c,) = r.by_type(CLUSTER)
         assert c.urn in m.dependencies
 
 
 def test_bucket_iam_is_the_ksa_principal(prod):
-    (m,) = prod.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert m.inputs["role"] == BUCKET_ROLE == "roles/storage.objectUser"
+    """The bucket's policy is authoritative and whole: the KSA's object access and no other member, not even GCS's
+    convenience values for the project's basic roles (a foreign grant is removed by the next `up`)."""
+    (m,) = prod.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
     assert m.inputs["bucket"] == "my-tpu-project-maxtext-checkpoints"
-    assert m.inputs["member"] == (
-        f"principal://iam.googleapis.com/projects/{engine.PLACEHOLDER_PROJECT_NUMBER}/locations/global/"
-        "workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/maxtext/sa/maxtext-ksa"
-    )
+    assert policy_bindings(m) == {
+        BUCKET_ROLE: [f"principal://iam.googleapis.com/projects/{engine.PLACEHOLDER_PROJECT_NUMBER}/locations/"
+                      "global/workloadIdentityPools/my-tpu-project.svc.id.goog/subject/ns/maxtext/sa/maxtext-ksa"],
+    }
+    assert BUCKET_ROLE == "roles/storage.objectUser"
+    # No additive grant beside it on the same bucket (they would fight: infra/iam_policy.py).
+    assert not prod.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert not prod.by_type("gcp:storage/bucketIAMBinding:BucketIAMBinding")
     (ksa,) = [d for d in prod.manifests if d["kind"] == "ServiceAccount"]
     assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "maxtext"
 
@@ -415,9 +420,9 @@ def test_dev_networks_and_bucket_access(dev):
     assert all(i["mtu"] == 8896 and i["autoCreateSubnetworks"] is False for i in nets.values())
     subnets = {s.inputs["name"]: s.inputs["ipCidrRange"] for s in _dcn(dev, "gcp:compute/subnetwork:Subnetwork")}
     assert subnets == {"dev-tpu-subnet-1": "10.50.0.0/16", "dev-tpu-subnet-2": "10.60.0.0/16"}
-    (member,) = dev.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert member.inputs["role"] == "roles/storage.objectUser"
-    assert member.inputs["member"].endswith("/subject/ns/maxtext/sa/maxtext-ksa")
+    (policy,) = dev.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
+    (member,) = policy_bindings(policy)["roles/storage.objectUser"]
+    assert member.endswith("/subject/ns/maxtext/sa/maxtext-ksa")
 
 
 def test_cluster_pins_pod_and_service_ranges(prod):
@@ -427,3 +432,29 @@ def test_cluster_pins_pod_and_service_ranges(prod):
     subnet = prod.one("gcp:compute/subnetwork:Subnetwork", "maxtext-tpu-network-subnet").inputs
     assert {r["rangeName"]: r["ipCidrRange"] for r in subnet["secondaryIpRanges"]} == {
         "pods": prod.spec.cluster.pod_cidr, "services": prod.spec.cluster.service_cidr}
+
+
+def test_the_offline_policy_data_is_the_providers():
+    """offline/iam_policy.py answers getIAMPolicy as terraform-provider-google's data source computes it
+    (data_source_google_iam_policy.go dataSourceGoogleIamPolicyRead): one binding per role, members a set and
+    sorted, bindings sorted by role, Go's compact JSON with its HTML escapes, the id the text's crc32."""
+    import zlib
+
+    from offline.iam_policy import get_iam_policy
+
+    got = get_iam_policy({"bindings": [
+        {"role": "roles/storage.objectUser", "members": ["user:b@example.com", "user:a@example.com"]},
+        {"role": "roles/artifactregistry.reader", "members": ["serviceAccount:x@p.iam.gserviceaccount.com"]},
+        {"role": "roles/storage.objectUser", "members": ["user:a@example.com", "user:c<d>@example.com"]},
+    ]})
+    assert got["policyData"] == (
+        '{"bindings":[{"members":["serviceAccount:x@p.iam.gserviceaccount.com"],"role":"roles/artifactregistry.reader"},'
+        '{"members":["user:a@example.com","user:b@example.com","user:c\\u003cd\\u003e@example.com"],'
+        '"role":"roles/storage.objectUser"}]}')
+    assert got["id"] == str(zlib.crc32(got["policyData"].encode()))
+    # A conditional binding of the same role stays apart, after the unconditional one, with its condition first.
+    cond = {"expression": "request.time < timestamp('2030-01-01T00:00:00Z')", "title": "until-2030"}
+    got = get_iam_policy({"bindings": [{"role": "roles/x", "members": ["user:a@example.com"], "condition": cond},
+                                       {"role": "roles/x", "members": ["user:b@example.com"]}]})
+    assert [list(b) for b in json.loads(got["policyData"])["bindings"]] == [["members", "role"],
+                                                                            ["condition", "members", "role"]]

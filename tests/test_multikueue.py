@@ -260,10 +260,20 @@ def test_manager_token_job(manager, regions, pod_monitoring_validator):
     assert {t["expirationSeconds"] for t in config["targets"]} == {3600}
     assert cm["data"]["multikueue_token.py"] == mk.TOKEN_SCRIPT.read_text()
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA)
-    patch = next(r for r in role["rules"] if "patch" in r["verbs"])
-    assert patch["resourceNames"] == [*map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"]),
-                                      names.KUEUE_METRICS_SECRET]
-    assert not any("get" in r["verbs"] or "list" in r["verbs"] for r in role["rules"])  # never reads Secrets
+    secret_rules = [r for r in role["rules"] if "secrets" in r["resources"]]
+    wanted = [*map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"]), names.KUEUE_METRICS_SECRET]
+    # Patch on the named Secrets, nothing else: no create (RBAC cannot name what create makes), no read.
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": wanted, "verbs": ["patch"]}]
+    assert not any(set(r["verbs"]) & {"get", "list", "watch", "update", "delete"} for r in role["rules"])
+    assert not any("create" in r["verbs"] and "serviceaccounts/token" not in r["resources"] for r in role["rules"])
+    # The stack creates those Secrets, empty, in kueue-system; each MultiKueueCluster reads one of them by name.
+    secrets = [d for d in docs if d["kind"] == "Secret"]
+    assert [d["metadata"]["name"] for d in secrets] == wanted
+    assert all(d["metadata"]["namespace"] == kueue.NAMESPACE and "data" not in d and d["type"] == "Opaque"
+               for d in secrets)
+    clusters = by_kind(mk.manager_objects(manager, regions), "MultiKueueCluster")
+    assert sorted(c["spec"]["clusterSource"]["kubeConfig"]["location"] for c in clusters) == sorted(wanted[:2])
+    assert all(c["spec"]["clusterSource"]["kubeConfig"]["locationType"] == "Secret" for c in clusters)
     (pm,) = by_kind(docs, "PodMonitoring")
     assert pod_monitoring_validator(pm) == []
     assert mk.TOKEN_IMAGE in mk.SYSTEM_IMAGES
@@ -315,8 +325,9 @@ class _Api(BaseHTTPRequestHandler):
                 return self._reply(403, {"message": "forbidden: cannot create serviceaccounts/token"})
             self.state.setdefault("expiry", []).append(body["spec"]["expirationSeconds"])
             return self._reply(201, {"status": {"token": f"minted-for-{auth}"}})
-        self.state.setdefault("secrets", {})[body["metadata"]["name"]] = body["data"]
-        return self._reply(201, body)
+        # The job's Role has no create on Secrets (workloads/multikueue.py _secret_rules): RBAC would refuse it.
+        self.state.setdefault("refused", []).append(self.path)
+        return self._reply(403, {"message": "forbidden: cannot create resource \"secrets\""})
 
     def do_PATCH(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -350,13 +361,20 @@ def _kueue_accepts(kubeconfig: str) -> list[str]:
     return out
 
 
+def _precreated(config: dict, state: dict) -> None:
+    """The Secrets as the stack creates them (token_secrets): named, empty."""
+    state["secrets"] = {d["metadata"]["name"]: dict(d.get("data") or {}) for d in mk.token_secrets("s", config)}
+
+
 def test_the_token_script_writes_kubeconfigs_kueue_accepts(manager, regions, api):
     base, state = api
     config = mk.token_targets(manager, regions, [base, base])
+    _precreated(config, state)
     lines = tok.refresh(config, local_api=base, local_bearer="manager-sa-token", metadata_base=base)
     use5, apne1 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"])
-    assert lines == [f"{use5}: created (kubeconfig, 3600s)", f"{apne1}: created (kubeconfig, 3600s)",
-                     f"{names.KUEUE_METRICS_SECRET}: created (token, 3600s)"]
+    assert lines == [f"{use5}: updated (kubeconfig, 3600s)", f"{apne1}: updated (kubeconfig, 3600s)",
+                     f"{names.KUEUE_METRICS_SECRET}: updated (token, 3600s)"]
+    assert "refused" not in state  # it never tried to create a Secret
     kc = base64.b64decode(state["secrets"][use5][mk.KUBECONFIG_KEY]).decode()
     assert _kueue_accepts(kc) == []
     parsed = yaml.safe_load(kc)
@@ -370,15 +388,30 @@ def test_the_token_script_writes_kubeconfigs_kueue_accepts(manager, regions, api
     assert all("updated" in line for line in again)
 
 
+def test_the_token_script_refuses_a_secret_the_stack_did_not_create(manager, regions, api):
+    """A Secret missing (deleted by hand, or the stack not applied): an error naming it, no attempt to create one
+    (the Role would refuse it; no other name can appear)."""
+    base, state = api
+    config = mk.token_targets(manager, regions, [base, base])
+    _precreated(config, state)
+    use5 = names.multikueue_kubeconfig_secret("tpu-use5")
+    del state["secrets"][use5]
+    with pytest.raises(tok.TokenError, match=f"Secret {kueue.NAMESPACE}/{use5} does not exist: the stack creates it"):
+        tok.refresh(config, local_api=base, local_bearer="t", metadata_base=base)
+    assert "refused" not in state and use5 not in state["secrets"]
+
+
 def test_the_token_script_reports_each_failure_and_keeps_going(manager, regions, api):
     base, state = api
     config = mk.token_targets(manager, regions, [base + "/forbidden", base])
+    _precreated(config, state)
     with pytest.raises(tok.TokenError) as e:
         tok.refresh(config, local_api=base, local_bearer="t", metadata_base=base)
     use5, apne1 = map(names.multikueue_kubeconfig_secret, ["tpu-use5", "tpu-apne1"])
     assert f"{use5}: TokenRequest {kueue.NAMESPACE}/{names.MULTIKUEUE_WORKER_SA} at" in str(e.value)
     assert "HTTP 403 forbidden" in str(e.value)
-    assert set(state["secrets"]) == {apne1, names.KUEUE_METRICS_SECRET}  # the others were written
+    assert {k for k, v in state["secrets"].items() if v} == {apne1, names.KUEUE_METRICS_SECRET}  # the others written
+    assert state["secrets"][use5] == {}
     with pytest.raises(tok.TokenError, match="metadata server: HTTP 404"):
         tok.google_access_token(base + "/nowhere")
 
@@ -418,3 +451,20 @@ def test_components_declare_every_document(components, manager, regions, kueue_v
     assert not components.by_type("gcp:projects/iAMMember:IAMMember")
     (chart,) = [c for c in components.by_type("kubernetes:helm.sh/v4:Chart")]
     assert "multiKueue" in chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
+
+
+def test_components_create_the_token_secrets_and_never_write_their_data(components, manager, regions):
+    """The Secrets the token job patches are Pulumi's (created empty, before the job can run), with their data
+    ignored: the job's token is never diffed against nor overwritten by the next `up`."""
+    secrets = components.by_type("kubernetes:core/v1:Secret")
+    want = {d["metadata"]["name"] for d in mk.manager_access_objects(manager, regions, ENDPOINTS)
+            if d["kind"] == "Secret"}
+    want |= {names.KUEUE_METRICS_SECRET}  # each worker's own metrics token job fills its own
+    assert {s.inputs["metadata"]["name"] for s in secrets} == want
+    for s in secrets:
+        assert s.inputs["metadata"]["namespace"] == kueue.NAMESPACE and "data" not in s.inputs
+        assert set(s.ignore_changes) == {"data", "stringData"}, s.name
+    # Every MultiKueueCluster reads a Secret the stack creates in the namespace Kueue's controller runs in.
+    locations = {m["spec"]["clusterSource"]["kubeConfig"]["location"] for m in components.manifests
+                 if m["kind"] == "MultiKueueCluster"}
+    assert locations and locations <= {s.inputs["metadata"]["name"] for s in secrets}

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_STACKS, rendered
+from conftest import FIXTURE_STACKS, policy_bindings, rendered
 
 from offline import engine
 from slicectl import cli
@@ -131,8 +131,8 @@ def test_the_program_renders_every_region_and_the_manager(multi):
     assert bucket.inputs["location"] == "US"
     assert bucket.inputs["customPlacementConfig"] == {"dataLocations": ["US-EAST1", "US-EAST5"]}
     # One grant on the shared bucket, the stack's: the principal is project-wide (GCP review N4).
-    [grant] = by_type["gcp:storage/bucketIAMMember:BucketIAMMember"]
-    assert grant.name == "tpu-manager-checkpoints-object-user" and "SharedCheckpointBucket" in grant.parent
+    [grant] = by_type["gcp:storage/bucketIAMPolicy:BucketIAMPolicy"]
+    assert grant.name == "tpu-manager-checkpoints-iam-policy" and "SharedCheckpointBucket" in grant.parent
     jobs = {r.inputs["metadata"]["name"]: r.provider for r in by_type["kubernetes:ray.io/v1:RayJob"]}
     assert {n: ("tpu-manager-k8s" in p) for n, p in jobs.items()} == {
         "llama3-70b-multislice": True, "llama3-8b-multislice": True, "llama3-8b-elastic": False}
@@ -320,8 +320,8 @@ def test_policies_across_clusters_pass_and_trip(multi):
     # bucket: a second one, as a per-region grant would be, on another bucket).
     from policies.rules.common import Res
 
-    [grant] = [r for r in base if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"]
-    own = Res(grant.type, "maxtext-east1-checkpoints-object-user", grant.urn.replace("tpu-manager", "maxtext-east1"),
+    [grant] = [r for r in base if r.type == "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"]
+    own = Res(grant.type, "maxtext-east1-checkpoints-iam-policy", grant.urn.replace("tpu-manager", "maxtext-east1"),
               {**grant.props, "bucket": "elsewhere"}, grant.dependencies, grant.provider)
     got = _fired([*base, own])
     assert "one-checkpoint-location" in got and "different buckets" in got["one-checkpoint-location"][0]
@@ -409,7 +409,7 @@ def _day2(text: str, tmp_path: Path, name: str):
 def _stack_wide(r) -> dict:
     """The protected bucket, the image repository and the bucket's grant: URN -> inputs."""
     kinds = ("gcp:storage/bucket:Bucket", "gcp:artifactregistry/repository:Repository",
-             "gcp:storage/bucketIAMMember:BucketIAMMember")
+             "gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
     return {x.urn: x.inputs for x in r.resources if x.type in kinds}
 
 
@@ -425,6 +425,24 @@ def test_regions_reordered_or_removed_keep_the_bucket_its_grant_and_the_reposito
     without = MULTI.replace(EAST1, "").replace("      region: us-east1\n      minSlices", "      region: us-east5\n"
                                                "      minSlices")
     assert _stack_wide(_day2(without, tmp_path, "one")) == want
+
+
+def test_the_repository_has_one_policy_with_every_clusters_node_account(multi, tmp_path):
+    """The stack's one repository has one authoritative policy (two on one repository would fight): every worker
+    cluster's node account a reader, the stack's own ci-image the writer, and nothing else; reordering the regions
+    changes neither its name nor its data (the data source sorts the members)."""
+    (policy,) = multi.by_type("gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy")
+    clusters = [v.cluster.name for v in multi.spec.region_views()]  # the workers pull; the manager runs no worker
+    assert policy_bindings(policy) == {
+        "roles/artifactregistry.reader": sorted(
+            f"serviceAccount:{names.node_service_account_email(c, multi.spec.project)}" for c in clusters),
+        "roles/artifactregistry.writer": [
+            f"serviceAccount:{names.image_account_email('multi', multi.spec.ci_project)}"],
+    }
+    assert not multi.by_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
+    swapped = _day2(MULTI.replace(EAST5 + EAST1, EAST1 + EAST5), tmp_path, "swapped-registry")
+    (again,) = swapped.by_type("gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy")
+    assert (again.urn, again.inputs) == (policy.urn, policy.inputs)
 
 
 def test_a_region_the_bucket_does_not_hold_is_refused_not_a_moved_bucket(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import opt_in
+from conftest import opt_in, policy_bindings
 
 from offline import engine
 from stackspec import checkpoints
@@ -86,7 +86,10 @@ def test_the_checkpoint_configuration_names_the_bucket_the_tpu_hosts_and_a_volum
 def test_the_cluster_gets_the_add_on_the_replicator_its_bucket_grant_and_the_preview_says_unverified(rendered):
     (cluster,) = [r for r in rendered.by_type("gcp:container/cluster:Cluster")]
     assert cluster.inputs["addonsConfig"]["highScaleCheckpointingConfig"] == {"enabled": True}
-    members = [r.inputs.get("member", "") for r in rendered.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")]
+    # In the bucket's one authoritative policy, beside the workloads' KSA (a grant of its own would fight it).
+    (policy,) = rendered.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
+    members = policy_bindings(policy)["roles/storage.objectUser"]
+    assert len(members) == 2
     assert any(m.endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
                for m in members)
     assert f"{NS}:unverified.multiTierCheckpointing" in rendered.spec.unverified_paths

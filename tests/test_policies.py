@@ -141,8 +141,23 @@ def _node_account_made_here(rs: list[Res]) -> None:
                   {"accountId": "maxtext-tpu-nodes", "project": "my-tpu-project"}))
 
 
+BUCKET_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
+
+
+def _policy_grant(rs: list[Res], role: str, member: str, name: str | None = None) -> None:
+    """A binding added to the checkpoint bucket's authoritative policy data (as a foreign grant would be)."""
+    props = _find(rs, BUCKET_POLICY, name).props
+    doc = json.loads(props["policyData"])
+    doc["bindings"].append({"members": [member], "role": role})
+    props["policyData"] = json.dumps(doc, separators=(",", ":"))
+
+
+def _policy_bucket(rs: list[Res], bucket: str, name: str | None = None) -> None:
+    _find(rs, BUCKET_POLICY, name).props.update(bucket=bucket)
+
+
 def _binding_before_the_cluster(rs: list[Res]) -> None:
-    i = rs.index(_find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember"))
+    i = rs.index(_find(rs, BUCKET_POLICY))
     rs[i] = Res(rs[i].type, rs[i].name, rs[i].urn, rs[i].props, ())
 
 
@@ -341,14 +356,14 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "deletionPolicy is DELETE, must be PREVENT in prod"),
     ("iam-bucket-scoped", "prod", _project_storage_admin, None,
      "project IAM grants roles/storage.admin"),
+    ("iam-bucket-scoped", "prod", lambda rs: _policy_grant(rs, "roles/storage.objectUser", "allUsers"), None,
+     "IAM grants roles/storage.objectUser to allUsers: public"),
+    ("iam-bucket-scoped", "dev", lambda rs: _policy_grant(rs, "roles/storage.admin", "user:someone@example.com"),
+     None, "IAM grants roles/storage.admin to user:someone@example.com: more than reading and writing"),
+    # GCS's convenience role kept for the project's basic roles only: not a way in for anyone else.
     ("iam-bucket-scoped", "prod",
-     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
-         member="allUsers"), None,
-     "IAM grants roles/storage.objectUser to ['allUsers']: public"),
-    ("iam-bucket-scoped", "dev",
-     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember").props.update(
-         role="roles/storage.admin"), None,
-     "IAM grants roles/storage.admin: more than reading and writing checkpoints needs"),
+     lambda rs: _policy_grant(rs, "roles/storage.legacyBucketOwner", "user:someone@example.com"), None,
+     "IAM grants roles/storage.legacyBucketOwner to user:someone@example.com"),
     ("no-service-account-keys", "prod", _key_resource, None,
      "service-account key for maxtext-tpu-nodes"),
     ("ray-head-not-public", "prod",
@@ -448,8 +463,8 @@ FAILING += [
      lambda rs: _find(rs, CLUSTER, "tpu-manager").props.update(minMasterVersion="1.33.5-gke.1080000"), None,
      "cluster maxtext-east5 runs GKE 1.35, more than 1 minor version above tpu-manager"),
     ("one-checkpoint-location", "multi",
-     lambda rs: _find(rs, "gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-manager-checkpoints-object-user")
-     .props.update(bucket="elsewhere"), None, "binds ['elsewhere'], not the checkpoint bucket"),
+     lambda rs: _policy_bucket(rs, "elsewhere", "tpu-manager-checkpoints-iam-policy"), None,
+     "binds ['elsewhere'], not the checkpoint bucket"),
     ("queued-job-placeable", "multi",
      lambda rs: rs.__setitem__(slice(None), [r for r in rs if r.props.get("name") != "v6e-16-1"]), None,
      "RayJob llama3-70b-multislice needs 2 x tpu-v6e-slice 4x4 and no worker"),

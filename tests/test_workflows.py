@@ -328,8 +328,8 @@ def test_every_workflow_takes_its_stacks_from_the_stack_files(workflow, tmp_path
         "drill": [{"stack": n, "job": s.deploy.cluster_drill} for n, s in specs.items() if s.deploy.cluster_drill],
         # The image and the bootstrap's attestor and signing key version (named after the stack's cluster, or a
         # multi-region stack's manager) image.yml signs the pushed digest with.
-        "image": [{"stack": n, "image": f"{s.image.location}-docker.pkg.dev/{s.project}/"
-                                        f"{s.image.repository}/{s.image.name}",
+        "image": [{"stack": n, "registry": f"{s.image.location}-docker.pkg.dev/{s.project}/{s.image.repository}",
+                   "image": f"{s.image.location}-docker.pkg.dev/{s.project}/{s.image.repository}/{s.image.name}",
                    "attestor": f"projects/{s.project}/attestors/{s.home[0]}-ci-image",
                    "keyversion": f"projects/{s.project}/locations/{s.home[1]}/keyRings/{s.home[0]}-gke/cryptoKeys/"
                                  f"{s.home[0]}-image-signer/cryptoKeyVersions/1"}
@@ -497,7 +497,7 @@ def test_every_job_in_an_environment_verifies_it_before_any_cloud_identity():
              "read-${{ matrix.stack }}": (ci.read_environment("x"), "${{ matrix.stack }}"),
              "deploy-${{ matrix.stack }}": (ci.deploy_environment("x"), "${{ matrix.stack }}"),
              "drill-${{ matrix.drill.stack }}": (ci.drill_environment("x"), "${{ matrix.drill.stack }}"),
-             ci.IMAGE.name: (ci.IMAGE, None)}
+             "image-${{ matrix.target.stack }}": (ci.image_environment("x"), "${{ matrix.target.stack }}")}
     named = set()
     for name, wf in all_workflows().items():
         for job_name, job in wf["jobs"].items():

@@ -19,7 +19,8 @@ On the manager (:func:`manager_objects`, :func:`manager_helm_values`):
 Access from the manager to each worker, without a key (:func:`manager_access_objects`,
 :func:`worker_objects`, :func:`iam_grants`): a CronJob on the manager runs as a Google service account
 (workload identity) and mints a one-hour token for a ServiceAccount on each worker (TokenRequest), which it
-writes into the kubeconfig Secret Kueue reads (``workloads/multikueue_token.py``). The worker grants that
+writes into the kubeconfig Secret Kueue reads (``workloads/multikueue_token.py``; the stack creates the Secret
+empty and the job may only patch it, :func:`token_secrets`). The worker grants that
 ServiceAccount exactly what Kueue's own example grants for the two frameworks the project dispatches, and the
 Google identity only ``create`` on that one ServiceAccount's token. GKE fleet ClusterProfiles need Kueue's
 alpha ``MultiKueueClusterProfile`` gate and a credentials plugin image that has no official release: see
@@ -371,9 +372,11 @@ def metrics_target() -> dict[str, Any]:
 
 
 def _secret_rules(secrets: list[str], service_accounts: list[str]) -> list[dict[str, Any]]:
+    # patch on the named Secrets only (the script's merge patch of its one key). No create: RBAC cannot limit create
+    # by name ("you cannot restrict create or deletecollection requests by their resource name",
+    # https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources), so the stack makes the
+    # Secrets (token_secrets) and the job only fills them.
     rules: list[dict[str, Any]] = [
-        # create cannot be limited by name (the name is not known to RBAC before the object exists).
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["patch"]},
     ]
     if service_accounts:
@@ -382,9 +385,21 @@ def _secret_rules(secrets: list[str], service_accounts: list[str]) -> list[dict[
     return rules
 
 
+def token_secrets(stack: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Secrets the token job fills, created empty by the stack, as Kueue's setup creates each worker's kubeconfig
+    Secret by name before its MultiKueueCluster reads it ("kubectl create secret generic worker1-secret -n
+    kueue-system --from-file=kubeconfig=worker1.kubeconfig", kueue site/content/en/docs/tasks/manage/
+    setup_multikueue.md). The stack never writes their data (ignore_changes, workloads/multikueue_component.py): the
+    job's key is the only content; until its first run a MultiKueueCluster finds no kubeconfig key and stays
+    inactive, as it did while the Secret was missing."""
+    return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": _meta(stack, t["secret"], "multikueue", config["namespace"])} for t in config["targets"]]
+
+
 def token_job(stack: str, name: str, ksa: str, config: dict[str, Any], annotations: dict[str, str] | None = None,
               workload_identity: bool = False) -> list[dict[str, Any]]:
-    """The CronJob that refreshes the tokens, its ServiceAccount, its Role and the script as a ConfigMap."""
+    """The CronJob that refreshes the tokens, its ServiceAccount, its Role, the script as a ConfigMap and the
+    Secrets it fills (created empty here: the job may patch them, never create one)."""
     ns = kueue.NAMESPACE
     secrets = [t["secret"] for t in config["targets"]]
     local_sas = [t["serviceAccount"] for t in config["targets"] if t["kind"] == "token"]
@@ -410,6 +425,7 @@ def token_job(stack: str, name: str, ksa: str, config: dict[str, Any], annotatio
         pod_spec["nodeSelector"] = dict(kube.METADATA_SERVER_SELECTOR)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta},
+        *token_secrets(stack, config),
         _rbac("Role", _meta(stack, name, "multikueue", ns), rules=_secret_rules(secrets, local_sas)),
         _rbac("RoleBinding", _meta(stack, name, "multikueue", ns),
               roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},

@@ -38,6 +38,11 @@ def _declare(name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions) -> pu
                                           opts=opts)
     if kind == "ConfigMap":
         return k8s.core.v1.ConfigMap(rname, metadata=doc["metadata"], data=doc["data"], opts=opts)
+    if kind == "Secret":
+        # Created empty; its data is the token job's (a merge patch of one key): never diffed, never written back.
+        return k8s.core.v1.Secret(rname, metadata=doc["metadata"], type=doc["type"],
+                                  opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                                      ignore_changes=["data", "stringData"])))
     if kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
         return _rbac(rname, doc, opts)
     return _custom(rname, doc, opts)  # CronJob, PodMonitoring: everything under spec

@@ -98,20 +98,15 @@ def kubeconfig(cluster: str, server: str, token: str, ca_data: str | None = None
 
 def write_secret(api: str, namespace: str, name: str, key: str, value: str, bearer: str,
                  context: ssl.SSLContext | None = None) -> str:
-    """Creates the Secret or replaces its one key (merge patch: only get/patch on this name, create)."""
+    """Replaces the Secret's one key (a merge patch: RBAC ``patch`` on this name only). The stack creates each
+    Secret empty (workloads/multikueue.py token_secrets), so this job holds no ``create`` on Secrets: a missing one
+    is an error, never a Secret of another name."""
     data = {key: base64.b64encode(value.encode()).decode()}
     url = f"{api}/api/v1/namespaces/{namespace}/secrets/{name}"
     status, body = _call("PATCH", url, bearer=bearer, context=context, body={"data": data},
                          content_type="application/merge-patch+json")
     if status == 404:
-        status, body = _call("POST", f"{api}/api/v1/namespaces/{namespace}/secrets", bearer=bearer,
-                             context=context, body={"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                                                    "metadata": {"name": name, "namespace": namespace,
-                                                                 "labels": {"app.kubernetes.io/managed-by":
-                                                                            "multikueue-token"}},
-                                                    "data": data})
-        if status == 201:
-            return "created"
+        raise TokenError(f"Secret {namespace}/{name} does not exist: the stack creates it (pulumi up)")
     if status != 200:
         raise TokenError(f"Secret {namespace}/{name}: HTTP {status} {body.get('message', '')}".rstrip())
     return "updated"

@@ -143,11 +143,12 @@ def _own_stack(who: str, r: Reach, stack_projects: dict[str, str]) -> bool:
 
 def check(reach: Reaches, envs: Environments, attribute_condition: str,
           signing_keys: set[str] = frozenset(), multikueue_accounts: set[str] = frozenset(),
-          stack_projects: dict[str, str] | None = None) -> list[Finding]:
+          stack_projects: dict[str, str] | None = None, scopes: dict[str, set[str]] | None = None) -> list[Finding]:
     """Every path to more than an identity's row: one finding each (none unaccepted: nothing escalates).
 
     ``stack_projects``: each stack's project (its node account's), so a deployer's accepted paths hold in its own
-    stack's project only."""
+    stack's project only. ``scopes``: each stack's own resources (``stacks.stack_scopes``): a per-stack identity
+    holding anything in another's is refused (``stacks.cross_stack``)."""
     out = [Finding("pool", p) for p in condition_problems(attribute_condition)]
     out += [Finding("registration", f"an access grant the check cannot read, refused (fail closed): {u}")
             for u in getattr(reach, "unparsed", [])]
@@ -155,6 +156,10 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             for u in getattr(reach, "unknown_roles", [])]
     if not isinstance(reach, Reaches):
         reach = Reaches(reach)
+    if scopes:
+        from .stacks import cross_stack  # stacks.py builds on this module's Finding
+
+        out += cross_stack(reach, scopes)
     kubernetes.add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
     kubernetes.link_principals(reach)
     for member, r in sorted(reach.items()):
@@ -169,7 +174,7 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
                     f"serviceAccount:{account_email(resource)}") == WORKLOAD_IDENTITY:
                 continue  # a federated principal signing in as its account: judged below as that account
             if perm == SIGN and kind == "key" and resource in signing_keys and who.startswith("ci-image"):
-                continue
+                continue  # its own stack's key only: another stack's is refused by cross_stack
             if FORBIDDEN.match(perm):
                 out.append(Finding(who, f"{perm} on {resource}"))
             elif perm == BINAUTHZ_POLICY:

@@ -49,13 +49,15 @@ REPOSITORY = "https://github.com/hashicorp/terraform-provider-google"
 # whose ``Schema`` is read, or a ``var ... = map[string]*schema.Schema`` merged in (IAM members: the parent's
 # schema and the IAM member base, as ``tpgiamresource.ResourceIamMember`` merges them).
 IAM_MEMBER = ("google/tpgiamresource/resource_iam_member.go", "IamMemberBaseSchema")
+# Authoritative IAM policies: the parent's schema and the policy base (``tpgiamresource.ResourceIamPolicy``).
+IAM_POLICY = ("google/tpgiamresource/resource_iam_policy.go", "IamPolicyBaseSchema")
 RESOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "gcp:artifactregistry/repository:Repository": ("google_artifact_registry_repository", [
         ("google/services/artifactregistry/resource_artifact_registry_repository.go",
          "ResourceArtifactRegistryRepository")]),
-    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": ("google_artifact_registry_repository_iam_member", [
+    "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": ("google_artifact_registry_repository_iam_policy", [
         ("google/services/artifactregistry/iam_artifact_registry_repository.go", "ArtifactRegistryRepositoryIamSchema"),
-        IAM_MEMBER]),
+        IAM_POLICY]),
     "gcp:binaryauthorization/policy:Policy": ("google_binary_authorization_policy", [
         ("google/services/binaryauthorization/resource_binary_authorization_policy.go",
          "ResourceBinaryAuthorizationPolicy")]),
@@ -90,8 +92,8 @@ RESOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("google/services/resourcemanager/iam_service_account.go", "IamServiceAccountSchema"), IAM_MEMBER]),
     "gcp:storage/bucket:Bucket": ("google_storage_bucket", [
         ("google/services/storage/resource_storage_bucket.go", "ResourceStorageBucket")]),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": ("google_storage_bucket_iam_member", [
-        ("google/services/storage/iam_storage_bucket.go", "StorageBucketIamSchema"), IAM_MEMBER]),
+    "gcp:storage/bucketIAMPolicy:BucketIAMPolicy": ("google_storage_bucket_iam_policy", [
+        ("google/services/storage/iam_storage_bucket.go", "StorageBucketIamSchema"), IAM_POLICY]),
 }
 
 # --------------------------------------------------------------------------- reading Go literals

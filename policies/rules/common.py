@@ -8,6 +8,7 @@ Nothing here needs more than the standard library and the slice model.
 from __future__ import annotations
 
 import functools
+import json
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 FIREWALL = "gcp:compute/firewall:Firewall"
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+# The checkpoint bucket's authoritative policy (infra/checkpoints.py): its grants are in its policyData.
+BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
+BUCKET_GRANTS = (BUCKET_IAM_MEMBER, BUCKET_IAM_POLICY)
 BUCKET = "gcp:storage/bucket:Bucket"
 RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
 RAY_JOB = "kubernetes:ray.io/v1:RayJob"
@@ -323,3 +327,15 @@ def parse_entrypoint(entrypoint: str) -> TrainerCall | None:
         return None
     maxtext = dict(w.split("=", 1) for w in rest if "=" in w)
     return TrainerCall(flags, maxtext)
+
+
+def grants(props: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(role, member) of an IAM resource: a member or binding resource's own, or every binding of a policy's
+    ``policyData`` (the JSON the provider's getIAMPolicy data source makes; unknown during a preview: none)."""
+    data = get(props, "policyData")
+    if isinstance(data, str) and data.startswith("{"):
+        return [(str(b.get("role", "")), str(m)) for b in json.loads(data).get("bindings") or []
+                for m in b.get("members") or []]
+    role = str(get(props, "role", ""))
+    members = [get(props, "member")] if get(props, "member") else list(items(get(props, "members")))
+    return [(role, str(m)) for m in members]

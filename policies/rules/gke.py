@@ -10,7 +10,7 @@ from typing import Any
 from stackspec.gke import IMAGE_STREAMING_ROLE
 
 from .common import (
-    BUCKET_IAM_MEMBER,
+    BUCKET_GRANTS,
     CLUSTER,
     FIREWALL,
     NETWORK,
@@ -21,6 +21,7 @@ from .common import (
     Res,
     as_int,
     get,
+    grants,
     items,
     pool_networks,
     pool_shape,
@@ -155,9 +156,9 @@ def wi_binding_after_cluster(resources: Sequence[Res], ctx: Context) -> Violatio
         return []
     by_urn = {r.urn: r for r in resources}
     out: Violations = []
-    for m in [*_of(resources, BUCKET_IAM_MEMBER), *_of(resources, PROJECT_IAM_MEMBER)]:
-        member = str(get(m.props, "member", ""))
-        if WORKLOAD_POOL_SUFFIX not in member or _waits_for(m, CLUSTER, by_urn):
+    for m in [*(r for t in BUCKET_GRANTS for r in _of(resources, t)), *_of(resources, PROJECT_IAM_MEMBER)]:
+        member = next((x for _, x in grants(m.props) if WORKLOAD_POOL_SUFFIX in x), "")
+        if not member or _waits_for(m, CLUSTER, by_urn):
             continue
         out.append((m, f"{m.name}: binds {member.split('/subject/')[-1]} in the workload identity pool before any "
                        "cluster exists: on a fresh project IAM answers 'Identity Pool does not exist' until a second "

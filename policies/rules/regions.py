@@ -17,7 +17,7 @@ from stackspec.regions import MAX_REGIONS
 
 from .common import (
     BUCKET,
-    BUCKET_IAM_MEMBER,
+    BUCKET_GRANTS,
     CLUSTER,
     NODE_POOL,
     RAY_JOB,
@@ -25,6 +25,7 @@ from .common import (
     Res,
     as_int,
     get,
+    grants,
     group_shape,
     is_tpu_group,
     items,
@@ -160,13 +161,13 @@ def one_checkpoint_location(resources: Sequence[Res], ctx: Context) -> Violation
         out.append((buckets[1] if len(buckets) > 1 else None,
                     f"{len(buckets)} checkpoint buckets ({[get(b.props, 'name') for b in buckets]}): a multi-region "
                     "stack keeps one bucket every region reads (storage.location: a dual- or multi-region)"))
-    bound = {str(get(r.props, "bucket")) for r in resources if r.type == BUCKET_IAM_MEMBER
-             and ".svc.id.goog" in str(get(r.props, "member", ""))}  # workload identity principals
+    bound = {str(get(r.props, "bucket")) for r in resources if r.type in BUCKET_GRANTS
+             and any(".svc.id.goog" in m for _, m in grants(r.props))}  # workload identity principals
     if len(bound) > 1:
         out.append((None, f"the regions' checkpoint identities bind different buckets {sorted(bound)}: a job "
                           "resumed in another region would not find its checkpoints"))
     elif len(buckets) == 1 and bound and bound != {str(get(buckets[0].props, "name"))}:
-        # One grant serves every region (infra/checkpoints.py SharedCheckpointBucket): on another bucket, no region
+        # One policy serves every region (infra/checkpoints.py SharedCheckpointBucket): on another bucket, no region
         # reads the checkpoints.
         out.append((None, f"the regions' checkpoint identity binds {sorted(bound)}, not the checkpoint bucket "
                           f"{get(buckets[0].props, 'name')}: no region could read or write its checkpoints"))

@@ -23,6 +23,7 @@ from .common import (
     cluster_specs,
     containers,
     get,
+    grants,
     items,
     k8s_name,
     pod_specs,
@@ -80,7 +81,12 @@ _PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
 _BUCKET_IAM = {
     "gcp:storage/bucketIAMMember:BucketIAMMember",
     "gcp:storage/bucketIAMBinding:BucketIAMBinding",
+    "gcp:storage/bucketIAMPolicy:BucketIAMPolicy",
 }
+# Cloud Storage's convenience values for the project's basic roles, which a new bucket's policy holds and the
+# stack's authoritative policy keeps (infra/iam_policy.py): allowed for those members only.
+_CONVENIENCE = {"roles/storage.legacyBucketOwner": ("projectOwner:", "projectEditor:"),
+                "roles/storage.legacyBucketReader": ("projectViewer:",)}
 
 
 def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
@@ -97,13 +103,15 @@ def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> lis
         if re.search(r"roles/storage\.|roles/(owner|editor)\"", data):
             return ["project IAM policy grants storage (or owner/editor) roles project-wide"]
     if type_ in _BUCKET_IAM:
-        members = {str(get(props, "member", ""))} | {str(m) for m in items(get(props, "members"))}
-        if public := sorted(members & _PUBLIC_MEMBERS):
-            return [f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {public}: public"]
         allowed = ctx.config.get("bucketAllowedRoles", DEFAULT_BUCKET_ROLES)
-        if role and role not in allowed:
-            return [f"bucket {get(props, 'bucket', '?')} IAM grants {role}: more than reading and "
-                    f"writing checkpoints needs; allowed: {', '.join(allowed)}"]
+        out = []
+        for role, member in grants(props):
+            if member in _PUBLIC_MEMBERS:
+                out.append(f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {member}: public")
+            elif role and role not in allowed and not member.startswith(_CONVENIENCE.get(role, ("\0",))):
+                out.append(f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {member}: more than reading "
+                           f"and writing checkpoints needs; allowed: {', '.join(allowed)}")
+        return out
     return []
 
 

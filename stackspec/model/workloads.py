@@ -109,7 +109,7 @@ class WorkerImage(Section):
     digest: str | None = None
     location: Annotated[str, _check(rules_extra.artifact_registry_location)] | None = None  # the region by default
     streaming: bool = True  # GKE image streaming on the node pools (Artifact Registry images only)
-    pusher: str | None = None  # ci-image@<project>.iam.gserviceaccount.com by default (bootstrap/)
+    pusher: str | None = None  # ci-image-<stack>@<ciProject>.iam.gserviceaccount.com by default (bootstrap/)
 
     @model_validator(mode="after")
     def _digest(self) -> WorkerImage:
@@ -120,7 +120,7 @@ class WorkerImage(Section):
                 raise at("digest", "the offline placeholder is not an image; leave digest unset until the image "
                                    "workflow has pushed one")
         if self.pusher is not None and not _SERVICE_ACCOUNT_EMAIL.fullmatch(self.pusher):
-            raise at("pusher", "a service account email, e.g. ci-image@my-project.iam.gserviceaccount.com")
+            raise at("pusher", "a service account email, e.g. ci-image-prod@my-project.iam.gserviceaccount.com")
         return self
 
     @property
