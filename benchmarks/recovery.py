@@ -111,8 +111,9 @@ def figures(r: dict) -> dict[str, str]:
     phases = r.get("phases") or {}
     rows |= {f"  {label}": s(phases.get(key)) for key, label in PHASES if key in phases}
     rows |= {
-        "restarted on a warm spare": {True: "yes", False: "no"}.get(
+        "restarted on a warm spare (ready before the kill)": {True: "yes", False: "no"}.get(
             (r.get("figures") or {}).get("restarted on a warm spare"), "-"),
+        "local cluster start (before the job)": s((r.get("figures") or {}).get("cluster start (s)")),
         "step restored": s(r.get("restored_step"), ""),
         "steps lost": s(r.get("steps_lost"), ""),
         "cold start (job start -> first step)": s(cold),

@@ -168,7 +168,8 @@ class _Timeline:
     done: dict | None = None
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
-    warm_ups: list[tuple[float, bool]] = field(default_factory=list)  # (t_up, the process was a warm spare)
+    # (t_up, the worker process's start, when its MaxText preload was done or None): was it a spare, ready before?
+    warm_ups: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
 
@@ -178,7 +179,7 @@ class _Timeline:
                 self.steps.append((e["t"], e["step"], e["world"]))
             elif e["event"] == "worker_up":
                 self.ups.append(e["t_up"])
-                self.warm_ups.append((e["t_up"], bool(e.get("warm"))))
+                self.warm_ups.append((e["t_up"], e.get("proc_start"), e.get("ready_at")))
             elif e["event"] == "imported":
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
@@ -342,6 +343,8 @@ class LocalDrill:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
+                if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
+                    r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)
                 if o.scenario == "reshard":
                     self._reshard(deadline)
                 elif o.scenario == "repeated":
@@ -490,9 +493,14 @@ class LocalDrill:
         if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
             r.figures["checkpoint read in the restore (s)"] = read
         with tl.lock:
-            warm = next((w for t, w in tl.warm_ups if t >= t_kill), None)
-        if warm is not None:  # the restarted rank 0 took a prestarted process with MaxText imported
-            r.figures["restarted on a warm spare"] = warm
+            restarted = next(((start, ready) for t, start, ready in tl.warm_ups if t >= t_kill), None)
+        if restarted is not None:
+            # A spare served the restart only if the restarted rank 0's process was started, and its MaxText preload
+            # done, before the kill: on a warm node a process started for the restart preloads too (after it).
+            start, ready = restarted
+            r.figures["restarted on a warm spare"] = ready is not None and ready < t_kill
+            if start is not None:
+                r.figures["restarted process started (s from the kill)"] = round(start - t_kill, 1)
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)

@@ -68,7 +68,11 @@ HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": 
             "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
             # What Ray Train sets in its controller's runtime env, which a warm run leaves out (maxtext_trainer.py
             # controller_without_runtime_env): the controller runs on the head.
-            "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+            "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0",
+            # Ray Train's preemption watcher (an actor with no resources, placed anywhere) reads the cloud's preemption
+            # notices, which a local node never gets; placed on a slice node it would take that node's warm spare
+            # (ray/train/v2/_internal/callbacks/preemption_callback.py, on by default in constants.py).
+            "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 class LocalRayError(RuntimeError):

@@ -430,6 +430,10 @@ class RegionLossDrill:
                                                                                         "first_step")}
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
+        with b.timeline.lock:
+            restarted = next(((st, ready) for t, st, ready in b.timeline.warm_ups if t >= t_dispatch), None)
+        # A spare: the restarted rank 0's process started, and its preload done, before the loss.
+        spare = None if restarted is None else restarted[1] is not None and restarted[1] < t_kill
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
                  f"{first[1]} {rep.resume_s} s after the loss")
         self._wait(f"the job to end in {b.region.name}", lambda: b.driver.proc.poll() is not None, deadline)
@@ -461,6 +465,8 @@ class RegionLossDrill:
                        "loss -> dispatched (workerLostTimeout)": round(t_dispatch - t_detect, 1),
                        "region A processes left": len(left)} | figures
         rep.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
+        if spare is not None:
+            rep.figures["restarted on a warm spare"] = spare
         self._t = {"kill": t_kill, "detect": t_detect, "dispatch": t_dispatch, "start": t_start,
                    "end": time.time()}
         rep.notes += problems

@@ -62,7 +62,8 @@ ACTOR = textwrap.dedent("""
     class TrainWorkerLike:
         def where(self):
             import psutil
-            return os.getpid(), psutil.Process().create_time(), "maxtext.trainers.pre_train.train" in sys.modules
+            ready = getattr(sys.modules.get("warm_worker"), "READY_AT", None)  # its preload done
+            return os.getpid(), psutil.Process().create_time(), ready is not None and ready < t
 
     time.sleep(5)
     t_actor = time.time()
@@ -76,8 +77,8 @@ ACTOR = textwrap.dedent("""
 @pytest.mark.parametrize("spares", [1, 0])
 def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
     """A slice node started with one spare: an actor shaped like a Train worker (a CPU, the slice resource, no
-    runtime env), created once the spare is up, runs in that process, which was started before the job and has
-    MaxText's training loop imported. Without spares, the actor's process is one Ray starts as the job connects
+    runtime env), created once the spare is up, runs in that process, which was started, and had imported MaxText's
+    training loop, before the job. Without spares, the actor's process is one Ray starts as the job connects
     (measured: before the actor is created, so Ray prestarts a job's workers itself, but at the job's start, not
     for a restart), without MaxText (the control)."""
     from drills.localray import LocalRayCluster
@@ -87,19 +88,19 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
     with LocalRayCluster(run_dir, slices=1, spares=spares) as cluster:
         env = cluster.env | {"RAY_ADDRESS": cluster.address}
         if spares:
-            # The spare imports MaxText as it starts (seconds): wait until the node's idle worker has done so.
+            # The spare imports MaxText as it starts (seconds): wait until the node has an idle Ray worker (named
+            # ray::IDLE once connected) that is done with it (idle CPU). The actor's own check below is exact.
             node, deadline_s = cluster.workers()[0], 240
             waited = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
                 import time, psutil
-                end, kids = time.time() + {deadline_s}, []
+                end, idle = time.time() + {deadline_s}, []
                 while time.time() < end:
-                    kids = [p for p in psutil.Process({node.pid}).children(recursive=True)
-                            if "default_worker.py" in " ".join(p.cmdline())]
-                    if kids and all(p.cpu_percent(0.5) < 20 for p in kids):
+                    idle = [p for p in psutil.Process({node.pid}).children(recursive=True) if p.name() == "ray::IDLE"]
+                    if idle and all(p.cpu_percent(0.5) < 20 for p in idle):
                         break
-                print(len(kids))
+                print(len(idle))
             """)], capture_output=True, text=True, timeout=deadline_s + 30)
-            assert int(waited.stdout.strip() or 0) >= 1, waited.stderr
+            assert int(waited.stdout.strip() or 0) >= 1, waited.stdout + waited.stderr
         out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
                              cwd=run_dir)
     expected = "started_before_job=True imported=True" if spares else "started_before_job=False imported=False"

@@ -443,6 +443,15 @@ def preimport() -> None:
     from maxtext.trainers.pre_train import train  # noqa: F401
 
 
+def process_start_time() -> float:
+    """This process's start, in epoch seconds (Linux: /proc/self/stat's starttime, clock ticks after boot)."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/stat") as f:
+        boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
@@ -451,7 +460,11 @@ def train_loop_per_worker(config: dict) -> None:
     if local:
         os.environ["JAX_PLATFORMS"] = "cpu"
     t_import = time.time()
-    warm = "maxtext.trainers.pre_train.train" in sys.modules  # a warm spare (warm_worker.py) took this worker
+    # The process's own start, and when warm_worker's preload finished in it (None: not preloaded): a spare is a
+    # process that was started, and ready, before the failure it serves (the drill judges that, not this flag).
+    preload = sys.modules.get("warm_worker")
+    ready_at = getattr(preload, "READY_AT", None)
+    warm = ready_at is not None
     defer_unused_imports()
     import jax
     from maxtext.common import checkpointing
@@ -487,7 +500,8 @@ def train_loop_per_worker(config: dict) -> None:
             line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
-    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid())
+    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid(), proc_start=round(process_start_time(), 3),
+         ready_at=None if ready_at is None else round(ready_at, 3))
     emit("imported", import_s=round(time.time() - t_import, 1), warm=warm)
     if local:
         _init_local_jax_distributed()
@@ -588,8 +602,10 @@ def train_loop_per_worker(config: dict) -> None:
 # --------------------------------------------------------------------------- warm spares
 
 
-# A spare's keep-alive: Ray kills an idle worker beyond the node's soft limit unless it was prestarted with one; a
-# job's spares die with the job whatever this says (the raylet kills a finished job's idle workers).
+# A spare's keep-alive: until it runs out, the raylet's idle-worker reaper leaves the process alone (after it, the
+# reaper takes idle workers only while they outnumber the node's free CPUs, and its memory monitor may take one
+# first under memory pressure). A job's spares end with the job (the raylet kills a finished job's idle workers);
+# spares of no job stay until taken or the node goes.
 SPARE_KEEP_ALIVE_S = 24 * 3600
 
 

@@ -17,10 +17,14 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Appended, not put first: every job's worker on a warm node imports this, and its own modules come first.
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 
 import maxtext_trainer  # noqa: E402 - the trainer script's own module, found beside this file
 
 _t = time.time()
 maxtext_trainer.preimport()
 PREIMPORT_S = round(time.time() - _t, 1)
+# When this process was ready (the import done): a restart served by a spare is one whose process was ready
+# before the failure; a process started for the restart preloads too, but after it (drills/local.py).
+READY_AT = time.time()
