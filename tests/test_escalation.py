@@ -119,16 +119,36 @@ def _deploying_multi(into: Path) -> Path:
     return into
 
 
+def bootstrap_config_for(stacks_dir: Path) -> dict[str, str]:
+    """bootstrap/Pulumi.example.yaml made to serve ``stacks_dir``: a team's stacks name their own CI project
+    (``tpu-multislice:ciProject``), which their bootstrap stack file names too, its state buckets by default
+    ``<ciProject>-...`` (bootstrap/config.py); the example's values stay where the stacks name none or its own."""
+    from test_bootstrap import example_config
+
+    import bootstrap.config as bcfg
+    from offline import engine
+
+    config = example_config()
+    named = {engine.stack_config(p.name.removeprefix("Pulumi.").removesuffix(".yaml"), stacks_dir=stacks_dir)
+             .get("tpu-multislice:ciProject") for p in stacks_dir.glob("Pulumi.*.yaml")} - {None}
+    key = f"{bcfg.NAMESPACE}:ciProject"
+    if len(named) == 1 and (ci := named.pop()) != config[key]:
+        config[key] = ci
+        for bucket in ("stateBucket", "bootstrapStateBucket"):  # their defaults follow the CI project
+            config.pop(f"{bcfg.NAMESPACE}:{bucket}", None)
+    return config
+
+
 def render_all(stacks_dir: Path) -> Rendered:
-    """The bootstrap (bootstrap/Pulumi.example.yaml) serving the stacks in ``stacks_dir``, and each of them."""
-    from test_bootstrap import example_config, render
+    """The bootstrap (bootstrap/Pulumi.example.yaml, serving them) and each stack in ``stacks_dir``."""
+    from test_bootstrap import render
 
     import bootstrap.config as bcfg
     from offline import engine
 
     saved, bcfg.STACKS_DIR = bcfg.STACKS_DIR, stacks_dir
     try:
-        boot = render(example_config())
+        boot = render(bootstrap_config_for(stacks_dir))
     finally:
         bcfg.STACKS_DIR = saved
     stacks = {}
