@@ -49,7 +49,7 @@ def bucket(name: str, st: Storage, project: str, opts: pulumi.ResourceOptions) -
     )
 
 
-def bucket_policy(name: str, bucket: gcp.storage.Bucket, project: str, members: Sequence[pulumi.Input[str]],
+def bucket_policy(name: str, bucket: gcp.storage.Bucket, members: Sequence[pulumi.Input[str]],
                   opts: pulumi.ResourceOptions) -> gcp.storage.BucketIAMPolicy:
     """The bucket's whole IAM policy (infra/iam_policy.py): ``BUCKET_ROLE`` for ``members``, nothing else (not
     even GCS's convenience values for the project's basic roles). Any other member, however it got there, is
@@ -80,7 +80,6 @@ class SharedCheckpointBucket(pulumi.ComponentResource):
     def __init__(self, name: str, storage: Storage, project: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:SharedCheckpointBucket", name, None, opts)
         self._name = name
-        self._project = project
         self.bucket = bucket(f"{name}-bucket", storage, project, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"bucket": self.bucket.name, "location": storage.location,
                                "dataLocations": list(storage.data_locations)})
@@ -91,7 +90,7 @@ class SharedCheckpointBucket(pulumi.ComponentResource):
         iam-wi-pool-exists); later regions get the same resource. Its members are project-wide principals, the same
         for every region, so which region asked first changes only what it waits for, never its name or inputs."""
         if self.policy is None:
-            self.policy = bucket_policy(f"{self._name}-iam-policy", self.bucket, self._project, members,
+            self.policy = bucket_policy(f"{self._name}-iam-policy", self.bucket, members,
                                         pulumi.ResourceOptions(parent=self, depends_on=list(workload_pool)))
         return self.policy
 
@@ -145,7 +144,7 @@ class CheckpointStore(pulumi.ComponentResource):
         if args.shared:
             self.policy = args.shared.grant(members, args.workload_pool)
         else:
-            self.policy = bucket_policy(f"{name}-iam-policy", self.bucket, args.project, members,
+            self.policy = bucket_policy(f"{name}-iam-policy", self.bucket, members,
                                         pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)))
         self.register_outputs(
             {

@@ -289,7 +289,7 @@ RULES: tuple[Rule, ...] = (
        "never project-wide, never public.",
        MANDATORY, RESOURCE, safety.iam_bucket_scoped,
        "Grant roles/storage.objectUser to the workload identity principal in the checkpoint bucket's "
-       "gcp.storage.BucketIAMPolicy (GCS's legacy bucket roles for the project's basic roles only).",
+       "gcp.storage.BucketIAMPolicy, and nothing else (not GCS's legacy bucket roles: infra/iam_policy.py).",
        {"bucketAllowedRoles": {**_STRINGS, "default": safety.DEFAULT_BUCKET_ROLES,
                                "description": "Roles a bucket binding may grant (least privilege)."},
         "projectWideForbiddenRoles": {**_STRINGS, "default": safety.DEFAULT_FORBIDDEN_ROLES,

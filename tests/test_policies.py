@@ -360,10 +360,11 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
      "IAM grants roles/storage.objectUser to allUsers: public"),
     ("iam-bucket-scoped", "dev", lambda rs: _policy_grant(rs, "roles/storage.admin", "user:someone@example.com"),
      None, "IAM grants roles/storage.admin to user:someone@example.com: more than reading and writing"),
-    # GCS's convenience role kept for the project's basic roles only: not a way in for anyone else.
+    # GCS's convenience value a new bucket holds: its setIamPolicy would let project editors rewrite the bucket's IAM
+    # (the program drops it, infra/iam_policy.py; the escalation check refuses it too).
     ("iam-bucket-scoped", "prod",
-     lambda rs: _policy_grant(rs, "roles/storage.legacyBucketOwner", "user:someone@example.com"), None,
-     "IAM grants roles/storage.legacyBucketOwner to user:someone@example.com"),
+     lambda rs: _policy_grant(rs, "roles/storage.legacyBucketOwner", "projectEditor:my-tpu-project"), None,
+     "IAM grants roles/storage.legacyBucketOwner to projectEditor:my-tpu-project"),
     ("no-service-account-keys", "prod", _key_resource, None,
      "service-account key for maxtext-tpu-nodes"),
     ("ray-head-not-public", "prod",

@@ -83,10 +83,6 @@ _BUCKET_IAM = {
     "gcp:storage/bucketIAMBinding:BucketIAMBinding",
     "gcp:storage/bucketIAMPolicy:BucketIAMPolicy",
 }
-# Cloud Storage's convenience values for the project's basic roles, which a new bucket's policy holds and the
-# stack's authoritative policy keeps (infra/iam_policy.py): allowed for those members only.
-_CONVENIENCE = {"roles/storage.legacyBucketOwner": ("projectOwner:", "projectEditor:"),
-                "roles/storage.legacyBucketReader": ("projectViewer:",)}
 
 
 def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
@@ -108,7 +104,7 @@ def iam_bucket_scoped(type_: str, props: Mapping[str, Any], ctx: Context) -> lis
         for role, member in grants(props):
             if member in _PUBLIC_MEMBERS:
                 out.append(f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {member}: public")
-            elif role and role not in allowed and not member.startswith(_CONVENIENCE.get(role, ("\0",))):
+            elif role and role not in allowed:
                 out.append(f"bucket {get(props, 'bucket', '?')} IAM grants {role} to {member}: more than reading "
                            f"and writing checkpoints needs; allowed: {', '.join(allowed)}")
         return out
