@@ -468,7 +468,8 @@ class LocalRayCluster:
 
 
 # A warm head's idle processes: Ray Train 2.60 starts its controller and then, one after another, an autoscaling
-# coordinator, a synchronization actor, a preemption watcher and two more helpers on the head when a job starts.
+# coordinator, a synchronization actor and two more helpers on the head when a job starts (and its preemption
+# watcher where that is on; HEAD_ENV turns it off): one spare each, and one beside.
 HEAD_SPARES = 6
 # Ray Train's controller and trainer modules, which every one of those processes would otherwise import first.
 HEAD_PRELOAD = "ray.train.v2._internal.execution.controller.controller,ray.train.v2.jax"

@@ -47,7 +47,8 @@ PLACEHOLDER_PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
 PLACEHOLDER_ENDPOINT = "OFFLINE-ENDPOINT"
 PLACEHOLDER_CA = "OFFLINE-CLUSTER-CA"
 # The etag an authoritative IAM policy resource answers, in each API's shape: Cloud Storage's is base64 of the
-# policy's version counter ("CAE=" for a bucket's first policy), IAM's (Artifact Registry's) base64 of 8 bytes.
+# policy's version counter ("CAE=" for a new bucket's policy, "CAI=" once the stack has set it), IAM's (Artifact
+# Registry's) base64 of 8 bytes. Nothing in the program reads them: the shape only keeps the mock like the provider.
 IAM_POLICIES = {"gcp:storage/bucketIAMPolicy:BucketIAMPolicy": "CAI=",
                 "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": "BwYAAAAAAAE="}
 

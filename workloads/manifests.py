@@ -296,10 +296,10 @@ def _worker_env(spec: StackSpec, slices: int) -> list[dict[str, str]]:
     ]
     if spec.unverified.warm_spares:
         # Every worker process the raylet starts imports MaxText first (warm_worker.py, from the trainer's
-        # ConfigMap), and the idle ones a training worker asks for start together (docs/recovery.md).
+        # ConfigMap). The raylet's startup limit, min(host cores, the pod's CPUs) (ray/_private/services.py
+        # maximum_startup_concurrency), is already above the one spare a training worker asks for at a time.
         env += [{"name": "RAY_preload_python_modules", "value": WARM_WORKER.stem},
-                {"name": "PYTHONPATH", "value": TRAINER_DIR},
-                {"name": "RAY_worker_maximum_startup_concurrency", "value": "2"}]
+                {"name": "PYTHONPATH", "value": TRAINER_DIR}]
     return env
 
 
