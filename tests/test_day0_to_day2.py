@@ -210,7 +210,7 @@ def test_the_fields_the_review_found_missing_replace():
         assert pool.get(path) == "count", path
     assert dict(lc.FORCE_NEW["gcp:storage/bucket:Bucket"])["customPlacementConfig.dataLocations"] == "value"
     # Read by hand at the schema's commit (e03b7622): the generic test below takes its fields from the table, so
-    # a field the table lost is caught here or by the regeneration test (TERRAFORM_PROVIDER_GOOGLE_GIT_DIR).
+    # a field the table lost is caught here or by the regeneration from the vendored provider files.
     for path in ("nodeConfig.metadata",  # node_config.go:543
                  "nodeConfig.reservationAffinity.consumeReservationType",  # node_config.go:591
                  "placementPolicy.policyName", "queuedProvisioning.enabled"):  # resource_container_node_pool.go:377,400

@@ -478,6 +478,18 @@ Do not edit them: each file's sha256 below equals the one `provider_schema.json`
 """)
 
 
+def check_against_clone(git_dir: str, schema: Path = OUT) -> list[str]:
+    """What differs between the recorded tables and vendored files and a clone at the recorded commit (the
+    maintainers' check before re-vendoring; the tests regenerate from the vendored tree, which needs no clone)."""
+    recorded = json.loads(schema.read_text())
+    fresh = generate(git_dir, recorded["commit"])
+    out = [f"{schema.name}: {key} differs from the clone's" for key in fresh if fresh[key] != recorded.get(key)]
+    source = GitSource(git_dir, recorded["commit"])
+    out += [f"{VENDORED.name}/{path}: not the clone's bytes" for path in ["LICENSE", *recorded["files"]]
+            if not (VENDORED / path).is_file() or (VENDORED / path).read_bytes() != source.read(path)]
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = p.add_mutually_exclusive_group(required=True)
@@ -490,7 +502,16 @@ def main() -> None:
     p.add_argument("--pulumi-gcp", default=None, help="the pulumi-gcp version this is read for (recorded)")
     p.add_argument("--note", default="", help="why this commit (recorded)")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--check", action="store_true",
+                   help=f"with --git-dir: write nothing; exit 1 unless {OUT.name} and the vendored files are what the "
+                        "clone gives at the recorded commit")
     args = p.parse_args()
+    if args.check:
+        if args.git_dir is None:
+            p.error("--check goes with --git-dir (the vendored tree is checked by the tests)")
+        problems = check_against_clone(args.git_dir, args.out)
+        print("\n".join(problems) or f"{args.out.name} and {VENDORED.name}/ are the clone's at its commit")
+        sys.exit(1 if problems else 0)
     if args.source_dir is not None and (args.commit != "HEAD" or args.vendor_to is not None):
         p.error("--commit and --vendor-to go with --git-dir (a vendored tree is at the commit it names)")
     data = generate(args.git_dir, args.commit, source_dir=args.source_dir)
