@@ -81,8 +81,9 @@ class GkeCluster(pulumi.ComponentResource):
         # A component's depends_on does not hold its children back: the cluster takes it.
         after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
 
-        # The node account and its roles are the bootstrap's (bootstrap/ci_components.py StackProject): the deploy
-        # identity can neither create service accounts nor change the project's IAM policy, only act as this one.
+        # The node account and its roles are the bootstrap's (bootstrap/components/stack_project.py StackProject):
+        # the deploy identity can neither create service accounts nor change the project's IAM policy, only act as this
+        # one.
         self.node_service_account_email = names.node_service_account_email(c.name, args.project)
 
         self.cluster = gcp.container.Cluster(

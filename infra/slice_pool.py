@@ -14,7 +14,7 @@ short, and a fallback left at zero costs nothing until the preferred option has 
 An autoscaled multi-host pool sets the per-zone limits, not only the totals: with just
 ``total_max_node_count`` the provider sends a per-zone maximum of 0 and GKE refuses the pool
 ("Maximum node count 0 is not a valid size of TPU pod slice"; rule ``gke-tpu-autoscaling-per-zone``
-in ``stackspec/cloud_rules.py``). No ``version``: pools follow the cluster's release channel
+in ``stackspec/rules/catalogue.py``). No ``version``: pools follow the cluster's release channel
 (rule ``gke-node-version-with-auto-upgrade``).
 """
 

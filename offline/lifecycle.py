@@ -73,7 +73,7 @@ SUPPRESSED: dict[str, Callable[[str], bool]] = {
 class Prerequisite:
     """What the cloud needs to exist before a resource can be created, though no input refers to it."""
 
-    rule: str  # the cloud rule (stackspec/cloud_rules.py) or why
+    rule: str  # the cloud rule (stackspec/rules/catalogue.py) or why
     applies: Callable[[dict[str, Any]], bool]  # to a state entry
     needs: Callable[[dict[str, Any], dict[str, Any]], bool]  # (the entry, one it waits for): that one is needed
     # Several needed (one per name ``each`` gives): every one must be waited for.

@@ -215,7 +215,7 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, STACK, regions.multikueue_consistent,
        "Render the manager's and workers' Kueue objects from one spec (workloads/multikueue.py manager_objects, "
        "workloads/kueue.py all_objects)."),
-    # ---------------------------------------------------------------- the cloud's own rules (stackspec/cloud_rules.py)
+    # ------------------------------------------------- the cloud's own rules (stackspec/rules/catalogue.py)
     _r("tpu-autoscaling-per-zone", "An autoscaled multi-host TPU pool sets its per-zone maximum to the slice's "
        "hosts (GKE validates the slice against it).",
        MANDATORY, RESOURCE, gke.tpu_autoscaling_per_zone,

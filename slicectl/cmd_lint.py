@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from slicectl.exits import Exit
-from stackspec import across, loader
+from stackspec import loader, rules
 from stackspec import quota as tpu_quota
 from stackspec import spec as stack_spec
 from stackspec.errors import Problem
@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _across(results: list, specs: dict, stacks_dir: Path | None) -> list:
-    """What two stack files must not both declare (stackspec/across.py), judged over every valid stack of the
-    directory, the ones not asked for too: a stack checked alone still meets the others."""
+    """What two stack files must not both declare (stackspec/rules/across_stacks.py), judged over every valid stack
+    of the directory, the ones not asked for too: a stack checked alone still meets the others."""
     others = []
     for name in loader.stack_names(stacks_dir) if stacks_dir is None or stacks_dir.is_dir() else []:
         if name not in specs:
@@ -141,7 +141,7 @@ def _across(results: list, specs: dict, stacks_dir: Path | None) -> list:
                 others.append(stack_spec.load_stack(name, stacks_dir))
             except (stack_spec.SpecError, stack_spec.StackFileError):
                 continue
-    problems = across.shared_project([*specs.values(), *others])
+    problems = rules.across_stacks([*specs.values(), *others])
     out = []
     for stack, e, violations in results:
         if stack in problems:

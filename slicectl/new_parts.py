@@ -92,7 +92,7 @@ def quota_lines(generation: str, capacities: tuple[str, ...], regions: list[str]
 
 
 # --sandbox: the file is rendered as any stack's (with this stand-in CI project), then what needs the CI bootstrap is
-# taken out: the CI project, the prebuilt image section, the stack's KMS key (stackspec/sandbox.py says why).
+# taken out: the CI project, the prebuilt image section, the stack's KMS key (stackspec/rules/sandbox.py says why).
 NO_CI = "sandbox-no-ci-project"
 
 

@@ -1,4 +1,6 @@
-"""The limits of the systems the stack deploys to: names, address ranges, ports, quantities.
+"""The limits of the systems the stack deploys to on a value by itself: names, image references, registry
+locations, address ranges, ports, quantities (the model checks each beside its field; rules across sections are
+in stackspec/rules/).
 
 Each check returns None when the value is fine, else a message saying what is allowed.
 Sources: GCP resource naming (GKE clusters and node pools, Compute Engine networks,
@@ -179,3 +181,67 @@ def quantity_error(value: str) -> str | None:
     if q > QUANTITY_MAX:
         return "larger than any machine can allocate (at most 1Ei)"
     return None
+
+
+# --------------------------------------------------------------------------- Compute Engine names
+
+# terraform-provider-google resource_compute_reservation.go:140-146 (the Compute API's Reservation.name): "The name
+# must be 1-63 characters long, and comply with RFC1035. Specifically, the name must be 1-63 characters long and
+# match the regular expression '[a-z]([-a-z0-9]*[a-z0-9])?'".
+_GCE_NAME = _RFC1035  # the same RFC 1035 label
+
+
+def gce_name(kind: str, value: str) -> str | None:
+    """A Compute Engine resource name (a reservation's, a network's): RFC 1035, 1-63 characters."""
+    if not 1 <= len(value) <= 63 or not _GCE_NAME.fullmatch(value):
+        return (f"not a Compute Engine {kind} name: 1-63 lowercase letters, digits and '-', starting with a letter "
+                f"and not ending with '-' (RFC 1035), this has {len(value)} characters")
+    return None
+
+
+def reservation_name(value: str) -> str | None:
+    return gce_name("reservation", value)
+
+
+# --------------------------------------------------------------------------- container image references
+
+# The grammar every registry client parses an image reference with (github.com/distribution/reference
+# @0965666a reference.go:1-25 and regexp.go): reference := name [":" tag] ["@" digest];
+# name := [domain "/"] path-component ["/" path-component]*; path-component := [a-z0-9]+ (separator [a-z0-9]+)*;
+# separator := [_.]|__|[-]+; domain := domain-component ("." domain-component)* [":" port];
+# tag := [\w][\w.-]{0,127}; digest := algorithm ":" hex{32,}; a name is at most 255 characters
+# (NameTotalLengthMax).
+_ALNUM = r"[a-z0-9]+"
+_PATH_COMPONENT = _ALNUM + r"(?:(?:[._]|__|[-]+)" + _ALNUM + r")*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = _DOMAIN_COMPONENT + r"(?:\." + _DOMAIN_COMPONENT + r")*(?::[0-9]+)?"
+_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_REFERENCE = re.compile(rf"(?P<name>{_NAME})(?::(?P<tag>[\w][\w.-]{{0,127}}))?"
+                        r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?")
+NAME_TOTAL_LENGTH_MAX = 255
+
+
+def image_reference(value: str) -> str | None:
+    """An image reference a registry client parses (``registry/path/name:tag@sha256:...``)."""
+    m = _REFERENCE.fullmatch(value)
+    if m is None:
+        return ("not an image reference: [registry/]path[:tag][@sha256:digest], path components of lowercase "
+                "letters and digits joined by '.', '_', '__' or '-', a tag of up to 128 letters, digits, '_', '.' "
+                "and '-' (github.com/distribution/reference grammar)")
+    if len(m["name"]) > NAME_TOTAL_LENGTH_MAX:
+        return f"an image name has at most {NAME_TOTAL_LENGTH_MAX} characters, this has {len(m['name'])}"
+    return None
+
+
+# --------------------------------------------------------------------------- Artifact Registry locations
+
+# terraform-provider-google website/docs/r/artifact_registry_repository.html.markdown:821-823: "In addition to
+# specific regions, special values for multi-region locations are `asia`, `europe`, and `us`."
+ARTIFACT_REGISTRY_MULTI_REGIONS = ("asia", "europe", "us")
+
+
+def artifact_registry_location(value: str) -> str | None:
+    if value in ARTIFACT_REGISTRY_MULTI_REGIONS or REGION.fullmatch(value):
+        return None
+    multi = ", ".join(ARTIFACT_REGISTRY_MULTI_REGIONS)
+    return f"not an Artifact Registry location: a region such as us-east5, or a multi-region: {multi}"

@@ -25,7 +25,6 @@ undeclared, the preview and ``slicectl cost`` print what is needed and warn that
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,35 +100,7 @@ def needs(spec: Any) -> list[Need]:
     return list(out.values())
 
 
-def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
-    """With a ``quota`` section: each region and generation the slices use is declared, and each declared quota type
-    covers the chips its slices need (the slices named). Nothing without one (the preview warns instead)."""
-    if not spec.quota:
-        return
-    index = {(e.region or spec.region, e.generation): i for i, e in enumerate(spec.quota)}
-    seen: set[tuple[str, str]] = set()
-    for n in needs(spec):
-        i = index.get((n.region, n.generation))
-        if i is None:
-            if (n.region, n.generation) not in seen:
-                fail(f"{NS}:quota", [e.model_dump(by_alias=True, exclude_none=True) for e in spec.quota],
-                     f"no entry for {n.generation} in {n.region}, where the slices need it; add one "
-                     f"({{region: {n.region}, generation: {n.generation}, ...}}, in chips; {DOC})")
-            seen.add((n.region, n.generation))
-            continue
-        if n.quota_type == "reserved" and n.declared is None:
-            continue  # a reservation brings its own capacity: checked only when declared
-        if n.declared is None:
-            fail(f"{NS}:quota[{i}].{n.quota_type}", None,
-                 f"not declared, but {_slices(n)} in {n.region} may run on {LABEL[n.quota_type]} capacity: "
-                 f"{n.chips} {n.generation} chips ({DOC})")
-        elif n.short:
-            fail(f"{NS}:quota[{i}].{n.quota_type}", n.declared,
-                 f"{_slices(n)} in {n.region} need {n.chips} {n.generation} chips of {LABEL[n.quota_type]} quota, "
-                 f"{n.short} more than declared: request an increase ({DOC}) or list fewer slices")
-
-
-def _slices(n: Need) -> str:
+def slices_text(n: Need) -> str:
     names = n.slices if len(n.slices) <= 3 else [*n.slices[:2], f"… {n.slices[-1]}"]
     return f"{len(n.slices)} slice{'s' if len(n.slices) != 1 else ''} ({', '.join(names)})"
 
@@ -138,7 +109,7 @@ def rows(spec: Any) -> list[list[str]]:
     """The quota table: region, generation, quota type, chips needed, declared, slices."""
     return [[n.region, n.generation, LABEL[n.quota_type], str(n.chips),
              "not declared" if n.declared is None else str(n.declared) + (f" (short {n.short})" if n.short else ""),
-             _slices(n)] for n in needs(spec)]
+             slices_text(n)] for n in needs(spec)]
 
 
 HEADER = ["region", "generation", "quota type", "chips needed", "declared", "slices"]

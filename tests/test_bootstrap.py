@@ -421,7 +421,7 @@ def test_deploy_and_drill_hold_nothing_outside_the_stack_they_act_on(boot):
 
 def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_multi):
     """The custom roles list what the stack's resources need: a new resource type in the stack
-    program fails here until ci_components.MANAGED_BY (and a role's permissions) cover it."""
+    program fails here until bootstrap/access.py MANAGED_BY (and a role's permissions) cover it."""
     deploy_roles = {g.role for g in ci.DEPLOY_GRANTS if g.on == ci.PROJECT}
     # The multi stack's one service-account binding: workload identity on the bootstrap's MultiKueue account,
     # which its deploy identity administers (that account only).
@@ -434,7 +434,7 @@ def test_every_resource_type_prod_declares_is_covered_by_a_deploy_role(prod, ci_
             assert r.inputs["role"] == NODE_SA_ROLE, r.name
     types = {r.type for r in prod.resources if r.type.startswith("gcp:")}
     missing = sorted(types - set(ci.MANAGED_BY) - set(ci.MOVED_TO_BOOTSTRAP))
-    assert not missing, f"bootstrap/ci_components.py MANAGED_BY: no deploy role for {missing}"
+    assert not missing, f"bootstrap/access.py MANAGED_BY: no deploy role for {missing}"
     assert {ci.MANAGED_BY[t] for t in types if t in ci.MANAGED_BY} <= deploy_roles
     # The stack's own service accounts and project IAM grants are the node account's (made here).
     for r in prod.resources:

@@ -1,4 +1,4 @@
-"""The cloud's server-side rules (stackspec/cloud_rules.py): each one tripped through the checks it names.
+"""The cloud's server-side rules (stackspec/rules/catalogue.py): each one tripped through the checks it names.
 
 Everything runs the real code: the program under mocks (offline.engine.render), the real policy rules over
 the rendered plan, the real spec model. Only the cloud is absent; what it would refuse is the rule under test.
@@ -19,8 +19,9 @@ from conftest import documentation, rendered
 from offline import engine
 from policies import offline
 from policies.registry import BY_NAME
-from stackspec import cloud_rules, names, zones
+from stackspec import names, zones
 from stackspec import spec as stack_spec
+from stackspec.rules import catalogue as cloud_rules
 from workloads import kueue
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -635,7 +636,7 @@ def test_binary_authorization_admits_the_images_the_stack_runs(prod):
     workers = {c["image"] for d in r.manifests for c in _containers(d)} - {kueue.IMAGE}
     assert workers == {r.spec.worker_image} and "@sha256:" in r.spec.worker_image
     assert not _admitted_by_pattern(r.spec.worker_image, patterns), patterns
-    # The attestor, key and grants the rule names are the bootstrap's (bootstrap/ci_components.py).
+    # The attestor, key and grants the rule names are the bootstrap's (bootstrap/components/stack_project.py).
     ci = _bootstrap()
     assert ci.IMAGE_SIGNING_ALGORITHM == "EC_SIGN_P256_SHA256"
     assert {"binaryauthorization.googleapis.com", "containeranalysis.googleapis.com"} <= set(ci.STACK_SERVICES)

@@ -220,8 +220,9 @@ def test_without_a_declared_quota_the_preview_warns_with_the_chips_per_region(tm
 
 
 def test_two_stacks_in_one_project_are_refused_at_their_project_lines(tmp_path, capsys):
-    """Each stack declares its project's Binary Authorization policy; a project has at most one (stackspec/across.py
-    quotes the API reference): two stacks in one project would overwrite each other's."""
+    """Each stack declares its project's Binary Authorization policy; a project has at most one
+    (stackspec/rules/across_stacks.py quotes the API reference): two stacks in one project would overwrite
+    each other's."""
     text = (FIXTURES / "Pulumi.solo.yaml").read_text()
     (tmp_path / "Pulumi.a.yaml").write_text(text)
     (tmp_path / "Pulumi.b.yaml").write_text(text)

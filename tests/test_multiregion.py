@@ -155,7 +155,8 @@ def test_the_multi_stack_previews_clean(tmp_path, capsys):
 
 def test_the_stack_wide_policy_names_the_attestor_the_bootstrap_makes(multi):
     """One Binary Authorization policy per project, named after the manager, as the bootstrap names the attestor
-    and signing key of a multi-region stack (bootstrap/ci_components.py: a multi stack's cluster is its manager)."""
+    and signing key of a multi-region stack (bootstrap/components/stack_project.py: a multi stack's cluster is its
+    manager)."""
     from stackspec import names
 
     s = stack_spec.load_stack("multi")

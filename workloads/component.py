@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from stackspec.kueue_rules import MULTIKUEUE_CONTROLLER
+from stackspec.rules.kueue import MULTIKUEUE_CONTROLLER
 from stackspec.spec import StackSpec
 from workloads import compute_class, manifests, multitier, security
 from workloads import monitoring as gmp

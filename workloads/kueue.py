@@ -26,8 +26,9 @@ from typing import Any
 
 import yaml
 
-from stackspec import kube, kueue_rules, limits, names
+from stackspec import kube, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
+from stackspec.rules import kueue as kueue_rules
 from stackspec.spec import Capacity, Slice, StackSpec, WorkerGroup
 from workloads import manifests
 

@@ -37,12 +37,13 @@ from typing import Any
 
 import yaml
 
-from stackspec import kube, kueue_rules, limits, names
+from stackspec import kube, limits, names
 from stackspec.model import WORKLOAD_PRIORITIES
+from stackspec.rules import kueue as kueue_rules
 from stackspec.spec import StackSpec
 from workloads import kueue
 
-# The controller and Kueue's ClusterQueue rules live in stackspec/kueue_rules.py (the policies read them too).
+# The controller and Kueue's ClusterQueue rules live in stackspec/rules/kueue.py (the policies read them too).
 MULTIKUEUE_CONTROLLER = kueue_rules.MULTIKUEUE_CONTROLLER
 cluster_queue_rules = kueue_rules.cluster_queue_rules
 INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
@@ -133,7 +134,8 @@ def manager_of(spec: StackSpec) -> Manager:
 
 @dataclass(frozen=True)
 class IamGrant:
-    """A project-level role for a member (the bootstrap grants it: bootstrap/ci_components.py StackProject)."""
+    """A project-level role for a member (the bootstrap grants it: bootstrap/components/stack_project.py
+    StackProject)."""
 
     project: str
     role: str

@@ -4,7 +4,8 @@ The manager component installs Kueue from the same pinned chart as the workers (
 configuration), then its queues, a MultiKueueCluster per region, the token CronJob and Kueue's metrics
 scraping, and binds the CronJob's Kubernetes service account to the Google service account it runs as (workload
 identity, pulumi-gcp). The bootstrap creates that account and its cluster viewer role on the workers' projects
-(bootstrap/ci_components.py StackProject: no deploy identity creates accounts or changes a project's IAM policy).
+(bootstrap/components/stack_project.py StackProject: no deploy identity creates accounts or changes a project's IAM
+policy).
 The worker component adds, beside a region's own KueueQueueing, the ServiceAccount the manager acts as with its
 RBAC, and Kueue's metrics scraping.
 """

@@ -184,7 +184,7 @@ def drill_role_name(spec: StackSpec) -> str:
 
 def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     """Role + RoleBinding in the workload namespace, ClusterRole + ClusterRoleBinding for nodes."""
-    if spec.ci_project is None:  # a sandbox stack (stackspec/sandbox.py): no CI drill user to grant anything
+    if spec.ci_project is None:  # a sandbox stack (stackspec/rules/sandbox.py): no CI drill user to grant anything
         return []
     name, ns = drill_role_name(spec), spec.storage.namespace
     labels = _labels(spec, "drill-rbac")

@@ -1,4 +1,4 @@
-"""GKE's, GCE's and IAM's server-side rules on the rendered plan (``stackspec/cloud_rules.py`` holds each
+"""GKE's, GCE's and IAM's server-side rules on the rendered plan (``stackspec/rules/catalogue.py`` holds each
 rule's source): what the first `pulumi up` would be refused for, or what would break once it is up."""
 
 from __future__ import annotations

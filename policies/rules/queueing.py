@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stackspec import kube, kueue_rules
+from stackspec import kube
+from stackspec.rules import kueue as kueue_rules
 
 from .common import NODE_POOL, RAY_CLUSTER, RAY_JOB, Context, Res, as_int, get, items, k8s_name, pool_shape, pool_slice
 

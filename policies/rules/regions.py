@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from stackspec import kube, kueue_rules, limits, names
+from stackspec import kube, limits, names
 from stackspec.regions import MAX_REGIONS
+from stackspec.rules import kueue as kueue_rules
 
 from .common import (
     BUCKET,
@@ -268,7 +269,7 @@ def manager_quota_is_workers_total(resources: Sequence[Res], ctx: Context) -> Vi
 
 
 def multikueue_consistent(resources: Sequence[Res], ctx: Context) -> Violations:
-    """Kueue's ClusterQueue rules on every cluster (stackspec/kueue_rules.py); the MultiKueueConfig's clusters
+    """Kueue's ClusterQueue rules on every cluster (stackspec/rules/kueue.py); the MultiKueueConfig's clusters
     each a declared MultiKueueCluster, never the manager, within Kueue's 20; every worker mirrors the manager's
     LocalQueues (same namespace and name) and WorkloadPriorityClasses (Kueue's setup_multikueue.md)."""
     top = _topology(resources)

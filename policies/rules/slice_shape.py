@@ -313,7 +313,7 @@ def compute_class_fallbacks(resources: Sequence[Res], ctx: Context) -> Violation
 
 def _queued(resources: Sequence[Res], compute_class: str) -> bool:
     """Every pool of the class has queued provisioning (DWS): the slices wait in Kueue's ProvisioningRequest queue
-    by design, and the spec allows no other option beside it (``stackspec/rules_extra.py``)."""
+    by design, and the spec allows no other option beside it (``stackspec/rules/kueue.py``)."""
     pools = [r for r in resources if r.type == NODE_POOL and _pool_class(r.props) == compute_class]
     return bool(pools) and all(get(p.props, "queuedProvisioning.enabled") is True for p in pools)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
-from .. import names, rules_extra, tpu
+from .. import limits, names, tpu
 from ..gke import FLEX_START_MAX_RUN_SECONDS, FLEX_START_MIN_RUN_SECONDS
 from ..tpu import SliceError, SliceShape
 from .types import GroupName, NodePoolName, ProjectId, Section, at
@@ -53,7 +53,7 @@ class Capacity(Section):
             affinity = self.affinity or "SPECIFIC"  # the resolve step sets it (stackspec.defaults)
             if affinity == "SPECIFIC" and not self.reservation:
                 raise at("reservation", "required when type is reservation with SPECIFIC affinity")
-            if self.reservation and (msg := rules_extra.reservation_name(self.reservation)):
+            if self.reservation and (msg := limits.reservation_name(self.reservation)):
                 raise at("reservation", msg)
             if affinity != "SPECIFIC" and (self.reservation or self.project):
                 # GKE ignores a name with ANY affinity: say so rather than drop it.
@@ -112,8 +112,6 @@ class Slice(Section):
             if types.count(t) > 1:
                 raise at("capacity", f"capacity type {t} is listed {types.count(t)} times; list each type once, "
                                      "in the order GKE should try them")
-        if msg := rules_extra.queued_provisioning_alone(self.capacity):
-            raise at("capacity", msg)
         if self.node_pool_auto_creation and any(c.queued_provisioning for c in self.capacity):
             raise at("nodePoolAutoCreation", "queued provisioning needs a node pool the stack creates; "
                                              "set nodePoolAutoCreation: false or queuedProvisioning: false")

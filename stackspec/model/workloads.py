@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .. import kuberay, limits, names, rules_extra
+from .. import kuberay, limits, names
 from .. import regions as places
 from .types import BucketName, KsaName, Namespace, Port, Quantity, RayClusterName, Region, Section, _check, _name, at
 
@@ -60,7 +60,7 @@ class Storage(Section):
 
 class RaySettings(Section):
     cluster_name: RayClusterName = "maxtext-tpu-cluster"
-    image: Annotated[str, _check(rules_extra.image_reference)] = DEFAULT_RAY_IMAGE
+    image: Annotated[str, _check(limits.image_reference)] = DEFAULT_RAY_IMAGE
     head_cpu: Quantity = "8"
     head_memory: Quantity = "16Gi"
     worker_cpu: Quantity = "8"
@@ -107,7 +107,7 @@ class WorkerImage(Section):
     # image.yml's output. Unset: the first phase, in which the stack creates the repository and the pusher's grant
     # and the workers run ray.image, installing MaxText at start as the seed does (no deadlock on day 0).
     digest: str | None = None
-    location: Annotated[str, _check(rules_extra.artifact_registry_location)] | None = None  # the region by default
+    location: Annotated[str, _check(limits.artifact_registry_location)] | None = None  # the region by default
     streaming: bool = True  # GKE image streaming on the node pools (Artifact Registry images only)
     pusher: str | None = None  # ci-image-<stack>@<ciProject>.iam.gserviceaccount.com by default (bootstrap/)
 

@@ -1,8 +1,22 @@
-"""Rules across the spec's sections, as functions of the spec (each section's own rules are its validators).
+"""The stack spec's rules, one module per system they come from, and their front door.
 
-They run once the sections are valid and report every problem at once: a single-region stack through
-:func:`single_region`, a multi-region stack through :func:`stackspec.rules.regions.check`, which checks each region
-as a single-region view. They read the resolved spec (:mod:`stackspec.defaults`) and never default: :func:`checked`
+Where each kind of rule lives:
+
+- a value by itself (a name's length and characters, an image reference, a range): beside its field, in the
+  section's model (``stackspec/model/``), with the formats in :mod:`stackspec.limits`;
+- GCP's rules across sections (Compute Engine, Cloud Storage, Cloud KMS, IAM, Artifact Registry): :mod:`.gcp`;
+- GKE's: :mod:`.gke`; Kueue's: :mod:`.kueue`; KubeRay's: :mod:`.kuberay`; Cloud TPU quota: :mod:`.quota`;
+- the spec's own rules across its sections: :mod:`.network`, :mod:`.slices`, :mod:`.jobs`, :mod:`.resources`,
+  :mod:`.safety`, a sandbox stack's :mod:`.sandbox`; a region of a multi-region stack: :mod:`.regions`;
+- rules across stack files of one repository: :mod:`.across_stacks`;
+- every server-side rule the project relies on, with its quoted source and the checks that hold the project to it
+  (spec, policy pack, code): the catalogue, :mod:`.catalogue`. The policy pack (``policies/rules/``) checks the
+  rendered plan, not the spec.
+
+The front door: :func:`checked` (one stack file) and :func:`across_stacks` (the stacks of one repository). They
+run once the sections are valid and report every problem at once: a single-region stack through
+:func:`.single.single_region`, a multi-region stack through :func:`.regions.check`, which checks each region as a
+single-region view. They read the resolved spec (:mod:`stackspec.defaults`) and never default: :func:`checked`
 resolves, then checks.
 """
 
@@ -10,15 +24,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import defaults, sandbox
-from .. import quota as tpu_quota
+from .. import defaults
 from ..errors import Problem
 from ..model.types import _ns
-from . import regions
+from . import quota, regions, sandbox
+from .across_stacks import shared_project as across_stacks
 from .single import single_region
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
+
+__all__ = ["across_stacks", "checked"]
 
 
 def checked(written: StackSpec, context: dict[str, Any]) -> tuple[StackSpec, list[Problem]]:
@@ -32,8 +48,8 @@ def checked(written: StackSpec, context: dict[str, Any]) -> tuple[StackSpec, lis
         spec = regions.check(spec, fail, context)
     elif spec.zone is not None and spec.cluster is not None and spec.slices is not None:
         single_region(spec, fail, context, problems)
-    tpu_quota.check(spec, fail)  # the declared TPU quota against the slices' chips, every region
-    sandbox.rules(spec, fail)  # a stack deployed by hand, without the CI bootstrap (stackspec/sandbox.py)
+    quota.check(spec, fail)  # the declared TPU quota against the slices' chips, every region
+    sandbox.check(spec, fail)  # a stack deployed by hand, without the CI bootstrap
     drill = spec.deploy.cluster_drill
     if context.get("as_written") and drill is not None and not any(j.name == drill and j.elastic for j in spec.jobs):
         # The cluster drill preempts a running elastic job and follows it back (drills/cluster.py). Checked on

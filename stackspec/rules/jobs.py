@@ -1,10 +1,10 @@
-"""Jobs against the worker groups, their meshes, their checkpoint period and the KubeRay release."""
+"""Jobs against the worker groups, their meshes and their checkpoint period."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import kuberay, tpu
+from .. import tpu
 from ..errors import MISSING
 from ..model.types import _ns
 
@@ -70,16 +70,3 @@ def checkpoint(spec: StackSpec, fail) -> None:
             fail(f"{_ns('jobs')}[{i}].{missing[0]}", MISSING,
                  f"an elastic job's checkpoint period comes from Young/Daly's rule: set "
                  f"{', '.join(missing)} (MaxText logs each save's and step's seconds), or checkpointPeriod")
-
-
-def kuberay_fields(spec: StackSpec, fail) -> None:
-    """The RayJob fields each job needs must exist in the KubeRay release the cluster runs."""
-    version = spec.ray.kuberay_version
-    for i, j in enumerate(spec.jobs):
-        spec = {"entrypoint": "", "submissionMode": "K8sJobMode", **kuberay.lifecycle(j)}
-        for path, since in kuberay.unknown_fields(spec, version):
-            key = "jobTtlSeconds" if path.startswith("deletionStrategy") else "name"
-            fail(f"{_ns('jobs')}[{i}].{key}", getattr(j, "job_ttl_seconds" if key != "name" else "name"),
-                 f"its RayJob needs spec.{path}, which KubeRay {version} (ray.kuberayVersion) does not know "
-                 f"(KubeRay {since} or later has it): drop the key, or set ray.kuberayVersion to what the "
-                 "cluster runs (a KubeRay installed by its pinned Helm chart where GKE's add-on is older)")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import names, rules_extra
+from .. import names
 from ..errors import MISSING
 from ..gke import PROD_RELEASE_CHANNELS
 from ..model.types import _ns
 from ..model.workloads import DEFAULT_RAY_IMAGE
+from . import gcp
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
@@ -78,5 +79,5 @@ def check(spec: StackSpec, fail, stack_file: bool = False) -> None:
              f"bootstrap/): {kms}")
     elif spec.secrets_provider is not None and not spec.secrets_provider.startswith("gcpkms://"):
         fail("secretsprovider", spec.secrets_provider, "prod stacks keep secrets with Cloud KMS: gcpkms://...")
-    elif spec.secrets_provider is not None and (msg := rules_extra.kms_key_path(spec.secrets_provider)):
+    elif spec.secrets_provider is not None and (msg := gcp.kms_key_path(spec.secrets_provider)):
         fail("secretsprovider", spec.secrets_provider, msg)

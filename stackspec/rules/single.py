@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
 from ..model.types import _ns
-from . import jobs, network, resources, safety, slices
+from . import jobs, kuberay, network, resources, safety, slices
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
@@ -25,7 +25,7 @@ def single_region(spec: StackSpec, fail, context: dict[str, Any], problems: list
         # Jobs are checked against sound slices only: one bad slice gives one error.
         jobs.check(spec, fail)
         jobs.checkpoint(spec, fail)
-        jobs.kuberay_fields(spec, fail)
+        kuberay.check(spec, fail)
     resources.check(spec, fail)
     safety.unverified(spec, fail)
     safety.check(spec, fail, stack_file=bool(context.get("stack_file")))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import rules_extra, zones
+from .. import zones
 from ..model.slices import Slice
 from ..model.types import _ns
 from ..tpu import SliceShape
+from . import gke, kueue
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
@@ -34,7 +35,7 @@ def check(spec: StackSpec, fail) -> None:
         capacity(spec, i, s, fail)
         if spec.zone.startswith(spec.region + "-") and (msg := zones.zone_error(spec.zone, s.generation)):
             fail(f"{_ns('slices')}[{i}].generation", s.generation, f"gcp:zone {spec.zone} {msg}")
-        if msg := rules_extra.flex_start_zone(s.generation, spec.zone, [c.type for c in s.capacity]):
+        if msg := gke.flex_start_zone(s.generation, spec.zone, [c.type for c in s.capacity]):
             fail(f"{_ns('slices')}[{i}].capacity", [c.type for c in s.capacity], msg)
         if s.node_pool_auto_creation != first.node_pool_auto_creation:
             fail(f"{_ns('slices')}[{i}].nodePoolAutoCreation", s.node_pool_auto_creation,
@@ -49,6 +50,8 @@ def check(spec: StackSpec, fail) -> None:
 def capacity(spec: StackSpec, i: int, s: Slice, fail) -> None:
     key = f"{_ns('slices')}[{i}].capacity"
     types = [c.type for c in s.capacity]
+    if msg := kueue.queued_provisioning_alone(s.capacity):
+        fail(key, types, msg)
     for n, c in enumerate(s.capacity[:-1]):
         if c.type == "reservation" and c.affinity == "ANY":
             # GCE: ANY consumes a matching reservation, else runs the VM on demand (cloud rule

@@ -1,4 +1,4 @@
-"""Record the repository lines the cloud rules quote (``stackspec/cloud_rules.py``), for the offline test.
+"""Record the repository lines the cloud rules quote (``stackspec/rules/catalogue.py``), for the offline test.
 
 Each quote that cites ``owner/name@<commit>:<path>:<line>[-<line>]`` is read from a git mirror of that repository
 at that commit, its lines are written to ``tests/reference/cloud-rule-sources.json``, and the script fails when the
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from stackspec import cloud_rules  # noqa: E402
+from stackspec.rules import catalogue as cloud_rules  # noqa: E402
 
 OUT = ROOT / "tests" / "reference" / "cloud-rule-sources.json"
 REPO_REF = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<path>[^:]+):(?P<a>\d+)(?:-(?P<b>\d+))?")

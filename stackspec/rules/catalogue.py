@@ -125,7 +125,7 @@ RULES: tuple[CloudRule, ...] = (
         "(and the Container File System API); without it images are pulled whole.",
         "https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements; "
         "terraform-google-kubernetes-engine#2251 and PR #2262",
-        ("policy:node-sa-image-streaming-role", "code:bootstrap/ci_components.py", "code:infra/cluster.py"),
+        ("policy:node-sa-image-streaming-role", "code:bootstrap/components/stack_project.py", "code:infra/cluster.py"),
         quotes=(
             Quote("it does not include the roles/serviceusage.serviceUsageConsumer permission, which is required "
                   "for image streaming to function correctly. This results in pods failing to start on affected "
@@ -316,7 +316,7 @@ RULES: tuple[CloudRule, ...] = (
         "for a zonal cluster), with GKE's service agent holding cryptoKeyEncrypterDecrypter on it, before the cluster "
         "uses it: the bootstrap makes the key and the grant, the stack names the key.",
         "https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets",
-        ("code:bootstrap/ci_components.py", "code:infra/cluster.py"),
+        ("code:bootstrap/components/stack_project.py", "code:infra/cluster.py"),
         quotes=(
             Quote("Ensure that the key is in the same location as the cluster to decrease latency and to prevent "
                   "cases where resources depend on services spread across multiple failure domains.",
@@ -361,7 +361,8 @@ RULES: tuple[CloudRule, ...] = (
         "https://cloud.google.com/binary-authorization/docs/making-attestations; Binary Authorization API "
         "AdmissionWhitelistPattern.namePattern; terraform-provider-google "
         "data_source_google_kms_crypto_key_version.go (the id)",
-        ("code:infra/cluster_security.py", "code:bootstrap/ci_components.py", "code:.github/workflows/image.yml"),
+        ("code:infra/cluster_security.py", "code:bootstrap/components/stack_project.py",
+         "code:.github/workflows/image.yml"),
         quotes=(
             Quote("This supports a trailing * as a wildcard, but this is allowed only in text after the registry/ "
                   "part. * wildcard does not match /, i.e., gcr.io/nginx* matches gcr.io/nginx@latest, but it does "

@@ -24,7 +24,7 @@ NS = "tpu-multislice"
 DOC = "docs/sandbox.md"
 
 
-def rules(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
+def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
     """What a sandbox stack may not have, and the CI project every other stack needs."""
     if not spec.sandbox:
         if spec.ci_project is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import Problem
+from ..errors import Problem
 
 POLICY_SOURCE = "https://cloud.google.com/binary-authorization/docs/reference/rest/v1beta1/projects/getPolicy"
 

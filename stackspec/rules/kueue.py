@@ -1,7 +1,8 @@
-"""Kueue's rules on a cluster's queue objects that no CRD schema expresses (pure functions of documents).
+"""Kueue's rules: on a stack's capacity options, and on a cluster's queue objects that no CRD schema expresses
+(pure functions of documents). Kueue v0.19.2.
 
-Read by ``workloads/multikueue.py`` (what it renders) and by the policies (what a stack declares on each
-cluster), so the rule is written once. Kueue v0.19.2.
+The queue-object rules are read by ``workloads/multikueue.py`` (what it renders) and by the policies (what a stack
+declares on each cluster), so each rule is written once.
 """
 
 from __future__ import annotations
@@ -53,3 +54,23 @@ def cluster_queue_rules(docs: Sequence[dict[str, Any]]) -> list[str]:
         if missing := [f for f in used if f not in flavors]:
             out.append(f"ClusterQueue {name}: ResourceFlavors not declared: {missing}")
     return out
+
+
+def queued_provisioning_alone(capacity: Sequence[Any]) -> str | None:
+    """Queued provisioning (DWS) only as a slice's one capacity option.
+
+    Kueue admits a workload on a flavor gated by a ProvisioningRequest check only once the request is provisioned,
+    and the check's ProvisioningRequestConfig pins the pods to the provisioned nodes (``podSetUpdates.nodeSelector``
+    ``autoscaling.gke.io/provisioning-request``, kueue v0.19.2 ``apis/kueue/v1beta2/provisioningrequestconfig_types.go``
+    "podSetUpdates specifies the update of the workload's PodSetUpdates which are used to target the provisioned
+    nodes"); a pool with queued provisioning grows only through ProvisioningRequests (terraform-provider-google
+    ``resource_container_node_pool.go``: "obtainable solely through the ProvisioningRequest API"). The slices of a
+    worker group share one flavor, so other options beside it would never be used: every job of the group would
+    wait for DWS."""
+    queued = [c for c in capacity if getattr(c, "queued_provisioning", False)]
+    if queued and len(capacity) > 1:
+        others = [c.type for c in capacity if not getattr(c, "queued_provisioning", False)]
+        return (f"queuedProvisioning is the slice's only way to capacity: Kueue's DWS check gates the worker group's "
+                f"flavor and pins its pods to the provisioned nodes, so the other options {others} would never be "
+                "used; list flex-start with queuedProvisioning alone, or drop queuedProvisioning")
+    return None

@@ -1,0 +1,33 @@
+"""GKE's rules on a stack across its sections, each with its source quoted beside it.
+
+GKE's facts (release channels, maintenance limits, version floors) are in :mod:`stackspec.gke`, where the model's
+field types read them; a rule here calls ``fail(key, value, message)`` for each problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# GKE "About GPU and TPU provisioning with flex-start provisioning mode"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/provisioning-model, Requirements): "To run TPUs, use
+# GKE version 1.33.0-gke.1712000 or later. Flex-start supports the following version and zones: [TPU v6e]
+# asia-northeast1-b, us-east5-a, and us-east5-b. [TPU v5e] us-west4-a. [TPU v5p] us-east5-a. TPU v3 and v4 are not
+# supported."
+FLEX_START_TPU_ZONES = {
+    "v6e": ("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+    "v5e": ("us-west4-a",),
+    "v5p": ("us-east5-a",),
+    "v4": (),
+}
+
+
+def flex_start_zone(generation: str, zone: str, capacity_types: Sequence[str]) -> str | None:
+    """Flex-start capacity only where GKE offers it for the slice's TPU generation."""
+    if "flex-start" not in capacity_types or generation not in FLEX_START_TPU_ZONES:
+        return None
+    offered = FLEX_START_TPU_ZONES[generation]
+    if zone in offered:
+        return None
+    where = f"only in {', '.join(offered)}" if offered else "in no zone"
+    return (f"GKE offers flex-start for TPU {generation} {where} (GKE flex-start provisioning-mode requirements), "
+            f"not in gcp:zone {zone}; drop the flex-start option or move the stack")
