@@ -1,13 +1,14 @@
-"""``slicectl``: the project's command line. Each subcommand lives in its own module.
+"""slicectl: the project's command line. Each subcommand lives in its own module.
 
-Exit codes: see :mod:`slicectl.exits` (0 clean, 1 policy violation, 2 usage or file
-error, 3 invalid stack spec, 4 a run or drill that did not pass, 130 interrupted).
+Exit codes (slicectl/exits.py): 0 clean, 1 policy violation, 2 usage or file
+error, 3 invalid stack spec, 4 a run or drill that did not pass, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 
 from slicectl.exits import Exit, UsageError
@@ -22,6 +23,7 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     names: a preview need not import the drills' Kubernetes and Ray clients)."""
     p = argparse.ArgumentParser(prog="slicectl", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"slicectl {importlib.metadata.version('slicectl')}")
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         if only is not None and name != only:

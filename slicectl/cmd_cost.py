@@ -135,6 +135,9 @@ def read_base(base: str, stack: str, stacks_dir: Path | None) -> tuple[dict, str
 def run(args: argparse.Namespace) -> int:
     if args.json_out and (args.json_out.suffix != ".json" or args.json_out.is_dir()):
         raise UsageError(f"--json {args.json_out}: give a .json file path (it is written over)")
+    if args.json_out and not args.json_out.parent.is_dir():
+        # A typo in a path must not leave directories behind: the directory is the caller's to make.
+        raise UsageError(f"--json {args.json_out}: no such directory {args.json_out.parent}")
     base, against = None, "the base"
     if args.base is not None:  # before the stack: a bad flag fails fast
         try:
@@ -146,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
     doc = cost.compute(spec)
     if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(doc, indent=2) + "\n")
     if args.base is not None:
         print(cost.diff_markdown(args.stack, base, doc, against) if args.format != "json" else

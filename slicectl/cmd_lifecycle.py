@@ -25,7 +25,7 @@ from stackspec import names
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("lifecycle", help="simulate day 0 (first up), day 1 (no changes) and day 2 (a spec change)")
-    p.add_argument("--stack", default="prod")
+    p.add_argument("--stack", required=True, help="the stack to simulate (a stack file under --stacks-dir)")
     p.add_argument("--change", type=Path, help="a stack file for the same stack: the day-2 plan to it")
     p.add_argument("--state", type=Path, help="start from this state (written by an earlier run) instead of day 0")
     p.add_argument("--out", type=Path, default=Path("build"), help="where the state is written (default: build/)")

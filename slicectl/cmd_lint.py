@@ -29,7 +29,8 @@ from stackspec.errors import Problem
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("lint", help="check stack files against the spec model (no render)")
+    p = sub.add_parser("lint", help="check stack files against the spec model and the policies a stack file can "
+                                    "trip (renders offline)")
     p.add_argument("--stack", action="append", help="a stack to check (repeatable; default: every stack)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
     p.add_argument("--format", choices=("text", "json", "github", "markdown"), default="text",

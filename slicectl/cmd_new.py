@@ -244,9 +244,10 @@ def _bucket_place(n: NewStack) -> list[str]:
     return out
 
 
-def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str, region: str | None = None) -> list[str]:
+def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str,
+          regions: list[str] | None = None) -> list[str]:
     """Storage, Ray, the image, monitoring, the jobs, GitOps and the secrets provider (every form of the file);
-    ``region``: a multi-region stack's elastic job stays in that region."""
+    ``regions``: a multi-region stack's, where its elastic jobs stay (:func:`_elastic_jobs`)."""
     place = _bucket_place(n)
     return [
         "  tpu-multislice:storage:",
@@ -285,24 +286,7 @@ def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str, regio
             f"      ici: {ici}",
             "      maxtext: {dataset_type: synthetic}",
         ]),
-        "    - name: llama3-8b-elastic",
-        "      mode: elastic",
-        "      cluster: dedicated",
-        f"      priority: {'production' if preemptible else 'drill'}",
-        *([f"      region: {region}   # elastic jobs stay in one region (MultiKueue does not dispatch them)"]
-          if region else []),
-        "      minSlices: 1",
-        f"      maxSlices: {n.slices}",
-        "      maxFailures: 3",
-        "      model: llama3-8b",
-        "      steps: 100",
-        "      perDeviceBatchSize: 4",
-        "      maxTargetLength: 4096",
-        f"      ici: {ici}",
-        "      # Steps between checkpoints until a run measures its step: then set expectedStepSeconds (MaxText logs",
-        "      # it) with checkpointSaveSeconds and expectedPreemptionIntervalMinutes, and Young/Daly's rule sets it.",
-        "      checkpointPeriod: 20",
-        "      maxtext: {dataset_type: synthetic}",
+        *_elastic_jobs(n, preemptible, ici, regions or [None]),
         "  # GitOps: off until the stack is bootstrapped and deployed once (README \"Adding a team's stack\").",
         "  # onPush: true makes deploy.yml apply it on every push to main (environment deploy-<stack>);",
         "  # clusterDrill: llama3-8b-elastic adds it to drills.yml's weekly cluster drill (drill-<stack>).",
@@ -313,6 +297,40 @@ def _rest(n: NewStack, shape: tpu.SliceShape, preemptible: bool, ici: str, regio
         "# it opens nothing without it): commit it.",
         f"secretsprovider: {n.secrets_provider}",
     ]
+
+
+_PERIOD_NOTE = (
+    "      # Steps between checkpoints until a run measures its step: then set expectedStepSeconds (MaxText logs",
+    "      # it) with checkpointSaveSeconds and expectedPreemptionIntervalMinutes, and Young/Daly's rule sets it.",
+)
+
+
+def _elastic_jobs(n: NewStack, preemptible: bool, ici: str, regions: list[str | None]) -> list[str]:
+    """The elastic job, one per region of a multi-region stack on preemptible capacity (an elastic job stays in
+    one region, so a single one would leave the other regions' slices idle); else in the first region only."""
+    out: list[str] = []
+    for k, region in enumerate(regions if preemptible else regions[:1]):
+        name = "llama3-8b-elastic" if k == 0 else f"llama3-8b-elastic-{k + 1}"
+        out += [
+            f"    - name: {name}",
+            "      mode: elastic",
+            "      cluster: dedicated",
+            f"      priority: {'production' if preemptible else 'drill'}",
+            *([f"      region: {region}   # elastic jobs stay in one region (MultiKueue does not dispatch them)"]
+              if region else []),
+            "      minSlices: 1",
+            f"      maxSlices: {n.slices}",
+            "      maxFailures: 3",
+            "      model: llama3-8b",
+            "      steps: 100",
+            "      perDeviceBatchSize: 4",
+            "      maxTargetLength: 4096",
+            f"      ici: {ici}",
+            *_PERIOD_NOTE,
+            "      checkpointPeriod: 20",
+            "      maxtext: {dataset_type: synthetic}",
+        ]
+    return out
 
 
 def render_regions(n: NewStack) -> str:
@@ -341,7 +359,7 @@ def render_regions(n: NewStack) -> str:
         "  # No TPUs: Kueue with MultiKueue, the queues and the RayJobs it hands to the regions (Autopilot).",
         "  tpu-multislice:manager:",
         f"    name: {n.stack}-manager",
-        f"    version: {n.gke_version}",
+        f'    version: "{n.gke_version}"',
         "    # Every cluster's ranges are disjoint from every other's.",
         f"    cidr: {m['node']}",
         f"    podCidr: {m['pod']}",
@@ -359,7 +377,7 @@ def render_regions(n: NewStack) -> str:
             f"      zone: {zone}                 # {new_parts.zone_note(zone, shape.generation.name)}",
             "      cluster:",
             f"        name: {cluster}",
-            f"        version: {n.gke_version}",
+            f'        version: "{n.gke_version}"',
             "        systemMachineType: n1-standard-16",
             "        systemNodeCount: 3",
             *(["        deletionProtection: true"] if prod else []),
@@ -385,7 +403,7 @@ def render_regions(n: NewStack) -> str:
     lines += new_parts.price_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions], "n1-standard-16")
     lines += new_parts.quota_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions],
                                    n.slices * shape.chips)
-    lines += _rest(n, shape, preemptible, ici, region=n.regions[0][0])
+    lines += _rest(n, shape, preemptible, ici, regions=[r for r, _ in n.regions])
     return "\n".join(lines) + "\n"
 
 
@@ -397,11 +415,16 @@ def header_free(text: str) -> str:
     return "".join(lines)
 
 
-def next_steps(n: NewStack, path: Path) -> str:
+def next_steps(n: NewStack, path: Path, stacks_dir: Path | None = None) -> str:
+    """What to run next, as commands that work when pasted: with the ``--stacks-dir`` the file went to."""
+    where = f" --stacks-dir {stacks_dir}" if stacks_dir is not None else ""
+    moved = ("" if stacks_dir is None else f"\n     (Pulumi reads stack files from stacks/, Pulumi.yaml's "
+             f"stackConfigDir: move {path.name} there first)")
     return f"""wrote {path}
 next (README "Adding a team's stack"):
-  1. slicectl lint --stack {n.stack} && slicectl preview --stack {n.stack} && slicectl cost --stack {n.stack}
-  2. open a pull request with the file; an administrator, on its branch:
+  1. uv run slicectl lint --stack {n.stack}{where} && uv run slicectl preview --stack {n.stack}{where} \\
+       && uv run slicectl cost --stack {n.stack}{where}
+  2. open a pull request with the file; an administrator, on its branch:{moved}
        cd bootstrap && pulumi up   # {n.stack}'s key, node account, project roles (reviewers: stackReviewers)
        cd .. && pulumi login gs://<stateBucket>
        pulumi stack init {n.stack} --secrets-provider="{n.secrets_provider}"
@@ -532,5 +555,7 @@ def run(args: argparse.Namespace) -> int:
             return Exit.USAGE
     path = stacks_dir / f"Pulumi.{request.stack}.yaml"
     path.write_text(text)
-    print(new_parts.sandbox_steps(request.stack, _shown(path)) if args.sandbox else next_steps(request, _shown(path)))
+    shown_dir = _shown(args.stacks_dir) if args.stacks_dir is not None else None
+    print(new_parts.sandbox_steps(request.stack, _shown(path)) if args.sandbox
+          else next_steps(request, _shown(path), shown_dir))
     return Exit.OK

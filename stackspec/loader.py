@@ -317,9 +317,30 @@ def _problem(err: Mapping[str, Any], data: Mapping[str, Any]) -> Problem:
         msg = "must be a string"
     elif kind in ("model_type", "dict_type") and isinstance(value, str):
         msg = f"must be an object (a YAML mapping); {msg}"
+    elif kind in _BOUNDS:
+        words, bound = _BOUNDS[kind]
+        msg = f"must be {words} {err.get('ctx', {}).get(bound)}"
+    elif kind in ("tuple_type", "list_type"):
+        item = _model_at(loc)
+        one = (json.dumps(value) if isinstance(value, dict) else
+               f"{{type: {value}}}" if item is not None and "type" in item.model_fields else json.dumps(value))
+        msg = f"must be a list (a YAML sequence): one item is a list of one, [{one}]"
+    elif kind == "too_short":
+        msg = f"needs at least {err.get('ctx', {}).get('min_length', 1)} item(s)"
+    elif kind == "too_long":
+        msg = f"takes at most {err.get('ctx', {}).get('max_length')} item(s)"
+    elif kind in ("float_parsing", "float_type"):
+        msg = "must be a number"
+    elif kind in ("finite_number",):
+        msg = "must be a finite number"
     if value is not MISSING and isinstance(value, BaseModel):
         value = value.model_dump(by_alias=True, exclude_none=True)
     return Problem(_key(loc), value, msg)
+
+
+# pydantic's bound errors (their ctx key), in words.
+_BOUNDS = {"greater_than_equal": ("at least", "ge"), "greater_than": ("greater than", "gt"),
+           "less_than_equal": ("at most", "le"), "less_than": ("less than", "lt")}
 
 
 def _lookup(data: Any, loc: tuple[str | int, ...]) -> Any:

@@ -7,6 +7,7 @@ lists each derived name with the spec key it comes from, and the spec model chec
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from . import limits
@@ -22,8 +23,16 @@ def stack_file(stack: str) -> str:
 
 
 def node_service_account_id(cluster: str) -> str:
-    """The GCP service account the cluster's nodes run as (never the default compute one)."""
-    return f"{cluster}-nodes"
+    """The GCP service account the cluster's nodes run as (never the default compute one): ``<cluster>-nodes``, or
+    for a cluster name too long for it (GKE takes 40 characters; an account ID "must be 6-30 characters long, and
+    match the regular expression [a-z]([-a-z0-9]*[a-z0-9])", terraform-provider-google
+    website/docs/r/google_service_account.html.markdown) the name's first 18 characters, a 5-character digest of the
+    whole name (two long names sharing a prefix stay apart) and ``-nodes``."""
+    full = f"{cluster}-nodes"
+    if len(full) <= limits.SERVICE_ACCOUNT_ID.max_len:
+        return full
+    digest = hashlib.sha256(cluster.encode()).hexdigest()[:5]
+    return f"{cluster[:18].rstrip('-')}-{digest}-nodes"
 
 
 def node_service_account_email(cluster: str, project: str) -> str:

@@ -257,12 +257,12 @@ def test_old_single_capacity_form_still_loads():
     [
         ([{"type": "spot"}, {"type": "spot"}], "capacity type spot is listed 2 times"),
         ([{"type": "reservation"}, {"type": "on-demand"}], "required when type is reservation with SPECIFIC"),
-        ([{"type": "flex-start", "maxRunDuration": "8d"}], "less than or equal to 604800"),
-        ([{"type": "flex-start", "maxRunDuration": 60}], "greater than or equal to 600"),
+        ([{"type": "flex-start", "maxRunDuration": "8d"}], "must be at most 604800"),
+        ([{"type": "flex-start", "maxRunDuration": 60}], "must be at least 600"),
         ([{"type": "spot", "maxRunDuration": "1h"}], "only allowed when type is flex-start, not spot"),
         ([{"type": "on-demand", "queuedProvisioning": True}], "only allowed when type is flex-start, not on-demand"),
         ([{"type": "spot", "project": "other-project"}], "only allowed when type is reservation, not spot"),
-        ([], "at least 1 item"),
+        ([], "needs at least 1 item"),
     ],
 )
 def test_capacity_option_rules(capacity, expected):

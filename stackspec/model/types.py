@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -53,7 +55,16 @@ SubnetCidr = Annotated[str, _check(lambda v: limits.private_cidr(v, limits.SUBNE
 ClusterCidr = Annotated[str, _check(limits.private_cidr)]
 Quantity = Annotated[str, BeforeValidator(_to_str), _check(limits.quantity_error)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-GkeVersion = Annotated[str, _check(lambda v: None if gke_version_key(v) else
+def _version_text(value: Any) -> Any:
+    """A version as written, never a number: YAML reads an unquoted 1.40 as the float 1.4 (YAML 1.1/1.2 float
+    resolution), so the text the author meant is gone by the time the model sees it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError(f"a version is text: quote it as written, e.g. \"1.35\" (YAML reads an unquoted 1.40 as the "
+                         f"number 1.4; this reads as {value})")
+    return value
+
+
+GkeVersion = Annotated[str, BeforeValidator(_version_text), _check(lambda v: None if gke_version_key(v) else
                                     "must be a GKE minor such as 1.35 (GKE picks the channel's newest 1.35 patch at "
                                     "creation), 1.35.2, or an exact version like 1.35.2-gke.1842000")]
 ProjectId = Annotated[str, _check(limits.project_id_error)]
@@ -83,7 +94,18 @@ class Section(BaseModel):
             for name, f in cls.model_fields.items():
                 if f.exclude and (name in data or to_camel(name) in data):
                     raise at(to_camel(name), "not a stack-file key: the spec works it out (stackspec.defaults)")
+                key = f.alias or name
+                value = data.get(key, data.get(name))
+                if _is_bool(f.annotation) and value is not None and not isinstance(value, bool):
+                    # Strict: pydantic's lax mode reads 'yes', 'on', 1 as true, and a switch such as deploy.onPush
+                    # must mean what it says (YAML 1.2 has only true and false).
+                    raise at(key, f"must be true or false, not {value!r}")
         return data
+
+
+def _is_bool(annotation: Any) -> bool:
+    return annotation is bool or (typing.get_origin(annotation) in (types.UnionType, typing.Union)
+                                  and set(typing.get_args(annotation)) == {bool, type(None)})
 
 
 def resolved(default: Any = None) -> Any:

@@ -44,6 +44,13 @@ def check(spec: StackSpec, fail) -> None:
         if not j.elastic and spec.group(j.group).spot:
             fail(f"{k}.mode", j.mode, f"worker group {j.group} runs on Spot capacity: jobs there must be "
                  "elastic; allowed: elastic")
+        period = j.checkpoint_plan.period
+        if spec.group(j.group).spot and period >= j.steps:
+            # The policy pack's rayjob-spot-elastic refuses the rendered RayJob alike (policies/rules/stack.py):
+            # checked here too, so lint answers as preview does.
+            fail(f"{k}.checkpointPeriod", period, f"worker group {j.group} runs on Spot capacity and the job saves "
+                 f"its first checkpoint at step {period}, at or after its last ({j.steps} steps): nothing is saved "
+                 "before a preemption; set checkpointPeriod below steps")
     # Running jobs on the shared cluster would queue for the same slices while their
     # activeDeadlineSeconds ticks: the slices they ask for together must exist.
     for group, n in available.items():
