@@ -274,7 +274,8 @@ class LocalDrill:
     def _on_event(self, e: dict) -> None:
         self.timeline.on_event(e)
         if e["event"] == "imported":
-            self.say(f"workers up: MaxText imported in {e['import_s']} s")
+            loaded = f"{e['script']} loaded" if e.get("script") else f"MaxText imported in {e['import_s']} s"
+            self.say(f"workers up: {loaded}")
         elif e["event"] == "start":
             self.say(f"training (re)started on {e['world']} worker(s) at step {e['start_step']}")
         elif e["event"] == "step" and (self.opts.verbose or e["step"] % self.opts.checkpoint_period == 0):

@@ -175,7 +175,9 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         print(f"[{time.time() - t0:6.1f}s] {msg}", flush=True)
 
     def on_event(e: dict) -> None:
-        if e["event"] == "imported":
+        if e["event"] == "imported" and e.get("script"):  # a job's own trainer (custom_trainer.py)
+            say(f"workers up: {e['script']} loaded")
+        elif e["event"] == "imported":
             say(f"workers up: MaxText imported in {e['import_s']} s, compiling")
         elif e["event"] == "start":
             say(f"training started on {e['world']} worker(s) at step {e['start_step']}")

@@ -276,13 +276,13 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
                 j.group,
                 j.cluster,
                 str(j.slices) if not j.elastic else f"{j.min_slices}..{j.slices}",
-                j.model,
+                j.runs,
                 str(j.steps),
                 *([where_] if spec.multi_region else []),
             ]
             for _, j, where_ in placed
         ]
-        header = ["job", "mode", "group", "cluster", "slices", "model", "steps",
+        header = ["job", "mode", "group", "cluster", "slices", "runs", "steps",
                   *(["runs in"] if spec.multi_region else [])]
         lines += ["", "Jobs:", indent(text_table(header, jobs))]
         lines += ["", "Runs and checkpoints (run name, period and where it came from, storage at the run's end):"]
@@ -353,7 +353,8 @@ def checkpoint_lines(spec: StackSpec) -> list[str]:
                   f"  checkpoint every {plan.period} steps: {plan.how}",
                   *multitier_lines(view, j),
                   f"  storage: {store.describe()}" if store else
-                  f"  storage: unknown (no parameter count for {j.model} in stackspec/checkpoints.py)"]
+                  (f"  storage: unknown (set trainer.checkpointGb: one checkpoint's size)" if j.trainer else
+                   f"  storage: unknown (no parameter count for {j.model} in stackspec/checkpoints.py)")]
         if store and budget and store.total_bytes > budget * 1e9:
             lines.append(f"  WARNING: {checkpoints.gb(store.total_bytes)} of checkpoints exceeds "
                          f"storage.checkpointBudgetGb {budget:g} GB: raise checkpointPeriod or set "

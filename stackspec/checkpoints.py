@@ -131,7 +131,31 @@ class Storage:
                 f"= {gb(self.total_bytes)}")
 
 
+@dataclass(frozen=True)
+class DeclaredStorage:
+    """A run's checkpoints where the job declares one checkpoint's size (a team's own trainer)."""
+
+    checkpoint_bytes: int
+    checkpoints: int
+    kept_by: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.checkpoint_bytes * self.checkpoints
+
+    def describe(self) -> str:
+        return (f"{gb(self.checkpoint_bytes)} per checkpoint (trainer.checkpointGb) x {self.checkpoints} kept "
+                f"({self.kept_by}) = {gb(self.total_bytes)}")
+
+
+def declared_storage(checkpoint_gb: float, steps: int, period: int) -> DeclaredStorage:
+    saved = checkpoints_saved(steps, period)
+    return DeclaredStorage(round(checkpoint_gb * 1e9), saved, f"saved at {steps} steps every {period}, all kept")
+
+
 def gb(n: int | float) -> str:
+    if n < 0.1e9:  # a small trainer's checkpoint: 0.0 GB would say nothing
+        return f"{n / 1e6:.1f} MB"
     return f"{n / 1e9:,.0f} GB" if n >= 10e9 else f"{n / 1e9:.1f} GB"
 
 
@@ -166,6 +190,8 @@ def job_step_seconds(job: Any, pod_type: str) -> tuple[float, str] | None:
     and length."""
     if job.expected_step_seconds:
         return job.expected_step_seconds, "expectedStepSeconds"
+    if job.trainer is not None:
+        return None  # a team's own script: only its declared step time, never a MaxText model's measured one
     return step_seconds(job.model, pod_type, job.slices, job.per_device_batch_size, job.max_target_length)
 
 

@@ -37,6 +37,9 @@ class Trainer(BaseModel):
     script: str
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
     image: str | None = None
+    # One checkpoint's size in GB, for the storage estimate and the bucket budget (the job's expectedStepSeconds is
+    # its step time): a script's state is its own, so nothing here can work it out. Unset: shown as unknown.
+    checkpoint_gb: float | None = Field(None, gt=0)
 
     @field_validator("script")
     @classmethod
@@ -45,6 +48,9 @@ class Trainer(BaseModel):
         if path.is_absolute() or ".." in path.parts or path.suffix != ".py":
             raise ValueError("a .py file of this repository, as a relative path (trainers/tiny_jax.py)")
         full = ROOT / path
+        if full.exists() and not full.resolve().is_relative_to(ROOT):
+            # A symbolic link out of the checkout: the ConfigMap would carry a file the repository does not hold.
+            raise ValueError(f"a file of this repository; {v} leads outside it")
         if not full.is_file():
             raise ValueError(f"no such file in the repository ({full.relative_to(ROOT)})")
         size = full.stat().st_size

@@ -65,8 +65,16 @@ def maxtext_args(
 
     The job's own keys first, then ``defaults`` the job's ``maxtext`` passthrough does not
     set, then the passthrough keys (the spec forbids those from repeating a job-owned key or
-    a mesh axis).
+    a mesh axis). A job with its own trainer gets only what its script's config holds (docs/trainers.md): where
+    to write, its run, steps and checkpoint period; no MaxText model, batch, length, mesh or defaults.
     """
+    if job.trainer is not None:
+        return [
+            f"base_output_directory={base_output_directory}",
+            f"run_name={job.run_name}",
+            f"steps={steps if steps is not None else job.steps}",
+            f"checkpoint_period={checkpoint_period or job.checkpoint_period}",
+        ]
     args = [
         f"base_output_directory={base_output_directory}",
         f"run_name={job.run_name}",

@@ -24,6 +24,9 @@ JOB_OWNED_MAXTEXT_KEYS = frozenset({
     "base_output_directory", "checkpoint_period",
 })
 
+# A MaxText job's keys that a job with its own trainer does not take (docs/trainers.md).
+MAXTEXT_ONLY_KEYS = ("model", "per_device_batch_size", "max_target_length", "ici", "dcn", "maxtext")
+
 # Kueue WorkloadPriorityClasses every stack declares (name -> value): Kueue admits higher values
 # first and, within the ClusterQueue, may preempt a lower one to admit a higher one.
 WORKLOAD_PRIORITIES = {
@@ -107,6 +110,17 @@ class Job(Section):
                      "KubeRay reports it finished, so a cluster kept after that holds slices the next admitted job "
                      "is counted on (its pods pend, or the autoscaler brings up another fallback): 0 for a queued "
                      "job; read its logs in Cloud Logging")
+        if self.trainer is not None:
+            # A team's own script: MaxText's model, batch, length, mesh and passthrough mean nothing to it (none
+            # of them reaches its config), so a key set here would be silently ignored.
+            if maxtext_only := [to_camel(k) for k in MAXTEXT_ONLY_KEYS if k in given]:
+                raise at(maxtext_only[0], f"{', '.join(maxtext_only)}: MaxText's, and this job runs its own trainer "
+                         "(trainer.script); its settings go in trainer.config (docs/trainers.md)")
+            if self.trainer.image is not None and self.cluster != "dedicated":
+                # workloads/custom_trainer_args.py with_image: only a job's own RayCluster takes another image; the
+                # shared cluster's workers run the stack's image for every job.
+                raise at("trainer.image", "an image of its own needs a cluster of its own (cluster: dedicated); the "
+                         "shared cluster's workers run the stack's image")
         if self.job_ttl_seconds is not None and self.cluster == "dedicated":
             raise at("jobTtlSeconds", "a dedicated job's cluster goes with shutdownAfterJobFinishes (Kueue requires "
                                       "it), which KubeRay's deletionRules exclude: use clusterTtlSeconds")
@@ -144,9 +158,18 @@ class Job(Section):
                                 self.checkpoint_how or "unresolved")
 
     @property
-    def checkpoint_storage(self) -> checkpoints.Storage | None:
-        """One run's checkpoints at its end (None: the model's size is not in the table)."""
+    def checkpoint_storage(self) -> checkpoints.Storage | checkpoints.DeclaredStorage | None:
+        """One run's checkpoints at its end (None: unknown: a MaxText model not in the table, a trainer that does
+        not declare its checkpoint size)."""
+        if self.trainer is not None:
+            size = self.trainer.checkpoint_gb
+            return None if size is None else checkpoints.declared_storage(size, self.steps, self.checkpoint_plan.period)
         return checkpoints.storage(self.model, self.steps, self.checkpoint_plan.period, self.maxtext)
+
+    @property
+    def runs(self) -> str:
+        """What the job runs, for tables: its MaxText model, or its own trainer's script."""
+        return f"own: {self.trainer.script}" if self.trainer is not None else self.model
 
     @property
     def queued(self) -> bool:

@@ -85,7 +85,7 @@ def train_loop_per_worker(config: dict) -> None:
     ray.train.report = report
     try:
         exec(compile(config["script_source"], config["script_path"], "exec"), namespace)  # noqa: S102
-        emit("imported", import_s=0.0)
+        emit("imported", import_s=0.0, script=config["script_path"])  # the script loaded, not MaxText
         namespace["train_loop_per_worker"](dict(config["script_config"]))
     finally:
         ray.train.report = original

@@ -1,0 +1,101 @@
+"""A job with its own trainer (``jobs[].trainer``) shown and run as itself, not as MaxText.
+
+No MaxText model, parameter count or measured Llama step time in its preview and cost (it declares its step time,
+``expectedStepSeconds``, and its checkpoint size, ``trainer.checkpointGb``); no MaxText setting in its script's
+config; MaxText's keys refused on it. Fixture: ``tests/fixtures/rough/Pulumi.own.yaml`` (job ``tiny-own``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from slicectl import cli
+from stackspec import spec as stack_spec
+from stackspec import trainer as own_trainer
+from workloads import manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "rough"
+NS = stack_spec.PROJECT
+
+
+def _own(tmp_path: Path, edit) -> Path:
+    doc = yaml.safe_load((FIXTURES / "Pulumi.own.yaml").read_text())
+    edit(doc["config"][f"{NS}:jobs"][0])
+    (tmp_path / "Pulumi.own.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return tmp_path
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_the_preview_shows_the_script_and_the_declared_checkpoint_size(tmp_path):
+    code, out = _run(["preview", "--stack", "own", "--stacks-dir", str(FIXTURES), "--out", str(tmp_path)])
+    assert code == 0, out
+    row = next(line for line in out.splitlines() if line.strip().startswith("tiny-own "))
+    assert "own: trainers/tiny_jax.py" in row and "llama" not in row
+    block = out.split("  tiny-own: run ", 1)[1].split("\n  llama3-8b-elastic", 1)[0]
+    assert "(trainer.checkpointGb)" in block and "params" not in block
+
+
+def test_its_cost_uses_its_own_step_time_or_says_unknown(tmp_path):
+    def step(directory: Path) -> object:
+        code, out = _run(["cost", "--stack", "own", "--stacks-dir", str(directory), "--format", "json"])
+        assert code == 0, out
+        return next(j for j in json.loads(out)["jobs"] if j["job"] == "tiny-own")["expectedStepSeconds"]
+
+    assert step(FIXTURES) == 0.05  # the job's expectedStepSeconds
+    # Without it: unknown, never the measured step of the MaxText model the job's defaults would name.
+    assert step(_own(tmp_path, lambda j: j.pop("expectedStepSeconds"))) is None
+
+
+def test_no_maxtext_setting_reaches_the_scripts_config():
+    s = stack_spec.load_stack("own", FIXTURES)
+    argv = shlex.split(manifests.ray_job(s, s.job("tiny-own"))["spec"]["entrypoint"])
+    settings = dict(a.split("=", 1) for a in argv[argv.index("--") + 1:])
+    assert set(settings) == {"base_output_directory", "run_name", "steps", "checkpoint_period",
+                             *s.job("tiny-own").trainer.config}
+    code, out = _run(["submit", "--stack", "own", "--stacks-dir", str(FIXTURES), "--job", "tiny-own",
+                      "--steps", "50"])
+    assert code == 0, out
+    for key in ("model_name=", "per_device_batch_size=", "max_target_length=", "enable_goodput_recording="):
+        assert key not in out
+
+
+@pytest.mark.parametrize(("edit", "key", "words"), [
+    (lambda j: j.update(model="llama3-8b"), "model", "MaxText's, and this job runs its own trainer"),
+    (lambda j: j.update(perDeviceBatchSize=4), "perDeviceBatchSize", "MaxText's"),
+    (lambda j: j.update(maxtext={"dataset_type": "synthetic"}), "maxtext", "MaxText's"),
+    (lambda j: j.update(ici={"fsdp": 8}), "ici", "MaxText's"),
+    (lambda j: j.update(cluster="shared", trainer={**j["trainer"], "image": "r.example/p/i@sha256:" + "a" * 64}),
+     "trainer.image", "needs a cluster of its own"),
+])
+def test_what_a_trainer_job_cannot_use_is_refused_at_its_key(tmp_path, edit, key, words):
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load_stack("own", _own(tmp_path, edit))
+    rendered = [p.render() for p in e.value.problems]
+    assert any(p.startswith(f"{NS}:jobs[0].{key}") and words in p for p in rendered), rendered
+
+
+def test_a_script_linked_from_outside_the_repository_is_refused(tmp_path, monkeypatch):
+    repo, outside = tmp_path / "repo", tmp_path / "outside.py"
+    (repo / "trainers").mkdir(parents=True)
+    outside.write_text("def train_loop_per_worker(config):\n    pass\n")
+    (repo / "trainers" / "linked.py").symlink_to(outside)
+    (repo / "trainers" / "inside.py").write_text(outside.read_text())
+    monkeypatch.setattr(own_trainer, "ROOT", repo)
+    assert own_trainer.Trainer(script="trainers/inside.py").script == "trainers/inside.py"
+    with pytest.raises(ValidationError, match="leads outside it"):
+        own_trainer.Trainer(script="trainers/linked.py")
