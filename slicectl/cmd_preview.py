@@ -353,7 +353,7 @@ def checkpoint_lines(spec: StackSpec) -> list[str]:
                   f"  checkpoint every {plan.period} steps: {plan.how}",
                   *multitier_lines(view, j),
                   f"  storage: {store.describe()}" if store else
-                  (f"  storage: unknown (set trainer.checkpointGb: one checkpoint's size)" if j.trainer else
+                  ("  storage: unknown (set trainer.checkpointGb: one checkpoint's size)" if j.trainer else
                    f"  storage: unknown (no parameter count for {j.model} in stackspec/checkpoints.py)")]
         if store and budget and store.total_bytes > budget * 1e9:
             lines.append(f"  WARNING: {checkpoints.gb(store.total_bytes)} of checkpoints exceeds "
