@@ -1,22 +1,23 @@
-"""Benchmark: how long ``slicectl preview`` takes, as a user runs it, beside xpk, at scale, and in process.
+"""Benchmark: ``slicectl preview`` as a user runs it, beside xpk's dry run of the same plan, paired, in one run.
 
-Run: ``uv run python benchmarks/preview.py [--stack prod] [--runs 5] [--repeat 3] [--xpk PATH] [--scale 2,64,1024]``.
-Prints figures; asserts nothing.
+Run: ``uv run python benchmarks/preview.py [--pairs 7] [--xpk PATH | --install-xpk] [--slices 1024]
+[--first] [--scale 2,64,1024] [--repeat 3]``. Prints figures; asserts nothing.
 
-- Whole process: ``slicectl preview --stack <stack>`` as a subprocess, wall time from start to
-  exit and CPU time. The first run is reported on its own (a fresh process, nothing of this benchmark imported
-  yet; the OS file cache may be warm, and a truly fresh install cannot be recreated here), then
-  ``--runs`` more with median, min and max. Peak RSS is the largest of those processes.
-- Side by side: prod's plan (two v6e-16 slices) as ``slicectl preview --stack prod`` and as xpk's
-  ``xpk cluster create --dry-run --tpu-type v6e-16 --num-slices 2`` (same project, zone and cluster name;
-  ``--project-number`` so xpk asks gcloud nothing), alternated, ``--runs`` each, medians of wall time.
-  xpk (``XPK_VERSION``) cannot share this project's environment (it pins packaging 24.2, pulumi needs 26;
-  google-api-core 2.24.1, MaxText needs 2.28.1), so it comes from its own virtualenv: ``--xpk PATH`` or
-  ``$XPK``, e.g. ``uv venv /tmp/xpk && uv pip install -p /tmp/xpk xpk==1.16.0 && python -m compileall -q
-  /tmp/xpk/lib``, then ``--xpk /tmp/xpk/bin/xpk``. Without it this part is skipped, saying so.
-- Scale: ``benchmarks/scale.py``'s run, once per size (``--scale``): prod with 2, 64 and 1,024 slices, each
-  with three capacity options (three node pools), one whole ``slicectl preview`` process each.
-- In process: the first render (paying the provider imports), then each stack's render again.
+- **Side by side** (the default): for prod's plan (two v6e-16 slices) and for ``--slices`` copies of its first slice
+  (``benchmarks/scale.py``'s stack with prod's one on-demand option per slice), ``slicectl preview`` as a whole
+  process beside ``xpk cluster create --dry-run --tpu-type v6e-16 --num-slices N`` (same project, zone and cluster
+  name; ``--project-number`` so xpk asks gcloud nothing), each once to warm the OS file cache, then ``--pairs``
+  pairs, the order inside a pair alternating, so both meet the same machine. Per size: the median wall and CPU
+  (user + system) time of each, their ratios (ours / xpk), and the median of the per-pair wall ratios. The machine
+  is shared: each size's line carries the load average before and after it and a fixed Python loop's time.
+- xpk (``XPK_VERSION``) cannot share this project's environment (it pins packaging 24.2, pulumi needs 26;
+  google-api-core 2.24.1, MaxText needs 2.28.1), so it runs from its own virtualenv: ``--xpk PATH`` or ``$XPK`` (an
+  xpk executable), else ``build/xpk-venv/bin/xpk`` if it exists; ``--install-xpk`` makes that virtualenv
+  (``python -m venv build/xpk-venv`` and its pip installs ``xpk==XPK_VERSION`` from PyPI, then compiles it to
+  bytecode, as ``uv sync --compile-bytecode`` does ours). Without one it says xpk is absent and prints ours alone.
+- ``--first``: one fresh process first, reported on its own (nothing of this benchmark imported yet).
+- ``--scale``: ``benchmarks/scale.py``'s run (three capacity options per slice), one process per size.
+- ``--repeat``: in process, the first render (paying the imports), then prod's and dev's renders again.
 """
 
 from __future__ import annotations
@@ -38,45 +39,95 @@ SLICECTL = Path(sys.executable).parent / "slicectl"
 XPK_VERSION = "1.16.0"
 
 
-def _timed(command: list[str], ok=(0,)) -> float:
+DEFAULT_XPK_VENV = ROOT / "build" / "xpk-venv"
+
+
+def install_xpk(venv: Path = DEFAULT_XPK_VENV) -> Path:
+    """xpk ``XPK_VERSION`` in a virtualenv of its own (made if missing), compiled to bytecode; its executable."""
+    xpk = venv / "bin" / "xpk"
+    if not xpk.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"xpk=={XPK_VERSION}"], check=True)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", str(venv / "lib")], check=False)
+    return xpk
+
+
+def find_xpk(given: str | None) -> Path | None:
+    """The xpk to run (``--xpk``, ``$XPK``, else ``build/xpk-venv``), checked to be ``XPK_VERSION``; None if absent."""
+    xpk = Path(given) if given else DEFAULT_XPK_VENV / "bin" / "xpk"
+    if not xpk.exists():
+        return None
+    proc = subprocess.run([str(xpk), "version"], capture_output=True, text=True)
+    if XPK_VERSION not in proc.stdout + proc.stderr:
+        sys.exit(f"{xpk} is not xpk {XPK_VERSION}: {(proc.stdout + proc.stderr).strip()[:200]}")
+    return xpk
+
+
+def measured(command: list[str], ok=(0,), env: dict | None = None) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one process (its own rusage: ``os.wait4``)."""
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - started
-    if proc.returncode not in ok:
-        sys.exit(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stderr[-2000:]}{proc.stdout[-2000:]}")
-    return elapsed
+    stderr = proc.stderr.read() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) not in ok:
+        sys.exit(f"{' '.join(command)} exited {os.waitstatus_to_exitcode(status)}:\n{stderr[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
-def xpk_command(xpk: str, stack: str = "prod") -> list[str]:
-    """xpk's dry run of the stack's plan: its first slice's TPU type, as many slices, same project/zone/cluster."""
-    from stackspec import spec as stack_spec
-
-    spec = stack_spec.load_stack(stack)
+def xpk_command(xpk: Path, spec, slices: int) -> list[str]:
+    """xpk's dry run of the plan: the spec's first slice's TPU type, ``slices`` of them, same project/zone/cluster."""
     shape = spec.slices[0].shape
-    return [xpk, "cluster", "create", "--dry-run", "--cluster", spec.cluster.name, "--tpu-type",
-            f"{shape.generation.name}-{shape.chips}", "--num-slices", str(len(spec.slices)), "--project",
+    return [str(xpk), "cluster", "create", "--dry-run", "--cluster", spec.cluster.name, "--tpu-type",
+            f"{shape.generation.name}-{shape.chips}", "--num-slices", str(slices), "--project",
             spec.project, "--project-number", "123456789012", "--zone", spec.zone, "--on-demand"]
 
 
-def side_by_side(xpk: str | None, runs: int, out: Path) -> None:
-    if not xpk:
-        print(f"side by side: skipped (no xpk: give --xpk PATH or XPK=PATH to an xpk {XPK_VERSION} install)")
-        return
-    version = subprocess.run([xpk, "version"], capture_output=True, text=True).stdout + \
-        subprocess.run([xpk, "version"], capture_output=True, text=True).stderr
-    if XPK_VERSION not in version:
-        sys.exit(f"{xpk} is not xpk {XPK_VERSION}: {version.strip()[:200]}")
-    ours = [str(SLICECTL), "preview", "--stack", "prod"]
-    theirs = xpk_command(xpk)
-    _timed([*ours, "--out", str(out / "warm")], ok=(0, 1))  # both once first: the OS file cache warm for each
-    _timed(theirs)
-    preview, dry_run = [], []
-    for i in range(runs):
-        preview.append(_timed([*ours, "--out", str(out / f"side{i}")], ok=(0, 1)))
-        dry_run.append(_timed(theirs))
-    p, x = statistics.median(preview), statistics.median(dry_run)
-    print(f"side by side, median of {runs}: slicectl preview --stack prod {p:.2f} s, "
-          f"xpk {XPK_VERSION} cluster create --dry-run (2x v6e-16) {x:.2f} s: preview {x / p:.2f}x as fast")
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def paired(label: str, ours: list[str], theirs: list[str] | None, pairs: int) -> tuple[float, float] | None:
+    """``pairs`` pairs of (ours, xpk), alternating which runs first; prints one line; (wall ratio, CPU ratio)."""
+    before, speed = load(), scale.machine_speed()
+    measured(ours, ok=(0, 1))  # each once first: the OS file cache warm for both
+    if theirs:
+        measured(theirs)
+    a, b = [], []
+    for i in range(pairs):
+        if theirs and i % 2:
+            b.append(measured(theirs))
+        a.append(measured(ours, ok=(0, 1)))  # 1 is a policy verdict
+        if theirs and not i % 2:
+            b.append(measured(theirs))
+    wall, cpu = statistics.median(w for w, _ in a), statistics.median(c for _, c in a)
+    line = f"{label}: slicectl preview {wall:.2f} s wall, {cpu:.2f} s CPU"
+    ratios = None
+    if theirs:
+        xwall, xcpu = statistics.median(w for w, _ in b), statistics.median(c for _, c in b)
+        per_pair = statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
+        ratios = wall / xwall, cpu / xcpu
+        line += (f"; xpk {XPK_VERSION} dry run {xwall:.2f} s wall, {xcpu:.2f} s CPU; ours / xpk: wall "
+                 f"{ratios[0]:.2f} (per pair {per_pair:.2f}), CPU {ratios[1]:.2f}")
+    print(f"{line}  [medians of {pairs} pairs; load {before} -> {load()}, loop {speed:.0f} ms]", flush=True)
+    return ratios
+
+
+def side_by_side(xpk: Path | None, pairs: int, slices: int, tmp: Path) -> None:
+    from stackspec import spec as stack_spec
+
+    if xpk is None:
+        print(f"xpk: ABSENT, so ours alone below (give --xpk PATH or XPK=PATH to an xpk {XPK_VERSION}, or "
+              f"--install-xpk to make {DEFAULT_XPK_VENV.relative_to(ROOT)})")
+    else:
+        print(f"xpk: {xpk} ({XPK_VERSION})")
+    prod = stack_spec.load_stack("prod")
+    ours = [str(SLICECTL), "preview", "--stack", "prod", "--out", str(tmp / "prod")]
+    paired(f"prod ({len(prod.slices)} slices)", ours, xpk and xpk_command(xpk, prod, len(prod.slices)), pairs)
+    if slices:
+        stacks_dir = scale.scaled_stack(slices, tmp / f"stacks-{slices}").parent
+        ours = [*ours[:-2], "--stacks-dir", str(stacks_dir), "--out", str(tmp / f"out-{slices}")]
+        paired(f"{slices:,} slices", ours, xpk and xpk_command(xpk, prod, slices), pairs)
 
 
 def whole_process(stack: str, out: Path) -> tuple[float, float]:
@@ -118,30 +169,29 @@ def in_process(repeat: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--stack", default="prod", help="stack for the whole-process runs (default: prod)")
-    p.add_argument("--runs", type=int, default=5, help="whole-process runs after the first (default: 5)")
-    p.add_argument("--repeat", type=int, default=3, help="in-process renders per stack (default: 3)")
-    p.add_argument("--xpk", default=os.environ.get("XPK"), help=f"an xpk {XPK_VERSION} executable (default: $XPK)")
-    p.add_argument("--scale", default="2,64,1024", help="slice counts for the scale runs (default: 2,64,1024)")
+    p.add_argument("--pairs", type=int, default=7, help="side-by-side pairs per size (default: 7)")
+    p.add_argument("--slices", type=int, default=1024, help="the large plan's slices (default: 1024; 0: none)")
+    p.add_argument("--xpk", default=os.environ.get("XPK"),
+                   help=f"an xpk {XPK_VERSION} executable (default: $XPK, else build/xpk-venv/bin/xpk)")
+    p.add_argument("--install-xpk", action="store_true", help="make build/xpk-venv with xpk from PyPI if missing")
+    p.add_argument("--first", action="store_true", help="one fresh process first, reported apart")
+    p.add_argument("--scale", default="", help="benchmarks/scale.py's slice counts, e.g. 2,64,1024 (default: none)")
+    p.add_argument("--repeat", type=int, default=0, help="in-process renders per stack (default: 0, none)")
     args = p.parse_args()
-    if not SLICECTL.exists():
-        sys.exit(f"no {SLICECTL}: run `uv sync` first")
-    print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}, a fixed 2,000,000-step Python loop "
+    xpk = install_xpk() if args.install_xpk and not args.xpk else None
+    xpk = find_xpk(str(xpk) if xpk else args.xpk)
+    scale.compiled(ROOT)  # our modules as bytecode, as xpk's (where PYTHONDONTWRITEBYTECODE is set)
+    print(f"{os.cpu_count()} CPU(s), load average {load()}, a fixed 2,000,000-step Python loop "
           f"{scale.machine_speed():.0f} ms; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
     with tempfile.TemporaryDirectory() as tmp:
-        wall, cpu = whole_process(args.stack, Path(tmp) / "first")
-        print(f"whole process, first run: slicectl preview --stack {args.stack}: {wall:.2f} s wall, {cpu:.2f} s CPU")
-        runs = [whole_process(args.stack, Path(tmp) / f"run{i}") for i in range(args.runs)]
-        for label, values in (("wall", [w for w, _ in runs]), ("CPU", [c for _, c in runs])) if runs else ():
-            print(
-                f"whole process, {len(runs)} more runs, {label}: median {statistics.median(values):.2f} s, "
-                f"min {min(values):.2f} s, max {max(values):.2f} s"
-            )
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"whole process, peak RSS: {rss:.0f} MiB")
-        side_by_side(args.xpk, max(args.runs, 1), Path(tmp))
-        scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
-    in_process(args.repeat)
+        if args.first:
+            wall, cpu = whole_process("prod", Path(tmp) / "first")
+            print(f"whole process, first run: slicectl preview --stack prod: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        side_by_side(xpk, args.pairs, args.slices, Path(tmp))
+        if args.scale:
+            scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
+    if args.repeat:
+        in_process(args.repeat)
 
 
 if __name__ == "__main__":

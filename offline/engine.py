@@ -28,12 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline import provider_modules
+from offline import provider_modules, sdk_modules
 
-# Before anything imports the providers: stand-ins that load only the modules the program uses (offline only).
+# Before anything imports the providers and the SDK: stand-ins that load only the modules the program uses
+# (offline only), and the SDK's modules a preview never uses deferred to their first use.
 provider_modules.install()
+sdk_modules.install()
 
 import pulumi  # noqa: E402
+
+sdk_modules.bind()
 
 from offline import iam_policy, pulumi_runtime  # noqa: E402
 from stackspec import spec as stack_spec  # noqa: E402

@@ -9,10 +9,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import os
 import sys
 
-from slicectl.exits import Exit, UsageError
-from stackspec.spec import SpecError, StackFileError, UnknownName
+# pydantic looks for plugins (``pydantic`` entry points) when the first model is built, reading the metadata of
+# every installed distribution: 20 ms of each command here, for plugins (logfire's validation tracing) that have
+# nothing to observe in the stack spec. A user who sets the variable keeps their value.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from slicectl.exits import Exit, UsageError  # noqa: E402
+from stackspec.spec import SpecError, StackFileError, UnknownName  # noqa: E402
 
 # slicectl/cmd_<name>.py defines add_parser(subparsers) and run(args) -> exit code.
 COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "logs", "stacks", "new", "submit")

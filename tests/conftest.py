@@ -298,3 +298,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))
+        elif not item.get_closest_marker("xdist_group") and _uses_own_module_fixture(item):
+            # A module fixture of the test's own module (test_bootstrap's rendered bootstrap, test_where's
+            # renders) is built once per worker that runs one of its tests: its tests on one worker build it once.
+            item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
+
+
+def _uses_own_module_fixture(item) -> bool:
+    module = item.nodeid.split("::", 1)[0]
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        d.scope in ("module", "class") and d.baseid.split("::", 1)[0] == module
+        for defs in info.name2fixturedefs.values() for d in defs)

@@ -79,3 +79,123 @@ def test_stackspec_modules_import_downward_too():
                 assert not any(target == a or target.startswith(a + ".") for a in above), (path.name, target)
                 if node.level == 2 and node.module is None:
                     assert not {a.name for a in node.names} & {"rules", "defaults", "loader", "spec"}, path.name
+
+
+# File-level cycles the test tolerates for now, each as the sorted modules of one cycle. Both are being removed on
+# branch esc (issue 35: bootstrap/access.py split, Environment moved, the cross-stack check's deferred import
+# undone); the lead empties this set when that branch merges (the test fails while a listed cycle is gone, so the
+# set only shrinks). No other entry may be added: a new cycle is fixed, not listed.
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ("bootstrap.access", "bootstrap.config"),
+    ("bootstrap.escalation.check", "bootstrap.escalation.stacks"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of every room: dotted name -> file."""
+    return {_module_name(p): p for room in FLOORS for p in _room_files(room)}
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: dict[str, Path]) -> list[str]:
+    """The project modules an import statement names (the submodule where ``from package import name`` names
+    one, else the package); relative imports resolved against ``module``."""
+    if isinstance(node, ast.Import):
+        candidates = [a.name for a in node.names]
+        return [_longest(c, known) for c in candidates if _longest(c, known)]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        base = package[:len(package) - (node.level - 1)]
+        source = ".".join([*base, *([node.module] if node.module else [])])
+    else:
+        source = node.module or ""
+    out = []
+    for alias in node.names:
+        target = f"{source}.{alias.name}" if source else alias.name
+        found = target if target in known else _longest(source, known)
+        if found:
+            out.append(found)
+    return out
+
+
+def _longest(name: str, known: dict[str, Path]) -> str | None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in known:
+            return ".".join(parts[:i])
+    return None
+
+
+def file_imports() -> dict[str, set[str]]:
+    """Module -> the project modules it imports anywhere in its file: at the top, inside a function (a deferred
+    import), under ``if TYPE_CHECKING`` (a cycle there still ties the two files together)."""
+    known = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in known.items():
+        is_package = path.name == "__init__.py"
+        graph[module] = {t for node in ast.walk(ast.parse(path.read_text()))
+                         for t in _imported(node, module, is_package, known) if t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The graph's strongly connected components of two or more modules (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[tuple[str, ...]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(tuple(sorted(component)))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(out)
+
+
+def test_no_import_cycle_between_files():
+    """Code review F8: no two files import each other, directly or through others, however the import is placed
+    (a function-level import or ``TYPE_CHECKING`` only hides a cycle from Python, not from a reader)."""
+    found = cycles(file_imports())
+    assert [c for c in found if c not in KNOWN_CYCLES] == [], "file-level import cycles"
+    assert KNOWN_CYCLES <= set(found), f"gone: drop from KNOWN_CYCLES: {KNOWN_CYCLES - set(found)}"
+
+
+def test_the_cycle_finder_sees_deferred_and_relative_imports(tmp_path):
+    """The finder on a graph built the way ``file_imports`` reads files: a cycle through a function-level import
+    and a relative one is found; a chain is not a cycle."""
+    known = {"pkg": tmp_path, "pkg.a": tmp_path, "pkg.b": tmp_path, "pkg.c": tmp_path}
+    a = ast.parse("def f():\n    from pkg import b\n")
+    b = ast.parse("from . import c\n")
+    c = ast.parse("if False:\n    import pkg.a\n")
+    graph = {m: {t for node in ast.walk(tree) for t in _imported(node, m, False, known)}
+             for m, tree in (("pkg.a", a), ("pkg.b", b), ("pkg.c", c))}
+    assert graph == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
+    assert cycles(graph) == [("pkg.a", "pkg.b", "pkg.c")]
+    assert cycles({"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": set()}) == []

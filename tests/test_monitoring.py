@@ -7,8 +7,9 @@ The PodMonitoring schema is GMP's own CRD (tests/reference/gmp/, GoogleCloudPlat
 
 from __future__ import annotations
 
+import ast
 import copy
-import inspect
+import importlib.metadata
 import json
 import re
 from pathlib import Path
@@ -105,19 +106,35 @@ def test_each_alert_policy_has_its_promql_condition_and_the_channels(prod):
     assert 'ray_train_controller_state=~"ERRORED|RESTARTING|RESCHEDULING"' in failed
 
 
-def test_the_signals_alerts_read_are_what_ray_maxtext_and_the_trainer_emit():
-    """Metric names and log lines, checked against the installed Ray and MaxText and the trainer."""
-    from maxtext.common import checkpointing
-    from ray.dashboard.modules.reporter import reporter_agent
-    from ray.train.v2._internal.execution.controller.state import TrainControllerStateType
-    from ray.train.v2._internal.metrics.controller import ControllerMetrics
+def _installed(distribution: str, path: str) -> ast.Module:
+    """A module of an installed package, parsed from its file (importing Ray and MaxText for six names took a
+    fresh worker half a minute of CPU: JAX, TensorFlow's protobufs, Ray's core)."""
+    return ast.parse(Path(importlib.metadata.distribution(distribution).locate_file(path)).read_text())
 
-    assert "tpu_duty_cycle" in reporter_agent.METRICS_GAUGES  # exported as ray_tpu_duty_cycle
-    assert monitoring.RAY_TRAIN_STATE == "ray_" + ControllerMetrics.CONTROLLER_STATE
-    assert ControllerMetrics.CONTROLLER_STATE_TAG_KEY == "ray_train_controller_state"
-    states = {s.name for s in TrainControllerStateType}
+
+def _top(tree: ast.Module | ast.ClassDef, kind: type, name: str):
+    return next(n for n in tree.body if isinstance(n, kind) and getattr(n, "name", None) == name)
+
+
+def _assigned(tree: ast.Module | ast.ClassDef, name: str) -> ast.expr:
+    return next(n.value for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
+                and any(getattr(t, "id", None) == name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])))
+
+
+def test_the_signals_alerts_read_are_what_ray_maxtext_and_the_trainer_emit():
+    """Metric names and log lines, checked against the installed Ray's and MaxText's source and the trainer."""
+    reporter = _installed("ray", "ray/dashboard/modules/reporter/reporter_agent.py")
+    gauges = {ast.literal_eval(key) for key in _assigned(reporter, "METRICS_GAUGES").keys}
+    assert "tpu_duty_cycle" in gauges  # exported as ray_tpu_duty_cycle
+    metrics = _top(_installed("ray", "ray/train/v2/_internal/metrics/controller.py"), ast.ClassDef, "ControllerMetrics")
+    assert monitoring.RAY_TRAIN_STATE == "ray_" + ast.literal_eval(_assigned(metrics, "CONTROLLER_STATE"))
+    assert ast.literal_eval(_assigned(metrics, "CONTROLLER_STATE_TAG_KEY")) == "ray_train_controller_state"
+    state_type = _top(_installed("ray", "ray/train/v2/_internal/execution/controller/state.py"), ast.ClassDef,
+                      "TrainControllerStateType")
+    states = {t.id for n in state_type.body if isinstance(n, ast.Assign) for t in n.targets}
     assert {monitoring.RUNNING, *monitoring.FAILING_STATES} <= states
-    save = inspect.getsource(checkpointing.print_save_message)
+    save = ast.unparse(_top(_installed("maxtext", "maxtext/common/checkpointing.py"), ast.FunctionDef,
+                            "print_save_message"))
     assert all(line in save for line in monitoring.CHECKPOINT_LINES)
     assert monitoring.PROGRESS_MARKER == trainer.PROGRESS
     assert monitoring.STEP_EVENT in json.dumps({"event": "step"})

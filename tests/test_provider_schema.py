@@ -3,7 +3,7 @@
 
 The file is checked against its own digest and the pulumi-gcp the lock installs; the reader is checked on Go
 literals written as the provider writes them (terraform-plugin-sdk v2's schema idioms); the file is regenerated
-from the provider's files vendored at that commit (``offline/data/terraform-provider-google``, each checked against
+from the provider's files vendored at that commit (``vendor/terraform-provider-google``, each checked against
 the sha256 the file records) and compared. Against a clone of the provider, the maintainers' check is
 ``gen_forcenew.py --git-dir <clone> --check``.
 """
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "offline" / "data" / "provider_schema.json"
-VENDORED = ROOT / "offline" / "data" / "terraform-provider-google"
+VENDORED = ROOT / "vendor" / "terraform-provider-google"
 sys.path.insert(0, str(ROOT / "offline" / "tools"))
 import gen_forcenew  # noqa: E402
 from conftest import FIXTURE_STACKS  # noqa: E402

@@ -21,15 +21,13 @@ from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads import compute_class, custom_trainer_args, multitier, security
-from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_SCRIPT, trainer_argv
+from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
 DRA_API = "resource.k8s.io/v1"
 PART_OF = kube.PART_OF_VALUE
 # Annotation carrying the trainer script's sha256 on the ConfigMap and every RayJob.
 TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
-# Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs.
-TRAINER_DIR = "/home/ray/trainer"
 LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
 WARM_WORKER = TRAINER_SCRIPT.with_name("warm_worker.py")  # ditto, with unverified.warmSpares (the workers mount it)
 

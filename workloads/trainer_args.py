@@ -12,6 +12,9 @@ from pathlib import Path
 from stackspec.spec import Job, StackSpec
 
 TRAINER_SCRIPT = Path(__file__).resolve().parent / "trainer" / "maxtext_trainer.py"
+# Where the trainer ConfigMap is mounted in the Ray head, where the job's driver runs (workloads/manifests.py mounts
+# it there; the argv below names files in it).
+TRAINER_DIR = "/home/ray/trainer"
 # Where the GCS FUSE volume holding the checkpoint bucket is mounted on the head and workers.
 CLUSTER_DATA_DIR = "/data"
 # Ray Train's run storage (controller state, reported metrics) next to MaxText's output.
@@ -174,6 +177,5 @@ def trainer_argv(
     )
     if job.trainer is not None:  # the job's own train loop (workloads/custom_trainer_args.py)
         from workloads import custom_trainer_args
-        from workloads.manifests import TRAINER_DIR
         argv = custom_trainer_args.wrap(job, argv, local, TRAINER_DIR)
     return argv

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 from .gcp import ROLES_FILE, load_roles
 
@@ -23,18 +24,23 @@ def live_permissions(role: str, gcloud: str = "gcloud") -> frozenset[str]:
     return frozenset(json.loads(out.stdout).get("includedPermissions", []))
 
 
-def drift(gcloud: str = "gcloud") -> dict[str, tuple[list[str], list[str]]]:
-    """role -> (permissions Google added, permissions Google removed), for each role that differs."""
+Describe = Callable[[str, str], frozenset[str]]
+
+
+def drift(gcloud: str = "gcloud", describe: Describe = live_permissions) -> dict[str, tuple[list[str], list[str]]]:
+    """role -> (permissions Google added, permissions Google removed), for each role that differs.
+
+    ``describe(role, gcloud)``: a role's permissions today (default :func:`live_permissions`, one gcloud call)."""
     out = {}
     for role, vendored in sorted(load_roles().items()):
-        live = live_permissions(role, gcloud)
+        live = describe(role, gcloud)
         if live != vendored:
             out[role] = (sorted(live - vendored), sorted(vendored - live))
     return out
 
 
-def main(argv: list[str]) -> int:
-    changed = drift(argv[0] if argv else "gcloud")
+def main(argv: list[str], describe: Describe = live_permissions) -> int:
+    changed = drift(argv[0] if argv else "gcloud", describe)
     for role, (added, removed) in changed.items():
         print(f"{role}: added {added or 'nothing'}; removed {removed or 'nothing'}")
     if changed:

@@ -3,7 +3,7 @@ program renders from terraform-provider-google's Go source, at one commit, into 
 (read by ``offline/lifecycle.py``).
 
 Run: ``uv run python offline/tools/gen_forcenew.py --git-dir <terraform-provider-google clone>/.git [--commit REF]
-[--vendor-to offline/data/terraform-provider-google]``, or ``--source-dir offline/data/terraform-provider-google``
+[--vendor-to vendor/terraform-provider-google]``, or ``--source-dir vendor/terraform-provider-google``
 in place of ``--git-dir``: the files read, vendored at the commit (``--vendor-to`` writes them, unmodified, with the
 provider's MPL-2.0 LICENSE and a ``VENDORED.md`` naming the repository, commit and each file's sha256), so the
 output is regenerated without a clone or the network. Both are read by the same parser.
@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "offline" / "data" / "provider_schema.json"
 # The files read, vendored (``--vendor-to``), and what names their source there.
-VENDORED = ROOT / "offline" / "data" / "terraform-provider-google"
+VENDORED = ROOT / "vendor" / "terraform-provider-google"
 MANIFEST = "VENDORED.md"
 REPOSITORY = "https://github.com/hashicorp/terraform-provider-google"
 
@@ -228,7 +228,7 @@ class GitSource:
 
 
 class TreeSource:
-    """The provider's files as vendored into a directory (``offline/data/terraform-provider-google``): the same
+    """The provider's files as vendored into a directory (``vendor/terraform-provider-google``): the same
     relative paths, and a ``VENDORED.md`` naming the commit they were copied from."""
 
     def __init__(self, root: Path):
@@ -468,7 +468,7 @@ the tables are read from are here: each resource's own, and those holding a func
 follows from them (in the same package or another).
 
 Written by `uv run python offline/tools/gen_forcenew.py --git-dir <clone>/.git --commit <sha> --vendor-to
-offline/data/terraform-provider-google`; read back with `--source-dir offline/data/terraform-provider-google`.
+vendor/terraform-provider-google`; read back with `--source-dir vendor/terraform-provider-google`.
 Do not edit them: each file's sha256 below equals the one `provider_schema.json` records under `files`
 (checked by the tests; `sha256sum -c` in this directory with the lines below also checks them).
 
