@@ -142,12 +142,13 @@ def _place_of(spec, name: str):
     return next(p for p in where.workers(spec) if p.region == job.region)
 
 
-def wait(spec, api, name: str, timeout: int, interval: int, clock=time.monotonic, sleep=time.sleep) -> int:
+def wait(spec, api, name: str, timeout: int, interval: int) -> int:
     from slicectl import where
     from slicectl.kubeapi import finished
 
     ns = spec.storage.namespace
     place = _place_of(spec, name)
+    clock, sleep = time.monotonic, time.sleep  # looked up per call: a test replaces them
     start, last = clock(), None
     while True:
         rj = api.get(place, where.RAYJOBS, ns, name)
