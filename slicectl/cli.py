@@ -15,7 +15,8 @@ from slicectl.exits import Exit, UsageError
 from stackspec.spec import SpecError, StackFileError, UnknownName
 
 # slicectl/cmd_<name>.py defines add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "logs", "stacks", "new", "submit")
+COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "logs", "stacks", "new", "submit",
+            "bootstrap")
 
 
 def parser(only: str | None = None) -> argparse.ArgumentParser:
