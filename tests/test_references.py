@@ -233,3 +233,23 @@ def test_what_stacks_holds_names_only_what_is_declared(stack, served_examples):
     declared = own if _is_sandbox(stack, EXAMPLE_STACKS) else _merged(own, served_examples)
     missing = references(resources).missing(declared)
     assert not missing, missing
+
+
+def test_the_sandbox_road_from_new_to_a_self_contained_plan(tmp_path, capsys):
+    """``slicectl new --sandbox`` as docs/sandbox.md gives it, then lint and preview: the plan declares everything it
+    names (nothing from a bootstrap), defaults to Spot, and ``new`` printed the quota and cost lines."""
+    from slicectl import cli
+
+    assert cli.main(["new", "road", "--project", "road-own-project", "--region", "us-east5", "--zone", "us-east5-b",
+                     "--slice-shape", "v6e-16", "--slices", "2", "--gke-version", "1.35", "--sandbox",
+                     "--stacks-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "quota: 32 v6e chips of preemptible (spot, flex-start) quota in us-east5" in out
+    assert "a new project's default is 64" in out and re.search(r"cost: .*\$[\d,.]+.* a month while it is up", out)
+    assert f"--stacks-dir {tmp_path}" in out  # the next steps keep where the file is
+    assert cli.main(["lint", "--stack", "road", "--stacks-dir", str(tmp_path)]) == 0
+    assert cli.main(["preview", "--stack", "road", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "p")]) == 0
+    resources = stack_resources("road", tmp_path)
+    assert all(s.capacity[0].type == "spot" for s in engine.render("road", stacks_dir=tmp_path).spec.slices)
+    assert references(resources).missing(declarations(resources)) == []
+    assert bcfg.read_stacks(tmp_path)[0] == []  # the bootstrap serves it nothing
