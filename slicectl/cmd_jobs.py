@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from slicectl.argtypes import integer
 from slicectl.exits import Exit, UsageError
 
-WEEK = 7 * 24 * 3600  # xpk's default wait: "the max value, 1 week"
+# xpk's default wait, "the max value, 1 week" (a duration, not a limit of GCP's: not a fact stackspec holds).
+WEEK = int(timedelta(weeks=1).total_seconds())
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
