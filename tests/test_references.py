@@ -253,3 +253,20 @@ def test_the_sandbox_road_from_new_to_a_self_contained_plan(tmp_path, capsys):
     assert all(s.capacity[0].type == "spot" for s in engine.render("road", stacks_dir=tmp_path).spec.slices)
     assert references(resources).missing(declarations(resources)) == []
     assert bcfg.read_stacks(tmp_path)[0] == []  # the bootstrap serves it nothing
+
+
+def test_a_sandbox_is_single_region(tmp_path, capsys):
+    """A multi-region stack's MultiKueue account and its grants are the bootstrap's: a sandbox refuses regions, in
+    ``new`` and in the spec (lint and preview), with the key and docs/sandbox.md."""
+    from slicectl import cli
+    from stackspec import spec as stack_spec
+
+    assert cli.main(["new", "wide", "--project", "wide-own-project", "--region", "us-east5", "--regions",
+                     "us-east5:us-east5-b,us-east1:us-east1-d", "--slice-shape", "v6e-16", "--slices", "1",
+                     "--gke-version", "1.35", "--sandbox", "--stacks-dir", str(tmp_path)]) == 2
+    assert "--regions: a sandbox stack is single-region" in capsys.readouterr().err
+    config = {**engine.stack_config("multi"), "tpu-multislice:sandbox": "true"}
+    config.pop("tpu-multislice:ciProject", None)
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load("multi", config)
+    assert any(p.key == "tpu-multislice:regions" and "single-region" in p.message for p in e.value.problems)
