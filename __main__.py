@@ -11,12 +11,13 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckpointBucket
-from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials
+from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials, node_roles
 from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
 from infra.monitoring import SharedMonitoring, SharedMonitoringArgs, StackMonitoring, StackMonitoringArgs
 from infra.network import SecondaryNetworks, SecondaryNetworksArgs
 from infra.registry import ImageRegistry, ImageRegistryArgs, image_streaming_api
+from infra.sandbox import SandboxProject, SandboxProjectArgs, wait_for_apis
 from infra.slice_pool import SliceNodePool, SliceNodePoolArgs
 from infra.vpc import ClusterNetwork, ClusterNetworkArgs
 from stackspec import names
@@ -60,10 +61,11 @@ def project_number(project: str) -> pulumi.Output[str]:
 
 
 def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None,
-                   multikueue_worker=False, streaming_api=None):
+                   multikueue_worker=False, streaming_api=None, sandbox=None):
     """One cluster with its networks, pools, namespace, checkpoint KSA and workloads (a single-region stack's
     whole program; each region of a multi-region stack). ``security`` and ``registry`` are callables: a
-    single-region stack creates them between its VPC and its cluster (its resources keep their order)."""
+    single-region stack creates them between its VPC and its cluster (its resources keep their order). ``sandbox``:
+    a sandbox stack's own APIs and node account (infra/sandbox.py), before its cluster."""
     name = view.cluster.name
     dcn = SecondaryNetworks(f"{name}-dcn", SecondaryNetworksArgs(networks=view.networks, region=view.region,
                                                                  mtu=view.mtu))
@@ -78,10 +80,11 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
         GkeClusterArgs(cluster=view.cluster, project=view.project, region=view.region, network=vpc.network.name,
                        subnetwork=vpc.subnet.name, notifications_topic=security.topic.id, image_streaming=streaming,
                        multi_networking=view.dranet, kubernetes_tokens_via_dns=multikueue_worker,
-                       multi_tier_checkpointing=multitier.enabled(view)),
+                       multi_tier_checkpointing=multitier.enabled(view), secrets_encryption=sandbox is None),
         # The policy's API and the policy itself before the cluster evaluates it.
         opts=pulumi.ResourceOptions(depends_on=[*security.services, security.policy, vpc.subnet,
-                                                *([streaming_api] if streaming_api else [])]),
+                                                *([streaming_api] if streaming_api else []),
+                                                *(sandbox.ready if sandbox else [])]),
     )
     registry = registry(gke)
     pools = [
@@ -161,7 +164,13 @@ def single_region() -> None:
                               node_service_account=gke.node_service_account_email, protected=spec.prod),
         )
 
-    r = declare_region(spec, security, registry)
+    # A sandbox stack has no bootstrap: it makes its project's APIs and its nodes' account itself (infra/sandbox.py).
+    sandbox = (SandboxProject(f"{name}-sandbox", SandboxProjectArgs(project=spec.project, cluster=name,
+                                                                   node_roles=node_roles(streaming)))
+               if spec.sandbox else None)
+    if sandbox is not None:
+        wait_for_apis(sandbox.services)
+    r = declare_region(spec, security, registry, sandbox=sandbox)
     pulumi.export("cluster", r["gke"].cluster.name)
     pulumi.export("workerImage", spec.worker_image)
     pulumi.export("location", spec.cluster.location)

@@ -123,7 +123,9 @@ class BootstrapConfig:
 
 
 def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]:
-    """Every stack file's project and cluster (the facts the stacks own, read, never retyped)."""
+    """Every stack file's project and cluster (the facts the stacks own, read, never retyped). A sandbox stack
+    (``tpu-multislice:sandbox: true``, docs/sandbox.md) is skipped: it is deployed by hand into its owner's project,
+    which the bootstrap neither enables APIs in nor gives CI identities, keys or environments for."""
     # infra.cluster declares Pulumi resources (it imports the SDK): imported here, so reading the access model
     # and its config stays free of Pulumi (tests/test_escalation.py imports them in a bare interpreter).
     from infra.cluster import node_roles
@@ -138,6 +140,8 @@ def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]
             problems.append(f"stacks/{path.name}: not a valid stack spec (`slicectl preview --stack {name}` "
                             f"lists why): {str(err).splitlines()[0]}")
             continue
+        if s.sandbox:
+            continue
         streaming = s.image is not None and s.image.streaming
         common = {"name": name, "project": s.project, "node_roles": node_roles(streaming), "ci_project": s.ci_project,
                   "deploy_on_push": s.deploy.on_push, "cluster_drill": s.deploy.cluster_drill,
@@ -151,7 +155,7 @@ def read_stacks(stacks_dir: Path | None = None) -> tuple[list[Stack], list[str]]
                        "multikueue_grants": tuple((g.project, g.role) for g in grants)}
         stacks.append(Stack(cluster=cluster, region=region, extra_clusters=extra, **common))
     if not stacks and not problems:
-        problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml")
+        problems.append(f"{stacks_dir}: no Pulumi.<stack>.yaml but sandbox stacks (the bootstrap serves CI stacks)")
     return stacks, problems
 
 

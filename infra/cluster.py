@@ -28,7 +28,8 @@ NODE_SA_ROLE = "roles/container.defaultNodeServiceAccount"
 
 
 def node_roles(image_streaming: bool) -> tuple[str, ...]:
-    """The project roles the node account holds (granted by the bootstrap, which creates the account)."""
+    """The project roles the node account holds (granted by the bootstrap, which creates the account; a sandbox
+    stack creates and grants them itself: infra/sandbox.py)."""
     return (NODE_SA_ROLE, *((IMAGE_STREAMING_ROLE,) if image_streaming else ()))
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The kubelet's unauthenticated read-only port (10255) off on every node: it serves pod specs and metrics to
@@ -37,7 +38,8 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 KUBELET_READONLY_PORT = "FALSE"
 # Application-layer Secrets encryption (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets):
 # the key must exist and GKE's service agent must hold cryptoKeyEncrypterDecrypter on it before the cluster
-# (cloud rule gke-secrets-kms-key); the bootstrap makes both, the stack names the key.
+# (cloud rule gke-secrets-kms-key); the bootstrap makes both, the stack names the key. A sandbox stack has no
+# bootstrap and keeps GKE's default encryption at rest instead (infra/sandbox.py says why).
 DATABASE_ENCRYPTION = "ENCRYPTED"
 
 
@@ -61,6 +63,8 @@ class GkeClusterArgs:
     kubernetes_tokens_via_dns: bool = False
     # GKE's HighScaleCheckpointing add-on (multi-tier checkpointing: workloads/multitier.py, an unverified opt-in).
     multi_tier_checkpointing: bool = False
+    # Application-layer Secrets encryption with the bootstrap's key; off in a sandbox (infra/sandbox.py).
+    secrets_encryption: bool = True
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -81,9 +85,9 @@ class GkeCluster(pulumi.ComponentResource):
         # A component's depends_on does not hold its children back: the cluster takes it.
         after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
 
-        # The node account and its roles are the bootstrap's (bootstrap/components/stack_project.py StackProject):
-        # the deploy identity can neither create service accounts nor change the project's IAM policy, only act as this
-        # one.
+        # The node account and its roles are the bootstrap's (bootstrap/components/stack_project.py): the deploy
+        # identity can neither create service accounts nor change the project's IAM policy, only act as this one.
+        # A sandbox stack creates them itself (infra/sandbox.py) and passes them in ``opts.depends_on``.
         self.node_service_account_email = names.node_service_account_email(c.name, args.project)
 
         self.cluster = gcp.container.Cluster(
@@ -118,7 +122,7 @@ class GkeCluster(pulumi.ComponentResource):
                 ),
                 database_encryption=gcp.container.ClusterDatabaseEncryptionArgs(
                     state=DATABASE_ENCRYPTION, key_name=names.secrets_key_id(args.project, args.region, c.name),
-                ),
+                ) if args.secrets_encryption else None,
                 binary_authorization=gcp.container.ClusterBinaryAuthorizationArgs(evaluation_mode=EVALUATION_MODE),
                 notification_config=gcp.container.ClusterNotificationConfigArgs(
                     pubsub=gcp.container.ClusterNotificationConfigPubsubArgs(

@@ -1,7 +1,8 @@
 """slicectl: the project's command line. Each subcommand lives in its own module.
 
-Exit codes (slicectl/exits.py): 0 clean, 1 policy violation, 2 usage or file
-error, 3 invalid stack spec, 4 a run or drill that did not pass, 130 interrupted.
+Exit codes: see :mod:`slicectl.exits` (0 clean, 1 policy violation, 2 usage or file
+error, 3 invalid stack spec, 4 a run or drill that did not pass, 124 a job wait timed out, 125 a waited job
+finished unsuccessfully, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from slicectl.exits import Exit, UsageError  # noqa: E402
 from stackspec.spec import SpecError, StackFileError, UnknownName  # noqa: E402
 
 # slicectl/cmd_<name>.py defines add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "logs", "stacks", "new", "submit")
+COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "logs", "stacks", "new", "submit",
+            "bootstrap")
 
 
 def parser(only: str | None = None) -> argparse.ArgumentParser:

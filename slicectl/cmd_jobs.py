@@ -1,43 +1,207 @@
-"""``slicectl jobs``: where each of a stack's jobs runs and its RayJob's status there.
+"""``slicectl jobs``: a stack's jobs and one-off runs, where each runs and its status; wait for one; delete one-offs.
 
-    slicectl jobs --stack multi [--kubeconfig FILE]
+    slicectl jobs --stack S [--kubeconfig FILE] [--context CTX]                 list
+    slicectl jobs --stack S --wait NAME [--timeout SECONDS] [--interval SECONDS]
+    slicectl jobs delete NAME [NAME ...] --stack S
 
-On a multi-region stack the manager's Workloads say which region admitted each queued job
-(:mod:`slicectl.where`); the RayJob's status is read in that region's cluster. Over ``kubectl``,
-with the contexts ``gcloud container clusters get-credentials`` writes.
+Through the kubernetes Python client (:mod:`slicectl.kubeapi`), in the contexts ``gcloud container clusters
+get-credentials`` writes (``--context`` another, ``current`` the kubeconfig's own). On a multi-region stack the
+manager's Workloads say which region admitted each queued job (:mod:`slicectl.where`).
+
+``--wait NAME`` follows the RayJob (a job of the stack or a one-off of ``slicectl submit --apply``) until Kueue would
+call it finished (:func:`slicectl.kubeapi.finished`), printing each change of its state, and exits like xpk's
+``workload list --wait-for-job-completion``: 0 succeeded, 125 finished without success, 124 the timeout came first
+(default a week, as xpk's; ``--timeout 0`` reads it once); 2 when there is no such RayJob or no cluster to ask.
+
+``delete`` removes one-off RayJobs only (``slicectl submit``'s label): their RayCluster and Kueue Workload follow
+through owner references. The stack's own RayJobs are Pulumi's: remove the job from the stack file instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
+from datetime import timedelta
 from pathlib import Path
 
-from slicectl.exits import Exit
+from slicectl.argtypes import integer
+from slicectl.exits import Exit, UsageError
+
+# xpk's default wait, "the max value, 1 week" (a duration, not a limit of GCP's: not a fact stackspec holds).
+WEEK = int(timedelta(weeks=1).total_seconds())
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("jobs", help="where each job runs (its region on a multi-region stack) and its status")
+    p = sub.add_parser("jobs", help="list a stack's jobs and one-off runs, wait for one (--wait), delete one-offs")
+    p.add_argument("action", nargs="?", choices=("list", "delete"), default="list",
+                   help="list (default), or delete the one-off RayJobs named")
+    p.add_argument("names", nargs="*", help="delete: the one-off RayJobs (slicectl submit --apply)")
     p.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     p.add_argument("--stacks-dir", type=Path, default=None, help="where stack files live (default: stacks/)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--context", default=None,
+                   help="kube context (default: the stack's cluster's, as get-credentials names it; 'current': the "
+                        "kubeconfig's current context)")
+    p.add_argument("--wait", metavar="NAME", default=None,
+                   help="wait for this RayJob to finish: exit 0 succeeded, 125 failed, 124 timed out")
+    p.add_argument("--timeout", type=integer(0), default=WEEK, help="seconds --wait waits (default a week; 0: once)")
+    p.add_argument("--interval", type=integer(1), default=15, help="seconds between --wait's reads (default 15)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from slicectl import where
-    from slicectl.tables import text_table
+    from slicectl.kubeapi import KubeApi
     from stackspec import spec as stack_spec
 
     spec = stack_spec.load_stack(args.stack, args.stacks_dir)
+    if args.context and spec.multi_region:
+        raise UsageError("--context: a multi-region stack's clusters each have their own context (get-credentials "
+                         "names them); drop --context")
+    if args.action == "delete" and args.wait:
+        raise UsageError("--wait: not with delete")
+    if args.action == "list" and args.names:
+        raise UsageError(f"unexpected {' '.join(args.names)}: only `jobs delete` takes names")
+    api = KubeApi(args.kubeconfig, args.context)
+    if args.action == "delete":
+        return delete(spec, api, args.names)
+    if args.wait:
+        return wait(spec, api, args.wait, args.timeout, args.interval)
+    return listing(spec, api)
+
+
+# --------------------------------------------------------------------------- list
+
+
+def queue_state(workload: dict | None) -> str:
+    """A single-region job's Kueue Workload in a few words (its conditions, kueue.x-k8s.io/v1beta2 Workload)."""
+    if workload is None:
+        return "no Workload"
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+
+    def true(t: str) -> dict | None:
+        c = conditions.get(t)
+        return c if c and c.get("status") == "True" else None
+
+    if c := true("Finished"):
+        return f"finished: {c.get('message') or c.get('reason')}"
+    if c := true("Evicted"):
+        return f"evicted ({c.get('reason')}), requeued"
+    if true("Admitted"):
+        return "admitted"
+    if c := conditions.get("QuotaReserved"):
+        return "quota reserved" if c.get("status") == "True" else f"queued: {c.get('message') or c.get('reason')}"
+    return "queued"
+
+
+def listing(spec, api) -> int:
+    from slicectl import where
+    from slicectl.cmd_submit import ONE_OFF_LABEL
+    from slicectl.tables import text_table
+
+    ns = spec.storage.namespace
     jobs = [j for j in spec.jobs if not j.suspend]
-    found = where.locate(spec, where.Kubectl(args.kubeconfig), jobs)
+    found = where.locate(spec, api, jobs)
+    single = where.manager(spec) is None
+    workloads = api.items(where.workers(spec)[0], where.WORKLOADS, ns) if single else []
     rows = []
     for f in found:
         deployment, status = where.rayjob_status(f.rayjob) if f.place else ("-", "-")
+        queue = queue_state(where.workload_of(workloads, f.job)) if single else f.admission
         rows.append([f.job, f.place.region if f.place else "-", f.place.cluster if f.place else "-",
-                     deployment, status, f.admission])
-    print(text_table(["job", "region", "cluster", "deployment", "job status", "placement"], rows))
+                     deployment, status, queue])
+    if single:  # one-off runs (slicectl submit: single-region stacks only)
+        place = where.workers(spec)[0]
+        for rj in api.items(place, where.RAYJOBS, ns, label_selector=f"{ONE_OFF_LABEL}=true"):
+            name = rj["metadata"]["name"]
+            deployment, status = where.rayjob_status(rj)
+            rows.append([f"{name} (one-off)", place.region, place.cluster, deployment, status,
+                         queue_state(where.workload_of(workloads, name))])
+    print(text_table(["job", "region", "cluster", "deployment", "job status", "queue / placement"], rows))
     suspended = [j.name for j in spec.jobs if j.suspend]
     if suspended:
         print(f"suspended (not submitted): {', '.join(suspended)}")
+    return Exit.OK
+
+
+# --------------------------------------------------------------------------- wait
+
+
+def _place_of(spec, name: str):
+    """Where a RayJob's status is read: a single-region stack's cluster; on a multi-region stack, the manager for a
+    queued job (MultiKueue keeps the manager's copy's status in step with the worker's:
+    kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_multikueue_adapter.go), the job's region for a pinned one."""
+    from slicectl import where
+
+    mgr = where.manager(spec)
+    if mgr is None:
+        return where.workers(spec)[0]
+    job = next((j for j in spec.jobs if j.name == name), None)
+    if job is None:
+        raise UsageError(f"no job {name!r} in {spec.stack_file} (one-off runs are single-region); jobs: "
+                         f"{', '.join(j.name for j in spec.jobs)}")
+    if job.region is None:
+        return mgr
+    return next(p for p in where.workers(spec) if p.region == job.region)
+
+
+def wait(spec, api, name: str, timeout: int, interval: int) -> int:
+    from slicectl import where
+    from slicectl.kubeapi import finished
+
+    ns = spec.storage.namespace
+    place = _place_of(spec, name)
+    clock, sleep = time.monotonic, time.sleep  # looked up per call: a test replaces them
+    start, last = clock(), None
+    while True:
+        rj = api.get(place, where.RAYJOBS, ns, name)
+        elapsed = clock() - start
+        if rj is None:
+            what = "was deleted while waiting" if last else "does not exist"
+            raise UsageError(f"RayJob {ns}/{name} in cluster {place.cluster} {what} (`slicectl jobs --stack "
+                             f"{spec.stack}` lists them)")
+        deployment, status = where.rayjob_status(rj)
+        wl = None if where.manager(spec) else where.workload_of(api.items(place, where.WORKLOADS, ns), name)
+        line = f"{deployment}, job status {status}" + ("" if where.manager(spec) else f", Kueue: {queue_state(wl)}")
+        if line != last:
+            print(f"[{elapsed:7.0f}s] {name}: {line}", flush=True)
+            last = line
+        done, ok = finished(rj)
+        if done:
+            message = (rj.get("status") or {}).get("message")
+            print(f"{name}: {'succeeded' if ok else 'finished without success'}"
+                  + (f" ({message})" if message else ""))
+            return Exit.OK if ok else Exit.JOB_FAILED
+        if elapsed >= timeout:
+            print(f"{name}: not finished after {timeout} s (still {deployment}); exit {int(Exit.JOB_TIMEOUT)}")
+            return Exit.JOB_TIMEOUT
+        sleep(min(interval, max(0.0, timeout - elapsed)))
+
+
+# --------------------------------------------------------------------------- delete
+
+
+def delete(spec, api, names: list[str]) -> int:
+    from slicectl import where
+    from slicectl.cmd_submit import ONE_OFF_LABEL
+
+    if not names:
+        raise UsageError("jobs delete: name the one-off RayJobs to delete (`slicectl jobs --stack "
+                         f"{spec.stack}` lists them)")
+    if spec.multi_region:
+        raise UsageError("jobs delete: a multi-region stack's RayJobs are all the stack's (Pulumi's); one-off runs "
+                         "are single-region")
+    ns, place = spec.storage.namespace, where.workers(spec)[0]
+    problems = []
+    for name in names:
+        rj = api.get(place, where.RAYJOBS, ns, name)
+        if rj is None:
+            problems.append(f"no RayJob {ns}/{name} in cluster {place.cluster}")
+        elif ((rj.get("metadata") or {}).get("labels") or {}).get(ONE_OFF_LABEL) != "true":
+            problems.append(f"RayJob {ns}/{name} is the stack's (Pulumi manages it): remove the job from "
+                            f"{spec.stack_file} and deploy, or `pulumi destroy`")
+        else:
+            api.delete(place, where.RAYJOBS, ns, name)
+            print(f"deleted RayJob {ns}/{name} in cluster {place.cluster} (its RayCluster and Kueue Workload follow)")
+    if problems:
+        raise UsageError("; ".join(problems))
     return Exit.OK

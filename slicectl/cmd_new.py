@@ -477,8 +477,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"the services' range (cluster.serviceCidr), default {SERVICE_CIDR}")
     p.add_argument("--slice-shape", required=True, help="a Cloud TPU accelerator type, e.g. v6e-32 (4x8)")
     p.add_argument("--slices", type=integer(1), required=True, help="how many slices")
-    p.add_argument("--capacity", default="on-demand",
-                   help="capacity options in order, comma-separated (spot, on-demand, flex-start); default on-demand")
+    p.add_argument("--capacity", default=None,
+                   help="capacity options in order, comma-separated (spot, on-demand, flex-start); default on-demand "
+                        "(--sandbox: spot, whose quota a new project has and which costs least)")
     p.add_argument("--ci-project", help="the bootstrap's CI project (default: the one the stack files name)")
     p.add_argument("--environment", default=None, help="prod (default) or dev (--sandbox: dev)")
     p.add_argument("--gke-version",
@@ -497,9 +498,15 @@ def run(args: argparse.Namespace) -> int:
     errors = [] if stacks_dir.is_dir() else [f"--stacks-dir {stacks_dir}: not a directory"]
     ci_project = args.ci_project
     args.environment = args.environment or ("dev" if args.sandbox else "prod")
+    # A sandbox defaults to Spot: a new project's on-demand v6e quota is 0 and its preemptible quota 64 chips
+    # (stackspec/quota.py DEFAULT_CHIPS), and Spot is the cheapest whole slice (docs/cost.md).
+    args.capacity = args.capacity or ("spot" if args.sandbox else "on-demand")
     if args.sandbox:
         if args.environment == "prod":
             errors.append("--environment prod: a sandbox stack is dev (docs/sandbox.md)")
+        if args.regions is not None:
+            errors.append("--regions: a sandbox stack is single-region (its MultiKueue identities are the CI "
+                          "bootstrap's; docs/sandbox.md)")
         ci_project = new_parts.NO_CI  # rendered, then removed (new_parts.sandboxed): the stack names none
     elif ci_project is None:
         named = sorted({s.ci_project for s in others})
@@ -555,7 +562,10 @@ def run(args: argparse.Namespace) -> int:
             return Exit.USAGE
     path = stacks_dir / f"Pulumi.{request.stack}.yaml"
     path.write_text(text)
-    shown_dir = _shown(args.stacks_dir) if args.stacks_dir is not None else None
-    print(new_parts.sandbox_steps(request.stack, _shown(path)) if args.sandbox
-          else next_steps(request, _shown(path), shown_dir))
+    if args.sandbox:
+        print(new_parts.sandbox_steps(request.stack, _shown(path),
+                                      new_parts.sandbox_figures(stack_spec.load_stack(request.stack, stacks_dir)),
+                                      args.stacks_dir))
+    else:
+        print(next_steps(request, _shown(path), _shown(args.stacks_dir) if args.stacks_dir is not None else None))
     return Exit.OK

@@ -127,12 +127,34 @@ def sandboxed(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def sandbox_steps(stack: str, path) -> str:
-    return f"""wrote {path} (a sandbox stack: docs/sandbox.md)
+def sandbox_figures(spec) -> list[str]:
+    """What a sandbox needs before ``pulumi up``: one quota line per region, generation and quota type (with GCP's
+    default where a source states it), and the monthly cost of what stays up."""
+    from stackspec import cost, quota
+
+    lines = []
+    for n in quota.needs(spec):
+        default = quota.DEFAULT_CHIPS.get((n.quota_type, n.generation))
+        known = "" if default is None else f"; a new project's default is {default}" + (
+            ": request an increase first" if default < n.chips else "")
+        lines.append(f"quota: {n.chips} {n.generation} chips of {quota.LABEL[n.quota_type]} quota in {n.region} "
+                     f"({', '.join(n.slices)}){known} ({quota.DOC})")
+    doc = cost.compute(spec)
+    lines.append(f"cost: {cost.total_text(doc['totals']['standingPerMonth'])} a month while it is up (system pool "
+                 f"and slices; `slicectl cost --stack {spec.stack}` itemises it); `pulumi destroy` stops it "
+                 "(docs/teardown.md)")
+    return lines
+
+
+def sandbox_steps(stack: str, path, figures: list[str] = (), stacks_dir=None) -> str:
+    at = f" --stacks-dir {stacks_dir}" if stacks_dir else ""
+    shown = "".join(f"\n  {line}" for line in figures)
+    return f"""wrote {path} (a sandbox stack: docs/sandbox.md){shown}
 next:
-  1. slicectl lint --stack {stack} && slicectl preview --stack {stack} && slicectl cost --stack {stack}
-  2. with your own credentials, in a project of your own (no bootstrap, no CI):
+  1. uv run slicectl lint --stack {stack}{at} && uv run slicectl preview --stack {stack}{at}
+  2. with your own credentials, in a project of your own (no bootstrap, no CI; the stack makes its own APIs and
+     node account):
        pulumi login --local          # or any state backend you own
        pulumi stack init {stack} --secrets-provider passphrase
        pulumi up --stack {stack} --policy-pack policies
-  3. pulumi destroy --stack {stack} when done (the sandbox's bucket is not protected: dev)"""
+  3. pulumi destroy --stack {stack} when done (docs/teardown.md: nothing is protected in a sandbox)"""

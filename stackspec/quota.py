@@ -45,6 +45,13 @@ SOURCES = {
 }
 
 
+# GCP's default quota of a new project, in chips, where a source states it (docs/quota.md "GCP's defaults"):
+# preemptible v5e and v6e, "The default preemptible quota for TPU v5e and v6e is 64 cores" (one TensorCore per chip;
+# SOURCES["flex-start"]); on-demand, "Default value: v3-8 and v2-8: 16 TensorCores; All others: 0" (SOURCES["types"]).
+DEFAULT_CHIPS = {("preemptible", "v5e"): 64, ("preemptible", "v6e"): 64,
+                 **{("onDemand", g): 0 for g in tpu.GENERATIONS if g in ("v5e", "v6e", "v5p", "tpu7x")}}
+
+
 class QuotaEntry(BaseModel):
     """One region's quota of one TPU generation, in chips (unset: not declared, not checked)."""
 

@@ -1,10 +1,16 @@
-"""A stand-in API server for real ``kubectl``: ``slicectl jobs`` and ``slicectl logs`` tests.
+"""A LOCAL API DOUBLE, not a Kubernetes API server: what real ``kubectl`` and the real kubernetes Python client
+ask for ``slicectl jobs``, ``slicectl logs``, ``slicectl submit --apply`` and ``slicectl jobs --wait``/``delete``.
 
-No Kubernetes API server runs here; this in-process HTTP server answers what ``kubectl get
-<resource> -o json`` and ``kubectl logs job/<name>`` ask, in the API server's JSON: legacy
-discovery (``/api``, ``/apis``, each group version's resource list), lists and reads of the objects
-it holds (Workloads, RayJobs, Jobs, Pods) and a pod's log. One server per cluster; a kubeconfig
-names each as a context (:func:`kubeconfig`), as ``get-credentials`` writes them.
+No Kubernetes API server runs here; this in-process HTTP server on 127.0.0.1 answers, in the API server's JSON:
+legacy discovery (``/api``, ``/apis``, each group version's resource list), lists (with ``labelSelector``) and reads
+of the objects it holds (Workloads, RayJobs, Jobs, Pods), a pod's log, a create (``POST``: 201 with the object, its
+``uid``, ``creationTimestamp`` and ``resourceVersion`` set; 409 ``AlreadyExists`` for a taken name) and a delete (200
+with the object marked ``deletionTimestamp`` when it has finalizers, else a ``Success`` Status; 404 ``NotFound``),
+errors as ``Status`` objects. Behind a create, Kueue's part: a Workload owned by the new RayJob, pending on quota.
+Each read of a RayJob named in ``Cluster.scripts`` moves it (and its Workload) to the next scripted status, so a
+test plays KubeRay and Kueue without wall time; the tests check every scripted status against the vendored CRDs
+(RayJob ``status`` of KubeRay's, Workload ``conditions`` of Kueue's). One server per cluster; a kubeconfig names each
+as a context (:func:`kubeconfig`), as ``get-credentials`` writes them.
 """
 
 from __future__ import annotations
@@ -32,6 +38,26 @@ class Cluster:
     objects: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    # RayJob name -> the statuses its next reads show, one per read: {"rayjob": status, "workload": status or None}.
+    scripts: dict[str, list[dict]] = field(default_factory=dict)
+    kueue: bool = True  # a created RayJob gets its Workload, as Kueue's RayJob integration makes one
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def owned(self, kind: str, name: str) -> list[dict]:
+        """The Workloads an object owns (Kueue's owner reference)."""
+        return [w for w in self.objects.get(("kueue.x-k8s.io/v1beta2", "workloads"), [])
+                if any(o.get("kind") == kind and o.get("name") == name
+                       for o in w["metadata"].get("ownerReferences") or [])]
+
+    def advance(self, rayjob: dict) -> None:
+        script = self.scripts.get(rayjob["metadata"]["name"])
+        if not script:
+            return
+        step = script.pop(0)
+        rayjob["status"] = step["rayjob"]
+        for w in self.owned("RayJob", rayjob["metadata"]["name"]):
+            if step.get("workload") is not None:
+                w["status"] = step["workload"]
 
     def add(self, obj: dict) -> None:
         gv, kind = obj["apiVersion"], obj["kind"]
@@ -42,6 +68,33 @@ class Cluster:
 def _status(code: int, reason: str, message: str) -> dict:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}
+
+
+NOW = "2026-11-28T04:00:00Z"
+# What Kueue writes on a Workload it cannot admit yet (kueue v0.19.2 pkg/scheduler: "couldn't assign flavors to pod
+# set ...: insufficient unused quota ..."), reason Pending.
+PENDING = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": NOW,
+                           "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
+                                      "google.com/tpu in flavor tpu-v6e-4x4, 16 more needed"}]}
+
+
+def workload_for(rayjob: dict) -> dict:
+    """The Workload Kueue's RayJob integration makes for a new RayJob (its pod sets, its owner), pending."""
+    meta = rayjob["metadata"]
+    spec = rayjob["spec"].get("rayClusterSpec") or {}
+    pod_sets = [{"name": "head", "count": 1, "template": spec.get("headGroupSpec", {}).get("template")
+                 or {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}}}]
+    for g in spec.get("workerGroupSpecs") or []:
+        pod_sets.append({"name": g["groupName"][:63], "count": g.get("replicas", 1) * g.get("numOfHosts", 1),
+                         "template": g["template"]})
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"rayjob-{meta['name']}-{meta['uid'][:5]}", "namespace": meta["namespace"],
+                         "creationTimestamp": NOW, "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+                         "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": meta["name"],
+                                              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"queueName": (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
+                     "podSets": pod_sets},
+            "status": json.loads(json.dumps(PENDING))}
 
 
 def _handler(cluster: Cluster):
@@ -100,7 +153,78 @@ def _handler(cluster: Cluster):
                 return self._send(404, _status(404, "NotFound", f'{resource} "{name}" not found'))
             if len(rest) > 4 and rest[4] == "log":
                 return self._send(200, cluster.logs.get(name, ""), "text/plain")
+            if resource == "rayjobs":
+                with cluster.lock:
+                    cluster.advance(obj)
             return self._send(200, obj)
+
+        def _target(self):
+            """(group/version, namespace, resource, name or None) of a write, or None (404 sent)."""
+            url = urlparse(self.path)
+            cluster.requests.append(f"{self.command} {url.path}")
+            parts = [p for p in url.path.split("/") if p]
+            gv, rest = (("v1", parts[2:]) if parts[:1] == ["api"] else
+                        (f"{parts[1]}/{parts[2]}", parts[3:]) if parts[:1] == ["apis"] and len(parts) >= 3 else
+                        ("", []))
+            if gv not in RESOURCES or len(rest) < 3 or rest[0] != "namespaces":
+                self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+                return None
+            return gv, rest[1], rest[2], rest[3] if len(rest) > 3 else None
+
+        def _body(self) -> dict:
+            n = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(n) or b"{}")
+
+        def do_POST(self):  # noqa: N802
+            target = self._target()
+            if target is None:
+                return None
+            gv, ns, resource, _ = target
+            obj = self._body()
+            kind = next((k for r, k in RESOURCES[gv] if r == resource), None)
+            if obj.get("apiVersion") != gv or obj.get("kind") != kind:
+                why = (f"the API version in the data ({obj.get('apiVersion')}) does not match the expected API "
+                       f"version ({gv})")
+                return self._send(400, _status(400, "BadRequest", why))
+            meta = obj.setdefault("metadata", {})
+            name = meta.get("name")
+            with cluster.lock:
+                taken = [o for o in cluster.objects.get((gv, resource), [])
+                         if o["metadata"].get("namespace") == ns and o["metadata"]["name"] == name]
+                if taken:
+                    group = gv.split("/")[0] if "/" in gv else ""
+                    return self._send(409, {**_status(409, "AlreadyExists",
+                                                      f'{resource}.{group} "{name}" already exists'),
+                                            "details": {"name": name, "group": group, "kind": resource}})
+                n = sum(len(v) for v in cluster.objects.values())
+                meta.update({"namespace": ns, "uid": f"{n:08d}-0000-4000-8000-{cluster.name[:12]:0>12}",
+                             "creationTimestamp": NOW, "resourceVersion": str(1000 + n), "generation": 1})
+                cluster.add(obj)
+                if kind == "RayJob" and cluster.kueue:
+                    cluster.add(workload_for(obj))
+            return self._send(201, obj)
+
+        def do_DELETE(self):  # noqa: N802
+            target = self._target()
+            if target is None:
+                return None
+            gv, ns, resource, name = target
+            self._body()  # the DeleteOptions (propagationPolicy): the owned Workloads go either way
+            with cluster.lock:
+                objects = cluster.objects.get((gv, resource), [])
+                obj = next((o for o in objects if o["metadata"].get("namespace") == ns
+                            and o["metadata"]["name"] == name), None)
+                if obj is None:
+                    group = gv.split("/")[0] if "/" in gv else ""
+                    return self._send(404, _status(404, "NotFound", f'{resource}.{group} "{name}" not found'))
+                objects.remove(obj)
+                for w in cluster.owned(obj["kind"], name):  # the garbage collector, owner references
+                    cluster.objects[("kueue.x-k8s.io/v1beta2", "workloads")].remove(w)
+            if obj["metadata"].get("finalizers"):
+                return self._send(200, {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": NOW}})
+            return self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                    "details": {"name": name, "group": gv.split("/")[0], "kind": resource,
+                                                "uid": obj["metadata"].get("uid")}})
 
         def _resource_list(self, gv: str) -> None:
             if gv not in RESOURCES:

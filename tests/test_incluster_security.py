@@ -42,10 +42,24 @@ def _with_shared_job(stack: str) -> dict[str, str]:
     return {**config, key: json.dumps(jobs)}
 
 
+def _drilled(stack: str, job: str) -> dict[str, str]:
+    """The stack with CI's cluster drill on ``job`` (deploy.clusterDrill): only a drilled stack gets the drill
+    identity's RBAC and admission policy (the bootstrap makes ci-drill-<stack> only for it)."""
+    return {**engine.stack_config(stack), "tpu-multislice:deploy": json.dumps({"clusterDrill": job})}
+
+
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, engine.Rendering]:
-    return {"prod": rendered("prod"), "dev": rendered("dev"),
+    return {"prod": rendered("prod"), "dev": rendered("dev", _drilled("dev", "llama3-8b-elastic")),
             "prod-shared": rendered("prod", _with_shared_job("prod"))}
+
+
+def test_a_stack_ci_does_not_drill_grants_no_drill_identity():
+    """dev as its file has it (no deploy.clusterDrill): no RBAC or admission policy names ci-drill-dev, an account
+    the bootstrap does not make for it (tests/test_references.py)."""
+    kinds = {d["kind"] for d in _docs(rendered("dev"))}
+    assert not kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy"}
+    assert security.drill_user(rendered("dev").spec) is None
 
 
 def _docs(rendering: engine.Rendering) -> list[dict]:

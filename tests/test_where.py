@@ -205,11 +205,13 @@ def test_a_missing_context_names_the_get_credentials_command(env, tmp_path, caps
                    "--location=us-south1-a --project=my-tpu-project`")
 
 
-def test_no_kubectl_is_one_line(env, monkeypatch, capsys):
+def test_no_kubectl_is_one_line_for_logs_and_jobs_needs_none(env, monkeypatch, capsys):
+    """``logs`` runs kubectl; ``jobs`` talks to the API server through the kubernetes client (slicectl/kubeapi.py)."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert cli.main(["jobs", "--stack", "prod", "--kubeconfig", env["kubeconfig"]]) == 2
+    assert cli.main(["logs", "llama3-8b-multislice", "--stack", "prod", "--kubeconfig", env["kubeconfig"]]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: kubectl not found on PATH") and len(err.strip().splitlines()) == 1
+    assert cli.main(["jobs", "--stack", "prod", "--kubeconfig", env["kubeconfig"]]) == 0
 
 
 def test_single_region_stack_reads_its_one_cluster(tmp_path, monkeypatch, capsys):
@@ -222,7 +224,7 @@ def test_single_region_stack_reads_its_one_cluster(tmp_path, monkeypatch, capsys
         path = tmp_path / "kubeconfig"
         path.write_text(json.dumps(kubeconfig({where.workers(dev)[0].context: url})))
         assert cli.main(["jobs", "--stack", "dev", "--kubeconfig", str(path)]) == 0
-        assert "llama3-8b-elastic  us-east5  maxtext-dev  Running     RUNNING     single region" in \
+        assert "llama3-8b-elastic  us-east5  maxtext-dev  Running     RUNNING     no Workload" in \
             capsys.readouterr().out
         assert cli.main(["logs", "--stack", "dev", "llama3-8b-elastic", "--kubeconfig", str(path)]) == 0
         assert "completed step: 7" in capsys.readouterr().out

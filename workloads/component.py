@@ -109,7 +109,7 @@ class RayWorkloads(pulumi.ComponentResource):
         # What the drill identity may delete (label checks RBAC cannot make), in force before its RBAC binds ...
         admission = k8s.admissionregistration.v1
         self.drill_admission = []
-        for policy, binding in [security.drill_admission_policy(spec)] if spec.ci_project else []:  # none: sandbox
+        for policy, binding in [security.drill_admission_policy(spec)] if security.drill_user(spec) else []:
             vap = admission.ValidatingAdmissionPolicy(f"{name}-drill-admission", metadata=policy["metadata"],
                                                       spec=policy["spec"], opts=base)
             self.drill_admission = [vap, admission.ValidatingAdmissionPolicyBinding(

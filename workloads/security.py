@@ -157,8 +157,12 @@ def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dic
 
 def drill_user(spec: StackSpec) -> str | None:
     """The stack's own drill service account (bootstrap/: ci-drill-<stack>), a Kubernetes user of its email on GKE;
-    none in a sandbox."""
-    return None if spec.ci_project is None else names.drill_account_email(spec.stack, spec.ci_project)
+    none in a sandbox, and none for a stack CI does not drill (no ``deploy.clusterDrill``): the bootstrap creates
+    that account only for a drilled stack (bootstrap/access.py), and a grant to an account nobody made is one a later
+    account of that name would inherit (tests/test_references.py)."""
+    if spec.ci_project is None or spec.deploy.cluster_drill is None:
+        return None
+    return names.drill_account_email(spec.stack, spec.ci_project)
 
 
 # What drills/cluster.py's Kube calls, and nothing more: read the RayJob, list the worker group's
@@ -184,7 +188,7 @@ def drill_role_name(spec: StackSpec) -> str:
 
 def drill_rbac(spec: StackSpec) -> list[dict[str, Any]]:
     """Role + RoleBinding in the workload namespace, ClusterRole + ClusterRoleBinding for nodes."""
-    if spec.ci_project is None:  # a sandbox stack (stackspec/rules/sandbox.py): no CI drill user to grant anything
+    if drill_user(spec) is None:  # a sandbox, or a stack CI does not drill: no CI drill user to grant anything
         return []
     name, ns = drill_role_name(spec), spec.storage.namespace
     labels = _labels(spec, "drill-rbac")

@@ -10,7 +10,11 @@ backend, a passphrase or any secrets provider), and CI never acts on it. So it:
 - has no ``image`` section (the prebuilt image's repository is pushed by CI and admitted by the bootstrap's
   attestor): the workers run ``ray.image`` and install MaxText at start;
 - is not deployed on push nor drilled by CI (``deploy.onPush``, ``deploy.clusterDrill``), and ``slicectl stacks``
-  lists it apart (``sandbox``), out of the workflows' matrices.
+  lists it apart (``sandbox``), out of the workflows' matrices; the bootstrap and the example suite skip it;
+- is single-region (a multi-region stack's MultiKueue token account and its grants on the workers' projects are the
+  bootstrap's);
+- creates its project's APIs and its nodes' service account itself, and keeps GKE's default encryption of Secrets
+  instead of the bootstrap's Cloud KMS key (infra/sandbox.py says why).
 
 docs/sandbox.md is the walk-through.
 """
@@ -40,6 +44,10 @@ def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
              f"workers run ray.image and install MaxText at start ({DOC})")
     if spec.deploy.on_push:
         fail(f"{NS}:deploy.onPush", True, f"CI never deploys a sandbox stack (its identity is the bootstrap's) ({DOC})")
+    if spec.multi_region:
+        fail(f"{NS}:regions", [r.region for r in spec.regions],
+             "a sandbox stack is single-region: a multi-region stack's MultiKueue token account and its grants on the "
+             f"workers' projects are made by the CI bootstrap; drop regions/manager, or deploy it through CI ({DOC})")
     if spec.deploy.cluster_drill is not None:
         fail(f"{NS}:deploy.clusterDrill", spec.deploy.cluster_drill,
              f"CI never drills a sandbox stack; run `slicectl drill` against it by hand ({DOC})")
