@@ -319,6 +319,15 @@ def test_zones_that_do_not_exist_or_offer_no_v6e_are_refused(zone, region, want)
     assert want in spec_problems(cfg)
 
 
+@covers("gce-zone-offers-machine-type")
+def test_a_system_pool_machine_its_zone_does_not_offer_is_refused():
+    # The seed's n1-standard-16 in us-east5-b: GCE lists no N1 there (tests/test_machine_regions.py: lint, preview,
+    # a region's pool, a Standard manager, a TPU host).
+    cfg = config(cluster={**json.loads(engine.stack_config("prod")[f"{NS}:cluster"]),
+                          "systemMachineType": "n1-standard-16"})
+    assert "n1-standard-16 is not offered in us-east5-b" in spec_problems(cfg)
+
+
 def test_the_zone_table_is_dated_and_sourced():
     table = zones.table()
     assert table["source"].startswith("https://") and re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["published"])
