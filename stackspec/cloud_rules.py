@@ -303,7 +303,8 @@ RULES: tuple[CloudRule, ...] = (
     CloudRule(
         "kueue-chart-webhook-secret", "Kueue",
         "The chart templates an empty <release>-webhook-server-cert Secret that Kueue's cert rotator fills; a "
-        "read-only identity (container.viewer) cannot read Secrets, so the drift check skips that one object.",
+        "read-only identity (container.viewer) cannot read Secrets, so the drift check skips it and every other "
+        "Secret the stack manages (the Kueue metrics tokens, multi's MultiKueue kubeconfigs), each its own --exclude.",
         "kubernetes-sigs/kueue charts/kueue/templates/internalcert/secret.yaml; "
         "https://cloud.google.com/kubernetes-engine/docs/how-to/iam (container.viewer excludes Secrets)",
         ("code:.github/workflows/drills.yml",),

@@ -388,10 +388,21 @@ def test_kueue_rayjob_rules_hold_for_every_queued_job(prod):
 
 
 @covers("kueue-chart-webhook-secret")
-def test_the_drift_check_skips_the_kueue_webhook_secret():
+def test_the_drift_check_skips_the_kueue_webhook_secret(tmp_path):
+    """The drift step, run on multi's rendered URNs plus the chart's webhook Secret (a child the chart's Construct
+    registers): every Secret, and nothing else, is its own --exclude argument."""
+    from test_workflows import drift_refresh_argv
+
     drills = yaml.safe_load((ROOT / ".github/workflows/drills.yml").read_text())
-    text = json.dumps(drills["jobs"]["drift"])
-    assert kueue.WEBHOOK_SECRET in text and "--exclude" in text and "--expect-no-changes" in text
+    run = next(s["run"] for s in drills["jobs"]["drift"]["steps"] if "pulumi refresh" in s.get("run", ""))
+    urns = [r.urn for r in engine.render("multi").resources]
+    chart = f"urn:pulumi:multi::tpu-multislice::kubernetes:helm.sh/v4:Chart$kubernetes:core/v1:Secret::" \
+            f"kueue-{kueue.WEBHOOK_SECRET}"
+    secrets = sorted([u for u in urns if u.split("::")[2].endswith("kubernetes:core/v1:Secret")] + [chart])
+    assert len(secrets) >= 4
+    argv = drift_refresh_argv(run, tmp_path, urns + [chart])
+    assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--exclude"] == secrets
+    assert argv.count("--exclude") == len(secrets) and "--expect-no-changes" in argv
 
 
 # --------------------------------------------------------------------------- MultiKueue across regions (issue 19)
