@@ -10,7 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckpointBucket
+from infra.checkpoints import CheckpointStore, CheckpointStoreArgs, SharedCheckpointBucket, bucket_members
 from infra.cluster import GkeCluster, GkeClusterArgs, get_credentials, node_roles
 from infra.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from infra.manager import ManagerCluster, ManagerClusterArgs
@@ -58,6 +58,13 @@ streaming = spec.image is not None and spec.image.streaming
 def project_number(project: str) -> pulumi.Output[str]:
     """The project's number, looked up once per project (a multi-region stack's regions share theirs)."""
     return gcp.organizations.get_project_output(project_id=project).number
+
+
+def replicators(views) -> list[pulumi.Output[str]]:
+    """GKE's checkpoint replicator principal (project-wide) once, if any of ``views`` uses multi-tier checkpointing."""
+    project = views[0].project
+    return ([project_number(project).apply(lambda n: multitier.replicator_principal(n, project))]
+            if any(multitier.enabled(v) for v in views) else [])
 
 
 def declare_region(view, security, registry, *, shared_bucket=None, shared_monitoring=None,
@@ -119,8 +126,7 @@ def declare_region(view, security, registry, *, shared_bucket=None, shared_monit
 
     # GKE's checkpoint replicator backs the local tier up to the bucket (multi-tier checkpointing): a member of the
     # bucket's one authoritative policy, as the workloads' principal is.
-    replicator = ([project_number(view.project).apply(lambda n: multitier.replicator_principal(n, view.project))]
-                  if multitier.enabled(view) else [])
+    replicator = replicators([view]) if shared_bucket is None else []  # a shared bucket has the stack's
     checkpoints = CheckpointStore(
         f"{name}-checkpoints",
         CheckpointStoreArgs(
@@ -203,7 +209,10 @@ def multi_region() -> None:
                                                             more_readers=readers, protected=spec.prod))
         if spec.image is not None else None
     )
-    bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project)
+    # The bucket's one policy holds what every region needs: the workloads' KSA (project-wide) and GKE's replicator
+    # when any region checkpoints in tiers.
+    bucket = SharedCheckpointBucket(f"{m.name}-checkpoints", spec.storage, spec.project, bucket_members(
+        project_number(spec.project), spec.project, spec.storage, replicators(views)))
     # One set of notification channels (each region's alerts notify them) and the scheduling dashboard.
     shared_monitoring = (SharedMonitoring(f"{m.name}-monitoring", SharedMonitoringArgs(spec=spec))
                          if spec.monitoring.enabled else None)

@@ -381,7 +381,7 @@ DEPLOY_GRANTS = (
     Grant("roles/binaryauthorization.policyEditor", PROJECT, DEPLOYED_STACK,
           why="the project's Binary Authorization policy"),
     Grant("roles/iam.serviceAccountUser", NODE_ACCOUNT, DEPLOYED_STACK,
-          why="run the nodes as the node account (GKE checks actAs)"),
+          why="run each cluster's nodes as its node account (GKE checks actAs)"),
     # Workload identity names the manager cluster's pool, which exists only once the stack made the cluster (cloud
     # rule iam-wi-pool-exists): the stack binds it on this one account (getIamPolicy/setIamPolicy on it). The account
     # holds only roles/container.clusterViewer on the stack's project, less than container.admin there.

@@ -65,6 +65,14 @@ def bucket_policy(name: str, bucket: gcp.storage.Bucket, members: Sequence[pulum
     )
 
 
+def bucket_members(project_number: pulumi.Input[str], project: str, storage: Storage,
+                   more: Sequence[pulumi.Input[str]] = ()) -> list[pulumi.Input[str]]:
+    """Who the bucket's one policy grants ``BUCKET_ROLE``: the workloads' KSA (workload identity) and ``more``."""
+    member = pulumi.Output.from_input(project_number).apply(
+        lambda number: workload_identity_principal(number, project, storage.namespace, storage.service_account))
+    return [member, *more]
+
+
 class SharedCheckpointBucket(pulumi.ComponentResource):
     """A multi-region stack's one checkpoint bucket and its one IAM policy.
 
@@ -72,25 +80,27 @@ class SharedCheckpointBucket(pulumi.ComponentResource):
     every region's KSA is the same member: one policy serves them all. A policy per region would be several
     authoritative policies on one bucket, each removing the others' members; and a grant per region would be removed
     with its region while the others still use it (GCP review N4). Its name is the stack's, not a region's, so
-    adding, removing or reordering regions leaves it in place."""
+    adding, removing or reordering regions leaves it in place. Its members are the union every region needs, given
+    once for the stack (``members``): no region passes members of its own, so none can be dropped (GCP review G5-6:
+    the first region's members used to be kept and a later region's ignored)."""
 
     bucket: gcp.storage.Bucket
     policy: gcp.storage.BucketIAMPolicy | None = None
 
-    def __init__(self, name: str, storage: Storage, project: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, storage: Storage, project: str, members: Sequence[pulumi.Input[str]],
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:infra:SharedCheckpointBucket", name, None, opts)
-        self._name = name
+        self._name, self._members = name, list(members)
         self.bucket = bucket(f"{name}-bucket", storage, project, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"bucket": self.bucket.name, "location": storage.location,
                                "dataLocations": list(storage.data_locations)})
 
-    def grant(self, members: Sequence[pulumi.Input[str]],
-              workload_pool: Sequence[pulumi.Resource]) -> gcp.storage.BucketIAMPolicy:
+    def grant(self, workload_pool: Sequence[pulumi.Resource]) -> gcp.storage.BucketIAMPolicy:
         """The one policy, declared by the first region that asks (after its cluster: the pool must exist, cloud rule
-        iam-wi-pool-exists); later regions get the same resource. Its members are project-wide principals, the same
-        for every region, so which region asked first changes only what it waits for, never its name or inputs."""
+        iam-wi-pool-exists); later regions get the same resource. Which region asked first changes only what it waits
+        for, never its name or inputs."""
         if self.policy is None:
-            self.policy = bucket_policy(f"{self._name}-iam-policy", self.bucket, members,
+            self.policy = bucket_policy(f"{self._name}-iam-policy", self.bucket, self._members,
                                         pulumi.ResourceOptions(parent=self, depends_on=list(workload_pool)))
         return self.policy
 
@@ -109,7 +119,8 @@ class CheckpointStoreArgs:
     # A multi-region stack's shared bucket: this store then creates only the KSA, and takes the bucket's one policy.
     shared: SharedCheckpointBucket | None = None
     # Other principals the bucket's policy grants BUCKET_ROLE (GKE's checkpoint replicator, with multi-tier
-    # checkpointing): in the one policy, never a grant of their own beside it (they would fight).
+    # checkpointing): in the one policy, never a grant of their own beside it (they would fight). A shared bucket's
+    # are the stack's, given to SharedCheckpointBucket.
     more_members: Sequence[pulumi.Input[str]] = ()
 
 
@@ -137,12 +148,12 @@ class CheckpointStore(pulumi.ComponentResource):
             automount_service_account_token=False,
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=list(args.namespace)),
         )
-        self.member = pulumi.Output.from_input(args.project_number).apply(
-            lambda number: workload_identity_principal(number, args.project, st.namespace, st.service_account)
-        )
-        members = [self.member, *args.more_members]
+        members = bucket_members(args.project_number, args.project, st, args.more_members)
+        self.member = members[0]
         if args.shared:
-            self.policy = args.shared.grant(members, args.workload_pool)
+            if args.more_members:  # the shared policy's members are the stack's (SharedCheckpointBucket)
+                raise ValueError("a region of a shared bucket gives its members to SharedCheckpointBucket, not here")
+            self.policy = args.shared.grant(args.workload_pool)
         else:
             self.policy = bucket_policy(f"{name}-iam-policy", self.bucket, members,
                                         pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool)))

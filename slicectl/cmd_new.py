@@ -187,7 +187,7 @@ def render(n: NewStack) -> str:
         "  tpu-multislice:cluster:",
         f"    name: {n.cluster}",
         f'    version: "{n.gke_version}"',
-        "    systemMachineType: n1-standard-16  # the Ray head and system pods",
+        f"    systemMachineType: {new_parts.system_machine(n.zone)}",
         "    systemNodeCount: 3",
         *(["    deletionProtection: true"] if prod else []),
         "    # Pinned away from the DCN subnets below (GKE would pick these without seeing them).",
@@ -221,7 +221,7 @@ def render(n: NewStack) -> str:
             "  tpu-multislice:unverified:",
             "    draScaleFromZero: true",
         ]
-    lines += new_parts.price_lines(shape.generation.name, n.capacity, [n.region], "n1-standard-16")
+    lines += new_parts.price_lines(shape.generation.name, n.capacity, [n.region])
     lines += new_parts.quota_lines(shape.generation.name, n.capacity, [n.region], n.slices * shape.chips)
     lines += _rest(n, shape, preemptible, ici)
     return "\n".join(lines) + "\n"
@@ -378,7 +378,7 @@ def render_regions(n: NewStack) -> str:
             "      cluster:",
             f"        name: {cluster}",
             f'        version: "{n.gke_version}"',
-            "        systemMachineType: n1-standard-16",
+            f"        systemMachineType: {new_parts.system_machine(zone)}",
             "        systemNodeCount: 3",
             *(["        deletionProtection: true"] if prod else []),
             f"        podCidr: {c['pod']}",
@@ -400,7 +400,7 @@ def render_regions(n: NewStack) -> str:
                   "  # (README \"Cloud rules\", ca-dra-scale-from-zero): the stack opts in, the preview lists it.",
                   "  tpu-multislice:unverified:",
                   "    draScaleFromZero: true"]
-    lines += new_parts.price_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions], "n1-standard-16")
+    lines += new_parts.price_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions])
     lines += new_parts.quota_lines(shape.generation.name, n.capacity, [r for r, _ in n.regions],
                                    n.slices * shape.chips)
     lines += _rest(n, shape, preemptible, ici, regions=[r for r, _ in n.regions])

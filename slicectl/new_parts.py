@@ -7,7 +7,7 @@ Pure text: ``cmd_new`` loads the file through the spec model before writing it.
 
 from __future__ import annotations
 
-from stackspec import prices, zones
+from stackspec import machine_regions, prices, zones
 from stackspec import quota as tpu_quota
 
 # prod's window (the shipped stacks'): weekends 02:00-10:00 UTC, 16 h a week, GKE needs 48 h in any 32 days.
@@ -26,6 +26,16 @@ def zone_note(zone: str, generation: str) -> str:
     return f"no {generation} here ({zones.TABLE_FILE})"  # refused before the file is written
 
 
+def system_machine(zone: str) -> str:
+    """The system pool's machine type for ``zone`` and why (a ``systemMachineType: ...  # ...`` value): the seed's
+    n1-standard-16 where its region offers it, else N2 (:func:`stackspec.machine_regions.system_default`)."""
+    name = machine_regions.system_default(zone)
+    if name == machine_regions.SEED_SYSTEM:
+        return f"{name}  # the Ray head and system pods: the seed's, offered here ({machine_regions.TABLE_FILE})"
+    return (f"{name}  # the Ray head and system pods: not the seed's {machine_regions.SEED_SYSTEM}, no N1 machine "
+            f"in this region ({machine_regions.TABLE_FILE})")
+
+
 def maintenance(indent: str) -> list[str]:
     """The prod maintenance window: GKE upgrades and repairs inside it, not in the middle of a run."""
     return [f"{indent}# GKE upgrades and repairs only in this window (prod); hold them off a run with an exclusion,",
@@ -38,7 +48,7 @@ def _source(p: prices.Price) -> str:
     return f"{p.source}, published {p.published}, read {p.read}"
 
 
-def price_lines(generation: str, capacities: tuple[str, ...], regions: list[str], machine: str) -> list[str]:
+def price_lines(generation: str, capacities: tuple[str, ...], regions: list[str]) -> list[str]:
     """The prices: what the table knows for the stack's capacity, regions and system machine, each with its source
     (comments: the table gives the figure), then the ``tpu-multislice:prices`` section commented out with a
     placeholder for each price the table lacks, so each "unknown" of the cost table has its line to fill in (uncomment
@@ -51,6 +61,7 @@ def price_lines(generation: str, capacities: tuple[str, ...], regions: list[str]
                 known.append(f"{generation} {c} in {region}: ${p.usd:g} per chip-hour ({_source(p)})")
             else:
                 missing.setdefault(generation, {})[p.key.rsplit(".", 1)[1]] = f"USD per chip-hour, {c} in {region}"
+        machine = machine_regions.system_default(region)  # the one system_machine() writes
         m = prices.machine(machine, region)
         if m.known:
             known.append(f"{machine} in {region}: ${m.usd:g} per hour ({_source(m)})")

@@ -64,9 +64,10 @@ MACHINES: dict[str, Machine] = {
         _m("n2-standard-8", 8, 32, gib=True), _m("n2-standard-16", 16, 64, gib=True),
         _m("n2-standard-32", 32, 128, gib=True),
         _m("e2-standard-8", 8, 32, gib=True), _m("e2-standard-16", 16, 64, gib=True),
-        # TPU hosts.
-        _m("ct6e-standard-1t", 44, 448, gib=True), _m("ct6e-standard-4t", 180, 720, gib=True),
-        _m("ct6e-standard-8t", 180, 1440, gib=True),
+        # TPU hosts. ct6e as Compute Engine lists them (data/machine_regions.csv, gcloud's MEMORY_GB is GiB): the
+        # 1-chip host has 176 GiB (not 448) and the 8-chip host 360 vCPUs.
+        _m("ct6e-standard-1t", 44, 176, gib=True), _m("ct6e-standard-4t", 180, 720, gib=True),
+        _m("ct6e-standard-8t", 360, 1440, gib=True),
         _m("ct5lp-hightpu-1t", 24, 48, gib=True), _m("ct5lp-hightpu-4t", 112, 192, gib=True),
         _m("ct5lp-hightpu-8t", 224, 384, gib=True),
         _m("ct5p-hightpu-4t", 208, 448, gib=True),

@@ -868,8 +868,13 @@ def test_a_multi_region_stack_that_deploys_administers_its_multikueue_account_on
     on_accounts = sorted((r.inputs["role"], r.inputs["serviceAccountId"]) for r in b.of(
         "gcp:serviceaccount/iAMMember:IAMMember") if member_id(r.inputs["member"]) == mine)
     nodes = b.exports["nodeServiceAccounts"]["multi"]
-    assert on_accounts == [("roles/iam.serviceAccountAdmin", f"projects/{project}/serviceAccounts/{email}"),
-                           ("roles/iam.serviceAccountUser", f"projects/{project}/serviceAccounts/{nodes}")]
+    # actAs on every node account a pool of the stack runs as: the manager's and each region cluster's (a region's
+    # pools would be refused by GKE's actAs check on push otherwise).
+    regions = [names.node_service_account_email(r.cluster.name, project) for r in STACKS["multi"].regions]
+    assert len(regions) == 2 and nodes not in regions
+    assert on_accounts == sorted([("roles/iam.serviceAccountAdmin", f"projects/{project}/serviceAccounts/{email}"),
+                                  *(("roles/iam.serviceAccountUser", f"projects/{project}/serviceAccounts/{a}")
+                                    for a in (nodes, *regions))])
     # prod (single-region) gets no such grant; no deploy identity holds a project-level IAM admin role.
     assert not [r for r in b.of("gcp:serviceaccount/iAMMember:IAMMember")
                 if r.inputs["role"] == "roles/iam.serviceAccountAdmin" and member_id(r.inputs["member"]) != mine]

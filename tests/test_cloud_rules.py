@@ -320,6 +320,15 @@ def test_zones_that_do_not_exist_or_offer_no_v6e_are_refused(zone, region, want)
     assert want in spec_problems(cfg)
 
 
+@covers("gce-zone-offers-machine-type")
+def test_a_system_pool_machine_its_zone_does_not_offer_is_refused():
+    # The seed's n1-standard-16 in us-east5-b: GCE lists no N1 there (tests/test_machine_regions.py: lint, preview,
+    # a region's pool, a Standard manager, a TPU host).
+    cfg = config(cluster={**json.loads(engine.stack_config("prod")[f"{NS}:cluster"]),
+                          "systemMachineType": "n1-standard-16"})
+    assert "n1-standard-16 is not offered in us-east5-b" in spec_problems(cfg)
+
+
 def test_the_zone_table_is_dated_and_sourced():
     table = zones.table()
     assert table["source"].startswith("https://") and re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["published"])
@@ -380,10 +389,21 @@ def test_kueue_rayjob_rules_hold_for_every_queued_job(prod):
 
 
 @covers("kueue-chart-webhook-secret")
-def test_the_drift_check_skips_the_kueue_webhook_secret():
+def test_the_drift_check_skips_the_kueue_webhook_secret(tmp_path):
+    """The drift step, run on multi's rendered URNs plus the chart's webhook Secret (a child the chart's Construct
+    registers): every Secret, and nothing else, is its own --exclude argument."""
+    from test_workflows import drift_refresh_argv
+
     drills = yaml.safe_load((ROOT / ".github/workflows/drills.yml").read_text())
-    text = json.dumps(drills["jobs"]["drift"])
-    assert kueue.WEBHOOK_SECRET in text and "--exclude" in text and "--expect-no-changes" in text
+    run = next(s["run"] for s in drills["jobs"]["drift"]["steps"] if "pulumi refresh" in s.get("run", ""))
+    urns = [r.urn for r in engine.render("multi").resources]
+    chart = f"urn:pulumi:multi::tpu-multislice::kubernetes:helm.sh/v4:Chart$kubernetes:core/v1:Secret::" \
+            f"kueue-{kueue.WEBHOOK_SECRET}"
+    secrets = sorted([u for u in urns if u.split("::")[2].endswith("kubernetes:core/v1:Secret")] + [chart])
+    assert len(secrets) >= 4
+    argv = drift_refresh_argv(run, tmp_path, urns + [chart])
+    assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--exclude"] == secrets
+    assert argv.count("--exclude") == len(secrets) and "--expect-no-changes" in argv
 
 
 # --------------------------------------------------------------------------- MultiKueue across regions (issue 19)

@@ -131,7 +131,7 @@ def test_capacity_rows_are_chips_times_price_times_hours():
 
 
 def test_standing_total_is_the_sum_of_its_rows():
-    doc = doc_of(prices={"machines": {"n1-standard-16": 0.9}, "bucketGb": 2000})
+    doc = doc_of(prices={"machines": {"n2-standard-16": 0.9}, "bucketGb": 2000})
     rows, standing = doc["standing"], doc["totals"]["standingPerMonth"]
     assert standing["unknown"] == [] and all(r["usdPerMonth"] is not None for r in rows)
     assert math.isclose(standing["usd"], sum(r["usdPerMonth"] for r in rows), abs_tol=0.01)
@@ -148,12 +148,12 @@ def test_missing_prices_are_unknown_never_zero():
     doc = doc_of()  # prod gives no system machine price; the table has none for n1 in us-east5
     system = next(r for r in doc["standing"] if r["item"] == "system node pool")
     assert system["usdPerMonth"] is None and system["price"]["from"] == "missing"
-    assert system["price"]["key"] == "prices.machines.n1-standard-16" in doc["missing"]
+    assert system["price"]["key"] == "prices.machines.n2-standard-16" in doc["missing"]
     assert (system["price"]["published"], system["price"]["read"]) == (None, None)
     # prod holds its slices (known) but the system pool's price is missing: the total is a lower bound.
     standing = doc["totals"]["standingPerMonth"]
     slices = sum(r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None)
-    assert standing == {"usd": None, "knownUsd": slices, "unknown": ["prices.machines.n1-standard-16"]}
+    assert standing == {"usd": None, "knownUsd": slices, "unknown": ["prices.machines.n2-standard-16"]}
     assert cost.total_text(standing) == f"≥ {cost.usd(slices)} (1 price unknown)"
     # Where nothing is known, the total says unknown, never $0.00.
     flex = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)["totals"]["standingPerMonth"]
@@ -167,7 +167,7 @@ def test_a_total_with_unknown_parts_is_a_lower_bound():
     doc = doc_of(slices=with_capacity("on-demand"))
     standing = doc["totals"]["standingPerMonth"]
     known = [r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None]
-    assert len(known) == 2 and standing["usd"] is None and standing["unknown"] == ["prices.machines.n1-standard-16"]
+    assert len(known) == 2 and standing["usd"] is None and standing["unknown"] == ["prices.machines.n2-standard-16"]
     assert math.isclose(standing["knownUsd"], sum(known), abs_tol=0.01)
     shown = cost.total_text(standing)
     assert shown == f"≥ {cost.usd(standing['knownUsd'])} (1 price unknown)"
@@ -177,7 +177,7 @@ def test_a_total_with_unknown_parts_is_a_lower_bound():
     md = cost_markdown(doc)
     assert f"| total |  |  | {shown} |  |" in md
     # Given the price, the total is the sum of every row.
-    priced = doc_of(slices=with_capacity("on-demand"), prices={"machines": {"n1-standard-16": 0.8}})
+    priced = doc_of(slices=with_capacity("on-demand"), prices={"machines": {"n2-standard-16": 0.8}})
     t = priced["totals"]["standingPerMonth"]
     assert t["unknown"] == [] and math.isclose(t["usd"], sum(r["usdPerMonth"] for r in priced["standing"]),
                                                abs_tol=0.01)
@@ -358,7 +358,7 @@ def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
     assert "\n  tpu-multislice:prices:" not in text
     assert text.count("\nconfig:\n") == 1
     (stacks / "Pulumi.prod.yaml").write_text(text.replace(
-        "\nconfig:\n", "\nconfig:\n  tpu-multislice:prices:\n    machines: {n1-standard-16: 0.76}\n"))
+        "\nconfig:\n", "\nconfig:\n  tpu-multislice:prices:\n    machines: {n2-standard-16: 0.76}\n"))
     args = ["cost", "--stack", "prod", "--stacks-dir", str(stacks)]
     assert cli.main([*args, "--base", "HEAD"]) == 0
     md = capsys.readouterr().out
@@ -389,7 +389,7 @@ def test_cli_cost_text_table(capsys):
     text = capsys.readouterr().out
     assert "Capacity options (per slice, in the order GKE tries them):" in text
     assert "Stays up (per month):" in text and "One run of each job (first choice, " in text
-    assert "unknown until set: prices.machines.n1-standard-16" in text
+    assert "unknown until set: prices.machines.n2-standard-16" in text
     # Each price names its page and the dates it was published and read, by footnote.
     (entry,) = [e for e in prices.table()["tpu"]
                 if (e["generation"], e["capacity"], e["region"]) == ("v6e", "on-demand", "us-east5")]

@@ -340,7 +340,7 @@ def three_regions(tmp_path: Path) -> engine.Rendering:
     cfg["tpu-multislice:regions"].append(third)
     cfg["tpu-multislice:storage"]["location"] = "US"
     cfg["tpu-multislice:storage"].pop("dataLocations", None)  # the US multi-region, not a dual-region
-    cfg["tpu-multislice:manager"].update(autopilot=False, systemMachineType="n1-standard-4")
+    cfg["tpu-multislice:manager"].update(autopilot=False, systemMachineType="n2-standard-8")
     (tmp_path / "Pulumi.tri.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return engine.render("tri", stacks_dir=tmp_path)
 

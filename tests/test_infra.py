@@ -115,7 +115,7 @@ def test_no_multi_networking_without_secondary_networks():
 def test_system_pool_runs_the_ray_head(prod):
     pool = prod.one(POOL, "maxtext-tpu-system")
     cfg = pool.inputs["nodeConfig"]
-    assert cfg["machineType"] == "n1-standard-16"
+    assert cfg["machineType"] == "n2-standard-16"
     assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
     assert cfg["serviceAccount"].startswith("maxtext-tpu-nodes@")
     # No pinned version: the pool follows the control plane through auto-upgrade.

@@ -118,3 +118,22 @@ def test_the_local_period_follows_dalys_optimum_with_the_faster_restore():
     # redoes far more; the local tier is what makes a restore cheap.
     bucket = checkpoints.elastic_period(60, 30, 2.0, "measured", 1000)
     assert bucket.period > 5 * plan.period
+
+
+def test_a_shared_bucket_grants_what_a_later_region_needs(monkeypatch):
+    """multi's one bucket policy holds every region's members: with multi-tier checkpointing in the second region
+    only (a region's own opt-in, as a future per-region key would give it), the replicator is in the policy. The
+    policy used to be declared with the first region's members and a later region's silently ignored (G5-6)."""
+    from workloads import multitier
+
+    order = [r["cluster"]["name"] for r in yaml.safe_load(
+        (Path(__file__).parent / "fixtures" / "stacks" / "Pulumi.multi.yaml").read_text())["config"][
+        f"{NS}:regions"]]
+    later = order[-1]
+    monkeypatch.setattr(multitier, "enabled", lambda spec: spec.cluster is not None and spec.cluster.name == later)
+    r = engine.render("multi")
+    (policy,) = r.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
+    members = policy_bindings(policy)["roles/storage.objectUser"]
+    assert len(members) == 2 and any(m.endswith("/subject/ns/maxtext/sa/maxtext-ksa") for m in members)
+    assert any(m.endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
+               for m in members)

@@ -142,6 +142,65 @@ def test_the_reader_reads_the_providers_schema_idioms(tmp_path, source):
     assert line == f"google/services/container/resource_thing.go:{want}"
 
 
+GO_VAR_GROUP = '''
+package container
+
+var (
+	urlPattern = regexp.MustCompile(fmt.Sprintf("projects/(%s)/zones", verify.ProjectRegex))
+
+	authorizedNetworks = &schema.Resource{
+		Schema: map[string]*schema.Schema{
+			"cidr_blocks": {Type: schema.TypeSet, Optional: true, Elem: cidrBlock},
+			"public_access": {Type: schema.TypeBool, Optional: true, Computed: true},
+		},
+	}
+	cidrBlock = &schema.Resource{
+		Schema: map[string]*schema.Schema{
+			"cidr_block": {Type: schema.TypeString, Required: true, ForceNew: true},
+		},
+	}
+
+	keys = []string{"a.0.b", "a.0.c"}
+)
+
+func ResourceThing() *schema.Resource {
+	return &schema.Resource{
+		Schema: map[string]*schema.Schema{
+			"authorized": {
+				Type: schema.TypeList, Optional: true, Computed: true, MaxItems: 1, Elem: authorizedNetworks,
+			},
+			"elsewhere": {Type: schema.TypeList, Optional: true, Elem: notDefinedAnywhere},
+		},
+	}
+}
+'''
+
+
+def test_a_var_group_member_is_followed_and_an_unknown_elem_is_listed(tmp_path):
+    """A field whose ``Elem`` is a member of a ``var ( ... )`` group is read like a single ``var`` (its sub-fields
+    kept: resource_container_cluster.go's master_authorized_networks_config was dropped silently, GCP review G5-7), and
+    an ``Elem`` the reader cannot follow is listed under ``unresolved``, never dropped."""
+    tree = tmp_path / "tree"
+    (tree / "google/services/container").mkdir(parents=True)
+    (tree / "google/services/container/resource_thing.go").write_text(GO_VAR_GROUP)
+    (tree / gen_forcenew.MANIFEST).write_text(f"Source: {gen_forcenew.REPOSITORY}\nCommit: {'0' * 40}\n")
+    saved = gen_forcenew.RESOURCES
+    gen_forcenew.RESOURCES = {"test:index:Thing": ("google_thing", [
+        ("google/services/container/resource_thing.go", "ResourceThing")])}
+    try:
+        data = gen_forcenew.generate(source_dir=tree)
+    finally:
+        gen_forcenew.RESOURCES = saved
+    thing = data["resources"]["test:index:Thing"]
+    assert {(f["path"], f["on"]) for f in thing["forceNew"]} == {("authorized.cidrBlocks.cidrBlock", "value")}
+    assert {f["path"] for f in thing["computed"]} == {"authorized", "authorized.publicAccess"}
+    assert len(data["unresolved"]) == 1 and data["unresolved"][0].startswith("elsewhere.Elem (")
+    # The real table: the cluster's authorized networks block is read through.
+    real = json.loads(SCHEMA.read_text())["resources"]["gcp:container/cluster:Cluster"]["computed"]
+    assert {"masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled",
+            "masterAuthorizedNetworksConfig.privateEndpointEnforcementEnabled"} <= {c["path"] for c in real}
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

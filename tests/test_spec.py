@@ -38,7 +38,8 @@ def test_prod_is_the_seed_deployment():
     s = spec.load("prod", prod_config())
     assert s.prod and s.project == "my-tpu-project" and s.region == "us-east5"
     assert s.cluster.version == "1.35" and s.cluster.deletion_protection
-    assert s.cluster.system_machine_type == "n1-standard-16"
+    # The seed's n1-standard-16 is not offered in us-east5 (stackspec/data/machine_regions.csv): N2, 16 vCPUs too.
+    assert s.cluster.system_machine_type == "n2-standard-16"
     assert [(n.network, n.subnet, n.cidr) for n in s.networks] == [
         ("maxtext-tpu-net-1", "tpu-subnet-1", "10.50.0.0/16"),
         ("maxtext-tpu-net-2", "tpu-subnet-2", "10.60.0.0/16"),

@@ -416,6 +416,35 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
         assert all(s["with"]["enable-cache"] is False for s in uses(job, "astral-sh/setup-uv"))
 
 
+_STATE_URN = "urn:pulumi:multi::tpu-multislice"
+
+
+def drift_refresh_argv(run: str, tmp_path: Path, urns: list[str] | None = None) -> list[str]:
+    """The drift step's script run with a stand-in ``pulumi``: ``stack --show-urns`` prints a state as the CLI does
+    (``urns``; by default several Secrets, two under a component, and objects that are not Secrets); the refresh's
+    argv comes back, one argument each."""
+    urns = urns or [
+        f"{_STATE_URN}::pulumi:pulumi:Stack::tpu-multislice-multi",
+        f"{_STATE_URN}::kubernetes:core/v1:Secret::kueue-webhook-server-cert",
+        f"{_STATE_URN}::tpu-multislice:workloads:MultiKueue$kubernetes:core/v1:Secret::"
+        "tpu-manager-multikueue-secret-maxtext-east5-multikueue",
+        f"{_STATE_URN}::tpu-multislice:workloads:MultiKueue$kubernetes:core/v1:Secret::"
+        "tpu-manager-multikueue-secret-maxtext-east1-multikueue",
+        f"{_STATE_URN}::kubernetes:core/v1:ConfigMap::secret-free",
+        f"{_STATE_URN}::kubernetes:core/v1:ServiceAccount::kueue-webhook-server-cert-reader"]
+    listing = "\n".join([f"Current stack resources ({len(urns)}):", "    TYPE  NAME",
+                          *(f"    │  URN: {u}" for u in urns)])
+    (tmp_path / "listing").write_text(listing + "\n")
+    out = tmp_path / "refresh.args"
+    (tmp_path / "pulumi").write_text(
+        '#!/bin/bash\ncase "$1" in\n  stack) cat "$LISTING" ;;\n  refresh) printf "%s\\0" "$@" > "$OUT" ;;\nesac\n')
+    (tmp_path / "pulumi").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "OUT": str(out), "LISTING": str(tmp_path / "listing"),
+           "STACK": "multi", "PULUMI_BACKEND_URL": "gs://state"}
+    subprocess.run(["bash", "-e", "-c", run], env=env, check=True)  # GitHub's bash shell: bash -e {0}
+    return out.read_text().split("\0")[:-1]
+
+
 def test_drills_workflow(tmp_path):
     wf = load("drills.yml")
     assert set(wf["on"]) == {"schedule", "workflow_dispatch"}
@@ -428,10 +457,17 @@ def test_drills_workflow(tmp_path):
     assert uses(cluster, "google-github-actions/setup-gcloud")[0]["with"][
         "install_components"] == "gke-gcloud-auth-plugin"
     assert cluster["concurrency"]["cancel-in-progress"] is False
-    # Drift: refresh everything but the Kueue webhook Secret (ci-preview reads no Secrets), then an empty plan.
+    # Drift: refresh everything but the Kubernetes Secrets (ci-preview reads no Secrets), then an empty plan.
     assert not uses(wf["jobs"]["drift"], "pulumi/actions")  # the checked CLI, called by the step below
     run = next(s["run"] for s in steps(wf["jobs"]["drift"]) if "pulumi refresh" in s.get("run", ""))
-    assert "--preview-only --expect-no-changes" in run and '--exclude "$secret"' in run
+    assert "--preview-only --expect-no-changes" in run
+    assert drift_refresh_argv(run, tmp_path) == [
+        "refresh", "--stack", "multi", "--run-program", "--preview-only", "--expect-no-changes", "--non-interactive",
+        "--exclude", f"{_STATE_URN}::kubernetes:core/v1:Secret::kueue-webhook-server-cert",
+        "--exclude", f"{_STATE_URN}::tpu-multislice:workloads:MultiKueue$kubernetes:core/v1:Secret::"
+                     "tpu-manager-multikueue-secret-maxtext-east1-multikueue",
+        "--exclude", f"{_STATE_URN}::tpu-multislice:workloads:MultiKueue$kubernetes:core/v1:Secret::"
+                     "tpu-manager-multikueue-secret-maxtext-east5-multikueue"]
     # The providers come from main's program, not the state (a state written by a compromised run), and the
     # job acts as the stack's own reader (read-<stack>).
     assert "pulumi refresh --stack \"$STACK\" --run-program" in run

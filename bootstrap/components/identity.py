@@ -74,14 +74,20 @@ class CiIdentity(pulumi.ComponentResource):
                         opts=child,
                     )
                 elif grant.on == NODE_ACCOUNT:
-                    gcp.serviceaccount.IAMMember(
-                        f"{name}-{s.name}-nodes-{slug}",
-                        gcp.serviceaccount.IAMMemberArgs(
-                            service_account_id=where.node_account.name, role=grant.role, member=member,
-                            condition=cond and gcp.serviceaccount.IAMMemberConditionArgs(**cond),
-                        ),
-                        opts=child,
-                    )
+                    # Every pool the stack creates runs as its cluster's node account, and GKE checks that the caller
+                    # may act as it (iam.serviceAccounts.actAs): a multi-region stack's region pools run as their
+                    # region cluster's account, so the grant goes on each (the manager's keeps its name and URN).
+                    accounts = [("", where.node_account)] + [
+                        (f"{cluster}-", account) for cluster, account in where.region_node_accounts.items()]
+                    for prefix, account in accounts:
+                        gcp.serviceaccount.IAMMember(
+                            f"{name}-{s.name}-{prefix}nodes-{slug}",
+                            gcp.serviceaccount.IAMMemberArgs(
+                                service_account_id=account.name, role=grant.role, member=member,
+                                condition=cond and gcp.serviceaccount.IAMMemberConditionArgs(**cond),
+                            ),
+                            opts=child,
+                        )
                 elif grant.on == MULTIKUEUE_ACCOUNT:
                     if where.multikueue_account is None:
                         continue  # a single-region stack: no MultiKueue

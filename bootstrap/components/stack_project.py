@@ -28,6 +28,8 @@ class StackProject(pulumi.ComponentResource):
     accounts or change the project's IAM policy."""
 
     node_account: gcp.serviceaccount.Account
+    # A multi-region stack's region clusters' node accounts (its manager's is ``node_account``), by cluster name.
+    region_node_accounts: dict[str, gcp.serviceaccount.Account]
     multikueue_account: gcp.serviceaccount.Account | None
     roles: dict[str, gcp.projects.IAMCustomRole]
     secrets_key: gcp.kms.CryptoKey
@@ -152,6 +154,7 @@ class StackProject(pulumi.ComponentResource):
             opts=child,
         )
         # A multi-region stack's region clusters: the same node account, roles and Secrets key each.
+        self.region_node_accounts = {}
         for cluster, region in s.extra_clusters:
             n = f"{name}-{cluster}"
             account = gcp.serviceaccount.Account(
@@ -160,6 +163,7 @@ class StackProject(pulumi.ComponentResource):
                                                display_name=f"GKE nodes of {cluster} (stack {s.name})"),
                 opts=child,
             )
+            self.region_node_accounts[cluster] = account
             for role in s.node_roles:
                 gcp.projects.IAMMember(
                     f"{n}-nodes-{role.split('.')[-1].lower()}",

@@ -16,11 +16,11 @@ the list's ``ForceNew``; a list or set of blocks only when the number of blocks 
 
 The source is read, not run: a small reader of Go composite literals (``map[string]*schema.Schema{...}``,
 ``&schema.Schema{...}``, ``&schema.Resource{Schema: ...}``), following a field given by a function
-(``"node_config": schemaNodeConfig()``), a package variable, or ``tpgresource.MergeSchemas(...)``, in the same
-package or another of the provider's. What it cannot follow is listed under ``unresolved`` in the output, never
-dropped silently. ForceNew decided in ``CustomizeDiff`` functions (``customdiff.ForceNewIfChange``,
-``d.ForceNew(...)``) is listed under ``conditional`` with its line: it depends on values, so the lifecycle
-simulation does not apply it.
+(``"node_config": schemaNodeConfig()``), a package variable (alone or in a ``var ( ... )`` group), or
+``tpgresource.MergeSchemas(...)``, in the same package or another of the provider's. What it cannot follow (a field
+or an ``Elem``) is listed under ``unresolved`` in the output, never dropped silently. ForceNew decided in
+``CustomizeDiff`` functions (``customdiff.ForceNewIfChange``, ``d.ForceNew(...)``) is listed under ``conditional``
+with its line: it depends on values, so the lifecycle simulation does not apply it.
 
 Pulumi names a Terraform attribute in camelCase (``node_config.max_run_duration`` -> ``nodeConfig.maxRunDuration``)
 and flattens a ``MaxItems: 1`` block into an object; a path here runs through lists without index.
@@ -197,13 +197,26 @@ class Package:
                         self.funcs[parts[i + 1].text] = (path, body)
                 elif _word(part, "var") and i + 2 < len(parts) and _word(parts[i + 1]) \
                         and isinstance(parts[i + 2], Tok) and parts[i + 2].text == "=":
-                    # The expression: up to its composite literal (``{...}``) or its call's arguments.
-                    expr = []
-                    for p in parts[i + 3:]:
-                        expr.append(p)
-                        if isinstance(p, Group) and p.open in "{(":
-                            break
-                    self.vars[parts[i + 1].text] = (path, expr)
+                    self.vars[parts[i + 1].text] = (path, _var_expr(parts[i + 3:]))
+                elif _word(part, "var") and i + 1 < len(parts) and isinstance(parts[i + 1], Group) \
+                        and parts[i + 1].open == "(":
+                    # A ``var ( NAME = expr ... )`` group (resource_container_cluster.go's
+                    # masterAuthorizedNetworksConfig): each ``NAME =`` at its top level starts a definition.
+                    for element in parts[i + 1].elements:
+                        for k, p in enumerate(element[:-1]):
+                            nxt = element[k + 1]
+                            if _word(p) and isinstance(nxt, Tok) and nxt.text == "=":
+                                self.vars[p.text] = (path, _var_expr(element[k + 2:]))
+
+
+def _var_expr(parts: list[Any]) -> list[Any]:
+    """A ``var``'s expression: up to its composite literal (``{...}``) or its call's arguments."""
+    expr = []
+    for p in parts:
+        expr.append(p)
+        if isinstance(p, Group) and p.open in "{(":
+            break
+    return expr
 
 
 class GitSource:
@@ -377,6 +390,8 @@ def walk(reader: Reader, schema_map: dict[str, Any], tf: str, pulumi: str, out: 
         type_ = " ".join(p.text for p in fields.get("Type", []) if isinstance(p, Tok))
         elem_kind, elem, elem_dir = (reader.resolve(fields["Elem"], where) if "Elem" in fields
                                      else ("none", None, where))
+        if elem_kind == "unresolved":  # its sub-fields cannot be read: listed, never dropped
+            reader.unresolved.append(f"{tf_path}.Elem ({line}): {elem}")
         block = elem_kind in ("resource", "map")
         entry = {"path": pulumi_path, "terraform": tf_path, "line": line}
         if _true(fields, "ForceNew"):

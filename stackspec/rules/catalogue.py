@@ -227,6 +227,19 @@ RULES: tuple[CloudRule, ...] = (
                   "https://cloud.google.com/tpu/docs/regions-zones"),
         )),
     CloudRule(
+        "gce-zone-offers-machine-type", "GCE",
+        "A node pool's VMs are created in its zones with its machine type, which each zone offers or not: a machine "
+        "type no zone of the region lists (stackspec/data/machine_regions.csv, a gcloud machine-types export) is "
+        "refused for system pools, a Standard manager and TPU pools.",
+        "https://cloud.google.com/compute/docs/regions-zones; Cyclenerd/google-cloud-pricing-cost-calculator "
+        "tools/machinetyperegion.csv at 8bf3293a3561 (gcloud compute machine-types list, daily)",
+        ("spec:tpu-multislice:cluster.systemMachineType", "spec:tpu-multislice:manager.systemMachineType",
+         "spec:tpu-multislice:slices[].machineType"),
+        quotes=(
+            Quote("See the Available regions & zones section for a complete description of a zone's available "
+                  "machine types and features.", "https://cloud.google.com/compute/docs/regions-zones/"),
+        )),
+    CloudRule(
         "gke-system-pool-capacity", "GKE",
         "Pods whose requests the pool's allocatable cannot hold never schedule: the system pool holds every Ray head "
         "with its GCS FUSE sidecar, running submitters, the Kueue controller and GKE's Deployments.",
@@ -290,7 +303,8 @@ RULES: tuple[CloudRule, ...] = (
     CloudRule(
         "kueue-chart-webhook-secret", "Kueue",
         "The chart templates an empty <release>-webhook-server-cert Secret that Kueue's cert rotator fills; a "
-        "read-only identity (container.viewer) cannot read Secrets, so the drift check skips that one object.",
+        "read-only identity (container.viewer) cannot read Secrets, so the drift check skips it and every other "
+        "Secret the stack manages (the Kueue metrics tokens, multi's MultiKueue kubeconfigs), each its own --exclude.",
         "kubernetes-sigs/kueue charts/kueue/templates/internalcert/secret.yaml; "
         "https://cloud.google.com/kubernetes-engine/docs/how-to/iam (container.viewer excludes Secrets)",
         ("code:.github/workflows/drills.yml",),

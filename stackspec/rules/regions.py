@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from .. import defaults
+from .. import defaults, machine_regions
 from .. import regions as places
 from ..errors import MISSING, Problem
 from ..gke import PROD_RELEASE_CHANNELS
@@ -29,6 +29,10 @@ def check(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
     if spec.prod and m.release_channel not in PROD_RELEASE_CHANNELS:
         fail(_ns("manager.releaseChannel"), m.release_channel, "prod enrols in a release channel with GKE's SLA; "
              f"allowed: {', '.join(PROD_RELEASE_CHANNELS)}")
+    if not m.autopilot and (msg := machine_regions.error(m.system_machine_type, m.region)):
+        # A Standard manager is regional: its pool's VMs go in the region's zones (cloud rule
+        # gce-zone-offers-machine-type).
+        fail(_ns("manager.systemMachineType"), m.system_machine_type, msg)
     if len(spec.regions) > places.MAX_REGIONS:
         fail(ns, [r.region for r in spec.regions], f"{len(spec.regions)} regions; a MultiKueueConfig lists at "
              f"most {places.MAX_REGIONS} clusters (Kueue v0.19.2 multikueue_types.go, MaxItems=20)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import limits, machines
+from .. import limits, machine_regions, machines, zones
 from ..model.types import _ns
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ def check(spec: StackSpec, fail) -> None:
         fail(f"{key}.headCpu", {"headCpu": ray.head_cpu, "headMemory": ray.head_memory},
              f"the Ray head runs on the system pool: {msg}; lower it or raise cluster.systemMachineType")
     system_pool(spec, fail)
+    offered(spec, fail)
     for g in spec.groups:
         host = machines.MACHINES.get(g.shape.machine_type.name)
         if host and (msg := machines.fits(host, float(limits.quantity(ray.worker_cpu)),
@@ -56,3 +57,17 @@ def system_pool(spec: StackSpec, fail) -> None:
              f"{mem_left / machines.GIB:.1f}Gi for pods, but the system pool runs {need}: "
              f"{machines.cores(cpu)} CPU and {mem / machines.GIB:.1f}Gi in all; add a node or a larger "
              "cluster.systemMachineType")
+
+
+def offered(spec: StackSpec, fail) -> None:
+    """Every machine type the cluster's pools name is offered in its zone (cloud rule
+    gce-zone-offers-machine-type): Compute Engine refuses a pool's VMs otherwise, at ``up``, half applied."""
+    c = spec.cluster
+    if msg := machine_regions.error(c.system_machine_type, spec.zone):
+        here = [n for n in machines.SYSTEM_MACHINES if machine_regions.offered(n, spec.zone)]
+        fail(_ns("cluster.systemMachineType"), c.system_machine_type, f"{msg}; allowed here: {', '.join(here)}")
+    for i, s in enumerate(spec.slices):
+        name = s.shape.machine_type.name
+        # A zone that does not offer the generation is refused once, by the slices' zone rule.
+        if not zones.zone_error(spec.zone, s.generation) and (msg := machine_regions.error(name, spec.zone)):
+            fail(f"{_ns('slices')}[{i}].machineType", name, msg)

@@ -1,0 +1,71 @@
+"""Where each machine type is offered: the vendored ``gcloud compute machine-types list`` export
+(``data/machine_regions.csv``; its source, commit and digests in ``data/README.md``).
+
+GKE creates a node pool's VMs in its zones with the pool's machine type; Compute Engine refuses a machine type its
+zone does not list (cloud rule ``gce-zone-offers-machine-type``). The export lists, per machine type, the regions
+with at least one zone offering it: a region it does not list offers it in no zone, which the spec refuses (system
+pools, a Standard manager's pool, TPU pools) before ``up`` would fail at the pool. A machine type the export does not
+list at all (``ct4p``: its account cannot see it) and a zone it cannot see (AI zones) are not checked. This module is
+the one place that reads the table; ``slicectl new`` picks the system machine type from it too.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+from pathlib import Path
+
+from .zones import ZONE, region_of
+
+DATA = Path(__file__).with_name("data") / "machine_regions.csv"
+TABLE_FILE = "stackspec/data/machine_regions.csv"
+SOURCE = ("Cyclenerd/google-cloud-pricing-cost-calculator@8bf3293a3561:tools/machinetyperegion.csv, "
+          "gcloud compute machine-types list of 2026-08-17")
+# The seed's system machine type (its cluster create), kept where its region offers it; else the same 16 vCPUs on
+# N2, which both peers use where N1 is absent (xpk's dry run in us-east5: e2-standard-16; cluster-toolkit's
+# gke-tpu-v6e: n2-standard-8), with 64 GiB against N1's 60 GB.
+SEED_SYSTEM = "n1-standard-16"
+SYSTEM_FALLBACK = "n2-standard-16"
+
+
+@cache
+def table() -> dict[str, tuple[str, ...]]:
+    """Machine type -> the regions that offer it (sorted); deprecated rows count as offered (still creatable)."""
+    out: dict[str, set[str]] = {}
+    with DATA.open(newline="") as f:
+        for row in csv.DictReader(f, delimiter=";"):
+            out.setdefault(row["NAME"], set()).add(row["ZONE"])
+    return {name: tuple(sorted(regions)) for name, regions in out.items()}
+
+
+def regions(machine: str) -> tuple[str, ...] | None:
+    """The regions offering ``machine``, or None when the export does not list it (not checked)."""
+    return table().get(machine)
+
+
+def offered(machine: str, location: str) -> bool | None:
+    """Whether ``machine`` is offered in ``location`` (a zone or a region); None when the table cannot say."""
+    listed = regions(machine)
+    if ZONE.fullmatch(location):
+        if location.rsplit("-", 1)[1].startswith("ai"):
+            return None  # an AI zone: the export's account sees none
+        location = region_of(location)
+    if listed is None:
+        return None
+    region = location
+    return region in listed
+
+
+def error(machine: str, location: str) -> str | None:
+    """Why a pool of ``machine`` cannot be created in ``location`` (a zone or, for a regional cluster, a region),
+    naming the regions that offer it; None when it is offered or the table cannot say."""
+    if offered(machine, location) is not False:
+        return None
+    here = region_of(location) or location
+    return (f"{machine} is not offered in {location}: Compute Engine lists it in no zone of {here}; regions whose "
+            f"zones offer it: {', '.join(regions(machine) or ())} ({SOURCE}; {TABLE_FILE})")
+
+
+def system_default(location: str) -> str:
+    """The system pool's machine type for a new stack in ``location``: the seed's where offered, else N2."""
+    return SEED_SYSTEM if offered(SEED_SYSTEM, location) is not False else SYSTEM_FALLBACK
