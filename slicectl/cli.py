@@ -1,8 +1,8 @@
 """slicectl: the project's command line. Each subcommand lives in its own module.
 
-Exit codes: see :mod:`slicectl.exits` (0 clean, 1 policy violation, 2 usage or file
+Exit codes (slicectl/exits.py): 0 clean, 1 policy violation, 2 usage or file
 error, 3 invalid stack spec, 4 a run or drill that did not pass, 124 a job wait timed out, 125 a waited job
-finished unsuccessfully, 130 interrupted).
+finished unsuccessfully, 130 interrupted.
 """
 
 from __future__ import annotations
