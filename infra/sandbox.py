@@ -70,7 +70,10 @@ class SandboxProject(pulumi.ComponentResource):
         ]
         after = pulumi.ResourceOptions(parent=self, depends_on=self.services)
         # The same account id the bootstrap gives a CI stack's nodes (stackspec.names), so the cluster names one
-        # email either way.
+        # email either way. Made in the same update as the cluster and pools that run as it, as cluster-toolkit's
+        # apply-tested v6e blueprint does (GoogleCloudPlatform/cluster-toolkit@1047080
+        # examples/gke-tpu-v6e/gke-tpu-v6e.yaml: node_pool_service_account, then gke-tpu-v6e-cluster and the pool
+        # that uses it, in one deployment group; vendored in tests/reference/peers/cluster-toolkit/).
         self.node_account = gcp.serviceaccount.Account(
             f"{name}-nodes",
             gcp.serviceaccount.AccountArgs(account_id=names.node_service_account_id(args.cluster), project=args.project,
