@@ -12,7 +12,8 @@ The manifest is Kueue's release artifact for the pinned version (``workloads/dat
 source, commit, digest, licence), the way cluster-toolkit's ``kubectl-apply`` module and xpk install Kueue. What
 the program changes, and nothing else: the manager's configuration (the ConfigMap the Deployment mounts) is the
 stack's (``workloads/kueue.py`` ``manager_config``), the image is pulled ``IfNotPresent`` (as the chart's values
-set it before), and the ``kueue-system`` Namespace is the program's own (``workloads/kueue.py`` ``namespace``).
+set it before), the ``kueue-system`` Namespace is the program's own (``workloads/kueue.py`` ``namespace``), and each
+object carries the stack's labels beside Kueue's (policies: required-labels; no selector reads them).
 """
 
 from __future__ import annotations
@@ -46,12 +47,15 @@ def release_objects() -> tuple[dict[str, Any], ...]:
     return tuple(d for d in yaml.load_all(raw, Loader=_LOADER) if d)
 
 
-def objects(config_yaml: str) -> list[dict[str, Any]]:
-    """Kueue's objects for one cluster, its manager configured with ``config_yaml`` (Helm values' equivalent)."""
+def objects(config_yaml: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Kueue's objects for one cluster, its manager configured with ``config_yaml`` (Helm values' equivalent),
+    each labelled ``labels`` too."""
     out = []
     for doc in release_objects():
         if doc["kind"] == "Namespace":
             continue  # the program's own, with its labels (workloads/kueue.py namespace)
+        meta = doc["metadata"]
+        doc = {**doc, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels}}}
         if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == CONFIG_MAP:
             doc = {**doc, "data": {**doc["data"], CONFIG_KEY: config_yaml}}
         elif doc["kind"] == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
@@ -79,14 +83,18 @@ class ManifestObject(pulumi.CustomResource):
 class KueueInstall(pulumi.ComponentResource):
     """Kueue's release objects on one cluster, CRDs first (the rest may be read by Kueue only once they exist)."""
 
-    def __init__(self, name: str, config_yaml: str, opts: pulumi.ResourceOptions):
+    def __init__(self, name: str, config_yaml: str, labels: dict[str, str], namespace: pulumi.Resource,
+                 opts: pulumi.ResourceOptions):
         super().__init__("tpu-multislice:workloads:KueueInstall", name, None, opts)
-        docs = objects(config_yaml)
-        base = pulumi.ResourceOptions(parent=self)
+        docs = objects(config_yaml, labels)
+        # A component's depends_on is not its children's: each object waits for the namespace itself.
+        base = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         crds = [ManifestObject(f"{name}-crd-{d['metadata']['name']}", d, base)
                 for d in docs if d["kind"] == "CustomResourceDefinition"]
-        after_crds = pulumi.ResourceOptions(parent=self, depends_on=crds)
+        after_crds = pulumi.ResourceOptions(parent=self, depends_on=[namespace, *crds])
+        # The webhook Secret is templated empty and filled by Kueue's cert rotator: its data is never the program's.
+        secret = pulumi.ResourceOptions.merge(after_crds, pulumi.ResourceOptions(ignore_changes=["data", "stringData"]))
         self.objects = {f"{d['kind']}/{d['metadata']['name']}": ManifestObject(
-            f"{name}-{d['kind'].lower()}-{d['metadata']['name']}", d, after_crds)
+            f"{name}-{d['kind'].lower()}-{d['metadata']['name']}", d, secret if d["kind"] == "Secret" else after_crds)
             for d in docs if d["kind"] != "CustomResourceDefinition"}
         self.register_outputs({"version": kueue.KUEUE_VERSION, "objects": len(docs)})

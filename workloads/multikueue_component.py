@@ -81,8 +81,8 @@ class MultiKueueManager(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata=kueue.namespace(regions[0])["metadata"],
                                                opts=base)
         self.install = KueueInstall(
-            f"{name}-kueue", mk.manager_helm_values(m, regions)["managerConfig"]["controllerManagerConfigYaml"],
-            pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])))
+            f"{name}-install", mk.manager_helm_values(m, regions)["managerConfig"]["controllerManagerConfigYaml"],
+            kueue.labels(regions[0], "kueue"), self.namespace, base)
         after_kueue = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
             depends_on=[self.install, *args.namespace]))
         self.objects = {f"{d['kind']}/{d['metadata']['name']}": _declare(name, d, after_kueue)

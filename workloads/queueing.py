@@ -60,8 +60,8 @@ class KueueQueueing(pulumi.ComponentResource):
             opts=base,
         )
         self.install = KueueInstall(
-            f"{name}-kueue", kueue.helm_values(spec)["managerConfig"]["controllerManagerConfigYaml"],
-            pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])))
+            f"{name}-install", kueue.helm_values(spec)["managerConfig"]["controllerManagerConfigYaml"],
+            kueue.labels(spec, "kueue"), self.namespace, base)
         # The CRDs and the webhook come with Kueue's release objects: the queue objects wait for them.
         after_kueue = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
             depends_on=[self.install, *args.namespace]))
