@@ -258,7 +258,8 @@ def test_bucket_iam_is_the_ksa_principal(prod):
     # No additive grant beside it on the same bucket (they would fight: infra/iam_policy.py).
     assert not prod.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert not prod.by_type("gcp:storage/bucketIAMBinding:BucketIAMBinding")
-    (ksa,) = [d for d in prod.manifests if d["kind"] == "ServiceAccount" and d["metadata"]["namespace"] != "kueue-system"]
+    (ksa,) = [d for d in prod.manifests
+              if d["kind"] == "ServiceAccount" and d["metadata"]["namespace"] != "kueue-system"]
     assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "maxtext"
 
 

@@ -207,7 +207,8 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
     assert len(controllers) == 3
     assert {c["spec"]["template"]["spec"]["containers"][0]["image"] for c in controllers.values()} == {kueue.IMAGE}
     configs = {r.provider: r.inputs["data"]["controller_manager_config.yaml"]
-               for r in multi.by_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "kueue-manager-config"}
+               for r in multi.by_type("kubernetes:core/v1:ConfigMap")
+               if r.inputs["metadata"]["name"] == "kueue-manager-config"}
     assert [p for p, c in configs.items() if mk.INCREMENTAL_DISPATCHER in c] == ["tpu-manager-k8s-offline-id"]
     # Each worker: the manager's ServiceAccount and least-privilege RBAC, its user the manager's Google identity.
     for v in order:
