@@ -113,7 +113,8 @@ def _minor(version: Any) -> tuple[int, int] | None:
 
 def same_versions(resources: Sequence[Res], ctx: Context) -> Violations:
     """Kueue (its release objects, or a chart) is the same version on every cluster, the manager included (Kueue's
-    MultiKueue needs the same Kueue on both sides: site docs concepts/multikueue.md), and GKE's Ray add-on serves RayJobs on each."""
+    MultiKueue needs the same Kueue on both sides: site docs concepts/multikueue.md), and GKE's Ray add-on serves
+    RayJobs on each."""
     if _topology(resources) is None:
         return []
     charts: dict[str, tuple[Res, str]] = {}
