@@ -139,6 +139,7 @@ class Node:
     provider: str | None
     parent: str | None
     waits: tuple[str, ...]
+    replace_on: tuple[str, ...] = ()  # the program's replaceOnChanges
 
 
 def nodes(rendering: engine.Rendering) -> dict[str, Node]:
@@ -149,7 +150,7 @@ def nodes(rendering: engine.Rendering) -> dict[str, Node]:
         provider = r.provider_urn.split("⟦")[0].rsplit("::", 1)[0] if r.provider_urn and "⟦" in r.provider_urn \
             else r.provider_urn
         out[r.urn] = Node(r.urn, r.type, r.custom, r.inputs, provider, r.parent,
-                          tuple(sorted({*r.dependencies, *([provider] if provider else [])})))
+                          tuple(sorted({*r.dependencies, *([provider] if provider else [])})), r.replace_on_changes)
         if r.type in REMOTE_COMPONENTS:
             urn = f"{r.urn}${CHILDREN}"
             out[urn] = Node(urn, CHILDREN, True, r.inputs, provider, r.urn, out[r.urn].waits)
@@ -201,7 +202,8 @@ def _diff_op(entry: Mapping[str, Any], node: Node, inputs: Any) -> tuple[str, li
     fields = lc.diff(old, inputs)
     if not fields:
         return "same", []
-    return ("replace" if lc.forcing(node.type, fields, entry["inputs"], inputs) else "update"), fields
+    replacing = lc.forcing(node.type, fields, entry["inputs"], inputs, node.replace_on)
+    return ("replace" if replacing else "update"), fields
 
 
 @dataclass

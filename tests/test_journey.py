@@ -313,3 +313,17 @@ def test_every_rule_names_its_source():
         assert source.startswith(("pulumi/pulumi@", "pulumi/pulumi-kubernetes@")) and what, rule
         commit = source.split("@", 1)[1].split(":", 1)[0]
         assert len(commit) == 40, rule
+
+
+def test_slicectl_lifecycle_runs_the_journey_and_names_each_refusal(tmp_path, capsys, monkeypatch):
+    from slicectl import cli
+
+    assert cli.main(["lifecycle", "--stack", "prod", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "preview --save-plan, then up --plan:" in out and "`up` applies the plan as approved" in out
+    _chart_instead(monkeypatch)
+    assert cli.main(["lifecycle", "--stack", "prod", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "`pulumi up --plan` would refuse" in out
+    assert "create is not allowed by the plan: no steps were expected for this resource" in out
+    assert "[plan-absent: pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8:" in out
