@@ -82,7 +82,7 @@ RULES: dict[str, tuple[str, str]] = {
                           "expected resource operations but none were seen"),
     "computed-serialised": (f"{PULUMI}:pkg/resource/stack/deployment.go:66,785-789",
                             "an unknown is saved as the computed placeholder"),
-    "secret-serialised": (f"{PULUMI}:pkg/resource/stack/deployment.go:855-877",
+    "secret-serialised": (f"{PULUMI}:pkg/resource/stack/deployment.go:844-880",
                           "a secret is saved as its signature and the ciphertext of its serialised element"),
 }
 

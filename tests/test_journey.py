@@ -1,10 +1,11 @@
-"""The deploy journey (``pulumi preview --save-plan``, then ``pulumi up --plan``) of every stack, by Pulumi's own
-rules (offline/journey.py, each rule quoting pulumi/pulumi or pulumi-kubernetes at a pinned commit).
+"""The deploy journey (``pulumi preview --save-plan``, then ``pulumi up --plan``) of every stack, by Pulumi's own rules
+(offline/journey.py, each rule quoting pulumi/pulumi or pulumi-kubernetes at a pinned commit).
 
-The real program runs for each day: day 0 from an empty state, day 1 with nothing changed (no step), day 2 with
-the changes ``slicectl lifecycle`` is for (a region added, removed or reordered, a cluster replaced, a version
-bumped). Stacks: every file in ``stacks/``, and stacks this test writes with ``slicectl new`` (one region, several
-regions, a sandbox). Mutations: Kueue as a Helm v4 Chart under a provider built from the cluster's outputs, a
+The real program runs for each day: day 0 from an empty state, day 1 with nothing changed (no step), day 2 with the
+changes ``slicectl lifecycle`` is for (a region added, removed or reordered, a cluster replaced, a version bumped).
+Stacks: the tests' own (``tests/fixtures/``), and stacks this test writes with ``slicectl new`` (one region, several
+regions, a sandbox); every stack in ``stacks/`` goes through :func:`check_day0` in ``tests/test_examples.py``, the
+one suite that reads it. Mutations: Kueue as a Helm v4 Chart under a provider built from the cluster's outputs, a
 resource missing from the plan, an input the plan does not hold, an object Check would change at ``up``; and
 ``.github/scripts/check_plan.py`` run on the plans the simulator writes.
 """
@@ -20,12 +21,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_STACKS
 
 from offline import engine
 from offline import journey as jr
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "stacks"
+STACKS = FIXTURE_STACKS  # the tests' own copies of the examples
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "checks"
 CHECK_PLAN = ROOT / ".github" / "scripts" / "check_plan.py"
 NS = "tpu-multislice"
@@ -69,7 +71,8 @@ def day0_day1(rendering: engine.Rendering) -> tuple[jr.Preview, dict, jr.Preview
     return preview, state, again
 
 
-def _check_day0(rendering: engine.Rendering) -> None:
+def check_day0(rendering: engine.Rendering) -> None:
+    """Day 0 applies the plan as approved, day 1 plans no step (tests/test_examples.py runs it on ``stacks/``)."""
     preview, _, _ = day0_day1(rendering)
     # Day 0 exercises the rules that broke the chart: every Kubernetes provider is unconfigured at preview.
     providers = [r.urn for r in rendering.by_type("pulumi:providers:kubernetes")]
@@ -79,14 +82,9 @@ def _check_day0(rendering: engine.Rendering) -> None:
     assert all(p.ops == ["create"] for p in preview.plans.values())
 
 
-@pytest.mark.parametrize("stack", sorted(p.name[len("Pulumi."):-len(".yaml")] for p in SHIPPED.glob("Pulumi.*.yaml")))
-def test_every_shipped_stack_deploys_on_day_0_and_plans_nothing_on_day_1(stack):
-    _check_day0(render(stack, SHIPPED))
-
-
 @pytest.mark.parametrize("stack", sorted(WRITTEN))
 def test_every_stack_slicectl_new_writes_deploys_on_day_0_and_plans_nothing_on_day_1(written, stack):
-    _check_day0(render(stack, written))
+    check_day0(render(stack, written))
 
 
 # --------------------------------------------------------------------------- day 2
@@ -189,7 +187,7 @@ def _chart_instead(monkeypatch):
 
 def test_a_chart_under_a_provider_built_from_the_clusters_outputs_fails_day_0(monkeypatch, tmp_path):
     _chart_instead(monkeypatch)
-    rendering = jr.render("prod", stacks_dir=SHIPPED)
+    rendering = jr.render("prod", stacks_dir=STACKS)
     preview, _, violations = jr.journey({}, rendering)
     (chart,) = rendering.by_type("kubernetes:helm.sh/v4:Chart")
     assert preview.skipped == [chart.urn]
@@ -216,7 +214,7 @@ def test_a_chart_fails_the_day_2_cluster_replacement_too(monkeypatch, two_region
 
 
 def test_a_resource_missing_from_the_plan_fails_up():
-    rendering = render("prod", SHIPPED)
+    rendering = render("prod", STACKS)
     preview = jr.preview({}, rendering)
     (cq,) = rendering.by_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
     del preview.plans[cq.urn]
@@ -232,10 +230,10 @@ def test_a_resource_missing_from_the_plan_fails_up():
 
 def test_up_refuses_an_input_the_plan_does_not_hold():
     """A plan binds every known input: a program that registers another value at up is refused."""
-    cfg = engine.stack_config("prod", SHIPPED)
-    planned = render("prod", SHIPPED, cfg)
+    cfg = engine.stack_config("prod", STACKS)
+    planned = render("prod", STACKS, cfg)
     preview = jr.preview({}, planned)
-    pushed = render("prod", SHIPPED, _section(cfg, "jobs", lambda jobs: jobs[0].update(steps=jobs[0]["steps"] + 1)))
+    pushed = render("prod", STACKS, _section(cfg, "jobs", lambda jobs: jobs[0].update(steps=jobs[0]["steps"] + 1)))
     _, violations = jr.up({}, preview, pushed)
     assert violations and {v.rule for v in violations} == {"plan-goal"}
     assert all("RayJob" in str(v) or "ConfigMap" in str(v) for v in violations), [str(v) for v in violations]
@@ -255,7 +253,7 @@ def _edited(rendering: engine.Rendering, pick, change) -> engine.Rendering:
 def test_what_check_changes_at_up_fails_an_object_planned_unchecked():
     """Under an unconfigured provider Check is skipped at preview and runs at up: an object without a name is
     named then, and one applied client-side is labelled managed-by (pulumi-kubernetes provider.go Check)."""
-    rendering = render("prod", SHIPPED)
+    rendering = render("prod", STACKS)
     ns = lambda r: r.type == "kubernetes:core/v1:Namespace" and r.name.endswith("kueue-ns")  # noqa: E731
     unnamed = _edited(rendering, ns, lambda r: r.inputs["metadata"].pop("name"))
     _, _, violations = jr.journey({}, unnamed)
@@ -278,7 +276,7 @@ def run_check_plan(plan: dict, tmp_path: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("stack", ["prod", "multi"])
 def test_check_plan_passes_the_day_0_plan_of_the_program(tmp_path, stack):
-    rendering = render(stack, SHIPPED)
+    rendering = render(stack, STACKS)
     plan = jr.saved_plan(jr.preview({}, rendering))
     result = run_check_plan(plan, tmp_path)
     assert result.returncode == 0, result.stderr
@@ -290,7 +288,7 @@ def test_check_plan_passes_the_day_0_plan_of_the_program(tmp_path, stack):
 def test_check_plan_refuses_a_secret_wrapped_unknown_iam_input(tmp_path):
     """An IAM member that is a secret computed from a cluster created in the same update: saved as ciphertext
     (deployment.go), it cannot be read, so it is refused."""
-    rendering = render("multi", SHIPPED)
+    rendering = render("multi", STACKS)
     wi = lambda r: r.type == "gcp:serviceaccount/iAMMember:IAMMember"  # noqa: E731
     (cluster,) = [r for r in rendering.by_type("gcp:container/cluster:Cluster") if r.name == "tpu-manager"]
     tag = f"⟦cmp:{cluster.type}::{cluster.name}⟧"
