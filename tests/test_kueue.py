@@ -396,3 +396,21 @@ def test_policy_refuses_kueue_managed_rayjobs_that_break_kueues_rules(prod):
     from policies import registry
     for name in ("kueue-rayjob-queue", "kueue-rayjob-lifecycle", "kueue-tpu-quota-matches-slices"):
         assert registry.rule(name).enforcement == registry.MANDATORY
+
+
+def test_the_vendored_release_installs_the_crds_the_tests_validate_against():
+    """Kueue's release manifest (workloads/data/) and the CRDs vendored for validation (tests/reference/kueue/) come
+    from the same commit: each CRD the release installs serves the same versions and schemas."""
+    from pathlib import Path
+
+    from workloads import kueue_install
+
+    reference = {}
+    for p in (Path(__file__).resolve().parent / "reference" / "kueue").glob("*.yaml"):
+        d = yaml.safe_load(p.read_text())
+        reference[d["metadata"]["name"]] = d
+    crds = [d for d in kueue_install.release_objects() if d["kind"] == "CustomResourceDefinition"]
+    assert sorted(d["metadata"]["name"] for d in crds) == sorted(reference)
+    for d in crds:
+        want = reference[d["metadata"]["name"]]["spec"]
+        assert (d["spec"]["names"], d["spec"]["versions"]) == (want["names"], want["versions"]), d["metadata"]["name"]
