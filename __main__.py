@@ -242,7 +242,7 @@ def multi_region() -> None:
         MultiKueueWorker(f"{v.cluster.name}-multikueue", MultiKueueWorkerArgs(
             region=v, manager=mkm, k8s_provider=r["provider"], queueing=[r["workloads"].queueing]))
     # The queued RayJobs once the manager's Kueue serves (its webhook sets spec.managedBy) and its queues exist.
-    kueue_ready: list[pulumi.Resource] = [mk_manager.chart, *mk_manager.objects.values()]
+    kueue_ready: list[pulumi.Resource] = [mk_manager.install, *mk_manager.objects.values()]
     queued = [(vs[0], vs[0].job(job)) for job, vs in spec.placements().items() if vs]
     jobs = QueuedRayJobs(f"{m.name}-jobs", QueuedRayJobsArgs(
         jobs=queued, k8s_provider=manager.provider,

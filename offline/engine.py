@@ -214,7 +214,7 @@ def _log() -> tuple[logging.Logger, _Log]:
     return logger, handler
 
 
-def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
+def _record(recorded: list[Resource], reg: pulumi_runtime.Registration, keep_secrets: bool = False) -> None:
     """Keeps what the stock mock monitor drops: each registration's parent and provider."""
     if reg.type == "pulumi:pulumi:Stack":
         return
@@ -229,7 +229,7 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
             parent=parent,
             custom=reg.custom,
             # The engine's own walk made plain inputs afresh; the mocks and the SDK only read them.
-            inputs=reg.inputs if reg.plain else _plain(reg.inputs),
+            inputs=reg.inputs if reg.plain else _plain(reg.inputs, keep_secrets),
             provider=reg.provider.split("::")[-1] or None if reg.provider else None,
             protect=reg.protect,
             retain_on_delete=reg.retain_on_delete,
@@ -242,14 +242,19 @@ def _record(recorded: list[Resource], reg: pulumi_runtime.Registration) -> None:
     )
 
 
-def _plain(value: Any) -> Any:
-    """Unknowns and secrets as the JSON a reader expects."""
+# What a secret input becomes with ``keep_secrets`` (offline/journey.py writes it as Pulumi serialises a secret).
+SECRET = "<secret>"
+
+
+def _plain(value: Any, keep_secrets: bool = False) -> Any:
+    """Unknowns and secrets as the JSON a reader expects (a secret kept as ``{SECRET: value}`` when asked)."""
     if pulumi_runtime.is_secret(value):
-        return _plain(pulumi_runtime.unwrap_secret(value))
+        inner = _plain(pulumi_runtime.unwrap_secret(value), keep_secrets)
+        return {SECRET: inner} if keep_secrets else inner
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, keep_secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, keep_secrets) for v in value]
     if pulumi_runtime.is_unknown(value):
         return "<computed>"
     return value
@@ -273,6 +278,8 @@ def render(
     stacks_dir: Path | None = None,
     program: Path = PROGRAM,
     shortcuts: bool = True,
+    mocks: _Mocks | None = None,
+    keep_secrets: bool = False,
 ) -> Rendering:
     """Run the real program for ``stack`` under mocks and return what it declared.
 
@@ -280,6 +287,8 @@ def render(
     raises :class:`stackspec.spec.SpecError` before any resource is registered.
     ``program`` is the Pulumi program to run (default: the project's ``__main__.py``);
     it runs with its own directory as the working directory and first on ``sys.path``.
+    ``mocks`` answers for the cloud instead of :class:`_Mocks` (offline/journey.py tags what the cloud computes);
+    ``keep_secrets`` keeps secret inputs marked (:data:`SECRET`).
     ``shortcuts=False`` renders through the SDK's plain ``set_mocks`` path (``offline/pulumi_runtime.py``):
     the same rendering, slower (``tests/test_engine_differential.py``).
     """
@@ -300,8 +309,9 @@ def render(
     spec = stack_spec.load(stack, config, document, as_written=as_written)
 
     recorded: list[Resource] = []
-    mocks = _Mocks()
-    monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg), shortcuts=shortcuts)
+    mocks = mocks or _Mocks()
+    monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: _record(recorded, reg, keep_secrets),
+                                              shortcuts=shortcuts)
     logger, log = _log()
     pulumi_runtime.start(mocks, monitor, project=PROJECT, stack=stack, config=config, logger=logger)  # fresh root
 

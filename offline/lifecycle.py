@@ -92,6 +92,12 @@ def _service(name: str) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
     return lambda e, w: w["type"] == "gcp:projects/service:Service" and w["inputs"].get("service") == name
 
 
+def _kueue_controller(e: dict[str, Any], w: dict[str, Any]) -> bool:
+    """Kueue's controller Deployment (its webhook server) on the same cluster's provider."""
+    return w["type"] == "kubernetes:apps/v1:Deployment" and (w["inputs"].get("metadata") or {}).get(
+        "name") == "kueue-controller-manager"
+
+
 def _extra_nic_subnets(e: dict[str, Any]) -> set[str]:
     return {c.get("subnetwork") for c in (e["inputs"].get("networkConfig") or {}).get("additionalNodeNetworkConfigs")
             or ()}
@@ -104,12 +110,12 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
                  _is(CLUSTER)),
     Prerequisite("Kubernetes objects need the cluster's API server (through the stack's provider)",
                  lambda e: e["type"].startswith("kubernetes:") and e["custom"], _is(CLUSTER)),
-    Prerequisite("Kueue's objects need its CRDs and webhook: the chart first",
-                 lambda e: e["type"].startswith("kubernetes:kueue.x-k8s.io/"), _is("kubernetes:helm.sh/v4:Chart")),
-    Prerequisite("Kueue's webhook suspends a queued RayJob on creation: the chart first",
+    Prerequisite("Kueue's objects need its CRDs and webhook: Kueue's controller first",
+                 lambda e: e["type"].startswith("kubernetes:kueue.x-k8s.io/"), _kueue_controller),
+    Prerequisite("Kueue's webhook suspends a queued RayJob on creation: Kueue's controller first",
                  lambda e: e["type"] == "kubernetes:ray.io/v1:RayJob"
                  and "kueue.x-k8s.io/queue-name" in (e["inputs"].get("metadata", {}).get("labels") or {}),
-                 _is("kubernetes:helm.sh/v4:Chart")),
+                 _kueue_controller),
     Prerequisite("gke-multi-networking-for-extra-nics: a pool's extra NICs need the subnets they name",
                  lambda e: e["type"] == NODE_POOL and bool(_extra_nic_subnets(e)),
                  lambda e, w: w["type"] == "gcp:compute/subnetwork:Subnetwork"

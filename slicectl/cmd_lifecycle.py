@@ -7,7 +7,10 @@ checked against what the cloud needs before it. Day 1: GKE's own changes (auto-u
 the autoscaler's node counts), then the same spec again: it must plan no change. Day 2 (``--change``, a
 stack file for the same stack, e.g. an edited copy): what that change plans from day 1's state.
 ``--state`` starts from a state a previous run wrote (build/<stack>/state.json) instead of day 0.
-Exit 0 when day 0 is in order and day 1 plans nothing, 1 otherwise, 2 for usage errors, 3 for a bad spec.
+Day 0 and day 2 also go through the deploy journey (``offline/journey.py``): ``pulumi preview --save-plan`` then
+``pulumi up --plan`` by Pulumi's own rules, each refusal named with its resource and the engine's source.
+Exit 0 when day 0 is in order (its journey too), day 1 plans nothing and day 2's journey passes, 1 otherwise,
+2 for usage errors, 3 for a bad spec.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from offline import engine
+from offline import journey as jr
 from offline import lifecycle as lc
 from slicectl.exits import Exit, UsageError
 from stackspec import names
@@ -32,13 +36,28 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def render_file(stack: str, path: Path) -> engine.Rendering:
-    """The program's rendering of ``stack`` from another stack file (its lines in messages are that file's)."""
+def render_file(stack: str, path: Path, journey: bool = False) -> engine.Rendering:
+    """The program's rendering of ``stack`` from another stack file (its lines in messages are that file's);
+    ``journey``: as offline/journey.py renders it."""
     if not path.is_file():
         raise UsageError(f"--change {path}: no such stack file")
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copyfile(path, Path(tmp) / names.stack_file(stack).split("/")[-1])
-        return engine.render(stack, stacks_dir=Path(tmp))
+        return jr.render(stack, stacks_dir=Path(tmp)) if journey else engine.render(stack, stacks_dir=Path(tmp))
+
+
+def print_journey(state: dict, rendering: engine.Rendering) -> bool:
+    """The journey's verdict: what the plan holds, and each step `up --plan` would refuse."""
+    preview, _, violations = jr.journey(state, rendering)
+    changes = sum(1 for p in preview.plans.values() if p.ops != ["same"])
+    print(f"  preview --save-plan, then up --plan: {changes} planned step(s), "
+          f"{len(preview.unconfigured)} provider(s) unconfigured at preview")
+    if violations:
+        print("  `pulumi up --plan` would refuse (the first refusal stops the update):")
+        print("\n".join(f"    {v}" for v in violations))
+    else:
+        print("  `up` applies the plan as approved")
+    return not violations
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(f"    {p}" for p in first.problems))
         else:
             print("  every resource waits for what the cloud needs before it")
+        ok = print_journey({}, jr.render(args.stack)) and ok
 
     state, changes = lc.gke_changes(state)
     print(f"\nDay 1: GKE's own changes ({len(changes)}), then the same spec again")
@@ -86,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         day2 = lc.plan(state, changed, {**replace_on, **lc.replace_on_changes(changed)})
         print(f"\nDay 2: to {args.change}: {day2.summary()}")
         print("\n".join(s.line() for s in day2.changes))
+        # The journey from the spec as deployed (day 1's state is this spec's rendering).
+        ok = print_journey(jr.state_of(jr.render(args.stack)), render_file(args.stack, args.change, journey=True)) \
+            and ok
 
     out = args.out / args.stack / "state.json"
     lc.save(state, out)

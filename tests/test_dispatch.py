@@ -83,10 +83,11 @@ def clusters(rendering: engine.Rendering) -> dict[str, Cluster]:
         c = provider_of.get(r.provider_urn or "")
         if c is None:
             continue
-        if r.type == "kubernetes:helm.sh/v4:Chart" and r.inputs.get("chart") == "oci://registry.k8s.io/kueue/charts/kueue":
-            c.kueue_config = yaml.safe_load(r.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-            c.docs.append({"kind": "Namespace", "metadata": {"name": r.inputs["namespace"]}})  # the chart's namespace
-        elif engine.is_kubernetes_object(r):
+        if engine.is_kubernetes_object(r) and r.inputs["kind"] == "ConfigMap" and r.inputs["metadata"] == {
+                **r.inputs["metadata"], "name": "kueue-manager-config", "namespace": "kueue-system"}:
+            # Kueue's release objects (workloads/kueue_install.py): its configuration is this ConfigMap's.
+            c.kueue_config = yaml.safe_load(r.inputs["data"]["controller_manager_config.yaml"])
+        if engine.is_kubernetes_object(r):
             c.docs.append(engine.kubernetes_manifest(r))
     return out
 

@@ -1,11 +1,11 @@
 """The stacks in ``stacks/``, whatever it holds: each lints clean, previews with no policy refusing it, and prices.
 
-This is the one suite that reads ``stacks/``. Its cases come from the files found there (parametrised by
-discovery), so a team that adds its own stack gets these checks for it, and one that removes the examples runs
-none of them and breaks nothing else: the code's own tests read their fixtures (``tests/fixtures/stacks/``).
-Each stack goes through the commands a pull request's CI runs (``slicectl lint``, ``preview``, ``cost``), in
-this process (``slicectl.cli.main``), against their documented contracts: the exit codes of
-``slicectl/exits.py``, the policy report and ``cost.json``'s published schema (``tests/reference/``).
+This is the one suite that reads ``stacks/``. Its cases come from the files found there (parametrised by discovery),
+so a team that adds its own stack gets these checks for it, and one that removes the examples runs none of them and
+breaks nothing else: the code's own tests read their fixtures (``tests/fixtures/stacks/``). Each stack goes through
+the deploy journey (``offline/journey.py``), and the commands a pull request's CI runs (``slicectl lint``,
+``preview``, ``cost``), in this process (``slicectl.cli.main``), against their documented contracts: the exit codes
+of ``slicectl/exits.py``, the policy report and ``cost.json``'s published schema (``tests/reference/``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 import yaml
 from conftest import EXAMPLE_STACKS, REFERENCE
 
+from offline import journey
 from slicectl import cli
 from slicectl.exits import Exit
 
@@ -55,6 +56,15 @@ def preview(previewed, tmp_path_factory, stack: str, capsys) -> tuple[int, Path,
 def test_it_lints_clean(stack, capsys):
     assert cli.main(["lint", "--stack", stack, *IN_EXAMPLES]) == Exit.OK, capsys.readouterr().err
     assert capsys.readouterr().out.splitlines() == [f"{stack}: ok"]
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_it_deploys_through_ci_on_day_0_and_plans_nothing_on_day_1(stack):
+    """`preview --save-plan` then `up --plan` by Pulumi's rules (offline/journey.py, tests/test_journey.py): the
+    first deploy applies the plan the reviewer approved, and the next one plans no step."""
+    from test_journey import check_day0
+
+    check_day0(journey.render(stack, stacks_dir=EXAMPLE_STACKS))
 
 
 @pytest.mark.parametrize("stack", EXAMPLES)

@@ -42,8 +42,8 @@ def test_components_and_parents(prod):
         ("tpu-multislice:infra:CheckpointStore", "maxtext-tpu-checkpoints"),
         ("tpu-multislice:infra:ImageRegistry", "maxtext-tpu-images"),
         ("tpu-multislice:infra:StackMonitoring", "maxtext-tpu-monitoring"),
-        # Kueue's pinned chart: a component the provider expands (helm.v4.Chart).
-        ("kubernetes:helm.sh/v4:Chart", "maxtext-tpu-workloads-kueue-chart"),
+        # Kueue's pinned release objects, each a resource of the program's (workloads/kueue_install.py).
+        ("tpu-multislice:workloads:KueueInstall", "maxtext-tpu-workloads-kueue-install"),
     } | {(r.type, r.name) for r in prod.resources if not r.custom and r.type.startswith("tpu-multislice:workloads")}
     # Every cloud resource sits under a component; child names derive from the component's.
     for r in prod.resources:
@@ -258,7 +258,8 @@ def test_bucket_iam_is_the_ksa_principal(prod):
     # No additive grant beside it on the same bucket (they would fight: infra/iam_policy.py).
     assert not prod.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert not prod.by_type("gcp:storage/bucketIAMBinding:BucketIAMBinding")
-    (ksa,) = [d for d in prod.manifests if d["kind"] == "ServiceAccount"]
+    (ksa,) = [d for d in prod.manifests
+              if d["kind"] == "ServiceAccount" and d["metadata"]["namespace"] != "kueue-system"]
     assert ksa["metadata"]["name"] == "maxtext-ksa" and ksa["metadata"]["namespace"] == "maxtext"
 
 

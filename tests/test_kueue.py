@@ -175,17 +175,30 @@ def test_local_queue_in_the_workload_namespace(prod):
     assert lq["spec"]["clusterQueue"] == one(prod, "ClusterQueue")["metadata"]["name"]
 
 
-# --------------------------------------------------------------------------- the Helm chart
+# --------------------------------------------------------------------------- Kueue's release objects
 
 
-def test_kueue_installed_from_the_pinned_chart(prod):
-    (chart,) = prod.by_type("kubernetes:helm.sh/v4:Chart")
-    assert chart.inputs["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
-    assert chart.inputs["version"] == "0.19.2"
-    assert chart.inputs["namespace"] == kueue.NAMESPACE == "kueue-system"
-    image = chart.inputs["values"]["controllerManager"]["manager"]["image"]
-    assert image == {"repository": "registry.k8s.io/kueue/kueue", "tag": "v0.19.2", "pullPolicy": "IfNotPresent"}
-    config = yaml.safe_load(chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+def test_kueue_installed_from_the_vendored_release(prod):
+    """Kueue's release manifest, each object a resource of the program's (a saved plan holds them all on day 0:
+    tests/test_journey.py), with the stack's manager configuration and nothing else of its own."""
+    from workloads import kueue_install
+
+    installed = [r for r in prod.resources if r.parent and "KueueInstall" in r.parent]
+    release = [d for d in kueue_install.release_objects() if d["kind"] != "Namespace"]
+    assert sorted((r.inputs["kind"], r.inputs["metadata"]["name"]) for r in installed) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in release)
+    assert not prod.by_type("kubernetes:helm.sh/v4:Chart")
+    by_kind = {}
+    for r in installed:
+        by_kind.setdefault(r.inputs["kind"], []).append(r)
+    assert len(by_kind["CustomResourceDefinition"]) == 11
+    (deployment,) = by_kind["Deployment"]
+    (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == kueue.IMAGE == "registry.k8s.io/kueue/kueue:v0.19.2"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    (cm,) = by_kind["ConfigMap"]
+    assert cm.inputs["metadata"]["namespace"] == kueue.NAMESPACE == "kueue-system"
+    config = yaml.safe_load(cm.inputs["data"]["controller_manager_config.yaml"])
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert config["integrations"]["frameworks"] == ["ray.io/rayjob", "ray.io/raycluster"]
     assert config["manageJobsWithoutQueueName"] is False
@@ -195,13 +208,41 @@ def test_kueue_installed_from_the_pinned_chart(prod):
     # The DRANET claim's device class is mapped, or Kueue's DRA integration leaves the TPU pods inadmissible.
     assert config["resources"]["deviceClassMappings"] == [
         {"name": kube.KUEUE_NETDEV_RESOURCE, "deviceClassNames": [kube.NETDEV_DEVICE_CLASS]}]
-    # The chart's namespace first; the queue objects after the chart (its CRDs and webhook).
+    # Every other object is the release's own but for the stack's labels.
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in release}
+    for r in installed:
+        if r.inputs["kind"] in ("ConfigMap", "Deployment"):
+            continue
+        want = by_name[(r.inputs["kind"], r.inputs["metadata"]["name"])]
+        got = {**r.inputs, "metadata": {**r.inputs["metadata"], "labels": want["metadata"].get("labels")}}
+        if "labels" not in want["metadata"]:
+            del got["metadata"]["labels"]
+        assert got == want, r.name
+    # The namespace first; CRDs before the rest; the queue objects after all of Kueue (its CRDs and webhook).
     (ns,) = [r for r in prod.by_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == "kueue-system"]
-    (comp,) = prod.by_type("tpu-multislice:workloads:KueueQueueing")
-    assert chart.parent == ns.parent == comp.urn
-    # The module the chart's class lives in is in the provider table (no whole-package fallback).
-    from offline import provider_modules
-    assert "Chart" in provider_modules.MODULES["pulumi_kubernetes.helm.v4"]
+    assert ns.urn in deployment.dependencies
+    assert {c.urn for c in by_kind["CustomResourceDefinition"]} <= set(deployment.dependencies)
+    (cq,) = prod.by_type(f"kubernetes:{kueue.KUEUE_API}:ClusterQueue")
+    assert {r.urn for r in installed} <= set(cq.dependencies)
+
+
+def test_a_vendored_manifest_that_does_not_match_its_digest_is_refused(tmp_path, monkeypatch):
+    from workloads import kueue_install
+
+    copy_dir = tmp_path / "kueue"
+    copy_dir.mkdir()
+    for f in ("manifests.yaml", "SHA256SUMS"):
+        (copy_dir / f).write_bytes((kueue_install.DATA / f).read_bytes())
+    (copy_dir / "manifests.yaml").write_bytes((copy_dir / "manifests.yaml").read_bytes().replace(
+        b"kueue-controller-manager", b"kueue-controller-manageR", 1))
+    monkeypatch.setattr(kueue_install, "DATA", copy_dir)
+    monkeypatch.setattr(kueue_install, "MANIFEST", copy_dir / "manifests.yaml")
+    kueue_install.release_objects.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="does not match"):
+            kueue_install.release_objects()
+    finally:
+        kueue_install.release_objects.cache_clear()
 
 
 def test_no_device_mapping_without_dranet():
@@ -355,3 +396,21 @@ def test_policy_refuses_kueue_managed_rayjobs_that_break_kueues_rules(prod):
     from policies import registry
     for name in ("kueue-rayjob-queue", "kueue-rayjob-lifecycle", "kueue-tpu-quota-matches-slices"):
         assert registry.rule(name).enforcement == registry.MANDATORY
+
+
+def test_the_vendored_release_installs_the_crds_the_tests_validate_against():
+    """Kueue's release manifest (workloads/data/) and the CRDs vendored for validation (tests/reference/kueue/) come
+    from the same commit: each CRD the release installs serves the same versions and schemas."""
+    from pathlib import Path
+
+    from workloads import kueue_install
+
+    reference = {}
+    for p in (Path(__file__).resolve().parent / "reference" / "kueue").glob("*.yaml"):
+        d = yaml.safe_load(p.read_text())
+        reference[d["metadata"]["name"]] = d
+    crds = [d for d in kueue_install.release_objects() if d["kind"] == "CustomResourceDefinition"]
+    assert sorted(d["metadata"]["name"] for d in crds) == sorted(reference)
+    for d in crds:
+        want = reference[d["metadata"]["name"]]["spec"]
+        assert (d["spec"]["names"], d["spec"]["versions"]) == (want["names"], want["versions"]), d["metadata"]["name"]

@@ -449,8 +449,9 @@ def test_components_declare_every_document(components, manager, regions, kueue_v
         f"projects/my-tpu-project/serviceAccounts/{names.multikueue_account_email('tpu-manager', 'my-tpu-project')}")
     assert not components.by_type("gcp:serviceaccount/account:Account")
     assert not components.by_type("gcp:projects/iAMMember:IAMMember")
-    (chart,) = [c for c in components.by_type("kubernetes:helm.sh/v4:Chart")]
-    assert "multiKueue" in chart.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    (config,) = [c for c in components.by_type("kubernetes:core/v1:ConfigMap")
+                 if c.inputs["metadata"]["name"] == "kueue-manager-config"]
+    assert "multiKueue" in config.inputs["data"]["controller_manager_config.yaml"]
 
 
 def test_components_create_the_token_secrets_and_never_write_their_data(components, manager, regions):
@@ -460,6 +461,7 @@ def test_components_create_the_token_secrets_and_never_write_their_data(componen
     want = {d["metadata"]["name"] for d in mk.manager_access_objects(manager, regions, ENDPOINTS)
             if d["kind"] == "Secret"}
     want |= {names.KUEUE_METRICS_SECRET}  # each worker's own metrics token job fills its own
+    want |= {kueue.WEBHOOK_SECRET}  # Kueue's cert rotator fills its own (workloads/kueue_install.py)
     assert {s.inputs["metadata"]["name"] for s in secrets} == want
     for s in secrets:
         assert s.inputs["metadata"]["namespace"] == kueue.NAMESPACE and "data" not in s.inputs

@@ -202,11 +202,15 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
     assert config["spec"]["clusters"] == ["maxtext-east5", "maxtext-east1"] == multi.outputs["dispatchOrder"]
     for name in ("tpu-manager-k8s", "maxtext-east5-k8s", "maxtext-east1-k8s"):
         assert mk.cluster_queue_rules(kueue_on(name)) == [], name
-    # The manager's chart runs the incremental dispatcher; the workers' charts are the plain one, same version.
-    charts = {r.name: r.inputs for r in multi.by_type("kubernetes:helm.sh/v4:Chart")}
-    assert {c["version"] for c in charts.values()} == {kueue.CHART_VERSION}
-    [manager_chart] = [c for n, c in charts.items() if n.startswith("tpu-manager")]
-    assert mk.INCREMENTAL_DISPATCHER in manager_chart["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    # The manager's Kueue runs the incremental dispatcher; the workers' are the plain one, same version.
+    controllers = {r.provider: r.inputs for r in multi.by_type("kubernetes:apps/v1:Deployment")
+                   if r.inputs["metadata"]["name"] == "kueue-controller-manager"}
+    assert len(controllers) == 3
+    assert {c["spec"]["template"]["spec"]["containers"][0]["image"] for c in controllers.values()} == {kueue.IMAGE}
+    configs = {r.provider: r.inputs["data"]["controller_manager_config.yaml"]
+               for r in multi.by_type("kubernetes:core/v1:ConfigMap")
+               if r.inputs["metadata"]["name"] == "kueue-manager-config"}
+    assert [p for p, c in configs.items() if mk.INCREMENTAL_DISPATCHER in c] == ["tpu-manager-k8s-offline-id"]
     # Each worker: the manager's ServiceAccount and least-privilege RBAC, its user the manager's Google identity.
     for v in order:
         want = {(d["kind"], d["metadata"]["name"]) for d in mk.worker_objects(v, m)}
@@ -236,7 +240,7 @@ def test_multikueue_is_wired_and_every_object_validates(multi, kueue_validator, 
         if "tpu-manager-k8s" not in job.provider:
             continue
         waits = {by_urn[u].type for u in job.dependencies if u in by_urn}
-        assert {"kubernetes:helm.sh/v4:Chart", "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+        assert {"kubernetes:apps/v1:Deployment", "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
                 "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"} <= waits, job.name
     # Binary Authorization admits the token job's image (it runs on every cluster) beside Kueue's.
     [policy] = multi.by_type("gcp:binaryauthorization/policy:Policy")
@@ -297,17 +301,19 @@ def test_policies_across_clusters_pass_and_trip(multi):
     assert "google.com/tpu" in got["multikueue-manager-quota"][0] and "('32', '64')" in got[
         "multikueue-manager-quota"][0]
 
-    # Kueue one chart version ahead in one region.
-    got = _fired(_edit(base, lambda r: r.type == "kubernetes:helm.sh/v4:Chart" and r.provider == "maxtext-east1-k8s",
-                       lambda p: p.update(version="0.20.0")))
+    # Kueue one version ahead in one region (its controller's image).
+    def ahead(p):
+        p["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.k8s.io/kueue/kueue:v0.20.0"
+    got = _fired(_edit(base, lambda r: r.type == "kubernetes:apps/v1:Deployment" and r.provider == "maxtext-east1-k8s"
+                       and r.props["metadata"]["name"] == "kueue-controller-manager", ahead))
     assert set(got) == {"multikueue-same-kueue"} and "'maxtext-east1': '0.20.0'" in got["multikueue-same-kueue"][0]
-    # ... or as the chart's own objects carry it (what Pulumi sees once the chart is expanded).
+    # ... or as a Helm chart's own objects carry it (a fork that installs Kueue from its chart).
     from policies.rules.common import Res
     labelled = Res("kubernetes:apps/v1:Deployment", "kueue-controller-manager", "urn:kueue", {
         "metadata": {"name": "kueue-controller-manager", "labels": {"helm.sh/chart": "kueue-0.18.0",
                                                                 "app.kubernetes.io/part-of": "tpu-multislice"}}}, (),
         "tpu-manager-k8s")
-    assert set(_fired([r for r in base if not (r.type == "kubernetes:helm.sh/v4:Chart"
+    assert set(_fired([r for r in base if not (r.type == "kubernetes:apps/v1:Deployment"
                                                 and r.provider == "tpu-manager-k8s")] + [labelled])) == {
         "multikueue-same-kueue"}
 

@@ -313,7 +313,7 @@ def ours(rendering) -> dict[str, Any]:
         "cluster.managedPrometheus": dig(c, "monitoringConfig", "managedPrometheus", "enabled", default=True),
         "cluster.autoscalingProfile": dig(c, "clusterAutoscaling", "autoscalingProfile", default="BALANCED"),
         "cluster.kueue.tpuQuota": _tpu_quota(rendering),
-        "cluster.kueue.version": _chart_version(rendering, "kueue"),
+        "cluster.kueue.version": _kueue_version(rendering),
         "cluster.jobset": any("jobset" in json.dumps(r.inputs).lower() for r in rendering.resources
                               if r.type.startswith("kubernetes:helm") or "jobset" in r.type.lower()),
     }
@@ -346,9 +346,11 @@ def _tpu_quota(rendering) -> int:
                if res["name"] == "google.com/tpu")
 
 
-def _chart_version(rendering, chart: str) -> str | None:
-    return next((r.inputs["version"] for r in rendering.resources
-                 if r.type.startswith("kubernetes:helm") and r.inputs.get("chart", "").endswith(f"/{chart}")), None)
+def _kueue_version(rendering) -> str | None:
+    """Kueue's version as its controller's image names it (workloads/kueue_install.py)."""
+    return next((c["image"].rsplit(":v", 1)[-1] for r in rendering.by_type("kubernetes:apps/v1:Deployment")
+                 if r.inputs["metadata"]["name"] == "kueue-controller-manager"
+                 for c in r.inputs["spec"]["template"]["spec"]["containers"]), None)
 
 
 def _our_networks(rendering, tpu: Mapping[str, Any]) -> dict[str, Any]:

@@ -443,6 +443,12 @@ FAILING: list[tuple[str, str, Callable[[list[Res]], Any], dict | None, str]] = [
 
 
 
+def _kueue_image(deployments, image: str) -> None:
+    """Kueue's controller (workloads/kueue_install.py) on another image."""
+    (d,) = [d for d in deployments if d.props["metadata"]["name"] == "kueue-controller-manager"]
+    d.props["spec"]["template"]["spec"]["containers"][0]["image"] = image
+
+
 def _on(rs, cluster, kind):
     """The Kubernetes objects of ``kind`` a multi-region stack applies to ``cluster``."""
     return [r for r in rs if r.provider == f"{cluster}-k8s" and r.type.endswith(f":{kind}")]
@@ -458,7 +464,7 @@ def _tpu_quota(cq, chips):
 
 FAILING += [
     ("multikueue-same-kueue", "multi",
-     lambda rs: _on(rs, "maxtext-east1", "Chart")[0].props.update(version="0.20.0"), None,
+     lambda rs: _kueue_image(_on(rs, "maxtext-east1", "Deployment"), "registry.k8s.io/kueue/kueue:v0.20.0"), None,
      "'maxtext-east1': '0.20.0'"),
     ("gke-version-skew-across-clusters", "multi",
      lambda rs: _find(rs, CLUSTER, "tpu-manager").props.update(minMasterVersion="1.33.5-gke.1080000"), None,

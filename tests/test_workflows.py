@@ -405,9 +405,12 @@ def test_deploy_workflow_is_gated_and_never_overlaps():
     up_run = " ".join(s.get("run", "") for s in steps(up))
     assert '--save-plan "build/plan/$STACK.json"' in preview_run
     assert 'pulumi up --stack "$STACK" --plan "build/plan/$STACK.json"' in up_run
-    assert 'gh run download "$RUN_ID"' in up_run and '--name "plan-$STACK"' in up_run
+    assert 'gh run download "$RUN_ID"' in up_run and '--name "plan-$STACK-$RUN_ATTEMPT"' in up_run
+    # One plan per attempt: a re-run previews again (no 409 on the artifact's name) and never applies a stale plan.
     (upload,) = uses(wf["jobs"]["preview"], "actions/upload-artifact")
-    assert upload["with"]["name"] == "plan-${{ matrix.stack }}"
+    assert upload["with"]["name"] == "plan-${{ matrix.stack }}-${{ github.run_attempt }}"
+    (download,) = [s for s in steps(up) if "gh run download" in s.get("run", "")]
+    assert download["env"]["RUN_ATTEMPT"] == "${{ github.run_attempt }}" and "exit 1" in download["run"]
     (apply,) = [s for s in steps(up) if "pulumi up" in s.get("run", "")]
     assert apply["env"]["PULUMI_EXPERIMENTAL"] == "true"  # --plan is an experimental flag of pulumi up
     assert wf["jobs"]["preview"]["environment"] == ci.read_environment("${{ matrix.stack }}").name

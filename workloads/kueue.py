@@ -86,6 +86,11 @@ def _meta(spec: StackSpec, name: str, component: str, namespaced: bool = False) 
     return meta
 
 
+def labels(spec: StackSpec, component: str) -> dict[str, str]:
+    """The labels every object of the stack carries (policies: required-labels), Kueue's release objects too."""
+    return _meta(spec, "", component)["labels"]
+
+
 def _doc(kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
     return {"apiVersion": KUEUE_API, "kind": kind, "metadata": meta, **body}
 

@@ -1,6 +1,6 @@
 """MultiKueueManager and MultiKueueWorker: the documents of ``workloads/multikueue.py`` declared on each cluster.
 
-The manager component installs Kueue from the same pinned chart as the workers (with the MultiKueue
+The manager component installs Kueue from the same vendored release as the workers (with the MultiKueue
 configuration), then its queues, a MultiKueueCluster per region, the token CronJob and Kueue's metrics
 scraping, and binds the CronJob's Kubernetes service account to the Google service account it runs as (workload
 identity, pulumi-gcp). The bootstrap creates that account and its cluster viewer role on the workers' projects
@@ -25,6 +25,7 @@ from stackspec.spec import StackSpec
 from workloads import kueue
 from workloads import multikueue as mk
 from workloads.component import _custom, _rbac
+from workloads.kueue_install import KueueInstall
 from workloads.queueing import KueueObject
 
 
@@ -80,13 +81,12 @@ class MultiKueueManager(pulumi.ComponentResource):
 
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata=kueue.namespace(regions[0])["metadata"],
                                                opts=base)
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart", name=kueue.RELEASE, chart=kueue.CHART, version=kueue.CHART_VERSION,
-            namespace=kueue.NAMESPACE, values=mk.manager_helm_values(m, regions),
-            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])))
-        after_chart = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
-            depends_on=[self.chart, *args.namespace]))
-        self.objects = {f"{d['kind']}/{d['metadata']['name']}": _declare(name, d, after_chart)
+        self.install = KueueInstall(
+            f"{name}-install", mk.manager_helm_values(m, regions)["managerConfig"]["controllerManagerConfigYaml"],
+            kueue.labels(regions[0], "kueue"), self.namespace, base)
+        after_kueue = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+            depends_on=[self.install, *args.namespace]))
+        self.objects = {f"{d['kind']}/{d['metadata']['name']}": _declare(name, d, after_kueue)
                         for d in mk.manager_objects(m, regions)}
 
         # The token job: its ConfigMap carries the endpoints, known once the clusters exist.
@@ -100,10 +100,10 @@ class MultiKueueManager(pulumi.ComponentResource):
                     **d["data"], "targets.json": json.dumps(mk.token_targets(m, regions, list(eps)), indent=1)})
                 d = {**d, "data": data}
             self.access[f"{d['kind']}/{d['metadata']['name']}"] = _declare(
-                name, d, pulumi.ResourceOptions.merge(after_chart, pulumi.ResourceOptions(
-                    depends_on=[self.chart, self.workload_identity])))
+                name, d, pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(
+                    depends_on=[self.install, self.workload_identity])))
         self.register_outputs({
-            "chart": f"{kueue.CHART}:{kueue.CHART_VERSION}",
+            "kueue": kueue.KUEUE_VERSION,
             "dispatchOrder": [r.cluster.name for r in regions],
             "googleServiceAccount": m.google_service_account,
             "objects": [*self.objects, *self.access],
@@ -115,7 +115,7 @@ class MultiKueueWorkerArgs:
     region: StackSpec
     manager: mk.Manager
     k8s_provider: k8s.Provider
-    # The region's KueueQueueing (its chart: kueue-system and Kueue's metrics reader role come with it).
+    # The region's KueueQueueing (its release objects: kueue-system and Kueue's metrics reader role come with them).
     queueing: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 

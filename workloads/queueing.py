@@ -1,8 +1,9 @@
-"""KueueQueueing: Kueue installed from its pinned Helm chart, and the stack's queue objects.
+"""KueueQueueing: Kueue installed from its vendored release manifest, and the stack's queue objects.
 
 The documents come from ``workloads/kueue.py`` (pure functions of the spec); this component
-declares them on the cluster's provider: the ``kueue-system`` namespace, the ``kueue`` chart
-(``helm.v4.Chart``, pinned version, OCI repository), then the ResourceFlavors, priority classes,
+declares them on the cluster's provider: the ``kueue-system`` namespace, Kueue's release objects
+(``workloads/kueue_install.py``: each a resource of its own, so a saved plan holds them on day 0 too),
+then the ResourceFlavors, priority classes,
 the DWS admission check where a slice asks for it, the ClusterQueue and the LocalQueue.
 Whatever Kueue must manage (RayJobs, the shared RayCluster) depends on this component, so Kueue's
 webhook is serving before any of them is created (else KubeRay would start them unqueued).
@@ -19,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from stackspec.spec import StackSpec
 from workloads import kueue
+from workloads.kueue_install import KueueInstall
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,10 @@ class KueueObject(pulumi.CustomResource):
 
 
 class KueueQueueing(pulumi.ComponentResource):
-    """Kueue (Helm chart kueue, pinned) and the stack's flavors, priority classes and queues."""
+    """Kueue (its release manifest, pinned) and the stack's flavors, priority classes and queues."""
 
     namespace: k8s.core.v1.Namespace
-    chart: k8s.helm.v4.Chart
+    install: KueueInstall
     objects: dict[str, KueueObject]
 
     def __init__(self, name: str, args: KueueQueueingArgs, opts: pulumi.ResourceOptions | None = None):
@@ -57,26 +59,19 @@ class KueueQueueing(pulumi.ComponentResource):
             metadata=kueue.namespace(spec)["metadata"],
             opts=base,
         )
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            # The release name: the chart names its objects kueue-* (the webhook Secret the drift check skips).
-            name=kueue.RELEASE,
-            chart=kueue.CHART,
-            version=kueue.CHART_VERSION,
-            namespace=kueue.NAMESPACE,
-            values=kueue.helm_values(spec),
-            opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[self.namespace])),
-        )
-        # The CRDs and the webhook come with the chart: the objects wait for it.
-        after_chart = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
-            depends_on=[self.chart, *args.namespace]))
+        self.install = KueueInstall(
+            f"{name}-install", kueue.helm_values(spec)["managerConfig"]["controllerManagerConfigYaml"],
+            kueue.labels(spec, "kueue"), self.namespace, base)
+        # The CRDs and the webhook come with Kueue's release objects: the queue objects wait for them.
+        after_kueue = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+            depends_on=[self.install, *args.namespace]))
         self.objects = {
             f"{doc['kind']}/{doc['metadata']['name']}": KueueObject(
-                f"{name}-{doc['kind'].lower()}-{doc['metadata']['name']}", doc, after_chart)
+                f"{name}-{doc['kind'].lower()}-{doc['metadata']['name']}", doc, after_kueue)
             for doc in kueue.all_objects(spec)
         }
         self.register_outputs({
-            "chart": f"{kueue.CHART}:{kueue.CHART_VERSION}",
+            "kueue": kueue.KUEUE_VERSION,
             "clusterQueue": kueue.cluster_queue(spec)["metadata"]["name"],
             "localQueue": kueue.local_queue(spec)["metadata"]["name"],
             "objects": list(self.objects),

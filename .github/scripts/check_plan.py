@@ -1,4 +1,4 @@
-"""Refuse a saved Pulumi plan whose IAM or RBAC inputs are unknown; fail closed.
+"""Refuse a saved Pulumi plan whose IAM or RBAC inputs are unknown or secret, or that lacks resources; fail closed.
 
 `pulumi up --plan` binds the inputs the preview knew, and nothing else: pulumi/pulumi
 pkg/resource/deploy/plan.go, the doc comment of `type Plan`: "In the case of inputs, unknown values in the
@@ -26,6 +26,11 @@ from pathlib import Path
 ALLOWED = Path(__file__).resolve().parents[1] / "plan-unknowns-allowed.json"
 # pulumi/pulumi pkg/resource/stack/deployment.go: what a computed (unknown) value serializes as.
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+# resource.SecretSig: the key a serialised secret carries (sdk/go/common/resource/properties.go).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+# The components the Kubernetes provider constructs (pulumi-kubernetes provider_construct.go resourceProviders).
+CONSTRUCTED = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup", "kubernetes:helm.sh/v4:Chart",
+               "kubernetes:kustomize/v2:Directory")
 RBAC = re.compile(r"^kubernetes:rbac\.authorization\.k8s\.io/v1:(Role|ClusterRole|RoleBinding|ClusterRoleBinding)$")
 
 
@@ -36,9 +41,12 @@ def security_relevant(type_: str) -> bool:
 
 
 def unknowns(value: object, path: str) -> list[str]:
-    """The property paths under `value` that are unknown (or contain an unknown, as an interpolated string does)."""
+    """The property paths under `value` that are unknown (or contain an unknown, as an interpolated string does),
+    or secret (unreadable: it may hide an unknown)."""
     if isinstance(value, str):
         return [path] if UNKNOWN in value else []
+    if isinstance(value, dict) and SECRET_SIG in value:
+        return [f"{path} (secret)"]
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in unknowns(v, f"{path}.{k}")]
     if isinstance(value, list):
@@ -46,10 +54,26 @@ def unknowns(value: object, path: str) -> list[str]:
     return []
 
 
+def missing(plans: dict) -> list[str]:
+    """Resources the update will register that the plan cannot hold (see the module docstring)."""
+    parents = {(rp.get("goal") or {}).get("parent") for rp in plans.values()}
+    out = []
+    for urn, rp in sorted(plans.items()):
+        goal = rp.get("goal") or {}
+        if goal.get("type") in CONSTRUCTED and urn not in parents:
+            out.append(f"{urn}: a component its provider constructs, with no child in the plan (its provider's "
+                       "configuration was unknown at preview, so Construct did not run): `up --plan` would refuse "
+                       "each child it creates")
+        parent = goal.get("parent") or ""
+        if parent and parent not in plans and parent.split("::")[2:3] != ["pulumi:pulumi:Stack"]:
+            out.append(f"{urn}: its parent {parent} is not in the plan")
+    return out
+
+
 def findings(plan: dict, allowed: set[tuple[str, str]]) -> list[str]:
     if "plan" in plan and "version" in plan:  # a VersionedDeploymentPlan
         plan = plan["plan"]
-    out = []
+    out = missing(plan.get("resourcePlans") or {})
     for urn, rp in sorted((plan.get("resourcePlans") or {}).items()):
         goal = rp.get("goal") or {}
         if not security_relevant(goal.get("type", "")):
@@ -59,7 +83,9 @@ def findings(plan: dict, allowed: set[tuple[str, str]]) -> list[str]:
             for key, value in sorted((diff.get(kind) or {}).items()):
                 for path in unknowns(value, key):
                     if (urn, path) not in allowed and (urn, key) not in allowed:
-                        out.append(f"{urn}: {path} is unknown in the plan (any value would be applied)")
+                        what = "secret: unreadable in the plan (it may be unknown)" if path.endswith("(secret)") \
+                            else "unknown in the plan (any value would be applied)"
+                        out.append(f"{urn}: {path.removesuffix(' (secret)')} is {what}")
     return out
 
 
@@ -78,11 +104,13 @@ def main(argv: list[str]) -> int:
     for p in problems:
         print(f"::error::{p}", file=sys.stderr)
     if problems:
-        print(f"refusing the plan: {len(problems)} IAM/RBAC input(s) the reviewer could not see. Apply what "
-              f"produces them first (the next preview then knows them), or list each in .github/{ALLOWED.name} "
-              "with its reason (a code-owned change).", file=sys.stderr)
+        print(f"refusing the plan: {len(problems)} problem(s): IAM/RBAC input(s) the reviewer could not see, or "
+              "resources the update would create that the plan does not hold. Apply what produces an unknown first "
+              f"(the next preview then knows it), or list it in .github/{ALLOWED.name} with its reason (a "
+              "code-owned change); declare a constructed component's objects as the program's own resources.",
+              file=sys.stderr)
         return 1
-    print("no IAM or RBAC input of the plan is unknown")
+    print("no IAM or RBAC input of the plan is unknown or secret, and no resource is missing from it")
     return 0
 
 

@@ -55,7 +55,13 @@ ACCEPTED = {
                  "switch attestation off for its project; the deploy-<stack> environment's reviewer is the guard"),
     "multikueue": ("the MultiKueue manager creates the admitted Ray jobs in the workers' job namespace "
                    "(workloads/multikueue.py): a namespace with a Kueue LocalQueue, not cluster-wide"),
+    "kueue": ("Kueue's own controller, as its release manifest grants it (workloads/kueue_install.py): it suspends, "
+              "admits and resumes jobs in every namespace, and its cert rotator updates its own two webhook "
+              "configurations (resourceNames) with their CA bundle"),
 }
+KUEUE_CONTROLLER = "k8s:ServiceAccount:kueue-system/kueue-controller-manager"
+KUEUE_CONTROLLER_PATHS = re.compile(r"^Kubernetes (patch|update) of pod-making kinds|^Kubernetes admission control "
+                                    r"writes")
 MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system/[a-z0-9-]*multikueue$")
 MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
 # What an account reaching more than its holder means: a project the holder does not reach, or a sensitive permission.
@@ -218,6 +224,8 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             elif source == "RBAC" and MULTIKUEUE_MANAGER.match(member) and ns in reach.job_namespaces and set(
                     what.rsplit(": ", 1)[1].split(", ")) <= MULTIKUEUE_KINDS and "pod-making" in what:
                 ok = ACCEPTED["multikueue"]
+            elif source == "RBAC" and member == KUEUE_CONTROLLER and KUEUE_CONTROLLER_PATHS.match(what):
+                ok = ACCEPTED["kueue"]
             out.append(Finding(who, what, ok))
         if not ci:
             continue

@@ -87,7 +87,8 @@ def _rules_of(manifests: list[dict], builtin: dict[str, list[dict]], kind: str, 
                                                                  namespace):
             # An aggregated ClusterRole's rules are whatever roles match its selectors, now or later: unknown.
             return None if d.get("aggregationRule") else d.get("rules") or []
-    return builtin.get(name) if kind == "ClusterRole" else None
+    # The API server's own roles: a ClusterRole by name, a namespaced Role as <namespace>/<name>.
+    return builtin.get(name) if kind == "ClusterRole" else builtin.get(f"{namespace}/{name}")
 
 
 def subject_key(subject: dict, ns: str) -> str:

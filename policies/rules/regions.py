@@ -43,6 +43,9 @@ CHART = "kubernetes:helm.sh/v4:Chart"
 KUEUE_CHART = "kueue"  # the chart's name, the last part of its OCI reference
 # <chart>-<version> on everything Kueue's chart renders (charts/kueue/templates/_helpers.tpl kueue.labels).
 HELM_CHART_LABEL = "helm.sh/chart"
+# Kueue as its release manifest installs it (workloads/kueue_install.py): the controller Deployment's image tag.
+KUEUE_DEPLOYMENT = ("kubernetes:apps/v1:Deployment", "kueue-controller-manager")
+KUEUE_IMAGE = re.compile(r"/kueue/kueue:v(\S+)$")
 # GKE's Kubernetes versions, 1.35.2-gke.1842000 (https://cloud.google.com/kubernetes-engine/versioning).
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
 # Kubernetes' version skew policy: the API servers one client talks to are within one minor version of each
@@ -110,8 +113,9 @@ def _minor(version: Any) -> tuple[int, int] | None:
 
 
 def same_versions(resources: Sequence[Res], ctx: Context) -> Violations:
-    """Kueue's chart is the same version on every cluster, the manager included (Kueue's MultiKueue needs the
-    same Kueue on both sides: site docs concepts/multikueue.md), and GKE's Ray add-on serves RayJobs on each."""
+    """Kueue (its release objects, or a chart) is the same version on every cluster, the manager included (Kueue's
+    MultiKueue needs the same Kueue on both sides: site docs concepts/multikueue.md), and GKE's Ray add-on serves
+    RayJobs on each."""
     if _topology(resources) is None:
         return []
     charts: dict[str, tuple[Res, str]] = {}
@@ -121,6 +125,10 @@ def same_versions(resources: Sequence[Res], ctx: Context) -> Violations:
             charts[str(_cluster(r))] = (r, str(get(r.props, "version", "unpinned")))
         elif (label := str(_labels(r).get(HELM_CHART_LABEL, ""))).startswith(f"{KUEUE_CHART}-"):
             charts.setdefault(str(_cluster(r)), (r, label[len(KUEUE_CHART) + 1:]))
+        elif (r.type, get(r.props, "metadata.name")) == KUEUE_DEPLOYMENT:
+            for c in get(r.props, "spec.template.spec.containers", []) or []:
+                if m := KUEUE_IMAGE.search(str(c.get("image", ""))):
+                    charts[str(_cluster(r))] = (r, m[1])
     versions = {c: v for c, (_, v) in charts.items()}
     if len(set(versions.values())) > 1:
         first = next(iter(charts.values()))[0]

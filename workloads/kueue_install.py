@@ -1,0 +1,100 @@
+"""Kueue itself, from its vendored release manifest, each object a resource of the program's own.
+
+Why not ``helm.v4.Chart``: a Chart is a component the Kubernetes provider constructs, and a provider whose kubeconfig
+comes from a cluster the same update creates (day 0, a region added, a cluster replaced) is not configured at
+preview, so Pulumi skips ``Construct`` and the saved plan holds none of the chart's objects; ``up --plan`` then
+refuses each of them ("create is not allowed by the plan: no steps were expected for this resource"). pulumi/pulumi
+sdk/go/common/resource/plugin/provider_plugin.go:2006-2030 and pkg/resource/deploy/step_generator.go:449-455 at
+1b5949891b3c; ``offline/journey.py`` models it and ``tests/test_journey.py`` holds every stack to it. Objects the
+program registers itself are in the plan whatever the provider knows, with the inputs the reviewer reads.
+
+The manifest is Kueue's release artifact for the pinned version (``workloads/data/kueue-<version>/README.md``:
+source, commit, digest, licence), the way cluster-toolkit's ``kubectl-apply`` module and xpk install Kueue. What
+the program changes, and nothing else: the manager's configuration (the ConfigMap the Deployment mounts) is the
+stack's (``workloads/kueue.py`` ``manager_config``), the image is pulled ``IfNotPresent`` (as the chart's values
+set it before), the ``kueue-system`` Namespace is the program's own (``workloads/kueue.py`` ``namespace``), and each
+object carries the stack's labels beside Kueue's (policies: required-labels; no selector reads them).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from workloads import kueue
+
+DATA = Path(__file__).resolve().parent / "data" / f"kueue-{kueue.KUEUE_VERSION}"
+MANIFEST = DATA / "manifests.yaml"
+CONFIG_MAP = f"{kueue.RELEASE}-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+DEPLOYMENT = f"{kueue.RELEASE}-controller-manager"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def release_objects() -> tuple[dict[str, Any], ...]:
+    """The release manifest's objects, checked against the vendored digest."""
+    sums = dict(line.split()[::-1] for line in (DATA / "SHA256SUMS").read_text().splitlines() if line.strip())
+    raw = MANIFEST.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != sums.get("manifests.yaml"):
+        raise ValueError(f"{MANIFEST} does not match {DATA / 'SHA256SUMS'}: re-vendor it as its README says")
+    return tuple(d for d in yaml.load_all(raw, Loader=_LOADER) if d)
+
+
+def objects(config_yaml: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Kueue's objects for one cluster, its manager configured with ``config_yaml`` (Helm values' equivalent),
+    each labelled ``labels`` too."""
+    out = []
+    for doc in release_objects():
+        if doc["kind"] == "Namespace":
+            continue  # the program's own, with its labels (workloads/kueue.py namespace)
+        meta = doc["metadata"]
+        doc = {**doc, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels}}}
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == CONFIG_MAP:
+            doc = {**doc, "data": {**doc["data"], CONFIG_KEY: config_yaml}}
+        elif doc["kind"] == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
+            doc = copy.deepcopy(doc)
+            for c in doc["spec"]["template"]["spec"]["containers"]:
+                if c["image"] == kueue.IMAGE:
+                    c["imagePullPolicy"] = "IfNotPresent"
+        out.append(doc)
+    return out
+
+
+def type_token(doc: dict[str, Any]) -> str:
+    """The Kubernetes provider's type token: ``kubernetes:<group>/<version>:<kind>``, the core group as ``core``."""
+    api = doc["apiVersion"] if "/" in doc["apiVersion"] else f"core/{doc['apiVersion']}"
+    return f"kubernetes:{api}:{doc['kind']}"
+
+
+class ManifestObject(pulumi.CustomResource):
+    """One object of the manifest, applied whole by the Kubernetes provider (server-side apply)."""
+
+    def __init__(self, name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions):
+        super().__init__(type_token(doc), name, dict(doc), opts)
+
+
+class KueueInstall(pulumi.ComponentResource):
+    """Kueue's release objects on one cluster, CRDs first (the rest may be read by Kueue only once they exist)."""
+
+    def __init__(self, name: str, config_yaml: str, labels: dict[str, str], namespace: pulumi.Resource,
+                 opts: pulumi.ResourceOptions):
+        super().__init__("tpu-multislice:workloads:KueueInstall", name, None, opts)
+        docs = objects(config_yaml, labels)
+        # A component's depends_on is not its children's: each object waits for the namespace itself.
+        base = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        crds = [ManifestObject(f"{name}-crd-{d['metadata']['name']}", d, base)
+                for d in docs if d["kind"] == "CustomResourceDefinition"]
+        after_crds = pulumi.ResourceOptions(parent=self, depends_on=[namespace, *crds])
+        # The webhook Secret is templated empty and filled by Kueue's cert rotator: its data is never the program's.
+        secret = pulumi.ResourceOptions.merge(after_crds, pulumi.ResourceOptions(ignore_changes=["data", "stringData"]))
+        self.objects = {f"{d['kind']}/{d['metadata']['name']}": ManifestObject(
+            f"{name}-{d['kind'].lower()}-{d['metadata']['name']}", d, secret if d["kind"] == "Secret" else after_crds)
+            for d in docs if d["kind"] != "CustomResourceDefinition"}
+        self.register_outputs({"version": kueue.KUEUE_VERSION, "objects": len(docs)})
