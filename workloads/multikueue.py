@@ -56,8 +56,8 @@ KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 
 # The worker side's identity for the manager is a ServiceAccount in kueue-system (names.MULTIKUEUE_WORKER_SA),
 # whose tokens the manager's CronJob (its KSA names.MULTIKUEUE_MANAGER_KSA) requests.
-TOKEN_SECONDS = 3600
-TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
+TOKEN_SECONDS = names.MULTIKUEUE_TOKEN_SECONDS
+TOKEN_SCHEDULE = f"*/{names.MULTIKUEUE_TOKEN_PERIOD_MINUTES} * * * *"  # three chances to refresh before a token expires
 TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
 # An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim), pinned by digest to a
 # versioned tag (versioned tags stay published; `stable-slim` is not a documented tag). The digest is the one two
@@ -411,7 +411,7 @@ def token_job(stack: str, name: str, ksa: str, config: dict[str, Any], annotatio
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
-            "name": "token",
+            "name": names.MULTIKUEUE_TOKEN_CONTAINER,
             "image": TOKEN_IMAGE,
             "command": ["python3", "/token/multikueue_token.py", "/token/targets.json"],
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
