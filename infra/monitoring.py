@@ -221,6 +221,9 @@ KUEUE_ADMITTED = "multikueue_workloads_admitted_total"
 # pkg/controller/admissionchecks/multikueue/admissioncheck.go:92-100), and stays active with only some ("Some
 # ActiveClusters"). Kueue v0.19.2: tag v0.19.2, commit 8eab68778fc1b52affe165fdf5af29d1e9b4f3cb.
 KUEUE_CQ_STATUS = "kueue_cluster_queue_status"
+# Evictions per ClusterQueue and reason; "PodsReadyTimeout": the workload's pods were not ready within
+# waitForPodsReady's timeout (metrics.go:630-642 at v0.19.2). On the manager: a region admitted a job it cannot start.
+KUEUE_EVICTED = "kueue_evicted_workloads_total"
 # One inactive MultiKueueCluster among several has no Kueue metric (metrics.go has none per MultiKueueCluster): the
 # manager's Kueue logs at error level each time it cannot connect one and sets Active=False
 # (multikueuecluster.go:896-916: "loading client config failed", "setting client config").
@@ -286,6 +289,13 @@ def manager_alert_queries(spec: StackSpec) -> list[Alert]:
               "missing kubeconfig, the worker's endpoint down). Jobs are dispatched to the other regions only; with "
               "every worker lost the MultiKueue AdmissionCheck turns inactive and nothing is admitted. "
               "`kubectl get multikueuecluster -o wide` on the manager."),
+        Alert("multikueue-pods-ready-timeout", f"{m}: a queued job's pods were not ready in its region",
+              f'sum by (cluster_queue) (increase({KUEUE_EVICTED}{{cluster="{m}", reason="PodsReadyTimeout"}}[1h]))'
+              " > 0", "0s", "WARNING",
+              "The manager evicted a job whose worker admitted it but whose slices did not start within the "
+              "manager's waitForPodsReady timeout. Kueue dispatches it again from the first region of the "
+              "MultiKueueConfig, not the next (docs/multikueue.md, waitForPodsReady): if that region cannot start "
+              "it, take it out of the config or its quota to zero."),
         Alert("clusterqueue-inactive", f"{m}: a ClusterQueue is not active",
               f'max by (cluster, cluster_queue) ({KUEUE_CQ_STATUS}{{cluster=~"{clusters}", '
               'status!="active"}) == 1', "600s", "ERROR",

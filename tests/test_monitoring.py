@@ -221,7 +221,8 @@ def test_what_stops_every_multi_region_dispatch_alerts(multi):
                 if p.name.startswith(f"{manager}-monitoring-")}
     expected = {a.key: a for a in monitoring.manager_alert_queries(spec)}
     assert set(policies) == set(expected) == {"multikueue-token-failed", "multikueue-token-stale",
-                                              "multikueue-cluster-inactive", "clusterqueue-inactive"}
+                                              "multikueue-cluster-inactive", "multikueue-pods-ready-timeout",
+                                              "clusterqueue-inactive"}
     [channel] = multi.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
     for key, p in policies.items():
         (cond,) = p.inputs["conditions"]
