@@ -137,15 +137,24 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares, auth):
         assert cluster.spares_refused == []
         env = cluster.env | {"RAY_ADDRESS": cluster.address}
         if spares:
-            # The spare imports MaxText as it starts (seconds): wait until the node has an idle Ray worker (named
-            # ray::IDLE once connected) that is done with it (idle CPU). The actor's own check below is exact.
-            node, deadline_s = cluster.workers()[0], 240
+            # The spare imports MaxText as it starts (seconds of CPU): wait until the node has an idle Ray worker
+            # (named ray::IDLE once connected) that is done with it: its CPU time past an import's and no longer
+            # growing (a CPU-percent sample is no sign on a loaded machine, where an importing process gets little
+            # CPU). The actor's own check below is exact.
+            node, deadline_s = cluster.workers()[0], 400
             waited = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
                 import time, psutil
+
+                def cpu(p):
+                    t = p.cpu_times()
+                    return t.user + t.system
+
                 end, idle = time.time() + {deadline_s}, []
                 while time.time() < end:
                     idle = [p for p in psutil.Process({node.pid}).children(recursive=True) if p.name() == "ray::IDLE"]
-                    if idle and all(p.cpu_percent(0.5) < 20 for p in idle):
+                    before = {{p.pid: cpu(p) for p in idle}}
+                    time.sleep(3)
+                    if idle and all(before[p.pid] > 2.0 and cpu(p) - before[p.pid] < 0.1 for p in idle):
                         break
                 print(len(idle))
             """)], capture_output=True, text=True, timeout=deadline_s + 30)
