@@ -292,6 +292,12 @@ def verdict_scaling_policy(scaling_config, verdict_wait_s: float = VERDICT_WAIT_
                 log.warning("[VerdictScaling] no verdict on node(s) %s after %.0f s: restarting without them",
                             [n[:8] for n in suspects], self.verdict_wait_s)
             self._excluded = set(suspects)
+            # Never size a restart from a reservation read before the failure: Ray's policy reuses one younger
+            # than GET_RESERVED_RESOURCES_INTERVAL_S, and one read by the running group's last resize check (every
+            # elastic_resize_monitor_interval_s) just before the kill still holds the lost node: a worker group of
+            # that size waits for it until RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and the failed start spends one
+            # more of max_failures (drill-prod's "failure -> new workers up 30.9 s", two retries for one kill).
+            self._latest_reserved_resources_query_time = float("-inf")
             decision = super().make_decision_for_non_running_worker_group()
             if isinstance(decision, NoopDecision):
                 time.sleep(UNDECIDED_PAUSE_S)
@@ -307,7 +313,10 @@ def verdict_scaling_policy(scaling_config, verdict_wait_s: float = VERDICT_WAIT_
                     self._autoscaling_coordinator.get_reserved_resources.remote(
                         self._requester_id, recompute=True),
                     timeout=AUTOSCALING_REQUESTS_GET_TIMEOUT_S)
-                reserved = {nid: r for nid, r in reserved.items() if nid not in self._excluded}
+                # Only nodes a worker group can start on now: the GCS calls them alive and their raylet answers.
+                live = {n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("NodeManagerPort")
+                        and raylet_reachable(n["NodeManagerAddress"], n["NodeManagerPort"])}
+                reserved = {nid: r for nid, r in reserved.items() if nid not in self._excluded and nid in live}
             except Exception:  # noqa: BLE001 - as Ray's own policy: no decision this round
                 log.warning("[VerdictScaling] could not get reserved resources; no resize this round",
                             exc_info=True)
