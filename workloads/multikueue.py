@@ -285,7 +285,8 @@ def manager_pods_ready_seconds(regions: Sequence[StackSpec]) -> int:
     of failing at its deadline in the region that admitted it. Dispatched again from the head of the MultiKueueConfig,
     not the next region: eviction clears the nominations (pkg/workload/evict/evict.go:205-217) and the incremental
     dispatcher starts over (workloaddispatcher/incrementaldispatcher.go:169-192), unboundedly (no backoffLimitCount;
-    core/workload_controller.go:1283-1285); docs/multikueue.md says what that means for a stuck region. The manager's clock starts when a worker admits
+    core/workload_controller.go:1283-1285); docs/multikueue.md says what that means for a stuck region. The manager's
+    clock starts when a worker admits
     (its MultiKueue check Ready: core/workload_controller.go:1657-1682) and stops at its RayJob's PodsReady, read
     from the status MultiKueue mirrors (rayjob/rayjob_controller.go:229-231, ray_multikueue_adapter.go:196-200).
     The workers keep their own 24 h (slow fallback capacity, workloads/kueue.py). docs/multikueue.md
