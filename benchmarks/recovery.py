@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from drills.report import PHASES, goodput_from_first_step  # noqa: E402
 
-BASE_DIR = Path("/tmp/wt-recovery-base")
+BASE_DIR = Path(f"/tmp/wt-recovery-base-{os.getpid()}")  # one per run: several people benchmark on one machine
 # One compilation cache for every run: neither side pays a compile the other has cached.
 JAX_CACHE = ROOT / "build" / "jax-cache"
 
