@@ -349,9 +349,9 @@ class LocalDrill:
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
-                self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth "
-                         f"{self.cluster.auth or 'off'} (the stack's ray.auth)")
-                r.figures["ray auth"] = self.cluster.auth or "off"
+                auth = self.cluster.auth_env["RAY_AUTH_MODE"]
+                self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} (the stack's ray.auth)")
+                r.figures["ray auth"] = auth
                 if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
                     r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)
                 if o.scenario == "reshard":

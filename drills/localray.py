@@ -44,14 +44,15 @@ AUTH_MODE_ENV, AUTH_TOKEN_ENV = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
 
 
 def auth_env(auth: str | None) -> dict[str, str]:
-    """The environment of every process of a local cluster with ``ray.auth`` = ``auth`` (None: off)."""
+    """The environment of every process of a local cluster with ``ray.auth`` = ``auth`` (the spec's "token" or
+    "disabled"; None: disabled)."""
     import secrets
 
     if auth == "token":
         return {AUTH_MODE_ENV: "token", AUTH_TOKEN_ENV: secrets.token_hex(32)}
-    if auth is None:
+    if auth in (None, "disabled"):
         return {AUTH_MODE_ENV: "disabled"}
-    raise ValueError(f"ray.auth {auth!r}: a local cluster knows token or none")
+    raise ValueError(f"ray.auth {auth!r}: allowed token, disabled")
 START_TIMEOUT_S = 90.0
 # Shutdown: SIGTERM, then SIGKILL whatever is left after this grace. Slice nodes end within
 # a second of SIGTERM; the head's GCS, raylet and autoscaler monitor outlive it by more than
@@ -206,7 +207,8 @@ class LocalRayCluster:
     # workers each ask their node for one idle process of the job (maxtext_trainer.keep_warm_spare); 0: none,
     # every worker starts cold.
     spares: int = 0
-    # The stack's ``ray.auth`` (None or "token"): every node, driver and spare request of this cluster uses it.
+    # The stack's ``ray.auth`` ("token", "disabled" or None): every node, driver and spare request of this cluster
+    # uses it.
     auth: str | None = None
     # Spare requests a node refused ((node, error)): reported by the drills, never dropped.
     spares_refused: list[tuple[str, str]] = field(default_factory=list)
