@@ -350,7 +350,8 @@ class LocalDrill:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
                 auth = self.cluster.auth_env["RAY_AUTH_MODE"]
-                self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} (the stack's ray.auth)")
+                self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} "
+                         "(the stack's ray.auth)")
                 r.figures["ray auth"] = auth
                 if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
                     r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)

@@ -359,6 +359,5 @@ def test_local_clusters_run_with_the_stacks_ray_auth():
     assert one["RAY_AUTH_MODE"] == "token" and len(one["RAY_AUTH_TOKEN"]) == 64
     assert one["RAY_AUTH_TOKEN"] != two["RAY_AUTH_TOKEN"]
     assert auth_env("disabled") == auth_env(None) == {"RAY_AUTH_MODE": "disabled"}
-    cluster = LocalRayCluster(Path("/tmp/unused"), auth="token")
-    assert cluster.env["RAY_AUTH_MODE"] == "token" and cluster.env["RAY_AUTH_TOKEN"] == cluster.auth_env[
-        "RAY_AUTH_TOKEN"]
+    cluster = LocalRayCluster(Path("/tmp/unused"), auth="token")  # not started: its nodes' and drivers' environment
+    assert cluster.auth_env["RAY_AUTH_MODE"] == "token" and len(cluster.auth_env["RAY_AUTH_TOKEN"]) == 64
