@@ -1,6 +1,6 @@
 """Benchmark: recovery at the limit, this checkout side by side with a base commit.
 
-    uv run python benchmarks/recovery.py [--base 1021573] [--stack dev] [--steps 200] [--region] [--skip-base]
+    uv run python benchmarks/recovery.py [--base b296eb0] [--stack dev] [--steps 200] [--region] [--skip-base]
 
 Runs the same real drills (a local Ray cluster, a tiny MaxText on CPU, a real SIGKILL) with this
 checkout's code and with the base commit's (a ``git worktree`` this script adds under /tmp and removes
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from drills.report import PHASES, goodput_from_first_step  # noqa: E402
 
-BASE_DIR = Path("/tmp/wt-recovery-base")
+BASE_DIR = Path(f"/tmp/wt-recovery-base-{os.getpid()}")  # one per run: several people benchmark on one machine
 # One compilation cache for every run: neither side pays a compile the other has cached.
 JAX_CACHE = ROOT / "build" / "jax-cache"
 
@@ -150,8 +150,8 @@ def remove_base() -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--base", default="1021573",
-                   help="the commit to compare with (default: the last before warm spares were prestarted)")
+    p.add_argument("--base", default="b296eb0",
+                   help="the commit to compare with (default: the previous round's last, before token auth in drills)")
     p.add_argument("--stack", default="dev")
     p.add_argument("--job", default="", help="default: the stack's drill job")
     p.add_argument("--steps", type=int, default=200)

@@ -172,6 +172,8 @@ class _Timeline:
     warm_ups: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
+    spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
+    spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -188,6 +190,10 @@ class _Timeline:
                 self.reads.append((e["t"], e["read_s"]))
             elif e["event"] == "start":
                 self.starts.append((e["t"], e["start_step"], e["world"]))
+            elif e["event"] == "spare_requested":
+                self.spares_requested += 1
+            elif e["event"] == "spare_refused":
+                self.spares_refused.append(e.get("error", "?"))
             elif e["event"] == "done":
                 self.done = e
 
@@ -339,11 +345,15 @@ class LocalDrill:
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
             if self._own_cluster:
-                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=WARM_SPARES if o.warm else 0)
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=WARM_SPARES if o.warm else 0,
+                                               auth=self.spec.ray.auth)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
             with self.cluster if self._own_cluster else contextlib.nullcontext():
-                self.say(f"local Ray cluster up: head + {o.slices} slice node(s)")
+                auth = self.cluster.auth_env["RAY_AUTH_MODE"]
+                self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} "
+                         "(the stack's ray.auth)")
+                r.figures["ray auth"] = auth
                 if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
                     r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)
                 if o.scenario == "reshard":
@@ -735,6 +745,7 @@ class LocalDrill:
                 problems.append(f"{r.steps_lost} steps lost, more than one period plus the save in flight ({allowed})")
         elif r.steps_lost is not None and r.steps_lost > period:
             problems.append(f"{r.steps_lost} steps lost, more than the checkpoint period {period}")
+        problems += self._spare_problems()
         if self.job.elastic and self.timeline.retries > 1:
             problems.append(f"one kill, {self.timeline.retries} failures retried: a restart that could not "
                             "succeed spent the job's max_failures")
@@ -746,6 +757,24 @@ class LocalDrill:
         r.notes += problems
         r.ok = not problems
         r.notes.append(f"checkpoints committed at the end: {committed}")
+
+
+    def _spare_problems(self) -> list[str]:
+        """Warm spares that did not serve: a node's or a worker's spare request refused (e.g. Ray's token auth),
+        or, with spares on, a restart that started a cold process. Each fails the drill: a spare that silently
+        stops serving restarts is the failure this check exists for."""
+        r, tl = self.report, self.timeline
+        with tl.lock:
+            refused, requested = list(tl.spares_refused), tl.spares_requested
+        refused += [f"node {n}: {e}" for n, e in self.cluster.spares_refused]
+        if not self.cluster.spares:
+            return []
+        r.figures["spares requested by the workers"] = requested
+        r.figures["spare requests refused"] = len(refused)
+        problems = [f"warm spare refused: {e}" for e in refused[:3]]
+        if r.figures.get("restarted on a warm spare") is False:
+            problems.append("warm spares on, but the restarted worker started a cold process")
+        return problems
 
 
 # --------------------------------------------------------------------------- CLI

@@ -197,7 +197,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
                          f"{slices} asked for")
     try:
         if own:
-            cluster = LocalRayCluster(run_dir, slices=slices)
+            cluster = LocalRayCluster(run_dir, slices=slices, auth=spec.ray.auth)
         else:
             cluster.peaks.clear()  # this run's processes only
         with cluster if own else contextlib.nullcontext():

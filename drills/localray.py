@@ -35,7 +35,24 @@ START_ATTEMPTS = 4
 # Every local process runs from this same environment. Ray's `uv run` hook (on by default)
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
-LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+LOCAL_ENV = {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+# Ray's token authentication, as a stack's ``ray.auth`` asks: KubeRay's authOptions sets RAY_AUTH_MODE=token and the
+# cluster's RAY_AUTH_TOKEN on every Ray container and on the submitter (workloads/security.py auth_options); a local
+# cluster sets the same variables on every node and driver, with a token made as Ray makes one (ray/_private/
+# authentication/authentication_token_generator.py: secrets.token_hex(32)). Without it, auth is off (Ray's default).
+AUTH_MODE_ENV, AUTH_TOKEN_ENV = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
+
+
+def auth_env(auth: str | None) -> dict[str, str]:
+    """The environment of every process of a local cluster with ``ray.auth`` = ``auth`` (the spec's "token" or
+    "disabled"; None: disabled)."""
+    import secrets
+
+    if auth == "token":
+        return {AUTH_MODE_ENV: "token", AUTH_TOKEN_ENV: secrets.token_hex(32)}
+    if auth in (None, "disabled"):
+        return {AUTH_MODE_ENV: "disabled"}
+    raise ValueError(f"ray.auth {auth!r}: allowed token, disabled")
 START_TIMEOUT_S = 90.0
 # Shutdown: SIGTERM, then SIGKILL whatever is left after this grace. Slice nodes end within
 # a second of SIGTERM; the head's GCS, raylet and autoscaler monitor outlive it by more than
@@ -190,9 +207,15 @@ class LocalRayCluster:
     # workers each ask their node for one idle process of the job (maxtext_trainer.keep_warm_spare); 0: none,
     # every worker starts cold.
     spares: int = 0
+    # The stack's ``ray.auth`` ("token", "disabled" or None): every node, driver and spare request of this cluster
+    # uses it.
+    auth: str | None = None
+    # Spare requests a node refused ((node, error)): reported by the drills, never dropped.
+    spares_refused: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._sampling = False
+        self.auth_env = auth_env(self.auth)
         self.run_dir = Path(self.run_dir).resolve()
         # Ray's Unix sockets live under the temp dir: short whatever the run directory.
         self.temp_dir = short_temp_dir(self.run_dir)
@@ -261,7 +284,7 @@ class LocalRayCluster:
     @property
     def env(self) -> dict[str, str]:
         """Environment for a driver (or ``ray`` CLI) that should use this cluster."""
-        return os.environ | LOCAL_ENV | {"RAY_ADDRESS": self.address}
+        return os.environ | LOCAL_ENV | self.auth_env | {"RAY_ADDRESS": self.address}
 
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
@@ -396,11 +419,24 @@ class LocalRayCluster:
         their node, maxtext_trainer.keep_warm_spare); the head HEAD_SPARES with Ray Train imported, for the
         controller and the helper actors it creates one after another when a job starts (a region's standby taking a
         dispatched job). Ray by itself prestarts a job's workers only once the job has started, too late for
-        a standby."""
-        from workloads.trainer import maxtext_trainer
+        a standby.
 
+        The request goes out from a short process with the cluster's environment: Ray fixes a process's auth mode
+        at its first use (its RayConfig), so this process, which may serve clusters of other stacks, cannot be a
+        client of a token cluster; that process sends it as Ray's own clients do (maxtext_trainer.prestart_workers).
+        A refusal is kept in ``spares_refused`` and printed, for the drill's report."""
         count = HEAD_SPARES if node.name == "head" else self.spares
-        maxtext_trainer.prestart_workers(f"127.0.0.1:{node.ports['node_manager']}", None, count)
+        code = ("import sys\nfrom workloads.trainer.maxtext_trainer import prestart_workers\n"
+                "prestart_workers(sys.argv[1], None, int(sys.argv[2]))\n")
+        root = Path(__file__).resolve().parents[1]
+        env = self.env | {"PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+        env.pop("RAY_ADDRESS", None)
+        done = subprocess.run([sys.executable, "-c", code, f"127.0.0.1:{node.ports['node_manager']}", str(count)],
+                              env=env, cwd=root, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            self.spares_refused.append((node.name, error))
+            print(f"warm spares: node {node.name} refused {count} spare(s): {error}", file=sys.stderr, flush=True)
 
     def _spawn_node(self, name: str, head: bool) -> Node:
         base = _port_block(self._taken)
@@ -441,7 +477,7 @@ class LocalRayCluster:
                 "--resources", f'{{"{SLICE_RESOURCE}": 1}}',
             ]
         log = self.run_dir / f"node-{name}.log"
-        env = os.environ | LOCAL_ENV | (HEAD_ENV if head else {})
+        env = os.environ | LOCAL_ENV | self.auth_env | (HEAD_ENV if head else {})
         if self.spares:
             env |= warm_head_env() if head else warm_env(self.spares)
         env.pop("RAY_ADDRESS", None)

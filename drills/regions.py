@@ -331,9 +331,11 @@ class RegionLossDrill:
                  f"{self.a.region.name} on {self.a.workers} slice(s), resumed in {self.b.region.name} on "
                  f"{self.b.workers}; {o.steps} steps, checkpoint every {o.checkpoint_period}; bucket {self.bucket}")
         spares = 1 if o.standby == "warm" else 0
-        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares)
+        # Each region's cluster with the stack's Ray auth (its token its own, as each RayCluster's Secret is).
+        auth = self.spec.ray.auth
+        self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares, auth=auth)
         if self._own_b:
-            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers, spares=spares)
+            self.b.cluster = LocalRayCluster(self.run_dir / "b", slices=self.b.workers, spares=spares, auth=auth)
         try:
             with contextlib.ExitStack() as stack:
                 self._stack = stack

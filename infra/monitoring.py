@@ -29,6 +29,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from stackspec import names
 from stackspec.spec import NotificationChannel, StackSpec
 
 SERVICES = ("monitoring.googleapis.com", "logging.googleapis.com")
@@ -55,13 +56,14 @@ CHANNEL_TYPES = {"email": ("email", "email_address"), "pubsub": ("pubsub", "topi
                  "webhook": ("webhook_tokenauth", "url")}
 
 
-def log_metric_name(spec: StackSpec, what: str) -> str:
-    """A log-based metric's name; underscores only, so its PromQL name is the same text."""
-    return f"{spec.cluster.name}_{what}".replace("-", "_")
+def log_metric_name(spec: StackSpec, what: str, cluster: str | None = None) -> str:
+    """A log-based metric's name (of the stack's cluster, or ``cluster``: the manager's); underscores only, so its
+    PromQL name is the same text."""
+    return f"{cluster or spec.cluster.name}_{what}".replace("-", "_")
 
 
-def promql_log_metric(spec: StackSpec, what: str) -> str:
-    return f"logging_googleapis_com:user_{log_metric_name(spec, what)}"
+def promql_log_metric(spec: StackSpec, what: str, cluster: str | None = None) -> str:
+    return f"logging_googleapis_com:user_{log_metric_name(spec, what, cluster)}"
 
 
 def _sel(spec: StackSpec, **extra: str) -> str:
@@ -207,9 +209,27 @@ KUEUE_WAITS = {
     "kueue_admission_checks_wait_time_seconds": "quota reserved until admitted (DWS, MultiKueue)",
     "kueue_admitted_until_ready_wait_time_seconds": "admitted until every pod ready (slices arrive)",
 }
-# The manager's dispatches (subsystem "multikueue"), labelled with the worker as "cluster": Prometheus keeps a
-# scraped label that collides with a target label (GMP's cluster) as exported_cluster.
-KUEUE_DISPATCHED = "multikueue_workloads_dispatched_total"
+# The manager's admissions on each worker (subsystem "multikueue"; kueue v0.19.2 pkg/metrics/metrics.go:382-388
+# ``workloads_admitted_total``, "remote workload admissions on a worker cluster, per 'cluster_queue' and 'cluster'"),
+# not its dispatches (``workloads_dispatched_total``, :374-380: a remote copy created, admitted or not). Labelled
+# with the worker as "cluster": Prometheus keeps a scraped label that collides with a target label (GMP's cluster)
+# as exported_cluster.
+KUEUE_ADMITTED = "multikueue_workloads_admitted_total"
+# A ClusterQueue's state, 1 on its current one of pending/active/terminating (metrics.go:772-780 at v0.19.2). A
+# ClusterQueue is pending, and admits nothing, while an AdmissionCheck it names is inactive; the manager's MultiKueue
+# check turns inactive when no MultiKueueCluster of its config is active ("NoUsableClusters",
+# pkg/controller/admissionchecks/multikueue/admissioncheck.go:92-100), and stays active with only some ("Some
+# ActiveClusters"). Kueue v0.19.2: tag v0.19.2, commit 8eab68778fc1b52affe165fdf5af29d1e9b4f3cb.
+KUEUE_CQ_STATUS = "kueue_cluster_queue_status"
+# Evictions per ClusterQueue and reason; "PodsReadyTimeout": the workload's pods were not ready within
+# waitForPodsReady's timeout (metrics.go:630-642 at v0.19.2). On the manager: a region admitted a job it cannot start.
+KUEUE_EVICTED = "kueue_evicted_workloads_total"
+# One inactive MultiKueueCluster among several has no Kueue metric (metrics.go has none per MultiKueueCluster): the
+# manager's Kueue logs at error level each time it cannot connect one and sets Active=False
+# (multikueuecluster.go:896-916: "loading client config failed", "setting client config").
+KUEUE_CLUSTER_ERRORS = ("loading client config failed", "setting client config")
+# The token CronJob's lines (workloads/multikueue_token.py main): one per refreshed kubeconfig, one on failure.
+TOKEN_REFRESHED, TOKEN_FAILED = ": updated (kubeconfig", "multikueue-token:"
 
 
 def scheduling_tiles(clusters: list[str], y: int = 0) -> list[dict[str, Any]]:
@@ -223,9 +243,67 @@ def scheduling_tiles(clusters: list[str], y: int = 0) -> list[dict[str, Any]]:
                  f"sum by (cluster, cluster_queue) (rate({metric}_count{{{sel}}}[1h]))")
         tiles.append(_chart(f"Mean wait, {what} (s, per region and ClusterQueue)", query, (i % 2) * 24,
                             y + (i // 2) * 16, "s"))
-    tiles.append(_chart("Jobs dispatched per region (MultiKueue, per hour)",
-                        f"sum by (exported_cluster) (increase({KUEUE_DISPATCHED}[1h]))", 24, y + 16))
+    tiles.append(_chart("Jobs admitted per region (MultiKueue, per hour)",
+                        f"sum by (exported_cluster) (increase({KUEUE_ADMITTED}[1h]))", 24, y + 16))
     return tiles
+
+
+def manager_log_filters(spec: StackSpec) -> dict[str, str]:
+    """The manager's log-based metrics: its token CronJob's refreshes and failures, its Kueue's lost workers."""
+    pods = (f'resource.type="k8s_container" AND resource.labels.cluster_name="{spec.manager.name}" '
+            f'AND resource.labels.namespace_name="{names.KUEUE_NAMESPACE}"')
+    token = f'{pods} AND resource.labels.container_name="{names.MULTIKUEUE_TOKEN_CONTAINER}"'
+    return {
+        "multikueue_token_refreshed": f'{token} AND textPayload:"{_quoted(TOKEN_REFRESHED)}"',
+        "multikueue_token_failed": f'{token} AND textPayload:"{TOKEN_FAILED}"',
+        # Kueue logs JSON (its message in jsonPayload): a global search finds the text in any field.
+        "multikueue_cluster_errors": f"{pods} AND (" + " OR ".join(f'"{m}"' for m in KUEUE_CLUSTER_ERRORS) + ")",
+    }
+
+
+def manager_alert_queries(spec: StackSpec) -> list[Alert]:
+    """What stops every multi-region dispatch: the token CronJob failing (three missed runs and every worker's
+    kubeconfig has expired: workloads/multikueue.py TOKEN_SECONDS, TOKEN_SCHEDULE), a worker the manager cannot
+    reach (its MultiKueueCluster Active=False), a ClusterQueue not active on the manager or a region."""
+    m = spec.manager.name
+    clusters = "|".join([m, *(v.cluster.name for v in spec.region_views())])
+    refreshed, failed, lost = (promql_log_metric(spec, k, m) for k in
+                               ("multikueue_token_refreshed", "multikueue_token_failed", "multikueue_cluster_errors"))
+    period, job = names.MULTIKUEUE_TOKEN_PERIOD_MINUTES, names.MULTIKUEUE_MANAGER_KSA
+    stale_min = 2 * period + 5
+    return [
+        Alert("multikueue-token-failed", f"{m}: the MultiKueue token CronJob failed",
+              f"sum(increase({failed}[30m])) > 0", "0s", "WARNING",
+              f"A run of kueue-system/{job} on {m} could not refresh a worker's kubeconfig (its log "
+              "says which and why: metadata server, the worker's DNS endpoint, IAM, RBAC). Tokens last "
+              f"{names.MULTIKUEUE_TOKEN_SECONDS // 60} min and the job runs every {period}: "
+              "after three failed runs the manager cannot reach that worker."),
+        Alert("multikueue-token-stale", f"{m}: no MultiKueue token refreshed for {stale_min} min",
+              f"(sum(increase({refreshed}[{stale_min}m])) or on() vector(0)) == 0", "300s", "ERROR",
+              f"No kubeconfig refreshed by kueue-system/{job} for two of its periods (suspended, "
+              "failing, not scheduled, its image not pulled): the workers' tokens expire within the hour and "
+              "every dispatch stops. `kubectl -n kueue-system get cronjob,jobs,pods` on the manager."),
+        Alert("multikueue-cluster-inactive", f"{m}: a MultiKueue worker cluster is unreachable",
+              f"sum(increase({lost}[10m])) > 0", "0s", "ERROR",
+              "The manager's Kueue cannot connect a worker (its MultiKueueCluster is Active=False: an expired or "
+              "missing kubeconfig, the worker's endpoint down). Jobs are dispatched to the other regions only; with "
+              "every worker lost the MultiKueue AdmissionCheck turns inactive and nothing is admitted. "
+              "`kubectl get multikueuecluster -o wide` on the manager."),
+        Alert("multikueue-pods-ready-timeout", f"{m}: a queued job's pods were not ready in its region",
+              f'sum by (cluster_queue) (increase({KUEUE_EVICTED}{{cluster="{m}", reason="PodsReadyTimeout"}}[1h]))'
+              " > 0", "0s", "WARNING",
+              "The manager evicted a job whose worker admitted it but whose slices did not start within the "
+              "manager's waitForPodsReady timeout. Kueue dispatches it again from the first region of the "
+              "MultiKueueConfig, not the next (docs/multikueue.md, waitForPodsReady): if that region cannot start "
+              "it, take it out of the config or its quota to zero."),
+        Alert("clusterqueue-inactive", f"{m}: a ClusterQueue is not active",
+              f'max by (cluster, cluster_queue) ({KUEUE_CQ_STATUS}{{cluster=~"{clusters}", '
+              'status!="active"}) == 1', "600s", "ERROR",
+              "A ClusterQueue on the manager or a region has been pending (or terminating) for 10 minutes: it "
+              "admits nothing. On the manager: its MultiKueue AdmissionCheck is inactive (no worker reachable) or "
+              "a ResourceFlavor is missing; on a region: a missing flavor or check. `kubectl get clusterqueue -o "
+              "wide` shows the reason."),
+    ]
 
 
 def _services(name: str, project: str, opts: pulumi.ResourceOptions) -> list[gcp.projects.Service]:
@@ -255,6 +333,41 @@ def scheduling_dashboard(spec: StackSpec) -> dict[str, Any]:
             "mosaicLayout": {"columns": 48, "tiles": scheduling_tiles(clusters)}}
 
 
+def _log_metric(name: str, spec: StackSpec, what: str, flt: str, opts: pulumi.ResourceOptions) -> gcp.logging.Metric:
+    """A plain counter of the log entries ``flt`` matches (the manager's; a stack's own carry labels, below)."""
+    return gcp.logging.Metric(f"{name}-{what.replace('_', '-')}", gcp.logging.MetricArgs(
+        name=log_metric_name(spec, what, spec.manager.name), project=spec.project, filter=flt,
+        description=f"{what.replace('_', ' ')} of stack {spec.stack} (tpu-multislice)",
+        metric_descriptor=gcp.logging.MetricMetricDescriptorArgs(metric_kind="DELTA", value_type="INT64", unit="1"),
+    ), opts=opts)
+
+
+def _policy(name: str, spec: StackSpec, alert: Alert, channel_ids: list, opts: pulumi.ResourceOptions
+            ) -> gcp.monitoring.AlertPolicy:
+    return gcp.monitoring.AlertPolicy(
+        f"{name}-{alert.key}",
+        gcp.monitoring.AlertPolicyArgs(
+            project=spec.project,
+            display_name=alert.display_name,
+            combiner="OR",
+            severity=alert.severity,
+            conditions=[gcp.monitoring.AlertPolicyConditionArgs(
+                display_name=alert.display_name,
+                condition_prometheus_query_language=(
+                    gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
+                        query=alert.query, duration=alert.duration, evaluation_interval="60s",
+                    )),
+            )],
+            notification_channels=channel_ids,
+            documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
+                content=alert.documentation, mime_type="text/markdown", subject=alert.display_name),
+            alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close="86400s"),
+            user_labels={"stack": spec.stack, "alert": alert.key},
+        ),
+        opts=opts,
+    )
+
+
 @dataclass(frozen=True)
 class SharedMonitoringArgs:
     spec: StackSpec  # a multi-region stack
@@ -275,8 +388,15 @@ class SharedMonitoring(pulumi.ComponentResource):
                             "created but notify no one (they show in Cloud Monitoring's incidents only)", self)
         self.dashboard = gcp.monitoring.Dashboard(f"{name}-scheduling", gcp.monitoring.DashboardArgs(
             project=project, dashboard_json=json.dumps(scheduling_dashboard(spec), sort_keys=True)), opts=after_apis)
+        self.log_metrics = {what: _log_metric(name, spec, what, flt, after_apis)
+                            for what, flt in manager_log_filters(spec).items()}
+        self.policies = {a.key: _policy(name, spec, a, [c.id for c in self.channels],
+                                        pulumi.ResourceOptions(parent=self, depends_on=[
+                                            *self.services, *self.log_metrics.values()]))
+                         for a in manager_alert_queries(spec)}
         self.register_outputs({"notificationChannels": [c.id for c in self.channels],
-                               "dashboard": self.dashboard.id})
+                               "dashboard": self.dashboard.id,
+                               "alertPolicies": [p.name for p in self.policies.values()]})
 
 
 @dataclass(frozen=True)
@@ -331,31 +451,9 @@ class StackMonitoring(pulumi.ComponentResource):
                             "created but notify no one (they show in Cloud Monitoring's incidents only)", self)
         channel_ids = [c.id for c in self.channels]
 
-        self.policies = {}
-        for alert in alert_queries(spec):
-            self.policies[alert.key] = gcp.monitoring.AlertPolicy(
-                f"{name}-{alert.key}",
-                gcp.monitoring.AlertPolicyArgs(
-                    project=project,
-                    display_name=alert.display_name,
-                    combiner="OR",
-                    severity=alert.severity,
-                    conditions=[gcp.monitoring.AlertPolicyConditionArgs(
-                        display_name=alert.display_name,
-                        condition_prometheus_query_language=(
-                            gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
-                                query=alert.query, duration=alert.duration, evaluation_interval="60s",
-                            )),
-                    )],
-                    notification_channels=channel_ids,
-                    documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
-                        content=alert.documentation, mime_type="text/markdown", subject=alert.display_name),
-                    alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close="86400s"),
-                    user_labels={"stack": spec.stack, "alert": alert.key},
-                ),
-                # The log-based metrics must exist before a query naming them is accepted.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.services, *self.log_metrics.values()]),
-            )
+        # The log-based metrics must exist before a query naming them is accepted.
+        after_metrics = pulumi.ResourceOptions(parent=self, depends_on=[*self.services, *self.log_metrics.values()])
+        self.policies = {a.key: _policy(name, spec, a, channel_ids, after_metrics) for a in alert_queries(spec)}
 
         policy_names = [p.name for p in self.policies.values()]
         self.dashboard = gcp.monitoring.Dashboard(

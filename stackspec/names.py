@@ -86,6 +86,12 @@ MULTIKUEUE_MANAGER_KSA = "multikueue-token"
 # Secret holding its one-hour token (the PodMonitoring's bearer), and the PodMonitoring itself.
 KUEUE_METRICS_SA = "kueue-metrics"
 KUEUE_METRICS_SECRET = f"{KUEUE_METRICS_SA}-token"
+KUEUE_NAMESPACE = "kueue-system"  # Kueue's own namespace (its chart's), where MultiKueue reads kubeconfig Secrets
+# The manager's token CronJob (workloads/multikueue.py token_job, named MULTIKUEUE_MANAGER_KSA): its container, its
+# period and the tokens' lifetime (three runs per token), which the manager's alerts read too (infra/monitoring.py).
+MULTIKUEUE_TOKEN_CONTAINER = "token"
+MULTIKUEUE_TOKEN_PERIOD_MINUTES = 20
+MULTIKUEUE_TOKEN_SECONDS = 3600
 KUEUE_METRICS_TOKEN_JOB = f"{KUEUE_METRICS_SA}-token"  # a single-region cluster's own token job (KSA, Role, CronJob)
 KUEUE_METRICS_MONITORING = "kueue-metrics"
 

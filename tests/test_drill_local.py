@@ -322,3 +322,42 @@ def test_region_loss_drill_resumes_in_another_region_from_the_shared_bucket(loca
         assert len(local_cluster.live_workers()) == 2 and not pid_alive(drill.b.driver.proc.pid)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_refused_or_cold_spare_fails_the_drill(tmp_path):
+    """Warm spares that silently stop serving restarts (a raylet refusing the request, as one does to a request
+    without the token under Ray's token auth) fail the drill, with the refusals in its figures."""
+    import types
+
+    prod = _spec("prod")
+    cluster = types.SimpleNamespace(spares=2, spares_refused=[("slice-0", "UNAUTHENTICATED: token missing")],
+                                    live_workers=lambda: [1, 2])
+    drill = LocalDrill(prod, pick_job(prod, None), tmp_path, LocalDrillOptions(), cluster=cluster)
+    drill.timeline.on_event({"event": "spare_requested", "t": 1.0, "world": 2})
+    drill.timeline.on_event({"event": "spare_refused", "t": 2.0, "world": 2, "error": "UNAUTHENTICATED: no token"})
+    drill.report.figures["restarted on a warm spare"] = False
+    problems = drill._spare_problems()
+    assert drill.report.figures["spare requests refused"] == 2
+    assert drill.report.figures["spares requested by the workers"] == 1
+    assert any("UNAUTHENTICATED: no token" in p for p in problems)
+    assert any("slice-0: UNAUTHENTICATED" in p for p in problems)
+    assert any("started a cold process" in p for p in problems)
+    # Served by a spare, none refused: no problem.
+    cluster.spares_refused.clear()
+    drill.timeline.spares_refused.clear()
+    drill.report.figures["restarted on a warm spare"] = True
+    assert drill._spare_problems() == []
+
+
+def test_local_clusters_run_with_the_stacks_ray_auth():
+    """prod and multi set ray.auth token: their local clusters run with Ray's token auth, a token of their own each
+    (made as Ray makes one), on every node and driver; a stack without it runs with auth off."""
+    from drills.localray import LocalRayCluster, auth_env
+
+    assert _spec("prod").ray.auth == "token" and _spec("dev").ray.auth == "disabled"
+    one, two = auth_env("token"), auth_env("token")
+    assert one["RAY_AUTH_MODE"] == "token" and len(one["RAY_AUTH_TOKEN"]) == 64
+    assert one["RAY_AUTH_TOKEN"] != two["RAY_AUTH_TOKEN"]
+    assert auth_env("disabled") == auth_env(None) == {"RAY_AUTH_MODE": "disabled"}
+    cluster = LocalRayCluster(Path("/tmp/unused"), auth="token")  # not started: its nodes' and drivers' environment
+    assert cluster.auth_env["RAY_AUTH_MODE"] == "token" and len(cluster.auth_env["RAY_AUTH_TOKEN"]) == 64

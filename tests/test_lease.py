@@ -1,13 +1,9 @@
 """The writer lease (workloads/trainer/lease.py): two copies of one run never both write its checkpoints.
 
 Locally: two writer processes racing on one directory (the local store's lock), a takeover after expiry that
-stops the old holder before its next save, a waiting copy that starts once the first releases. Against Cloud
-Storage's semantics: a stand-in HTTP server answering the JSON API calls the store makes, with the documented
-precondition rule and nothing else ("ifGenerationMatch: Makes the operation conditional on whether the object's
-current generation matches the given value. Setting to 0 makes the operation succeed only if there are no live
-versions of the object"; a failed precondition is HTTP 412 Precondition Failed;
-https://cloud.google.com/storage/docs/request-preconditions). It is a fake: it shows the store speaks that
-contract, not that Cloud Storage behaves so (the docs say it does).
+stops the old holder before its next save, a waiting copy that starts once the first releases; the guard on
+MaxText's save call, where MaxText makes it. Against a storage server someone else wrote, with injected faults:
+tests/test_lease_emulator.py.
 """
 
 from __future__ import annotations
@@ -16,9 +12,6 @@ import json
 import multiprocessing
 import pickle
 import sys
-import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -129,97 +122,6 @@ def test_bad_settings_and_locations_are_refused():
         wl.store_for("gs://bucket-only")
     assert wl.location_for("/data/", "run-1", "b") == "gs://b/run-1/.writer-lease"
     assert wl.location_for("/tmp/out", "run-1") == "/tmp/out/run-1/.writer-lease"
-
-
-# --------------------------------------------------------------------------- Cloud Storage's contract
-
-
-class FakeGcs(BaseHTTPRequestHandler):
-    """objects.get (alt=media, generation in ``x-goog-generation``) and objects.insert (uploadType=media) with
-    ``ifGenerationMatch``, one lock per call: the documented precondition, nothing else."""
-
-    objects: dict[str, tuple[bytes, int]] = {}
-    lock = threading.Lock()
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def _send(self, code: int, body: bytes = b"{}", headers: dict[str, str] | None = None) -> None:
-        self.send_response(code)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        path = urllib.parse.urlparse(self.path)
-        name = urllib.parse.unquote(path.path.split("/o/", 1)[1])
-        with self.lock:
-            found = self.objects.get(name)
-        if found is None:
-            return self._send(404)
-        self._send(200, found[0], {"x-goog-generation": str(found[1])})
-
-    def do_POST(self) -> None:
-        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-        name, match = q["name"][0], int(q["ifGenerationMatch"][0])
-        data = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.lock:
-            current = self.objects.get(name, (b"", 0))[1]
-            if current != match:
-                return self._send(412, b'{"error": {"code": 412, "message": "Precondition Failed"}}')
-            self.objects[name] = (data, current + 1000)  # generations need not be consecutive
-        self._send(200, json.dumps({"name": name, "generation": str(current + 1000)}).encode())
-
-
-@pytest.fixture
-def gcs():
-    FakeGcs.objects = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGcs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
-def test_on_cloud_storage_semantics_two_racing_copies_one_wins(gcs):
-    key = "llama3-70b-multislice-cbb2a674/.writer-lease"
-    barrier = threading.Barrier(8)
-    results: dict[str, str] = {}
-
-    def race(holder: str) -> None:
-        lease = wl.WriterLease(f"gs://b/{key}", holder, store=(wl.GcsStore("b", lambda: "t", gcs), key))
-        barrier.wait()
-        try:
-            lease.acquire()
-            results[holder] = "won"
-        except wl.LeaseHeld:
-            results[holder] = "held"
-
-    threads = [threading.Thread(target=race, args=(f"copy-{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert sorted(results.values()) == ["held"] * 7 + ["won"], results
-    body, generation = json.loads(FakeGcs.objects[key][0]), FakeGcs.objects[key][1]
-    assert results[body["holder"]] == "won" and generation >= 1000
-
-
-def test_on_cloud_storage_semantics_the_old_holder_is_refused(gcs):
-    clock = Clock()
-    key = "run/.writer-lease"
-
-    def lease(holder: str) -> wl.WriterLease:
-        return wl.WriterLease(f"gs://b/{key}", holder, clock=clock, sleep=clock.sleep,
-                              store=(wl.GcsStore("b", lambda: "t", gcs), key))
-
-    first, second = lease("east5"), lease("east1")
-    first.acquire()
-    clock.t += wl.TTL_S + wl.SKEW_S
-    assert second.acquire().epoch == 2
-    with pytest.raises(wl.LeaseLost):
-        first.renew()
 
 
 def test_the_workers_check_the_lease_without_a_copy_of_the_module(tmp_path):
@@ -333,3 +235,96 @@ def test_a_copy_that_lost_the_lease_takes_it_over_again_instead_of_failing(tmp_p
     monkeypatch.setattr(maxtext_trainer, "build_trainer", lambda *a: Failing())
     assert maxtext_trainer.main(argv) == 1
     assert len(fits) == 1
+
+
+# --------------------------------------------------------------------------- the guard on MaxText's save call
+
+
+def _maxtext_train_source() -> tuple[str, str]:
+    import importlib.util
+
+    # maxtext is a namespace package (no __init__.py): its files are read, not imported (JAX is slow to import).
+    root = Path(importlib.util.find_spec("maxtext").submodule_search_locations[0])
+    path = root / "trainers" / "pre_train" / "train.py"
+    return str(path), path.read_text()
+
+
+def test_maxtext_saves_through_the_module_attribute_the_guard_replaces():
+    """The trainer guards saves by replacing ``checkpointing.maybe_save_checkpoint`` on MaxText's module
+    (maxtext_trainer.train_loop_per_worker). That guards nothing unless MaxText's train loop calls it through that
+    attribute of that module, as maxtext 0.2.1's train.py does: an upgrade that moves the call fails here."""
+    import ast
+
+    path, source = _maxtext_train_source()
+    tree = ast.parse(source)
+    imported = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "maxtext.common"
+                and any(a.name == "checkpointing" and a.asname is None for a in n.names)]
+    assert imported, f"{path}: no module-level `from maxtext.common import checkpointing`"
+    calls = {fn.name: [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                       and n.func.attr == "maybe_save_checkpoint"]
+             for fn in tree.body if isinstance(fn, ast.FunctionDef)}
+    through_module = [c for c in calls.get("train_loop", [])
+                      if isinstance(c.func.value, ast.Name) and c.func.value.id == "checkpointing"]
+    assert len(through_module) >= 2, f"{path}: train_loop's saves (each step's, the final one) moved: {calls}"
+    bare = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id == "maybe_save_checkpoint"]
+    assert not bare, f"{path}: maybe_save_checkpoint called by a bare name (line {bare[0].lineno}): unguarded"
+
+
+def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monkeypatch):
+    """train_loop_per_worker with the lease guard, MaxText's modules replaced by stand-ins whose ``main`` saves as
+    MaxText's train loop does (``checkpointing.maybe_save_checkpoint(...)`` through the module): a lease another
+    copy took over refuses the save before it runs, the worker's fit fails with LeaseLost, and MaxText's own
+    function is put back."""
+    import functools
+    import types
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+    import ray.train
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    token = wl.WriterLease(location, "east5").acquire()
+    store, key = wl.store_for(location)
+    body, gen = store.read(key)
+    store.write(key, {**body, "holder": "east1", "epoch": body["epoch"] + 1}, gen)  # taken over
+
+    saved: list[tuple] = []
+    checkpointing = types.ModuleType("maxtext.common.checkpointing")
+    checkpointing.maybe_save_checkpoint = lambda *a, **kw: saved.append(a)
+    checkpointing.load_state_if_possible = lambda *a, **kw: None
+    original_save = checkpointing.maybe_save_checkpoint
+    train = types.ModuleType("maxtext.trainers.pre_train.train")
+    train.get_first_step = lambda state: 0
+
+    def main(argv):
+        cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
+                                    enable_checkpointing=True, save_checkpoint_on_completion=True)
+        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(None, None, cfg, None, 0)
+
+    train.main = main
+    metric_logger = types.ModuleType("maxtext.common.metric_logger")
+    metric_logger.MetricLogger = type("MetricLogger", (), {"log_metrics": lambda self, *a: None})
+    common = types.ModuleType("maxtext.common")
+    common.checkpointing, common.metric_logger = checkpointing, metric_logger
+    pre_train = types.ModuleType("maxtext.trainers.pre_train")
+    pre_train.train = train
+    for name, module in {"maxtext.common": common, "maxtext.common.checkpointing": checkpointing,
+                         "maxtext.common.metric_logger": metric_logger, "maxtext.trainers": types.ModuleType("t"),
+                         "maxtext.trainers.pre_train": pre_train, "maxtext.trainers.pre_train.train": train,
+                         "jax": types.ModuleType("jax")}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the trainer's deferred-import finder
+    context = types.SimpleNamespace(get_world_rank=lambda: 0, get_world_size=lambda: 1)
+    monkeypatch.setattr(ray.train, "get_context", lambda: context)
+    config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
+              "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False,
+              "lease_guard": functools.partial(wl.guarded, lease=token)}
+    with pytest.raises(wl.LeaseLost, match="taken over by east1"):
+        maxtext_trainer.train_loop_per_worker(config)
+    assert saved == []
+    assert checkpointing.maybe_save_checkpoint is original_save
+    # Without a lease (a single-region job) the same call saves.
+    with pytest.raises(RuntimeError):  # the stand-in's run ends before its last step: the trainer says so
+        maxtext_trainer.train_loop_per_worker(config | {"lease_guard": None})
+    assert len(saved) == 1

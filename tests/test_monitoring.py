@@ -202,7 +202,8 @@ def test_scheduling_tiles_are_for_the_multi_region_dashboard_only(prod):
     for metric in monitoring.KUEUE_WAITS:  # each Kueue wait, per region (GKE cluster) and ClusterQueue
         assert any(f"rate({metric}_sum{{cluster=~\"tpu-use5|tpu-euw4\"}}[1h])" in q
                    and "by (cluster, cluster_queue)" in q for q in queries), metric
-    assert any("multikueue_workloads_dispatched_total" in q and "exported_cluster" in q for q in queries)
+    assert any("multikueue_workloads_admitted_total" in q and "exported_cluster" in q for q in queries)
+    assert not any("dispatched" in q for q in queries)  # admissions, not dispatch attempts
     assert all(t["yPos"] >= 64 for t in tiles)
     # A single-region stack's dashboard is unchanged: no Kueue tiles.
     text = json.dumps(monitoring.dashboard(prod.spec))
@@ -220,3 +221,57 @@ def test_an_iam_change_in_the_project_alerts(prod):
     (policy,) = [p for p in prod.by_type(ALERT) if p.inputs["userLabels"]["alert"] == "iam-changed"]
     query = policy.inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
     assert monitoring.promql_log_metric(prod.spec, "iam_changes") in query and query.endswith("> 0")
+
+
+def test_what_stops_every_multi_region_dispatch_alerts(multi):
+    """A multi-region stack alerts, once (on the manager), on the token CronJob failing or refreshing nothing, on a
+    worker the manager's Kueue cannot connect, and on a ClusterQueue not active on any of its clusters; the filters
+    name the CronJob as rendered and the lines its script prints."""
+    import inspect
+
+    from stackspec import names
+    from workloads import multikueue_token
+
+    spec = multi.spec
+    manager = spec.manager.name
+    policies = {p.inputs["userLabels"]["alert"]: p for p in multi.by_type(ALERT)
+                if p.name.startswith(f"{manager}-monitoring-")}
+    expected = {a.key: a for a in monitoring.manager_alert_queries(spec)}
+    assert set(policies) == set(expected) == {"multikueue-token-failed", "multikueue-token-stale",
+                                              "multikueue-cluster-inactive", "multikueue-pods-ready-timeout",
+                                              "clusterqueue-inactive"}
+    [channel] = multi.by_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    for key, p in policies.items():
+        (cond,) = p.inputs["conditions"]
+        assert cond["conditionPrometheusQueryLanguage"]["query"] == expected[key].query
+        assert p.inputs["notificationChannels"] == [f"{channel.name}-offline-id"]
+    metrics = {m.inputs["name"]: m.inputs["filter"] for m in multi.by_type("gcp:logging/metric:Metric")}
+    [cronjob] = [d for d in multi.manifests if d["kind"] == "CronJob"
+                 and d["metadata"]["name"] == names.MULTIKUEUE_MANAGER_KSA]
+    [container] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert cronjob["metadata"]["namespace"] == names.KUEUE_NAMESPACE
+    assert cronjob["spec"]["schedule"].startswith(f"*/{names.MULTIKUEUE_TOKEN_PERIOD_MINUTES} ")
+    for what in ("multikueue_token_refreshed", "multikueue_token_failed", "multikueue_cluster_errors"):
+        flt = metrics[monitoring.log_metric_name(spec, what, manager)]
+        assert f'resource.labels.cluster_name="{manager}"' in flt
+        assert f'resource.labels.namespace_name="{names.KUEUE_NAMESPACE}"' in flt
+        assert monitoring.promql_log_metric(spec, what, manager) in policies[
+            {"multikueue_token_refreshed": "multikueue-token-stale", "multikueue_token_failed":
+             "multikueue-token-failed", "multikueue_cluster_errors": "multikueue-cluster-inactive"}[what]
+        ].inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+        if what.startswith("multikueue_token"):
+            assert f'resource.labels.container_name="{container["name"]}"' in flt
+    # The lines the token script prints: a refreshed kubeconfig's ("<secret>: updated (kubeconfig, 3600s)") and
+    # a failure's.
+    source = inspect.getsource(multikueue_token)
+    assert 'return "updated"' in source and "({t['kind']}, {seconds}s)" in source
+    assert f'print(f"{monitoring.TOKEN_FAILED} {{e}}", file=sys.stderr)' in source
+    assert "updated" + " (kubeconfig" in monitoring.TOKEN_REFRESHED.replace(": ", "")
+    stale = expected["multikueue-token-stale"]
+    assert int(stale.query.split("[")[1].split("m]")[0]) < names.MULTIKUEUE_TOKEN_SECONDS // 60  # before expiry
+    cq = expected["clusterqueue-inactive"].query
+    clusters = [manager, *(v.cluster.name for v in spec.region_views())]
+    assert f'{monitoring.KUEUE_CQ_STATUS}{{cluster=~"{"|".join(clusters)}", status!="active"}}' in cq
+    # A single-region stack has none of these.
+    assert not [p for p in multi.by_type(ALERT) if p.inputs["userLabels"]["alert"] in expected
+                and not p.name.startswith(f"{manager}-monitoring-")]

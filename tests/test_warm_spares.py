@@ -8,6 +8,7 @@ process).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,52 @@ def test_the_prestart_request_is_the_one_rays_raylet_serves():
     assert anyone.job_id == b"" and anyone.num_workers == 1  # no job: any job's actor may take it
 
 
+AUTH_PROBE = textwrap.dedent("""
+    # One process per auth mode: Ray fixes a process's mode at first use (RayConfig).
+    import grpc, sys
+    from ray._private.grpc_utils import create_grpc_server_with_interceptors
+    from ray.core.generated import node_manager_pb2, node_manager_pb2_grpc
+    from workloads.trainer import maxtext_trainer
+
+    class Raylet(node_manager_pb2_grpc.NodeManagerServiceServicer):
+        def PrestartWorkers(self, request, context):
+            return node_manager_pb2.PrestartWorkersReply()
+
+    # Ray's own server, with the authentication interceptor Ray adds to its servers when token auth is on.
+    server = create_grpc_server_with_interceptors(max_workers=1)
+    node_manager_pb2_grpc.add_NodeManagerServiceServicer_to_server(Raylet(), server)
+    address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    for name, call in [("trainer", lambda: maxtext_trainer.prestart_workers(address, None)),
+                       ("raw channel", lambda: node_manager_pb2_grpc.NodeManagerServiceStub(
+                           grpc.insecure_channel(address)).PrestartWorkers(
+                           node_manager_pb2.PrestartWorkersRequest(), timeout=10))]:
+        try:
+            call()
+            print(name, "ACCEPTED")
+        except grpc.RpcError as e:
+            print(name, e.code().name)
+    server.stop(None)
+""")
+
+
+@pytest.mark.parametrize("mode", ["token", "disabled"])
+def test_the_prestart_request_authenticates_as_rays_own_clients_do(mode):
+    """Under Ray's token auth (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN, what KubeRay's authOptions sets on every
+    Ray container) a server built as Ray builds its own (``create_grpc_server_with_interceptors``, Ray's auth
+    interceptor) accepts the trainer's spare request and refuses one on a raw channel, as the raylet does; with
+    auth off both pass. (The slow test below asks a real raylet.)"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
+        "RAY_AUTH_MODE": mode, "PYTHONPATH": str(ROOT)}
+    if mode == "token":
+        env["RAY_AUTH_TOKEN"] = "a1" * 32
+    out = subprocess.run([sys.executable, "-c", AUTH_PROBE], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    lines = out.stdout.splitlines()
+    expected = ["trainer ACCEPTED", "raw channel UNAUTHENTICATED" if mode == "token" else "raw channel ACCEPTED"]
+    assert lines == expected, out.stdout + out.stderr[-2000:]
+
+
 ACTOR = textwrap.dedent("""
     import os, sys, time, ray
     t = time.time()  # before the job starts: Ray may prestart workers of the job on its nodes as it connects
@@ -74,29 +121,40 @@ ACTOR = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spares", [1, 0])
-def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares):
+@pytest.mark.parametrize(("spares", "auth"), [(1, "token"), (1, None), (0, None)])
+def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares, auth):
     """A slice node started with one spare: an actor shaped like a Train worker (a CPU, the slice resource, no
     runtime env), created once the spare is up, runs in that process, which was started, and had imported MaxText's
     training loop, before the job. Without spares, the actor's process is one Ray starts as the job connects
     (measured: before the actor is created, so Ray prestarts a job's workers itself, but at the job's start, not
-    for a restart), without MaxText (the control)."""
+    for a restart), without MaxText (the control). With Ray's token auth on (prod's ``ray.auth``), the same: the
+    node's spare request is sent as Ray's clients send theirs, and none is refused."""
     from drills.localray import LocalRayCluster
 
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="ws-", dir=ROOT / "build"))
-    with LocalRayCluster(run_dir, slices=1, spares=spares) as cluster:
+    with LocalRayCluster(run_dir, slices=1, spares=spares, auth=auth) as cluster:
+        assert cluster.spares_refused == []
         env = cluster.env | {"RAY_ADDRESS": cluster.address}
         if spares:
-            # The spare imports MaxText as it starts (seconds): wait until the node has an idle Ray worker (named
-            # ray::IDLE once connected) that is done with it (idle CPU). The actor's own check below is exact.
-            node, deadline_s = cluster.workers()[0], 240
+            # The spare imports MaxText as it starts (seconds of CPU): wait until the node has an idle Ray worker
+            # (named ray::IDLE once connected) that is done with it: its CPU time past an import's and no longer
+            # growing (a CPU-percent sample is no sign on a loaded machine, where an importing process gets little
+            # CPU). The actor's own check below is exact.
+            node, deadline_s = cluster.workers()[0], 400
             waited = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
                 import time, psutil
+
+                def cpu(p):
+                    t = p.cpu_times()
+                    return t.user + t.system
+
                 end, idle = time.time() + {deadline_s}, []
                 while time.time() < end:
                     idle = [p for p in psutil.Process({node.pid}).children(recursive=True) if p.name() == "ray::IDLE"]
-                    if idle and all(p.cpu_percent(0.5) < 20 for p in idle):
+                    before = {{p.pid: cpu(p) for p in idle}}
+                    time.sleep(3)
+                    if idle and all(before[p.pid] > 2.0 and cpu(p) - before[p.pid] < 0.1 for p in idle):
                         break
                 print(len(idle))
             """)], capture_output=True, text=True, timeout=deadline_s + 30)

@@ -40,7 +40,7 @@ CHART_VERSION = KUEUE_VERSION
 IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 # The controller image as the chart's pods name it (values below): what Binary Authorization admits.
 IMAGE = f"{IMAGE_REPOSITORY}:v{KUEUE_VERSION}"
-NAMESPACE = "kueue-system"
+NAMESPACE = names.KUEUE_NAMESPACE
 RELEASE = "kueue"
 # The chart templates this Secret empty and Kueue's cert rotator fills it; a read-only identity cannot read
 # Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).

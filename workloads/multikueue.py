@@ -57,8 +57,8 @@ KUBECONFIG_KEY = "kubeconfig"  # kueue.MultiKueueConfigSecretKey
 
 # The worker side's identity for the manager is a ServiceAccount in kueue-system (names.MULTIKUEUE_WORKER_SA),
 # whose tokens the manager's CronJob (its KSA names.MULTIKUEUE_MANAGER_KSA) requests.
-TOKEN_SECONDS = 3600
-TOKEN_SCHEDULE = "*/20 * * * *"  # three chances to refresh before a token expires
+TOKEN_SECONDS = names.MULTIKUEUE_TOKEN_SECONDS
+TOKEN_SCHEDULE = f"*/{names.MULTIKUEUE_TOKEN_PERIOD_MINUTES} * * * *"  # three chances to refresh before a token expires
 TOKEN_SCRIPT = Path(__file__).with_name("multikueue_token.py")
 # An image with python3 and nothing to configure (Google's Cloud SDK, Debian slim), pinned by digest to a
 # versioned tag (versioned tags stay published; `stable-slim` is not a documented tag). The digest is the one two
@@ -284,7 +284,11 @@ def manager_pods_ready_seconds(regions: Sequence[StackSpec]) -> int:
     least). A copy admitted on a worker whose pods never get ready (admission there is quota only) is then evicted
     on the manager, its copies removed (multikueue/workload.go:380-393) and the job dispatched again with a fresh
     deadline (KubeRay starts a RayJob's clock when it initializes it: rayjob_controller.go v1.5.1 l.826-857), instead
-    of failing at its deadline in the region that admitted it. The manager's clock starts when a worker admits
+    of failing at its deadline in the region that admitted it. Dispatched again from the head of the MultiKueueConfig,
+    not the next region: eviction clears the nominations (pkg/workload/evict/evict.go:205-217) and the incremental
+    dispatcher starts over (workloaddispatcher/incrementaldispatcher.go:169-192), unboundedly (no backoffLimitCount;
+    core/workload_controller.go:1283-1285); docs/multikueue.md says what that means for a stuck region. The manager's
+    clock starts when a worker admits
     (its MultiKueue check Ready: core/workload_controller.go:1657-1682) and stops at its RayJob's PodsReady, read
     from the status MultiKueue mirrors (rayjob/rayjob_controller.go:229-231, ray_multikueue_adapter.go:196-200).
     The workers keep their own 24 h (slow fallback capacity, workloads/kueue.py). docs/multikueue.md
@@ -413,7 +417,7 @@ def token_job(stack: str, name: str, ksa: str, config: dict[str, Any], annotatio
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
-            "name": "token",
+            "name": names.MULTIKUEUE_TOKEN_CONTAINER,
             "image": TOKEN_IMAGE,
             "command": ["python3", "/token/multikueue_token.py", "/token/targets.json"],
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},

@@ -54,8 +54,7 @@ UNVERIFIED = {
     "warmSpares": "warm spares on the TPU hosts (each worker process preloads MaxText; the training workers ask "
                   "their raylet for an idle one, Ray's PrestartWorkers): measured on local CPU nodes only; on a TPU "
                   "host a spare holds host memory (about 1.5 GB, within the worker's limit) and must not open the "
-                  "TPU (JAX's backend starts at first use, not at import), and with ray.auth token the raylet's "
-                  "request may need the token",
+                  "TPU (JAX's backend starts at first use, not at import)",
 }
 
 

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
         common["elastic_resize_monitor_interval_s"] = args.resize_interval
     if args.local:
         scaling = ScalingConfig(use_tpu=False, resources_per_worker={"CPU": 1, mt.LOCAL_SLICE_RESOURCE: 1}, **common)
-        worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu", "RAY_AUTH_MODE": "disabled"}}
+        worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu"}}  # Ray's auth comes from the node, as on the cluster
     else:
         scaling = ScalingConfig(use_tpu=True, topology=args.topology, accelerator_type=args.accelerator_type,
                                 resources_per_worker={"TPU": args.chips_per_host}, **common)

