@@ -15,6 +15,7 @@ import csv
 from functools import cache
 from pathlib import Path
 
+from .limits import REGION
 from .zones import ZONE, region_of
 
 DATA = Path(__file__).with_name("data") / "machine_regions.csv"
@@ -51,6 +52,8 @@ def offered(machine: str, location: str) -> bool | None:
         if location.rsplit("-", 1)[1].startswith("ai"):
             return None  # an AI zone: the export's account sees none
         location = region_of(location)
+    elif not REGION.fullmatch(location):
+        return None  # not a zone or region name: the zone rules say so, once
     if listed is None:
         return None
     region = location

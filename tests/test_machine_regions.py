@@ -55,6 +55,7 @@ def test_the_table_answers_what_gcloud_lists():
     # Unknown to the export: an AI zone, a machine type it cannot see.
     assert machine_regions.offered("ct6e-standard-4t", "us-south1-ai1b") is None
     assert machine_regions.offered("ct4p-hightpu-4t", "us-east5-a") is None
+    assert machine_regions.offered("n1-standard-16", "us-east5-z") is None  # no such zone: the zone rules say so
     assert machine_regions.system_default("us-east5-b") == "n2-standard-16"
     assert machine_regions.system_default("europe-west4-a") == "n1-standard-16"
 
