@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import checkpoints, names
+from . import checkpoints, machine_regions, names
 from . import regions as places
 from .errors import Problem
 from .model.jobs import Job
@@ -53,7 +53,7 @@ def _single_region(s: StackSpec) -> StackSpec:
     prod, region = s.prod, s.home[1]
     c = s.cluster
     cluster = _new(c, location=s.zone, deletion_protection=prod if c.deletion_protection is None else
-                   c.deletion_protection)
+                   c.deletion_protection, system_machine_type=_system_machine(c, s.zone))
     storage = _new(s.storage, location=s.storage.location or s.region,
                    protected=prod if s.storage.protected is None else s.storage.protected)
     primary = s.network.primary
@@ -68,6 +68,14 @@ def _single_region(s: StackSpec) -> StackSpec:
         groups[x.group] = (shape, n + 1)
     return _new(s, cluster=cluster, storage=storage, image=_image(s, region), network=network, slices=slices,
                 jobs=tuple(_job(j, groups) for j in s.jobs))
+
+
+def _system_machine(section: BaseModel, location: str) -> str:
+    """The system pool's machine type: as written, else the model's default where ``location`` offers it, else its
+    N2 twin (the seed's n1-standard-16 is offered in no zone of us-east5: stackspec/data/machine_regions.csv)."""
+    if "system_machine_type" in section.model_fields_set:
+        return section.system_machine_type
+    return machine_regions.system_default(location, type(section).model_fields["system_machine_type"].default)
 
 
 def _image(s: StackSpec, home_region: str):
@@ -123,7 +131,8 @@ def _stack_wide(s: StackSpec) -> StackSpec:
     """A multi-region stack's stack-wide sections; its regions become views in :func:`view`."""
     prod, m = s.prod, s.manager
     manager = m if m is None else _new(m, region=m.region or s.region, deletion_protection=prod if
-                                       m.deletion_protection is None else m.deletion_protection)
+                                       m.deletion_protection is None else m.deletion_protection,
+                                       system_machine_type=_system_machine(m, m.region or s.region))
     st = s.storage
     place = bucket_place(s)
     storage = _new(st, location=place.location if place else st.location,

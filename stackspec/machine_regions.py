@@ -15,17 +15,19 @@ import csv
 from functools import cache
 from pathlib import Path
 
+from .limits import REGION
 from .zones import ZONE, region_of
 
 DATA = Path(__file__).with_name("data") / "machine_regions.csv"
 TABLE_FILE = "stackspec/data/machine_regions.csv"
 SOURCE = ("Cyclenerd/google-cloud-pricing-cost-calculator@8bf3293a3561:tools/machinetyperegion.csv, "
           "gcloud compute machine-types list of 2026-08-17")
-# The seed's system machine type (its cluster create), kept where its region offers it; else the same 16 vCPUs on
-# N2, which both peers use where N1 is absent (xpk's dry run in us-east5: e2-standard-16; cluster-toolkit's
-# gke-tpu-v6e: n2-standard-8), with 64 GiB against N1's 60 GB.
+# The seed's system machine type (its cluster create), kept where its region offers it; else the same vCPUs on N2
+# (cluster-toolkit's gke-tpu-v6e system pool is N2: n2-standard-8; xpk's dry run in us-east5 uses e2-standard-16),
+# with more memory than N1's. n1-standard-4 (a Standard manager's default) has no N2 twin in the machine table.
 SEED_SYSTEM = "n1-standard-16"
-SYSTEM_FALLBACK = "n2-standard-16"
+N2_FOR = {"n1-standard-4": "n2-standard-8", "n1-standard-8": "n2-standard-8", "n1-standard-16": "n2-standard-16",
+          "n1-standard-32": "n2-standard-32"}
 
 
 @cache
@@ -50,6 +52,8 @@ def offered(machine: str, location: str) -> bool | None:
         if location.rsplit("-", 1)[1].startswith("ai"):
             return None  # an AI zone: the export's account sees none
         location = region_of(location)
+    elif not REGION.fullmatch(location):
+        return None  # not a zone or region name: the zone rules say so, once
     if listed is None:
         return None
     region = location
@@ -66,6 +70,7 @@ def error(machine: str, location: str) -> str | None:
             f"zones offer it: {', '.join(regions(machine) or ())} ({SOURCE}; {TABLE_FILE})")
 
 
-def system_default(location: str) -> str:
-    """The system pool's machine type for a new stack in ``location``: the seed's where offered, else N2."""
-    return SEED_SYSTEM if offered(SEED_SYSTEM, location) is not False else SYSTEM_FALLBACK
+def system_default(location: str, default: str = SEED_SYSTEM) -> str:
+    """The system pool's machine type where a stack names none: ``default`` (the model's) where ``location`` offers
+    it, else its N2 twin (the resolve step, :mod:`stackspec.defaults`, and ``slicectl new``)."""
+    return default if offered(default, location) is not False else N2_FOR.get(default, default)

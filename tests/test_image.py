@@ -215,6 +215,13 @@ def test_an_unset_digest_deploys_the_first_phase_with_a_warning(monkeypatch, dry
     assert not [w for w in warnings if "image.digest" in w]
 
 
+def test_the_stack_files_say_an_unset_digest_warns_not_refuses():
+    """What the stack files tell a reader beside image: is what the program does (the test above): a warning."""
+    for path in [*(ROOT / "stacks").glob("Pulumi.*.yaml"), *(ROOT / "tests" / "fixtures").rglob("Pulumi.*.yaml")]:
+        text = " ".join(line.strip().lstrip("#").strip() for line in path.read_text().splitlines())
+        assert "refuses to deploy" not in text, path.name
+
+
 def test_image_streaming_on_every_pool_with_the_image(prod):
     pools = prod.by_type("gcp:container/nodePool:NodePool")
     assert pools and all(p.inputs["nodeConfig"]["gcfsConfig"] == {"enabled": True} for p in pools)

@@ -55,6 +55,7 @@ def test_the_table_answers_what_gcloud_lists():
     # Unknown to the export: an AI zone, a machine type it cannot see.
     assert machine_regions.offered("ct6e-standard-4t", "us-south1-ai1b") is None
     assert machine_regions.offered("ct4p-hightpu-4t", "us-east5-a") is None
+    assert machine_regions.offered("n1-standard-16", "us-east5-z") is None  # no such zone: the zone rules say so
     assert machine_regions.system_default("us-east5-b") == "n2-standard-16"
     assert machine_regions.system_default("europe-west4-a") == "n1-standard-16"
 
@@ -147,3 +148,34 @@ def test_the_shipped_stacks_name_only_offered_machines_and_say_why_beside_the_ch
             if "systemMachineType:" in line:
                 near = " ".join(lines[max(0, i - 2):i + 1])
                 assert "stackspec/data/machine_regions.csv" in near, (path.name, line)
+
+
+def test_an_unset_system_machine_resolves_to_one_the_region_offers():
+    """The model's defaults (the tutorial's n1-standard-16; n1-standard-4 for a Standard manager) where the region
+    offers them, else their N2 twin: a stack that names none is never refused for a machine it did not write."""
+    def drop(c):
+        c[f"{NS}:cluster"].pop("systemMachineType", None)
+    east5 = stack_spec.load("case", _config(_prod(drop)))
+    assert east5.cluster.system_machine_type == "n2-standard-16"
+
+    def in_europe(c):
+        drop(c)
+        c.update({"gcp:region": "europe-west4", "gcp:zone": "europe-west4-a"})
+    assert stack_spec.load("case", _config(_prod(in_europe))).cluster.system_machine_type == "n1-standard-16"
+
+    def standard_manager(c):
+        c[f"{NS}:manager"]["autopilot"] = False
+        c[f"{NS}:manager"].pop("systemMachineType", None)
+        for r in c[f"{NS}:regions"]:
+            r["cluster"].pop("systemMachineType", None)
+    multi = stack_spec.load("case", _config(_multi(standard_manager)))
+    assert multi.manager.system_machine_type == "n2-standard-8"  # us-east5: no n1-standard-4
+    assert [(v.region, v.cluster.system_machine_type) for v in multi.views] == [
+        ("us-east5", "n2-standard-16"), ("us-east1", "n1-standard-16")]
+
+
+def _config(text: str) -> dict[str, str]:
+    """A stack file's text as the flat config ``stack_spec.load`` reads (values of sections as JSON)."""
+    import json
+
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in yaml.safe_load(text)["config"].items()}
