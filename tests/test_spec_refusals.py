@@ -159,3 +159,21 @@ def test_cost_json_makes_no_directories(tmp_path):
     code, _, err = _run(["cost", "--stack", "prod", "--stacks-dir", str(FIXTURE_STACKS), "--json", str(target)])
     assert code == Exit.USAGE and "no such directory" in err
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.slow
+def test_the_fork_check_runs_the_teams_own_stacks(tmp_path):
+    """tests/fork_check.sh runs the fast suite with the team's stacks (the working tree's, or FORK_CHECK_STACKS),
+    not a canned one: here a stack `new` wrote and nothing committed."""
+    import os
+    import subprocess
+
+    team = tmp_path / "team"
+    team.mkdir()
+    assert _run(["new", "acme", *ACME, "--zone", "us-east5-b", "--stacks-dir", str(team)])[0] == 0
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([str(root / "tests" / "fork_check.sh"), "tests/test_examples.py"], cwd=root,
+                          env={**os.environ, "FORK_CHECK_STACKS": str(team)}, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "fork check: fast suite in a fork with the stacks acme: exit 0" in done.stderr
