@@ -177,3 +177,68 @@ def test_the_fork_check_runs_the_teams_own_stacks(tmp_path):
                           timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "fork check: fast suite in a fork with the stacks acme: exit 0" in done.stderr
+
+
+# --------------------------------------------------------------------------- what GCP, GKE, Kueue or KubeRay refuse
+
+def _dev(edit) -> str:
+    return edited(DEV, edit)
+
+
+def _groups(name: str):
+    def edit(c):
+        for s in c[f"{NS}:slices"]:
+            s["group"] = name
+        for j in c[f"{NS}:jobs"]:
+            j.pop("group", None)
+    return edit
+
+
+def _control_plane(nets: list[dict]):
+    return lambda c: c[f"{NS}:cluster"].update(controlPlane={"access": "authorized-networks",
+                                                             "authorizedNetworks": nets})
+
+
+@pytest.mark.parametrize(("edit", "key", "words"), [
+    # Kueue's RayJob webhook: "%q is reserved for the head group"; KubeRay labels its head pod ray.io/group=headgroup.
+    (_groups("head"), "slices[0].group", "reserved for the head group (Kueue's RayJob webhook"),
+    (_groups("headgroup"), "slices[0].group", "reserved for the head group (KubeRay"),
+    # GKE: "Public clusters can have up to 50 authorized network CIDR ranges; private clusters can have up to 100."
+    (_control_plane([{"cidr": f"10.200.{i}.0/24"} for i in range(101)]), "cluster.controlPlane.authorizedNetworks",
+     "GKE takes at most 100 for a private cluster"),
+    (_control_plane([{"cidr": "0.0.0.0/0", "public": True}]), "cluster.controlPlane.authorizedNetworks[0].cidr",
+     "opens the control plane's endpoint to the whole internet"),
+    # Cloud Storage locations: a zone, an invented name, a place not holding the cluster's region.
+    (lambda c: c[f"{NS}:storage"].update(location="us-east5-b"), "storage.location", "a zone is not"),
+    (lambda c: c[f"{NS}:storage"].update(location="MOON"), "storage.location", "not a Cloud Storage location"),
+    (lambda c: c[f"{NS}:storage"].update(location="EU"), "storage.location",
+     "does not hold the cluster's region us-east5"),
+    (lambda c: c[f"{NS}:storage"].update(location="europe-west4"), "storage.location", "the cluster runs in us-east5"),
+    # Kubernetes int32 fields of the RayJob.
+    (lambda c: c[f"{NS}:jobs"][0].update(activeDeadlineSeconds=2**31), "jobs[0].activeDeadlineSeconds",
+     "must be at most 2147483647"),
+    # An elastic job without checkpoints restarts at step 0 after every preemption.
+    (lambda c: c[f"{NS}:jobs"][0].setdefault("maxtext", {}).update(enable_checkpointing=False),
+     "jobs[0].maxtext.enable_checkpointing", "restarts at step 0"),
+    # Image references a registry refuses: an uppercase path, a digest of the wrong length or case.
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/Ray:2.60.0"), "ray.image", "not an image reference"),
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/ray@sha256:" + "a" * 40), "ray.image", "not an image digest"),
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/ray@sha256:" + "A" * 64), "ray.image", "not an image digest"),
+])
+def test_what_the_cloud_refuses_the_spec_refuses_at_its_key(tmp_path, edit, key, words):
+    code, out = lint_and_preview(tmp_path, _dev(edit), "dev")
+    assert code == Exit.INVALID_SPEC, out
+    assert any(f"{NS}:{key} = " in line and words in line for line in out.splitlines()), out
+
+
+def test_what_the_cloud_accepts_the_spec_accepts(tmp_path):
+    """The boundaries: 100 private ranges, a public range other than /0 on dev, the bucket in the cluster's
+    region's multi-region, a digest of 64 lowercase hex."""
+    edits = [_control_plane([{"cidr": f"10.200.{i}.0/24"} for i in range(100)]),
+             lambda c: c[f"{NS}:storage"].update(location="US"),
+             lambda c: c[f"{NS}:ray"].update(image="rayproject/ray:2.60.0-py312-tpu@sha256:" + "a" * 64)]
+    text = DEV
+    for edit in edits:
+        text = edited(text, edit)
+    code, out = lint_and_preview(tmp_path, text, "dev")
+    assert code == Exit.OK, out

@@ -7,6 +7,11 @@ what GCP allows. The format of a single value (a name, an image reference) is ch
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from .. import limits, zones
+from .. import regions as places
+from ..model.types import _ns
 
 # --------------------------------------------------------------------------- Cloud KMS key paths
 
@@ -25,3 +30,30 @@ def kms_key_path(value: str) -> str | None:
                 "<key>, a project ID of 6-30 characters, a lowercase location (global, a region, a multi-region), "
                 "ring and key IDs of 1-63 letters, digits, '_' and '-'")
     return None
+
+
+# --------------------------------------------------------------------------- the checkpoint bucket's location
+
+# https://cloud.google.com/storage/docs/locations: a bucket's location is a region, a dual-region (a predefined code
+# such as NAM4, or a configurable one: a code with two dataLocations) or a multi-region (US, EU, ASIA); a zone is none
+# of these. A multi-region stack names a place holding every region (rules/regions.py); a single-region one's bucket
+# holds the cluster's region: the workers read and write every checkpoint through GCS FUSE, and a bucket elsewhere
+# charges each GB crossing and stops the job when that other place is down.
+def bucket_location(spec: Any, fail) -> None:
+    st, region = spec.storage, spec.region
+    key = _ns("storage.location")
+    holding = [region, *(p.location for p in places.bucket_places([region]))]
+    if zones.ZONE.fullmatch(st.location):
+        fail(key, st.location, f"a zone is not a Cloud Storage location; allowed: {', '.join(holding)}")
+        return
+    place = places.place_of(st.location, st.data_locations)
+    if place.kind == "region":
+        if not limits.REGION.fullmatch(place.location):
+            fail(key, st.location, "not a Cloud Storage location: a region (us-east5), a dual-region (NAM4) or a "
+                 f"multi-region (US, EU, ASIA); allowed here: {', '.join(holding)}")
+        elif place.location != region:
+            fail(key, st.location, f"the cluster runs in {region}: its checkpoints go to a bucket holding that region "
+                 f"(GCS FUSE reads and writes each one); allowed: {', '.join(holding)}")
+    elif not place.contains(region):
+        fail(key, st.location, f"{place.describe()} does not hold the cluster's region {region}; allowed: "
+             f"{', '.join(holding)}")
