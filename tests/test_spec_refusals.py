@@ -242,3 +242,30 @@ def test_what_the_cloud_accepts_the_spec_accepts(tmp_path):
         text = edited(text, edit)
     code, out = lint_and_preview(tmp_path, text, "dev")
     assert code == Exit.OK, out
+
+
+def test_an_image_pusher_of_another_stack_is_refused(tmp_path):
+    """Each ci-image-<stack> signs with its own stack's key only: another stack's pusher's images are never admitted."""
+    other = "ci-image-team-eu@my-tpu-ci.iam.gserviceaccount.com"
+    code, out = lint_and_preview(tmp_path, edited(PROD, lambda c: c[f"{NS}:image"].update(pusher=other)))
+    assert code == Exit.INVALID_SPEC
+    assert f'{NS}:image.pusher = "{other}": the image identity of stack team-eu' in out, out
+    own = "ci-image-case@my-tpu-ci.iam.gserviceaccount.com"  # this stack's own (the file is Pulumi.case.yaml)
+    code, out = lint_and_preview(tmp_path, edited(PROD, lambda c: c[f"{NS}:image"].update(pusher=own)))
+    assert code == Exit.OK, out
+
+
+def test_a_stack_keeping_its_secrets_with_another_stacks_key_is_refused_on_that_line(tmp_path):
+    """lint judges the stacks of a directory together: team-eu's file naming prod's Cloud KMS key."""
+    for name in ("prod", "team-eu"):
+        (tmp_path / f"Pulumi.{name}.yaml").write_text((FIXTURE_STACKS / f"Pulumi.{name}.yaml").read_text())
+    path = tmp_path / "Pulumi.team-eu.yaml"
+    text = path.read_text()
+    path.write_text(re.sub(r"(?m)^secretsprovider: .*$",
+                           "secretsprovider: gcpkms://projects/my-tpu-ci/locations/global/keyRings/pulumi/cryptoKeys/prod",
+                           text))
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("secretsprovider:"))
+    code, out, err = _run(["lint", "--stacks-dir", str(tmp_path)])
+    assert code == Exit.INVALID_SPEC, out + err
+    assert f"Pulumi.team-eu.yaml:{line}: secretsprovider = " in out + err
+    assert "the Cloud KMS key of stack prod" in out + err

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import limits, zones
+from .. import limits, names, zones
 from .. import regions as places
 from ..model.types import _ns
 
@@ -57,3 +57,22 @@ def bucket_location(spec: Any, fail) -> None:
     elif not place.contains(region):
         fail(key, st.location, f"{place.describe()} does not hold the cluster's region {region}; allowed: "
              f"{', '.join(holding)}")
+
+
+# --------------------------------------------------------------------------- the worker image's pusher
+
+def image_pusher(spec: Any, fail) -> None:
+    """The worker image's pusher is not another stack's image identity: the bootstrap lets each
+    ci-image-<stack> sign with its own stack's key only (bootstrap/access.py image_identity), so an image another
+    stack's identity pushes here carries no attestation this stack's Binary Authorization policy admits, and the
+    repository's authoritative policy (infra/registry.py) would grant another stack's identity in this project."""
+    image = spec.image
+    if image is None or image.pusher is None or spec.ci_project is None:
+        return
+    own = names.image_account_email(spec.stack, spec.ci_project)
+    prefix, suffix = f"{names.CI_ACCOUNTS['image']}-", f"@{spec.ci_project}.iam.gserviceaccount.com"
+    if image.pusher != own and image.pusher.startswith(prefix) and image.pusher.endswith(suffix):
+        other = image.pusher.removeprefix(prefix).removesuffix(suffix)
+        fail(_ns("image.pusher"), image.pusher, f"the image identity of stack {other}, not of this one: it signs "
+             f"with {other}'s key only, so this stack's attestor never admits what it pushes; drop the key (the "
+             f"default is {own})")

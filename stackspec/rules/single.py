@@ -22,6 +22,7 @@ def single_region(spec: StackSpec, fail, context: dict[str, Any], problems: list
     if not context.get("view"):  # a multi-region stack's one bucket holds every region (rules/regions.py)
         gcp.bucket_location(spec, fail)
     gke.control_plane(spec, fail)
+    gcp.image_pusher(spec, fail)
     network.check(spec, fail)
     kueue.worker_groups(spec, fail)
     slices.check(spec, fail)
