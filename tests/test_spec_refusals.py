@@ -269,3 +269,16 @@ def test_a_stack_keeping_its_secrets_with_another_stacks_key_is_refused_on_that_
     assert code == Exit.INVALID_SPEC, out + err
     assert f"Pulumi.team-eu.yaml:{line}: secretsprovider = " in out + err
     assert "the Cloud KMS key of stack prod" in out + err
+
+
+def test_a_multi_region_stack_where_one_region_tries_a_reservation_first_previews(tmp_path):
+    """It was a traceback (the policy locator read a multi-region stack's slices), then a false mandatory violation
+    (the fallback rule mixed the two regions' classes of one name and their pools): now accepted."""
+    text = (FIXTURE_STACKS / "Pulumi.multi.yaml").read_text()
+    east1 = "capacity: [{type: on-demand, expectedWaitHours: 1.5}]}"
+    assert text.count(east1) == 2
+    text = text.replace(east1, "capacity: [{type: reservation, reservation: east1-res}, "
+                               "{type: on-demand, expectedWaitHours: 1.5}]}")
+    text = text.replace("    rayTokenAuth: true\n", "    rayTokenAuth: true\n    draScaleFromZero: true\n")
+    code, out = lint_and_preview(tmp_path, text, "multi")
+    assert code == Exit.OK, out
