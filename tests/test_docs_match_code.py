@@ -144,3 +144,17 @@ def test_the_index_links_every_page_and_the_readme_the_first_ones():
     deploy = readme.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
     for item in ("Projects", "Billing", "TPU quota per type", "Roles", "CLI"):
         assert f"**{item}**" in deploy, item
+
+
+def test_the_stack_spec_page_lists_every_key_of_a_stack_file():
+    """docs/stack-spec.md's table of keys holds every top-level key the model reads (a key missing there is one a
+    user cannot find)."""
+    from stackspec.model import StackSpec
+
+    text = (ROOT / "docs" / "stack-spec.md").read_text()
+    table = text.split("## The stack spec\n", 1)[1].split("\nChecked before", 1)[0]
+    rows = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    listed = {k for row in rows for k in re.findall(r"`(\w+)`", row)}
+    keys = {f.alias.split(":", 1)[1] for f in StackSpec.model_fields.values()
+            if f.alias and f.alias.startswith("tpu-multislice:") and not f.exclude}
+    assert not keys - listed, f"docs/stack-spec.md does not list: {sorted(keys - listed)}"
