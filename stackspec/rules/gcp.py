@@ -76,3 +76,27 @@ def image_pusher(spec: Any, fail) -> None:
         fail(_ns("image.pusher"), image.pusher, f"the image identity of stack {other}, not of this one: it signs "
              f"with {other}'s key only, so this stack's attestor never admits what it pushes; drop the key (the "
              f"default is {own})")
+
+
+# --------------------------------------------------------------------------- a trainer image under Binary Authorization
+
+def trainer_images(spec: Any, fail) -> None:
+    """Under blocking Binary Authorization (unverified.binaryAuthorizationEnforce), a job's own trainer image lives in
+    the stack's Artifact Registry repository: the project's policy admits everything else only through the stack's
+    attestor (infra/cluster_security.py default_rule: REQUIRE_ATTESTATION, or ALWAYS_DENY without an image section;
+    "There is at most one policy per project", https://cloud.google.com/binary-authorization/docs/key-concepts), and
+    the attestor's key signs only what image.yml pushed to that repository, so an image elsewhere is never admitted
+    and the job's pods are refused at admission."""
+    if not spec.unverified.binary_authorization_enforce:
+        return
+    repository = (names.repository_path(spec.image.location or spec.region, spec.project, spec.image.repository)
+                  if spec.image is not None else None)
+    for i, j in enumerate(spec.jobs):
+        image = j.trainer.image if j.trainer is not None else None
+        if image is None or (repository is not None and image.startswith(repository + "/")):
+            continue
+        where = (f"the stack's repository {repository}/" if repository else
+                 "an image section's repository (without one the policy denies every image)")
+        fail(_ns(f"jobs[{i}].trainer.image"), image, f"Binary Authorization blocks (unverified."
+             f"binaryAuthorizationEnforce) every image its attestor did not sign, and it signs only what image.yml "
+             f"pushes to {where}: push the trainer's image there, or leave blocking off")

@@ -23,6 +23,7 @@ def single_region(spec: StackSpec, fail, context: dict[str, Any], problems: list
         gcp.bucket_location(spec, fail)
     gke.control_plane(spec, fail)
     gcp.image_pusher(spec, fail)
+    gcp.trainer_images(spec, fail)
     network.check(spec, fail)
     kueue.worker_groups(spec, fail)
     slices.check(spec, fail)
