@@ -36,9 +36,15 @@ def entry(res: Res | None, spec: stack_spec.StackSpec) -> str | None:
         i = _index([s.name for s in spec.slices], get(props, f"nodeConfig.labels.{kube.SLICE_LABEL}"))
         return f"slices[{i}]" if i is not None else "cluster"  # the system pool comes from cluster.*
     if t == COMPUTE_CLASS:
-        groups = {names.compute_class(s.group): i for i, s in reversed(list(enumerate(spec.slices)))}
-        i = groups.get(get(props, "metadata.name"))
-        return f"slices[{i}]" if i is not None else "slices"
+        # A multi-region stack's ComputeClass is its region cluster's (its Kubernetes provider names the cluster).
+        sites = ([(f"regions[{r}].", reg.slices) for r, reg in enumerate(spec.regions)
+                  if res.provider in (None, names.k8s_provider(reg.cluster.name))]
+                 if spec.multi_region else [("", spec.slices)])
+        for prefix, slices in sites:
+            groups = {names.compute_class(s.group): i for i, s in reversed(list(enumerate(slices)))}
+            if (i := groups.get(get(props, "metadata.name"))) is not None:
+                return f"{prefix}slices[{i}]"
+        return "regions" if spec.multi_region else "slices"
     if t in (NETWORK, SUBNETWORK):
         key = "subnet" if t == SUBNETWORK else "network"
         nets = [getattr(n, key) or names.network_name(spec.cluster.name, k + 1) for k, n in enumerate(spec.networks)]

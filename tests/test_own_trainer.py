@@ -99,3 +99,29 @@ def test_a_script_linked_from_outside_the_repository_is_refused(tmp_path, monkey
     assert own_trainer.Trainer(script="trainers/inside.py").script == "trainers/inside.py"
     with pytest.raises(ValidationError, match="leads outside it"):
         own_trainer.Trainer(script="trainers/linked.py")
+
+
+def test_under_blocking_binary_authorization_a_trainer_image_lives_in_the_stacks_repository(tmp_path):
+    """The attestor signs only what image.yml pushed to the stack's repository: any other trainer image would be
+    refused at pod admission once Binary Authorization blocks."""
+    digest = "@sha256:" + "a" * 64
+    repo = "us-east5-docker.pkg.dev/my-tpu-project-own/tpu-multislice"
+
+    def stack(image: str, with_repository: bool) -> Path:
+        doc = yaml.safe_load((FIXTURES / "Pulumi.own.yaml").read_text())
+        config = doc["config"]
+        config[f"{NS}:unverified"]["binaryAuthorizationEnforce"] = True
+        if with_repository:
+            config[f"{NS}:image"] = {"repository": "tpu-multislice", "name": "ray-maxtext"}
+        config[f"{NS}:jobs"][0]["trainer"]["image"] = image
+        where = tmp_path / image.replace("/", "_").replace("@", "_").replace(":", "_") / str(with_repository)
+        where.mkdir(parents=True)
+        (where / "Pulumi.own.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        return where
+
+    key = f"{NS}:jobs[0].trainer.image"
+    for image, with_repository in ((f"docker.io/acme/trainer{digest}", True), (f"{repo}/trainer{digest}", False)):
+        with pytest.raises(stack_spec.SpecError) as e:
+            stack_spec.load_stack("own", stack(image, with_repository))
+        assert any(p.key == key and "Binary Authorization blocks" in p.message for p in e.value.problems)
+    assert stack_spec.load_stack("own", stack(f"{repo}/trainer{digest}", True)).job("tiny-own").trainer.image

@@ -159,3 +159,126 @@ def test_cost_json_makes_no_directories(tmp_path):
     code, _, err = _run(["cost", "--stack", "prod", "--stacks-dir", str(FIXTURE_STACKS), "--json", str(target)])
     assert code == Exit.USAGE and "no such directory" in err
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.slow
+def test_the_fork_check_runs_the_teams_own_stacks(tmp_path):
+    """tests/fork_check.sh runs the fast suite with the team's stacks (the working tree's, or FORK_CHECK_STACKS),
+    not a canned one: here a stack `new` wrote and nothing committed."""
+    import os
+    import subprocess
+
+    team = tmp_path / "team"
+    team.mkdir()
+    assert _run(["new", "acme", *ACME, "--zone", "us-east5-b", "--stacks-dir", str(team)])[0] == 0
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([str(root / "tests" / "fork_check.sh"), "tests/test_examples.py"], cwd=root,
+                          env={**os.environ, "FORK_CHECK_STACKS": str(team)}, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "fork check: fast suite in a fork with the stacks acme: exit 0" in done.stderr
+
+
+# --------------------------------------------------------------------------- what GCP, GKE, Kueue or KubeRay refuse
+
+def _dev(edit) -> str:
+    return edited(DEV, edit)
+
+
+def _groups(name: str):
+    def edit(c):
+        for s in c[f"{NS}:slices"]:
+            s["group"] = name
+        for j in c[f"{NS}:jobs"]:
+            j.pop("group", None)
+    return edit
+
+
+def _control_plane(nets: list[dict]):
+    return lambda c: c[f"{NS}:cluster"].update(controlPlane={"access": "authorized-networks",
+                                                             "authorizedNetworks": nets})
+
+
+@pytest.mark.parametrize(("edit", "key", "words"), [
+    # Kueue's RayJob webhook: "%q is reserved for the head group"; KubeRay labels its head pod ray.io/group=headgroup.
+    (_groups("head"), "slices[0].group", "reserved for the head group (Kueue's RayJob webhook"),
+    (_groups("headgroup"), "slices[0].group", "reserved for the head group (KubeRay"),
+    # GKE: "Public clusters can have up to 50 authorized network CIDR ranges; private clusters can have up to 100."
+    (_control_plane([{"cidr": f"10.200.{i}.0/24"} for i in range(101)]), "cluster.controlPlane.authorizedNetworks",
+     "GKE takes at most 100 for a private cluster"),
+    (_control_plane([{"cidr": "0.0.0.0/0", "public": True}]), "cluster.controlPlane.authorizedNetworks[0].cidr",
+     "opens the control plane's endpoint to the whole internet"),
+    # Cloud Storage locations: a zone, an invented name, a place not holding the cluster's region.
+    (lambda c: c[f"{NS}:storage"].update(location="us-east5-b"), "storage.location", "a zone is not"),
+    (lambda c: c[f"{NS}:storage"].update(location="MOON"), "storage.location", "not a Cloud Storage location"),
+    (lambda c: c[f"{NS}:storage"].update(location="EU"), "storage.location",
+     "does not hold the cluster's region us-east5"),
+    (lambda c: c[f"{NS}:storage"].update(location="europe-west4"), "storage.location", "the cluster runs in us-east5"),
+    # Kubernetes int32 fields of the RayJob.
+    (lambda c: c[f"{NS}:jobs"][0].update(activeDeadlineSeconds=2**31), "jobs[0].activeDeadlineSeconds",
+     "must be at most 2147483647"),
+    # An elastic job without checkpoints restarts at step 0 after every preemption.
+    (lambda c: c[f"{NS}:jobs"][0].setdefault("maxtext", {}).update(enable_checkpointing=False),
+     "jobs[0].maxtext.enable_checkpointing", "restarts at step 0"),
+    # Image references a registry refuses: an uppercase path, a digest of the wrong length or case.
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/Ray:2.60.0"), "ray.image", "not an image reference"),
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/ray@sha256:" + "a" * 40), "ray.image", "not an image digest"),
+    (lambda c: c[f"{NS}:ray"].update(image="rayproject/ray@sha256:" + "A" * 64), "ray.image", "not an image digest"),
+])
+def test_what_the_cloud_refuses_the_spec_refuses_at_its_key(tmp_path, edit, key, words):
+    code, out = lint_and_preview(tmp_path, _dev(edit), "dev")
+    assert code == Exit.INVALID_SPEC, out
+    assert any(f"{NS}:{key} = " in line and words in line for line in out.splitlines()), out
+
+
+def test_what_the_cloud_accepts_the_spec_accepts(tmp_path):
+    """The boundaries: 100 private ranges, a public range other than /0 on dev, the bucket in the cluster's
+    region's multi-region, a digest of 64 lowercase hex."""
+    edits = [_control_plane([{"cidr": f"10.200.{i}.0/24"} for i in range(100)]),
+             lambda c: c[f"{NS}:storage"].update(location="US"),
+             lambda c: c[f"{NS}:ray"].update(image="rayproject/ray:2.60.0-py312-tpu@sha256:" + "a" * 64)]
+    text = DEV
+    for edit in edits:
+        text = edited(text, edit)
+    code, out = lint_and_preview(tmp_path, text, "dev")
+    assert code == Exit.OK, out
+
+
+def test_an_image_pusher_of_another_stack_is_refused(tmp_path):
+    """Each ci-image-<stack> signs with its own stack's key only: another stack's pusher's images are never admitted."""
+    other = "ci-image-team-eu@my-tpu-ci.iam.gserviceaccount.com"
+    code, out = lint_and_preview(tmp_path, edited(PROD, lambda c: c[f"{NS}:image"].update(pusher=other)))
+    assert code == Exit.INVALID_SPEC
+    assert f'{NS}:image.pusher = "{other}": the image identity of stack team-eu' in out, out
+    own = "ci-image-case@my-tpu-ci.iam.gserviceaccount.com"  # this stack's own (the file is Pulumi.case.yaml)
+    code, out = lint_and_preview(tmp_path, edited(PROD, lambda c: c[f"{NS}:image"].update(pusher=own)))
+    assert code == Exit.OK, out
+
+
+def test_a_stack_keeping_its_secrets_with_another_stacks_key_is_refused_on_that_line(tmp_path):
+    """lint judges the stacks of a directory together: team-eu's file naming prod's Cloud KMS key."""
+    for name in ("prod", "team-eu"):
+        (tmp_path / f"Pulumi.{name}.yaml").write_text((FIXTURE_STACKS / f"Pulumi.{name}.yaml").read_text())
+    path = tmp_path / "Pulumi.team-eu.yaml"
+    text = path.read_text()
+    path.write_text(re.sub(r"(?m)^secretsprovider: .*$",
+                           "secretsprovider: gcpkms://projects/my-tpu-ci/locations/global/keyRings/pulumi/cryptoKeys/prod",
+                           text))
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("secretsprovider:"))
+    code, out, err = _run(["lint", "--stacks-dir", str(tmp_path)])
+    assert code == Exit.INVALID_SPEC, out + err
+    assert f"Pulumi.team-eu.yaml:{line}: secretsprovider = " in out + err
+    assert "the Cloud KMS key of stack prod" in out + err
+
+
+def test_a_multi_region_stack_where_one_region_tries_a_reservation_first_previews(tmp_path):
+    """It was a traceback (the policy locator read a multi-region stack's slices), then a false mandatory violation
+    (the fallback rule mixed the two regions' classes of one name and their pools): now accepted."""
+    text = (FIXTURE_STACKS / "Pulumi.multi.yaml").read_text()
+    east1 = "capacity: [{type: on-demand, expectedWaitHours: 1.5}]}"
+    assert text.count(east1) == 2
+    text = text.replace(east1, "capacity: [{type: reservation, reservation: east1-res}, "
+                               "{type: on-demand, expectedWaitHours: 1.5}]}")
+    text = text.replace("    rayTokenAuth: true\n", "    rayTokenAuth: true\n    draScaleFromZero: true\n")
+    code, out = lint_and_preview(tmp_path, text, "multi")
+    assert code == Exit.OK, out

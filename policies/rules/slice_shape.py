@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stackspec import kube, tpu
+from stackspec import kube, names, tpu
 
 from .common import (
     COMPUTE_CLASS,
@@ -292,22 +292,29 @@ def compute_class_fits_jobs(resources: Sequence[Res], ctx: Context) -> Violation
 
 def compute_class_fallbacks(resources: Sequence[Res], ctx: Context) -> Violations:
     """A TPU worker group's ComputeClass has a fallback: at least two capacity options."""
-    classes = _classes(resources)
+    # Per cluster: a multi-region stack's region clusters each hold a class of the same name (their Kubernetes
+    # provider tells them apart) over their own pools.
+    classes = {(r.provider, k8s_name(r.props)): r for r in resources if r.type == COMPUTE_CLASS}
     out: Violations = []
-    seen: set[str] = set()
+    seen: set[tuple[str | None, str | None]] = set()
     for r in resources:
         if r.type not in (RAY_CLUSTER, RAY_JOB):
             continue
         for _, group in worker_groups(r.type, r.props):
-            name = _group_class(group)
-            if not is_tpu_group(group) or name in seen or name not in classes:
+            key = (r.provider, _group_class(group))
+            # A class built without its provider (a hand-made resource) is the cluster's only one of that name.
+            cls = classes.get(key) or classes.get((None, key[1]))
+            if not is_tpu_group(group) or key in seen or cls is None:
                 continue
-            seen.add(name)
-            rules = items(get(classes[name].props, "spec.priorities", []))
-            if len(rules) < MIN_FALLBACK_OPTIONS and not _held(resources, name) and not _queued(resources, name):
+            seen.add(key)
+            name = key[1]
+            pools = [p for p in resources if p.type == NODE_POOL and _pool_class(p.props) == name
+                     and (r.provider is None or names.k8s_provider(str(get(p.props, "cluster"))) == r.provider)]
+            rules = items(get(cls.props, "spec.priorities", []))
+            if len(rules) < MIN_FALLBACK_OPTIONS and not _held(pools, name) and not _queued(pools, name):
                 have = ", ".join(_option(x) for x in rules) or "none"
-                out.append((classes[name], f"ComputeClass {name} has {len(rules)} capacity option(s) ({have}): "
-                                           "when it has no capacity the slices wait; add a fallback"))
+                out.append((cls, f"ComputeClass {name} has {len(rules)} capacity option(s) ({have}): "
+                                 "when it has no capacity the slices wait; add a fallback"))
     return out
 
 

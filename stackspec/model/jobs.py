@@ -13,6 +13,7 @@ from pydantic.json_schema import SkipJsonSchema
 from .. import checkpoints, runs
 from .. import maxtext as maxtext_facts
 from .. import trainer as own_trainer
+from ..limits import INT32_MAX
 from .types import MaxTextValue, MeshAxis, MeshDegree, RayJobName, Region, Section, _check, at, resolved
 
 # One preemption spends two of Ray Train's failures: the lost worker, and the restart that
@@ -64,15 +65,15 @@ class Job(Section):
     expected_preemption_interval_minutes: float | None = Field(None, gt=0)  # mean time between preemptions
     # Seconds per training step on this job's slices, for the cost of a run; unset: shown as unknown.
     expected_step_seconds: float | None = Field(None, gt=0)
-    active_deadline_seconds: int = Field(4 * 3600, ge=1)
-    backoff_limit: int = Field(0, ge=0)
+    active_deadline_seconds: int = Field(4 * 3600, ge=1, le=INT32_MAX)  # RayJob fields are int32 (limits.INT32_MAX)
+    backoff_limit: int = Field(0, ge=0, le=INT32_MAX)
     # A dedicated cluster (and its slices) is deleted this long after the job ends (logs until then).
     # Queued jobs take 0: Kueue frees the job's quota when KubeRay reports it finished, not when the
     # cluster goes (cloud rule kueue-quota-freed-at-job-end).
-    cluster_ttl_seconds: int = Field(0, ge=0)
+    cluster_ttl_seconds: int = Field(0, ge=0, le=INT32_MAX)
     # Shared-cluster jobs: KubeRay deletes the finished RayJob and its submitter Job after this long
     # (deletionRules, KubeRay >= 1.6). Unset: kept, so Pulumi's state and the cluster agree.
-    job_ttl_seconds: int | None = Field(None, ge=0)
+    job_ttl_seconds: int | None = Field(None, ge=0, le=INT32_MAX)
     # Multi-region stacks (tpu-multislice:regions): the region whose cluster this job is created in directly.
     # Unset: queued through the manager, whose MultiKueue dispatches it to the first region that admits it.
     region: Region | None = None

@@ -28,7 +28,7 @@ from .. import defaults
 from ..errors import Problem
 from ..model.types import _ns
 from . import quota, regions, sandbox
-from .across_stacks import shared_project as across_stacks
+from .across_stacks import check as across_stacks
 from .single import single_region
 
 if TYPE_CHECKING:

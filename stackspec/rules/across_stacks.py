@@ -1,4 +1,4 @@
-"""Rules across stack files: what two stacks of one repository must not both declare.
+"""Rules across stack files: what two stacks of one repository must not both declare (:func:`check`).
 
 A GCP project has one Binary Authorization policy: "A policy specifies the attestors that must attest to a container
 image, before the project is allowed to deploy that image. There is at most one policy per project."
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import names
 from ..errors import Problem
 
 POLICY_SOURCE = "https://cloud.google.com/binary-authorization/docs/reference/rest/v1beta1/projects/getPolicy"
@@ -32,4 +33,31 @@ def shared_project(specs: list[Any]) -> dict[str, list[Problem]]:
             out[s.stack] = [Problem("gcp:project", project, (
                 f"also the project of {others}: each stack declares the project's Binary Authorization policy, and "
                 f"\"There is at most one policy per project\" ({POLICY_SOURCE}); give each stack its own project"))]
+    return out
+
+
+def foreign_key(specs: list[Any]) -> dict[str, list[Problem]]:
+    """Stack name -> its problems: a stack keeping its secrets with another stack's Cloud KMS key. The bootstrap
+    makes one key per stack (stackspec/names.py stack_key_id) and lets each stack's identities use their own only
+    (bootstrap/access.py), so CI could neither decrypt this stack's state with it nor keep the two stacks apart."""
+    out: dict[str, list[Problem]] = {}
+    for s in specs:
+        if s.secrets_provider is None or s.ci_project is None:
+            continue
+        for o in specs:
+            if o is not s and o.ci_project is not None and \
+                    s.secrets_provider == names.stack_secrets_provider(o.ci_project, o.stack):
+                own = names.stack_secrets_provider(s.ci_project, s.stack)
+                out.setdefault(s.stack, []).append(Problem("secretsprovider", s.secrets_provider, (
+                    f"the Cloud KMS key of stack {o.stack} ({o.stack_file}): the bootstrap gives each stack its own "
+                    f"key and grants each stack's identities that key only; use {own}")))
+    return out
+
+
+def check(specs: list[Any]) -> dict[str, list[Problem]]:
+    """Every rule across stack files: stack name -> its problems."""
+    out: dict[str, list[Problem]] = {}
+    for rule in (shared_project, foreign_key):
+        for stack, problems in rule(specs).items():
+            out.setdefault(stack, []).extend(problems)
     return out

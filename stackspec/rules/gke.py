@@ -7,6 +7,9 @@ field types read them; a rule here calls ``fail(key, value, message)`` for each 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from ..model.types import _ns
 
 # GKE "About GPU and TPU provisioning with flex-start provisioning mode"
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/provisioning-model, Requirements): "To run TPUs, use
@@ -31,3 +34,29 @@ def flex_start_zone(generation: str, zone: str, capacity_types: Sequence[str]) -
     where = f"only in {', '.join(offered)}" if offered else "in no zone"
     return (f"GKE offers flex-start for TPU {generation} {where} (GKE flex-start provisioning-mode requirements), "
             f"not in gcp:zone {zone}; drop the flex-start option or move the stack")
+
+
+# https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks (Limitations): "Public clusters can have
+# up to 50 authorized network CIDR ranges; private clusters can have up to 100."
+MAX_AUTHORIZED_NETWORKS_PUBLIC = 50
+MAX_AUTHORIZED_NETWORKS_PRIVATE = 100
+
+
+def control_plane(spec: Any, fail) -> None:
+    """The control plane's authorized networks: GKE's count limit, and never the whole internet outside a sandbox
+    (prod keeps every public range off: rules/safety.py hardening)."""
+    c = spec.cluster
+    nets = c.control_plane.authorized_networks
+    key = _ns("cluster.controlPlane.authorizedNetworks")
+    limit = MAX_AUTHORIZED_NETWORKS_PRIVATE if c.private_nodes else MAX_AUTHORIZED_NETWORKS_PUBLIC
+    if len(nets) > limit:
+        kind = "private" if c.private_nodes else "public"
+        fail(key, len(nets), f"{len(nets)} ranges; GKE takes at most {limit} for a {kind} cluster (GKE "
+             "authorized networks, Limitations: 50 public, 100 private)")
+    if spec.sandbox or spec.prod:
+        return
+    for i, n in enumerate(nets):
+        if n.cidr.endswith("/0"):
+            fail(f"{key}[{i}].cidr", n.cidr, "opens the control plane's endpoint to the whole internet: name the "
+                 "ranges that reach it (a VPN's, an office's), or use access: dns (IAM); only a sandbox stack, in a "
+                 "developer's own project, may open it")

@@ -44,6 +44,12 @@ def check(spec: StackSpec, fail) -> None:
         if not j.elastic and spec.group(j.group).spot:
             fail(f"{k}.mode", j.mode, f"worker group {j.group} runs on Spot capacity: jobs there must be "
                  "elastic; allowed: elastic")
+        if j.elastic and j.maxtext.get("enable_checkpointing", "true").lower() in ("false", "0"):
+            # Ray Train restarts an elastic job from its latest checkpoint after a preemption or a resize
+            # (workloads/trainer/maxtext_trainer.py): without checkpoints every restart begins at step 0.
+            fail(f"{k}.maxtext.enable_checkpointing", j.maxtext["enable_checkpointing"], "an elastic job resumes "
+                 "from its checkpoints after each preemption or resize: without them it restarts at step 0; "
+                 "drop the key, or run the job as multislice")
         period = j.checkpoint_plan.period
         if spec.group(j.group).spot and period >= j.steps:
             # The policy pack's rayjob-spot-elastic refuses the rendered RayJob alike (policies/rules/stack.py):

@@ -8,7 +8,12 @@ declares on each cluster), so each rule is written once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..model.types import _ns
+
+if TYPE_CHECKING:
+    from ..model.stack import StackSpec
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # apis/kueue/v1beta2/multikueue_types.go
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # apis/kueue/v1beta2/provisioningrequestconfig_types.go
@@ -74,3 +79,29 @@ def queued_provisioning_alone(capacity: Sequence[Any]) -> str | None:
                 f"flavor and pins its pods to the provisioned nodes, so the other options {others} would never be "
                 "used; list flex-start with queuedProvisioning alone, or drop queuedProvisioning")
     return None
+
+
+# kubernetes-sigs/kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_webhook.go (validateCreate): "None of the
+# workerGroups should be named "head"" (field.Forbidden: "%q is reserved for the head group"; the head's PodSet is
+# headGroupPodSetName = "head"), and field.TooMany(...workerGroupSpecs, len, 7): a Workload has at most 8 PodSets.
+KUEUE_HEAD_POD_SET = "head"
+KUEUE_MAX_WORKER_GROUPS = 7
+# ray-project/kuberay ray-operator/controllers/ray/utils/constant.go: RayNodeHeadGroupLabelValue = "headgroup",
+# "the value for the RayNodeGroupLabelKey label on a head node": a worker group of that name shares the head's label.
+KUBERAY_HEAD_GROUP = "headgroup"
+
+
+def worker_groups(spec: StackSpec, fail) -> None:
+    """Worker group names Kueue's RayJob webhook or KubeRay reserve for the head, and at most 7 groups."""
+    first = {}
+    for i, s in enumerate(spec.slices):
+        first.setdefault(s.group, i)
+    for group, i in first.items():
+        if group in (KUEUE_HEAD_POD_SET, KUBERAY_HEAD_GROUP):
+            owner = "Kueue's RayJob webhook" if group == KUEUE_HEAD_POD_SET else "KubeRay"
+            fail(_ns(f"slices[{i}].group"), group, f"{group!r} is reserved for the head group ({owner}: the head's "
+                 f"{'PodSet' if group == KUEUE_HEAD_POD_SET else 'ray.io/group label'}); name the worker group "
+                 "otherwise, e.g. tpu-v6e-4x4")
+    if len(first) > KUEUE_MAX_WORKER_GROUPS:
+        fail(_ns("slices"), list(first), f"{len(first)} worker groups; Kueue's RayJob webhook admits at most "
+             f"{KUEUE_MAX_WORKER_GROUPS} (a Workload's PodSets: the head and 7 groups)")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
 from ..model.types import _ns
-from . import jobs, kuberay, network, resources, safety, slices
+from . import gcp, gke, jobs, kuberay, kueue, network, resources, safety, slices
 
 if TYPE_CHECKING:
     from ..model.stack import StackSpec
@@ -19,7 +19,13 @@ def single_region(spec: StackSpec, fail, context: dict[str, Any], problems: list
             fail(_ns(f"jobs[{spec.jobs.index(j)}].region"), j.region,
                  f"only in a multi-region stack ({_ns('regions')}); this stack runs in gcp:zone {spec.zone}")
     safety.protection(spec, fail)
+    if not context.get("view"):  # a multi-region stack's one bucket holds every region (rules/regions.py)
+        gcp.bucket_location(spec, fail)
+    gke.control_plane(spec, fail)
+    gcp.image_pusher(spec, fail)
+    gcp.trainer_images(spec, fail)
     network.check(spec, fail)
+    kueue.worker_groups(spec, fail)
     slices.check(spec, fail)
     if not any(p.key.startswith(_ns("slices")) for p in problems):
         # Jobs are checked against sound slices only: one bad slice gives one error.
