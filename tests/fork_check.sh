@@ -47,7 +47,7 @@ git -c user.name=fork-check -c user.email=fork-check@example.com commit --quiet 
 if [ -d "$here/tests/tools/node_modules" ]; then ln -s "$here/tests/tools/node_modules" tests/tools/node_modules; fi
 
 set +e
-"$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto --dist loadgroup "$@"  # every core
+"$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto "$@"  # every core
 code=$?
 set -e
 echo "fork check: fast suite in a fork with only acme-ml-prod: exit $code in $(( $(date +%s) - started )) s" >&2
