@@ -77,12 +77,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if collecting:
             gc.enable()
-    write(rendering, out)
+    costs = cost.compute(rendering.spec)  # once: cost.json and the view both show it
+    write(rendering, out, costs)
     # The policy pack's rules on the same rendering; a mandatory violation fails the preview. What `pulumi up`
     # would refuse, the program's warnings and the violations print first, before the long plan.
     violations = policy_rules.evaluate(rendering, policy_config)
     policies.write_policy_json(violations, out / policies.POLICY_FILE)
-    print(markdown(rendering, violations) if args.format == "markdown" else plain(rendering, violations))
+    print(markdown(rendering, violations, costs) if args.format == "markdown" else plain(rendering, violations, costs))
     failed = any(v.mandatory for v in violations)
     print(
         f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/cost.json, {out}/{policies.POLICY_FILE} and "
@@ -116,11 +117,13 @@ def yaml_text(doc: dict) -> str:
     return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)
 
 
-def write(rendering: engine.Rendering, out: Path) -> None:
+def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> None:
+    """The preview's files under ``out``; ``costs``: ``cost.compute`` of the rendering's spec, if already made."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "resources.json").write_text(json_text([r.to_json() for r in rendering.resources]), encoding="utf-8")
     (out / "outputs.json").write_text(json_text(rendering.outputs, sort_keys=False), encoding="utf-8")
-    (out / "cost.json").write_text(json_text(cost.compute(rendering.spec), sort_keys=False), encoding="utf-8")
+    costs = costs if costs is not None else cost.compute(rendering.spec)
+    (out / "cost.json").write_text(json_text(costs, sort_keys=False), encoding="utf-8")
     mdir = out / "manifests"
     mdir.mkdir(exist_ok=True)
     for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:  # the last preview's, flat or per cluster
@@ -229,7 +232,7 @@ def problem_lines(rendering: engine.Rendering) -> list[str]:
     return lines
 
 
-def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
+def plain(rendering: engine.Rendering, violations: list | None = None, costs: dict | None = None) -> str:
     spec = rendering.spec
     custom = [r for r in rendering.resources if r.custom]
     lines = [
@@ -306,7 +309,7 @@ def plain(rendering: engine.Rendering, violations: list | None = None) -> str:
     lines += ["", "Outputs:"] + [f"  {k}: {v}" for k, v in rendering.outputs.items()]
     lines += ["", "TPU quota (chips each quota type must allow, per region; docs/quota.md):",
               indent(text_table(tpu_quota.HEADER, tpu_quota.rows(spec)))]
-    lines += ["", "Cost:", indent(cost_text(cost.compute(spec)))]
+    lines += ["", "Cost:", indent(cost_text(costs if costs is not None else cost.compute(spec)))]
     return "\n".join(lines)
 
 
@@ -438,7 +441,7 @@ def regions_mermaid(spec: StackSpec) -> str:
     return "\n".join(lines)
 
 
-def markdown(rendering: engine.Rendering, violations: list | None = None) -> str:
+def markdown(rendering: engine.Rendering, violations: list | None = None, costs: dict | None = None) -> str:
     spec = rendering.spec
     plan_rows = [
         [("&nbsp;" * 4 * d) + ("" if r.custom else "**") + r.name + ("" if r.custom else "**"), f"`{r.type}`"]
@@ -470,7 +473,7 @@ def markdown(rendering: engine.Rendering, violations: list | None = None) -> str
         *first,
         *regional,
         "### Cost",
-        cost_markdown(cost.compute(spec)),
+        cost_markdown(costs if costs is not None else cost.compute(spec)),
         "### TPU quota (chips each quota type must allow, per region; docs/quota.md)",
         md_table(tpu_quota.HEADER, tpu_quota.rows(spec)),
         "### Runs and checkpoints",

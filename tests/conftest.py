@@ -288,25 +288,15 @@ def local_cluster():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n 2 --dist loadgroup``) the real Ray/MaxText runs of one module stay
-    on one worker, in order, sharing their module fixtures (the local cluster, test_train_local's
-    trained run), unless a test names its own group; the two workers take the groups and the fast
-    tests around them. Each run waits much of its time (cluster start, Ray Train's controller,
-    the kill and the failure verdict), so two side by side use the two cores. All share the
-    persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and
-    compiles. Without xdist this changes nothing."""
+    """Under pytest-xdist (``-n 2``) the tests are scheduled by file (``--dist loadfile``, pyproject's addopts): the
+    real Ray/MaxText runs of one module stay on one worker, in order, sharing their module fixtures (the local
+    cluster, test_train_local's trained run), and a module's own module fixtures (test_bootstrap's rendered
+    bootstrap) are built once; the two workers take the files. Each run waits much of its time (cluster start,
+    Ray Train's controller, the kill and the failure verdict), so two side by side use the two cores. All share the
+    persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and compiles.
+    The ``xdist_group`` marks (a module's Ray runs; a test's own) say which runs share a cluster: ``--dist
+    loadgroup`` would schedule by them, but under pytest 9.2 it silently spreads every group over the workers
+    (pytest-dev/pytest-xdist#1386, reproduced here). Without xdist this changes nothing."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))
-        elif not item.get_closest_marker("xdist_group") and _uses_own_module_fixture(item):
-            # A module fixture of the test's own module (test_bootstrap's rendered bootstrap, test_where's
-            # renders) is built once per worker that runs one of its tests: its tests on one worker build it once.
-            item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
-
-
-def _uses_own_module_fixture(item) -> bool:
-    module = item.nodeid.split("::", 1)[0]
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(
-        d.scope in ("module", "class") and d.baseid.split("::", 1)[0] == module
-        for defs in info.name2fixturedefs.values() for d in defs)

@@ -68,7 +68,7 @@ fi
 if [ -d "$here/tests/tools/node_modules" ]; then ln -s "$here/tests/tools/node_modules" tests/tools/node_modules; fi
 
 set +e
-"$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto --dist loadgroup "$@"  # every core
+"$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto "$@"  # every core
 code=$?
 set -e
 echo "fork check: fast suite in a fork with the stacks ${names% }: exit $code in $(( $(date +%s) - started )) s" >&2

@@ -117,8 +117,11 @@ def _top(tree: ast.Module | ast.ClassDef, kind: type, name: str):
 
 
 def _assigned(tree: ast.Module | ast.ClassDef, name: str) -> ast.expr:
+    def targets(n: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+        return n.targets if isinstance(n, ast.Assign) else [n.target]
+
     return next(n.value for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
-                and any(getattr(t, "id", None) == name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])))
+                and any(getattr(t, "id", None) == name for t in targets(n)))
 
 
 def test_the_signals_alerts_read_are_what_ray_maxtext_and_the_trainer_emit():

@@ -41,8 +41,10 @@ def parts(stack: str, shortcuts: bool = True) -> dict[str, str]:
     from offline import engine
 
     r = engine.render(stack, stacks_dir=FIXTURES, shortcuts=shortcuts)
-    values: dict[str, Any] = {"resources": [_scripts_digested(x.to_json()["inputs"], x.to_json()) for x in r.resources],
-                              "outputs": r.outputs, "warnings": r.warnings, "held": [_scripts_digested(h) for h in r.held]}
+    resources = [x.to_json() for x in r.resources]
+    values: dict[str, Any] = {"resources": [_scripts_digested(x["inputs"], x) for x in resources],
+                              "outputs": r.outputs, "warnings": r.warnings,
+                              "held": [_scripts_digested(h) for h in r.held]}
     out = {name: _dump(value) for name, value in values.items()}
     out["manifests"] = yaml.dump_all([_scripts_digested(m) for m in r.manifests], Dumper=_DUMPER, sort_keys=True,
                                      width=120, explicit_start=True)

