@@ -298,11 +298,19 @@ def test_prod_objects(prod):
     # Every prod job is queued by Kueue with its own cluster: no long-lived RayCluster holds the slices.
     assert ("RayCluster", spec.ray.cluster_name) not in names
     assert {m["metadata"]["name"] for m in docs(prod, "RayJob")} == {j.name for j in manifests.declared_jobs(spec)}
-    for m in prod.manifests:
+    # Kueue's release objects (workloads/kueue_install.py) live where its manifest puts them: kueue-system, the
+    # visibility server's reader binding in kube-system, the rest cluster-scoped.
+    from workloads import kueue_install
+
+    release = {(d["kind"], d["metadata"]["name"]) for d in kueue_install.release_objects()}
+    own = [m for m in prod.manifests if (m["kind"], m["metadata"]["name"]) not in release]
+    assert {m["metadata"].get("namespace") for m in prod.manifests if (m["kind"], m["metadata"]["name"]) in release
+            } == {"kueue-system", "kube-system", None}
+    for m in own:
         if m["kind"] != "ServiceAccount" and "namespace" in m["metadata"]:
             assert m["metadata"]["namespace"] == spec.storage.namespace
     # The namespaced objects of the workloads all live in the workload namespace.
-    assert {m["kind"] for m in prod.manifests if "namespace" not in m["metadata"]} <= CLUSTER_SCOPED
+    assert {m["kind"] for m in own if "namespace" not in m["metadata"]} <= CLUSTER_SCOPED
 
 
 # --------------------------------------------------------------------------- CRD schemas
