@@ -21,6 +21,9 @@ What is modelled, in the order the engine meets it:
 - each step is held to its resource plan: absent (``plan-absent``), another operation
   (``plan-constrained``), a planned delete re-registered (``plan-not-deleted``), an input the plan's goal
   does not hold (``plan-goal``), a planned operation never attempted (``plan-ops-not-seen``);
+- at ``up``, an object a ``failurePolicy: Fail`` admission webhook intercepts (Kueue's: Pods, Jobs, Deployments,
+  RayJobs, ClusterQueues, ...) is refused until the Deployment serving that webhook is available: when that
+  Deployment is created or replaced in the same update, the object must wait for it (``webhook-not-serving``);
 - :func:`saved_plan` writes the plan as ``apitype.DeploymentPlanV1``: an unknown as the computed placeholder,
   a secret as its signature with ciphertext (``computed-serialised``, ``secret-serialised``).
 
@@ -45,6 +48,7 @@ from offline import lifecycle as lc
 
 PULUMI = "pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8"
 PULUMI_K8S = "pulumi/pulumi-kubernetes@94977969d64112b04e19945818a7d5d5f38f631d"
+KUEUE = "kubernetes-sigs/kueue@8eab68778fc1b52affe165fdf5af29d1e9b4f3cb"  # v0.19.2, the vendored release
 
 # Each rule: where the engine (or the Kubernetes provider) says it, and what it does.
 RULES: dict[str, tuple[str, str]] = {
@@ -84,6 +88,11 @@ RULES: dict[str, tuple[str, str]] = {
                             "an unknown is saved as the computed placeholder"),
     "secret-serialised": (f"{PULUMI}:pkg/resource/stack/deployment.go:844-880",
                           "a secret is saved as its signature and the ciphertext of its serialised element"),
+    "webhook-not-serving": (f"{PULUMI_K8S}:provider/pkg/await/awaiters.go:140-146,188 (a Deployment's create "
+                            f"returns once it is Available); {KUEUE}:cmd/kueue/main.go:636-641 and "
+                            "test/util/e2e.go:322-340",
+                            "an object a failurePolicy=Fail webhook intercepts is refused by the API server until the "
+                            "webhook's Deployment is available: created in the same update, it must wait for it"),
 }
 
 # provider_construct.go:31-37: the types whose children the provider's Construct registers.
@@ -329,6 +338,7 @@ def up(state: Mapping[str, dict[str, Any]], plan: Preview, rendering: engine.Ren
     providers = {u: n for u, n in ns.items() if n.type.startswith("pulumi:providers:")}
     replaced: set[str] = set()
     seen: set[str] = set()
+    ops: dict[str, str] = {}
     for urn in _order(ns):
         n = ns[urn]
         entry = state.get(urn)
@@ -349,6 +359,7 @@ def up(state: Mapping[str, dict[str, Any]], plan: Preview, rendering: engine.Ren
         if op == "replace" and n.type.startswith("pulumi:providers:"):
             replaced.add(urn)
         seen.add(urn)
+        ops[urn] = op
         what = f"{n.type} {urn.rsplit('::', 1)[-1]}"
         if rp is None:
             if op != "same":
@@ -376,7 +387,118 @@ def up(state: Mapping[str, dict[str, Any]], plan: Preview, rendering: engine.Ren
     for urn, rp in plan.plans.items():
         if urn not in seen and rp.ops != ["same"]:
             out.append(Violation(urn, "plan-ops-not-seen", "expected resource operations but none were seen"))
-    return state_of(rendering), out
+    return state_of(rendering), out + webhook_races(ns, ops)
+
+
+# --------------------------------------------------------------------------- admission webhooks at up
+
+WEBHOOK_CONFIGS = ("kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration",
+                   "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration")
+NAME_LABEL = "kubernetes.io/metadata.name"  # the label every namespace carries (its name)
+
+
+def _plain(value: Any) -> Any:
+    """A value without its tags (what the API server sees once everything is known)."""
+    if isinstance(value, str):
+        return TAG.sub("", value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _object(n: Node) -> tuple[str, str, str, dict[str, Any]]:
+    """(API group, resource plural, namespace, object) of a Kubernetes node, from its type token and inputs."""
+    _, api, kind = n.type.split(":", 2)
+    group = api.rsplit("/", 1)[0] if "/" in api else ""
+    group = "" if group == "core" else group
+    low = kind.lower()
+    plural = low[:-1] + "ies" if low.endswith("y") else low + ("es" if low.endswith("s") else "s")
+    obj = _plain(n.inputs) if isinstance(n.inputs, dict) else {}
+    return group, plural, (obj.get("metadata") or {}).get("namespace") or "", obj
+
+
+def _intercepts(hook: Mapping[str, Any], group: str, plural: str, namespace: str, operation: str) -> bool:
+    """Whether the API server sends this operation on this object to ``hook`` (admissionregistration/v1 rules;
+    a namespaceSelector is read for its ``kubernetes.io/metadata.name`` expressions only, any other key counts as
+    matching: the conservative side)."""
+    if hook.get("failurePolicy", "Fail") != "Fail":
+        return False
+    if not any((group in r.get("apiGroups", []) or "*" in r.get("apiGroups", []))
+               and any(res.split("/")[0] in (plural, "*") for res in r.get("resources", []))
+               and (operation in r.get("operations", []) or "*" in r.get("operations", []))
+               for r in hook.get("rules", [])):
+        return False
+    if namespace:
+        for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []):
+            if e.get("key") == NAME_LABEL and e.get("operator") == "NotIn" and namespace in e.get("values", []):
+                return False
+            if e.get("key") == NAME_LABEL and e.get("operator") == "In" and namespace not in e.get("values", []):
+                return False
+    return True
+
+
+def webhook_races(ns: Mapping[str, Node], ops: Mapping[str, str]) -> list[Violation]:
+    """Objects created (or updated) in the update while the Deployment that serves a failurePolicy=Fail webhook
+    intercepting them is itself created or replaced in it, without waiting for that Deployment.
+
+    Kueue's release installs such webhooks (Pods, Jobs, Deployments, RayJobs, ClusterQueues, ...); until its
+    controller is Available the API server refuses those objects ("failed calling webhook"). Kueue's readiness is
+    gated on its certificates and webhook server (cmd/kueue/main.go:636-641) and its e2e setup waits for the
+    Deployment to be Available before creating anything (test/util/e2e.go:322-340); the Kubernetes provider's
+    create of a Deployment returns once it is Available (await/awaiters.go), unless the object opts out with
+    ``pulumi.com/skipAwait``. So an object must (transitively) depend on that Deployment."""
+    closure: dict[str, set[str]] = {}
+
+    def waits_for(urn: str) -> set[str]:
+        if urn not in closure:
+            closure[urn] = set()
+            n = ns.get(urn)
+            for w in (*(n.waits if n else ()), *((n.parent,) if n and n.parent else ())):
+                closure[urn] |= {w, *waits_for(w)}
+        return closure[urn]
+
+    out: list[Violation] = []
+    flagged: set[tuple[str, str]] = set()  # (object, Deployment): one violation each, the first hook named
+    k8s = {u: n for u, n in ns.items() if n.custom and n.type.startswith("kubernetes:") and n.type != CHILDREN}
+    for w in k8s.values():
+        if w.type not in WEBHOOK_CONFIGS:
+            continue
+        for hook in _plain(w.inputs).get("webhooks") or []:
+            svc = (hook.get("clientConfig") or {}).get("service") or {}
+            services = [n for n in k8s.values() if n.provider == w.provider and n.type == "kubernetes:core/v1:Service"
+                        and _object(n)[3].get("metadata", {}).get("name") == svc.get("name")
+                        and _object(n)[2] == svc.get("namespace")]
+            for s in services:
+                selector = (_object(s)[3].get("spec") or {}).get("selector") or {}
+                for d_urn, d in k8s.items():
+                    _, _, d_ns, dobj = _object(d)
+                    template = ((dobj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+                    labels = template.get("labels") or {}
+                    if not (d.provider == w.provider and d.type == "kubernetes:apps/v1:Deployment"
+                            and d_ns == svc.get("namespace") and selector and selector.items() <= labels.items()):
+                        continue
+                    if ops.get(d_urn) not in ("create", "replace"):
+                        continue  # serving already (an update rolls out behind the running replica)
+                    skip = str((dobj.get("metadata", {}).get("annotations") or {}).get("pulumi.com/skipAwait", ""))
+                    for x_urn, x in k8s.items():
+                        if x_urn == d_urn or x.provider != w.provider or ops.get(x_urn) in (None, "same", "delete"):
+                            continue
+                        operation = "UPDATE" if ops[x_urn] == "update" else "CREATE"
+                        group, plural, namespace, _ = _object(x)
+                        if not _intercepts(hook, group, plural, namespace, operation):
+                            continue
+                        if (d_urn in waits_for(x_urn) and skip.lower() != "true") or (x_urn, d_urn) in flagged:
+                            continue
+                        flagged.add((x_urn, d_urn))
+                        why = ("waits for it, but its create does not wait for availability (pulumi.com/skipAwait)"
+                               if d_urn in waits_for(x_urn) else "does not wait for it")
+                        out.append(Violation(x_urn, "webhook-not-serving", (
+                            f"{x.type} {x_urn.rsplit('::', 1)[-1]}: {operation.lower()} is refused by webhook "
+                            f"{hook.get('name')} (failurePolicy Fail) until {d.type} {d_urn.rsplit('::', 1)[-1]}, "
+                            f"created in this update, is available; the object {why}")))
+    return sorted(out, key=lambda v: (v.urn, v.message))
 
 
 def state_of(rendering: engine.Rendering) -> dict[str, dict[str, Any]]:

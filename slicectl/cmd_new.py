@@ -429,8 +429,9 @@ next (README "Adding a team's stack"):
        cd .. && pulumi login gs://<stateBucket>
        pulumi stack init {n.stack} --secrets-provider="{n.secrets_provider}"
      and commits the encryptedkey line `pulumi stack init` adds to {path.name}
-  3. merge; deploy it once (`pulumi up --stack {n.stack} --policy-pack policies`, or set tpu-multislice:deploy.onPush:
-     true, have the administrator re-run the bootstrap for its deploy-{n.stack} environment and identity, and merge)
+  3. deploy it through CI (`up` on a bootstrap stack runs in CI only, day 0 included: docs/ci-trust.md): set
+     tpu-multislice:deploy.onPush: true, have the administrator re-run the bootstrap for its deploy-{n.stack}
+     environment and identity, and merge; deploy.yml previews, deploy-{n.stack}'s reviewer approves the plan
   4. image.yml pushes the worker image to {n.stack}'s registry: set tpu-multislice:image.digest to its output (a PR)"""
 
 

@@ -163,3 +163,21 @@ def test_the_regions_diagram_is_what_the_preview_renders_for_multi(multi):
     expected = rendered.split(heading, 1)[1].split("\n### ", 1)[0].strip()
     assert "```mermaid" in expected
     assert written == expected, f"the regions diagram is stale; write between the markers:\n{expected}"
+
+
+# Pages about the sandbox road: a sandbox stack has no CI and no bootstrap, its operator runs `up` (ci-trust.md).
+SANDBOX_ROAD = {"sandbox.md", "teardown.md"}
+
+
+def test_no_page_tells_anyone_but_ci_to_run_up_on_a_stack():
+    """ci-trust.md's operator rule: `pulumi up` on a stack the bootstrap serves runs in CI only (deploy.yml's `up`,
+    behind the stack's reviewer), day 0 included. A page that tells an administrator to run it by hand, with their
+    own credentials, contradicts it (and leaves a state whose providers ran as a project owner)."""
+    bad = []
+    for page in PAGES:
+        if page.name in SANDBOX_ROAD:
+            continue
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if re.search(r"pulumi up (--stack|-s)\b", line) and "deploy.yml" not in line:
+                bad.append(f"{page.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert bad == []

@@ -80,6 +80,21 @@ def check_day0(rendering: engine.Rendering) -> None:
     assert preview.skipped == []
     # Every object the update registers is in the plan, with an operation: the plan approved is the plan applied.
     assert all(p.ops == ["create"] for p in preview.plans.values())
+    # ... and deploy.yml's check of that plan passes it: no IAM or RBAC input unknown or secret, nothing missing
+    # (a sandbox is not deployed by deploy.yml: its operator runs `up`, docs/sandbox.md; its node account is made
+    # in the same update, so its IAM member is unknown at preview).
+    if not rendering.by_type("tpu-multislice:infra:SandboxProject"):
+        assert _check_plan().findings(jr.saved_plan(preview), set()) == []
+
+
+def _check_plan():
+    """.github/scripts/check_plan.py as a module (a script, not a package: loaded from its file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_plan", CHECK_PLAN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("stack", sorted(WRITTEN))
@@ -325,3 +340,52 @@ def test_slicectl_lifecycle_runs_the_journey_and_names_each_refusal(tmp_path, ca
     assert "`pulumi up --plan` would refuse" in out
     assert "create is not allowed by the plan: no steps were expected for this resource" in out
     assert "[plan-absent: pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8:" in out
+
+
+# --------------------------------------------------------------------------- Kueue's webhooks at up
+
+
+def _kueue_deployment(rendering: engine.Rendering) -> engine.Resource:
+    (d,) = [r for r in rendering.by_type("kubernetes:apps/v1:Deployment") if r.name.endswith("controller-manager")]
+    return d
+
+
+def test_an_object_kueues_webhook_intercepts_waits_for_kueues_controller_to_be_available():
+    """Kueue's release installs failurePolicy=Fail webhooks on ClusterQueues, ResourceFlavors, RayJobs, Pods, ...;
+    until its controller is Available the API server refuses them, so each waits for the controller's Deployment
+    (Kueue's e2e setup waits for the same; the provider's create of a Deployment returns once it is Available)."""
+    rendering = render("prod", STACKS)
+    deployment = _kueue_deployment(rendering)
+    (cq,) = rendering.by_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    assert deployment.urn in jr.nodes(rendering)
+    # Mutation: the ClusterQueue no longer depends on Kueue's install: created as soon as the cluster is up.
+    racing = _edited(rendering, lambda r: r.urn == cq.urn, lambda r: setattr(r, "dependencies", ()))
+    _, _, violations = jr.journey({}, racing)
+    assert [(v.urn, v.rule) for v in violations] == [(cq.urn, "webhook-not-serving")]
+    assert "mclusterqueue.kb.io" in str(violations[0]) and "kueue-controller-manager" in str(violations[0])
+    assert "kubernetes-sigs/kueue@8eab68778fc1b52affe165fdf5af29d1e9b4f3cb:cmd/kueue/main.go" in str(violations[0])
+
+
+def test_kueues_controller_created_without_awaiting_availability_races_every_object_its_webhooks_intercept():
+    rendering = render("prod", STACKS)
+    deployment = _kueue_deployment(rendering)
+    skip = _edited(rendering, lambda r: r.urn == deployment.urn, lambda r: r.inputs["metadata"].setdefault(
+        "annotations", {}).update({"pulumi.com/skipAwait": "true"}))
+    _, _, violations = jr.journey({}, skip)
+    kinds = {v.urn.split("::")[2].rsplit("$", 1)[-1] for v in violations}
+    assert {v.rule for v in violations} == {"webhook-not-serving"}
+    assert {"kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor",
+            "kubernetes:ray.io/v1:RayJob"} <= kinds
+    assert all("pulumi.com/skipAwait" in str(v) for v in violations)
+    # Objects in kueue-system (excluded by the webhooks' namespaceSelector) and kinds no webhook names are not.
+    assert not any(":core/v1:ConfigMap" in v.urn or ":core/v1:Namespace" in v.urn for v in violations)
+
+
+def test_on_a_running_cluster_kueues_webhooks_are_serving_already():
+    """Day 1 and an update of Kueue's Deployment (it rolls out behind the running replica): no race."""
+    rendering = render("prod", STACKS)
+    state = jr.state_of(rendering)
+    racing = _edited(rendering, lambda r: r.type == "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+                     lambda r: (setattr(r, "dependencies", ()), r.inputs["spec"].update(stopPolicy="None")))
+    _, _, violations = jr.journey(state, racing)
+    assert [v.rule for v in violations] == []

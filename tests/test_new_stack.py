@@ -284,3 +284,15 @@ def test_a_sandbox_stack_previews_without_the_ci_bootstrap_and_no_workflow_acts_
             spec.load_stack("bad", tmp_path)
         assert any(p.key == key and "docs/sandbox.md" in p.message for p in e.value.problems), (key, e.value)
     assert (ROOT / "docs" / "sandbox.md").is_file()
+
+
+def test_the_next_steps_deploy_a_bootstrap_stack_through_ci_only(tmp_path, capsys):
+    """`up` on a stack the bootstrap serves runs in CI only, day 0 included (docs/ci-trust.md, the operator rule):
+    the steps `slicectl new` prints never tell an administrator to run it by hand; a sandbox's steps do (no CI)."""
+    assert cli.main(["new", "acme", *ACME, "--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2",
+                     "--stacks-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "onPush" in out and "pulumi up --stack" not in out
+    assert cli.main(["new", "sand", *ACME, "--zone", "us-east5-b", "--slice-shape", "v6e-16", "--slices", "2",
+                     "--sandbox", "--stacks-dir", str(tmp_path)]) == 0
+    assert "pulumi up --stack sand" in capsys.readouterr().out

@@ -1248,3 +1248,13 @@ def test_up_checks_the_plan_before_its_cloud_identity():
     (download,) = [s for s in steps(up) if "gh run download" in s.get("run", "")]
     (apply,) = [s for s in steps(up) if "pulumi up" in s.get("run", "")]
     assert order(download) < order(check) < order(uses(up, "google-github-actions/auth")[0]) < order(apply)
+
+
+def test_no_workflow_shows_secrets_in_a_plan_or_a_summary():
+    """`pulumi preview --save-plan` writes the plan with the preview's own --show-secrets (pulumi/pulumi
+    pkg/cmd/pulumi/operations/preview.go:640 `pkgPlan.Write(planFilePath, plan, encrypter, showSecrets)`; with it,
+    pkg/resource/stack/deployment.go:862-863 saves each secret as plaintext): the plan artifact and the job summary
+    would hold every secret of the stack. Without it a secret is the stack's ciphertext."""
+    for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        text = path.read_text()
+        assert "--show-secrets" not in text and "PULUMI_SHOW_SECRETS" not in text, path.name
