@@ -10,7 +10,8 @@ manager's Workloads say which region admitted each queued job (:mod:`slicectl.wh
 
 ``--wait NAME`` follows the RayJob (a job of the stack or a one-off of ``slicectl submit --apply``) until Kueue would
 call it finished (:func:`slicectl.kubeapi.finished`), printing each change of its state, and exits like xpk's
-``workload list --wait-for-job-completion``: 0 succeeded, 125 finished without success, 124 the timeout came first
+``workload list --wait-for-job-completion``, or until Kueue finishes its Workload (a single-region stack's; xpk waits
+on that condition): 0 succeeded, 125 finished without success, 124 the timeout came first
 (default a week, as xpk's; ``--timeout 0`` reads it once); 2 when there is no such RayJob or no cluster to ask.
 
 ``delete`` removes one-off RayJobs only (``slicectl submit``'s label): their RayCluster and Kueue Workload follow
@@ -93,6 +94,15 @@ def queue_state(workload: dict | None) -> str:
     return "queued"
 
 
+def workload_finished(workload: dict | None) -> dict | None:
+    """The Workload's ``Finished`` condition when true. Kueue also finishes a Workload whose job it cannot start
+    (reason ``FailedToStart``: kueue v0.19.2 pkg/controller/jobframework/reconciler.go, step 7), leaving the RayJob
+    ``Suspended`` for ever; xpk's wait is this condition (AI-Hypercomputer/xpk@367c838 src/xpk/core/workload.py
+    ``wait_for_job_completion``: ``kubectl wait --for=condition=Finished workload ...``)."""
+    c = {c.get("type"): c for c in ((workload or {}).get("status") or {}).get("conditions") or []}.get("Finished")
+    return c if c and c.get("status") == "True" else None
+
+
 def listing(spec, api) -> int:
     from slicectl import where
     from slicectl.cmd_submit import ONE_OFF_LABEL
@@ -166,8 +176,11 @@ def wait(spec, api, name: str, timeout: int, interval: int) -> int:
             print(f"[{elapsed:7.0f}s] {name}: {line}", flush=True)
             last = line
         done, ok = finished(rj)
+        message = (rj.get("status") or {}).get("message")
+        if not done and (c := workload_finished(wl)):  # Kueue ended it without KubeRay's say (FailedToStart)
+            done, ok = True, c.get("reason") == "Succeeded"
+            message = f"Kueue: {c.get('reason')}: {c.get('message')}"
         if done:
-            message = (rj.get("status") or {}).get("message")
             print(f"{name}: {'succeeded' if ok else 'finished without success'}"
                   + (f" ({message})" if message else ""))
             return Exit.OK if ok else Exit.JOB_FAILED

@@ -9,8 +9,11 @@ API server said.
 
 When a RayJob has finished, and whether it succeeded, is what Kueue's RayJob integration decides
 (kubernetes-sigs/kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_controller.go ``Finished``: finished when
-``status.jobDeploymentStatus`` is ``Failed`` or ``Complete``, or ``ValidationFailed`` with no RayCluster; success
-when ``status.jobStatus`` is ``SUCCEEDED``), over KubeRay's states (ray-project/kuberay
+``status.jobDeploymentStatus`` is ``Failed`` or ``Complete``; success when ``status.jobStatus`` is ``SUCCEEDED``),
+and ``ValidationFailed`` with no RayCluster: KubeRay sets it and never reconciles the job on
+(ray-project/kuberay@feeaf72 ray-operator/controllers/ray/rayjob_controller.go, no requeue after it). Kueue v0.19.2
+only holds such a job (``IsOnHold``); its main branch after v0.19.2 finishes it (kueue 94c8bd44c7, #13415, in no
+release yet), over KubeRay's states (ray-project/kuberay
 ray-operator/apis/ray/v1/rayjob_types.go ``JobDeploymentStatus``: "", Initializing, Running, Complete, Failed,
 ValidationFailed, Suspending, Suspended, Retrying, Waiting).
 """

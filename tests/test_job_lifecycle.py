@@ -53,6 +53,18 @@ FAILS = [
 ]
 INVALID = [({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
              "message": "The RayJob metadata is invalid"}, None)]
+# Kueue gives up on starting the job (a permanent error unsuspending it): it finishes the Workload with reason
+# FailedToStart and the RayJob stays Suspended for ever (kueue v0.19.2 pkg/controller/jobframework/reconciler.go
+# step 7, podset.IsPermanent -> workloadfinish.Finish(..., FailedToStartFinishedReason = "FailedToStart", ...)).
+# xpk's wait is Kueue's: `kubectl wait --for=condition=Finished workload ...` (AI-Hypercomputer/xpk@367c838
+# src/xpk/core/workload.py wait_for_job_completion).
+NEVER_STARTS = [
+    ({"jobDeploymentStatus": "Suspended"}, PENDING),
+    ({"jobDeploymentStatus": "Suspended"},
+     {"conditions": [QUOTA, condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                     condition("Finished", "True", "FailedToStart",
+                               "invalid podset updates: node selector conflicts with the job's")]}),
+]
 FOREVER = [({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "r-abc"}, ADMITTED)] * 50
 
 
@@ -96,7 +108,7 @@ def test_every_scripted_status_is_one_kuberay_and_kueue_could_write(api, capsys,
     assert submit(api, capsys) == Exit.OK
     made = rayjobs(api["cluster"])["try-1"]
     (wl,) = workloads(api["cluster"])
-    for rj_status, wl_status in [*SUCCEEDS, *FAILS, *INVALID]:
+    for rj_status, wl_status in [*SUCCEEDS, *FAILS, *INVALID, *NEVER_STARTS]:
         doc = {k: v for k, v in copy.deepcopy(made).items()}
         doc["metadata"] = {"name": "try-1", "namespace": NS, "labels": made["metadata"]["labels"]}
         doc["status"] = rj_status
@@ -163,6 +175,18 @@ def test_wait_follows_the_job_to_its_end_with_xpks_exit_codes(api, capsys, scrip
         assert out.rstrip().endswith("try-1: succeeded (Job finished successfully.)")
     else:
         assert "finished without success" in out
+
+
+def test_wait_ends_when_kueue_finishes_the_workload_of_a_job_that_never_starts(api, capsys):
+    """Kueue's Finished condition ends the wait as it ends xpk's, though the RayJob never leaves Suspended: exit 125
+    at once, not 124 after the timeout (a week by default)."""
+    assert submit(api, capsys) == Exit.OK
+    api["cluster"].scripts["try-1"] = [_status(e) for e in NEVER_STARTS]
+    capsys.readouterr()
+    assert cli.main(["jobs", "--stack", "prod", "--wait", "try-1", "--timeout", "3", *api["args"]]) \
+        == Exit.JOB_FAILED
+    out = capsys.readouterr().out
+    assert "finished without success" in out and "FailedToStart" in out and "not finished after" not in out
 
 
 def test_wait_times_out_with_124(api, capsys):
