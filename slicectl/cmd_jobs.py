@@ -86,7 +86,12 @@ def queue_state(workload: dict | None) -> str:
     if c := true("Finished"):
         return f"finished: {c.get('message') or c.get('reason')}"
     if c := true("Evicted"):
-        return f"evicted ({c.get('reason')}), requeued"
+        # Requeued only when Kueue says so: its Requeued condition is true on preemption or node failure, false for a
+        # deactivated Workload (spec.active false), which is never admitted again until reactivated (kueue v0.19.2
+        # pkg/controller/jobframework/reconciler.go step 6; apis/kueue/v1beta2/workload_types.go Active).
+        if (workload.get("spec") or {}).get("active") is False:
+            return f"evicted ({c.get('reason')}), deactivated: not admitted again until spec.active is true"
+        return f"evicted ({c.get('reason')}), " + ("requeued" if true("Requeued") else "not requeued yet")
     if true("Admitted"):
         return "admitted"
     if c := conditions.get("QuotaReserved"):

@@ -232,3 +232,24 @@ def test_delete_removes_a_one_off_and_refuses_the_stacks_own(api, capsys, prod):
 def test_kubeconfig_and_context_belong_to_apply(capsys):
     assert cli.main(["submit", "--stack", "prod", "--job", "llama3-8b-elastic", "--context", "x"]) == Exit.USAGE
     assert "only with --apply" in capsys.readouterr().err
+
+
+def test_a_deactivated_workload_is_not_shown_as_requeued(api, capsys, kueue_validator):
+    """Kueue requeues an evicted Workload only when it says so (its ``Requeued`` condition: true on preemption or node
+    failure, kueue v0.19.2 pkg/controller/jobframework/reconciler.go step 6); a deactivated one (``spec.active:
+    false``, evicted with reason ``Deactivated``) is never admitted again until it is reactivated."""
+    from slicectl.cmd_jobs import queue_state
+
+    assert submit(api, capsys) == Exit.OK
+    (wl,) = workloads(api["cluster"])
+    evicted = condition("Evicted", "True", "Deactivated", "The workload is deactivated")
+    deactivated = {**copy.deepcopy(wl), "spec": {**wl["spec"], "active": False},
+                   "status": {"conditions": [evicted, condition("Requeued", "False", "Deactivated",
+                                                                "The workload is deactivated")]}}
+    preempted = {**copy.deepcopy(wl), "status": {"conditions": [
+        condition("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
+        condition("Requeued", "True", "Preempted", "Preempted to accommodate a workload")]}}
+    for doc in (deactivated, preempted):
+        assert kueue_validator(doc) == []
+    assert "requeued" not in queue_state(deactivated) and "deactivated" in queue_state(deactivated)
+    assert queue_state(preempted) == "evicted (Preempted), requeued"
