@@ -218,8 +218,15 @@ def delete(spec, api, names: list[str]) -> int:
             problems.append(f"RayJob {ns}/{name} is the stack's (Pulumi manages it): remove the job from "
                             f"{spec.stack_file} and deploy, or `pulumi destroy`")
         else:
-            api.delete(place, where.RAYJOBS, ns, name)
-            print(f"deleted RayJob {ns}/{name} in cluster {place.cluster} (its RayCluster and Kueue Workload follow)")
+            gone = api.delete(place, where.RAYJOBS, ns, name)
+            # The API server answers with the object while finalizers hold it (KubeRay's ray.io/rayjob-finalizer,
+            # removed once it has stopped the Ray job), with a Success Status once it is gone.
+            if ((gone or {}).get("metadata") or {}).get("deletionTimestamp"):
+                print(f"RayJob {ns}/{name} in cluster {place.cluster} is being deleted: KubeRay stops its Ray job, "
+                      "then it, its RayCluster and its Kueue Workload go (`slicectl jobs` shows it until then)")
+            else:
+                print(f"deleted RayJob {ns}/{name} in cluster {place.cluster} (its RayCluster and Kueue Workload "
+                      "follow)")
     if problems:
         raise UsageError("; ".join(problems))
     return Exit.OK

@@ -253,3 +253,19 @@ def test_a_deactivated_workload_is_not_shown_as_requeued(api, capsys, kueue_vali
         assert kueue_validator(doc) == []
     assert "requeued" not in queue_state(deactivated) and "deactivated" in queue_state(deactivated)
     assert queue_state(preempted) == "evicted (Preempted), requeued"
+
+
+def test_a_deleted_one_off_kuberay_still_holds_is_shown_terminating(api, capsys):
+    """KubeRay puts its finalizer on every new RayJob (ray-project/kuberay@feeaf72 ray-operator/controllers/ray/
+    rayjob_controller.go, JobDeploymentStatusNew: ``ray.io/rayjob-finalizer``, utils/constant.go): a delete leaves it
+    terminating until KubeRay has stopped it.
+    ``jobs`` says so rather than showing it as running, and the name stays taken meanwhile."""
+    assert submit(api, capsys) == Exit.OK
+    rayjobs(api["cluster"])["try-1"]["metadata"]["finalizers"] = ["ray.io/rayjob-finalizer"]
+    api["cluster"].scripts["try-1"] = [_status(FOREVER[0])]
+    assert cli.main(["jobs", "delete", "try-1", "--stack", "prod", *api["args"]]) == Exit.OK
+    assert "being deleted" in capsys.readouterr().out
+    assert cli.main(["jobs", "--stack", "prod", *api["args"]]) == Exit.OK
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("try-1 (one-off)"))
+    assert "deleting" in row
+    assert submit(api, capsys) == Exit.USAGE and "already exists" in capsys.readouterr().err
