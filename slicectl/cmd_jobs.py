@@ -161,21 +161,38 @@ def _place_of(spec, name: str):
 
 def wait(spec, api, name: str, timeout: int, interval: int) -> int:
     from slicectl import where
-    from slicectl.kubeapi import finished
+    from slicectl.kubeapi import KubeError, finished
 
     ns = spec.storage.namespace
     place = _place_of(spec, name)
     clock, sleep = time.monotonic, time.sleep  # looked up per call: a test replaces them
-    start, last = clock(), None
+    start, last, down = clock(), None, None
     while True:
-        rj = api.get(place, where.RAYJOBS, ns, name)
+        try:
+            rj = api.get(place, where.RAYJOBS, ns, name)
+            wl = None if where.manager(spec) else where.workload_of(api.items(place, where.WORKLOADS, ns), name)
+        except KubeError as e:
+            if not e.transient:
+                raise
+            elapsed = clock() - start
+            if down is None:  # once per outage: the API server is not the job (kubeapi.TRANSIENT)
+                print(f"[{elapsed:7.0f}s] {name}: {e}; retrying every {interval} s until --timeout", flush=True)
+                down = elapsed
+            if elapsed >= timeout:
+                print(f"{name}: not finished after {timeout} s (the API server unavailable since {down:.0f} s); "
+                      f"exit {int(Exit.JOB_TIMEOUT)}")
+                return Exit.JOB_TIMEOUT
+            sleep(min(interval, max(0.0, timeout - elapsed)))
+            continue
+        if down is not None:
+            print(f"[{clock() - start:7.0f}s] {name}: the API server answers again", flush=True)
+            down = None
         elapsed = clock() - start
         if rj is None:
             what = "was deleted while waiting" if last else "does not exist"
             raise UsageError(f"RayJob {ns}/{name} in cluster {place.cluster} {what} (`slicectl jobs --stack "
                              f"{spec.stack}` lists them)")
         deployment, status = where.rayjob_status(rj)
-        wl = None if where.manager(spec) else where.workload_of(api.items(place, where.WORKLOADS, ns), name)
         line = f"{deployment}, job status {status}" + ("" if where.manager(spec) else f", Kueue: {queue_state(wl)}")
         if line != last:
             print(f"[{elapsed:7.0f}s] {name}: {line}", flush=True)

@@ -42,6 +42,10 @@ class Cluster:
     # RayJob name -> the statuses its next reads show, one per read: {"rayjob": status, "workload": status or None}.
     scripts: dict[str, list[dict]] = field(default_factory=dict)
     kueue: bool = True  # a created RayJob gets its Workload, as Kueue's RayJob integration makes one
+    # Reads (GET) from the n-th on answered 503 ServiceUnavailable, ``outage[1]`` of them: a control plane that is
+    # upgrading or restarting (a zonal GKE cluster's single one is unavailable while it upgrades).
+    outage: tuple[int, int] = (0, 0)
+    reads: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def owned(self, kind: str, name: str) -> list[dict]:
@@ -116,6 +120,12 @@ def _handler(cluster: Cluster):
             cluster.requests.append(url.path)
             parts = [p for p in url.path.split("/") if p]
             query = parse_qs(url.query)
+            with cluster.lock:
+                cluster.reads += 1
+                first, many = cluster.outage
+                if many and first <= cluster.reads < first + many:
+                    return self._send(503, _status(503, "ServiceUnavailable",
+                                                   "the server is currently unable to handle the request"))
             if parts == ["api"]:
                 return self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
             if parts == ["apis"]:

@@ -269,3 +269,18 @@ def test_a_deleted_one_off_kuberay_still_holds_is_shown_terminating(api, capsys)
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("try-1 (one-off)"))
     assert "deleting" in row
     assert submit(api, capsys) == Exit.USAGE and "already exists" in capsys.readouterr().err
+
+
+def test_wait_rides_out_an_api_server_outage(api, capsys):
+    """A week-long wait outlives control-plane upgrades (a zonal cluster's API server is down while it upgrades):
+    as ``kubectl wait`` (kubernetes/kubectl@dee3483 pkg/cmd/wait/condition.go: ``watchtools.UntilWithSync``, an
+    informer that lists and watches again after an error), an unavailable API server is waited out until --timeout,
+    not a failure of the job (exit 2)."""
+    assert submit(api, capsys) == Exit.OK
+    api["cluster"].scripts["try-1"] = [_status(e) for e in SUCCEEDS]
+    reads = api["cluster"].reads
+    api["cluster"].outage = (reads + 3, 4)  # the first wait's read succeeds; then four reads answer 503
+    capsys.readouterr()
+    assert cli.main(["jobs", "--stack", "prod", "--wait", "try-1", "--interval", "1", *api["args"]]) == Exit.OK
+    out = capsys.readouterr().out
+    assert "503" in out and "retrying" in out and out.rstrip().endswith("succeeded (Job finished successfully.)")
