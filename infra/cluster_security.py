@@ -177,7 +177,10 @@ class ClusterSecurity(pulumi.ComponentResource):
             f"{name}-binauthz",
             gcp.binaryauthorization.PolicyArgs(
                 project=spec.project,
-                description=f"tpu-multislice stack {spec.stack}: GKE, Kueue, the workers' image as ci-image signed it",
+                # A sandbox has no image section and no ci-image identity signing one (docs/sandbox.md).
+                description=(f"tpu-multislice sandbox {spec.stack}: GKE, Kueue, the workers' Ray image by name"
+                             if spec.sandbox else f"tpu-multislice stack {spec.stack}: GKE, Kueue, the workers' "
+                             "image as ci-image signed it"),
                 global_policy_evaluation_mode="ENABLE",  # Google's system policy: GKE's own images
                 admission_whitelist_patterns=[
                     gcp.binaryauthorization.PolicyAdmissionWhitelistPatternArgs(name_pattern=p) for p in self.patterns

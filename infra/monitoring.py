@@ -151,9 +151,13 @@ def alert_queries(spec: StackSpec) -> list[Alert]:
             f"sum(increase({promql_log_metric(spec, 'iam_changes')}[10m])) > 0",
             "0s",
             "WARNING",
-            "A SetIamPolicy (or custom role change) in the stack's project. A deploy of the stack makes some (its "
-            "bucket's and repository's bindings, the MultiKueue account's workload identity): match it to a "
-            "deploy.yml run; anything else is a grant no reviewed change made (docs/ci-trust.md).",
+            # A sandbox has no CI: no deploy.yml run to match a change to (docs/sandbox.md).
+            "A SetIamPolicy (or custom role change) in the stack's project. "
+            + ("A `pulumi up` of the sandbox makes some (its node account's role, its bucket's bindings): match it "
+               "to one of yours; anything else is a grant the stack did not make." if spec.sandbox else
+               "A deploy of the stack makes some (its bucket's and repository's bindings, the MultiKueue account's "
+               "workload identity): match it to a deploy.yml run; anything else is a grant no reviewed change made "
+               "(docs/ci-trust.md)."),
         ),
         Alert(
             "checkpoint-stale",

@@ -229,3 +229,35 @@ def summary(r: Rendered) -> dict:
             and x.inputs["environment"].endswith(f"-{s.name}") and x.inputs["environment"] not in entry["environments"])
         out[s.name] = entry
     return {"ciProject": config.ci_project, "resources": len(r.resources), "stacks": out}
+
+
+# What a sandbox makes that a CI stack's bootstrap would (bootstrap/access.py MOVED_TO_BOOTSTRAP), and the predefined
+# role that allows it (https://cloud.google.com/iam/docs/roles-permissions): create and delete the node account,
+# grant it its project role (the project's IAM policy), and run node pools as it (GKE checks actAs on the account).
+SANDBOX_OWN = {
+    "gcp:serviceaccount/account:Account": "roles/iam.serviceAccountAdmin",
+    "gcp:projects/iAMMember:IAMMember": "roles/resourcemanager.projectIamAdmin",
+}
+ACT_AS = "roles/iam.serviceAccountUser"  # on the node account; a sandbox's user grants it on the project
+
+
+def sandbox_roles(resource_types: set[str]) -> list[dict]:
+    """The roles your own identity needs in a sandbox's project to ``pulumi up`` and ``destroy`` it, each with the
+    resource types it is for: a CI deploy identity's role per type (bootstrap/access.py MANAGED_BY), a custom role
+    there replaced by the predefined role it narrows (a sandbox has no bootstrap to make custom roles), and the
+    bootstrap's own steps (SANDBOX_OWN, ACT_AS). A type neither table knows raises: name its role first."""
+    from bootstrap.access import CUSTOM, CUSTOM_ROLES, MANAGED_BY
+
+    need: dict[str, list[str]] = {}
+    for t in sorted(resource_types):
+        if t in SANDBOX_OWN:
+            role = SANDBOX_OWN[t]
+        elif t in MANAGED_BY:
+            role = MANAGED_BY[t]
+            role = CUSTOM_ROLES[role.removeprefix(CUSTOM)].replaces if role.startswith(CUSTOM) else role
+        else:
+            raise KeyError(f"{t}: no role known to manage it (bootstrap/access.py MANAGED_BY)")
+        need.setdefault(role, []).append(t)
+    if "gcp:container/nodePool:NodePool" in resource_types or "gcp:container/cluster:Cluster" in resource_types:
+        need.setdefault(ACT_AS, []).append("the node service account (actAs)")
+    return [{"role": r, "for": need[r]} for r in sorted(need)]

@@ -7,7 +7,8 @@ Renders the bootstrap program under Pulumi's mocks (:mod:`slicectl.bootstrap_pre
 the one ``bootstrap/Pulumi.*.yaml`` an administrator made, else ``bootstrap/Pulumi.example.yaml``) over the stack
 files it serves, and prints per stack the APIs it enables in the stack's project, the identities with each role and
 where it holds it, the Cloud KMS keys, custom roles, attestor and GitHub environments. Sandbox stacks are listed
-apart: the bootstrap creates nothing for them (docs/sandbox.md). No credentials, nothing contacted; applying it is
+apart: the bootstrap creates nothing for them (docs/sandbox.md); for each, the roles your own identity needs to
+deploy it. No credentials, nothing contacted; applying it is
 ``cd bootstrap && pulumi up`` (docs/deployment.md).
 """
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     doc = bp.summary(rendered)
     doc["config"] = str(path)
     doc["sandbox"] = sandboxes(stacks_dir)
+    doc["sandboxRoles"] = {name: own_roles(name, stacks_dir) for name in doc["sandbox"]}
     if args.stack is not None:
         if args.stack not in doc["stacks"]:
             raise UsageError(f"--stack {args.stack}: the bootstrap serves " + (", ".join(doc["stacks"]) or "none")
@@ -87,11 +89,25 @@ def sandboxes(stacks_dir: Path) -> list[str]:
     return out
 
 
+def own_roles(stack: str, stacks_dir: Path) -> list[dict]:
+    """The roles your identity needs to deploy sandbox ``stack`` (:func:`slicectl.bootstrap_preview.sandbox_roles`),
+    from the Google Cloud resource types its offline rendering declares."""
+    from offline import engine
+    from slicectl.bootstrap_preview import sandbox_roles
+
+    rendering = engine.render(stack, stacks_dir=stacks_dir)
+    return sandbox_roles({x.type for x in rendering.resources if x.custom and x.type.startswith("gcp:")})
+
+
 def text(doc: dict) -> str:
     lines = [f"bootstrap preview (offline, nothing contacted): {doc['config']}, {doc['resources']} resources; "
              f"CI project {doc['ciProject']}"]
     if doc["sandbox"]:
         lines.append(f"sandbox stacks, which the bootstrap creates nothing for: {', '.join(doc['sandbox'])}")
+        for name, roles in doc.get("sandboxRoles", {}).items():
+            lines.append(f"  {name}: deployed with your own identity, which needs in its project (or roles/owner):")
+            lines += [f"    {r['role']}  ({', '.join(t.split('/')[-1].split(':')[-1] for t in r['for'])})"
+                      for r in roles]
     for name, s in doc["stacks"].items():
         lines += ["", f"stack {name} (project {s['project']})", f"  APIs enabled: {', '.join(s['apis']) or '-'}",
                   "  identities:"]

@@ -10,7 +10,8 @@ manager's Workloads say which region admitted each queued job (:mod:`slicectl.wh
 
 ``--wait NAME`` follows the RayJob (a job of the stack or a one-off of ``slicectl submit --apply``) until Kueue would
 call it finished (:func:`slicectl.kubeapi.finished`), printing each change of its state, and exits like xpk's
-``workload list --wait-for-job-completion``: 0 succeeded, 125 finished without success, 124 the timeout came first
+``workload list --wait-for-job-completion``, or until Kueue finishes its Workload (a single-region stack's; xpk waits
+on that condition): 0 succeeded, 125 finished without success, 124 the timeout came first
 (default a week, as xpk's; ``--timeout 0`` reads it once); 2 when there is no such RayJob or no cluster to ask.
 
 ``delete`` removes one-off RayJobs only (``slicectl submit``'s label): their RayCluster and Kueue Workload follow
@@ -85,12 +86,26 @@ def queue_state(workload: dict | None) -> str:
     if c := true("Finished"):
         return f"finished: {c.get('message') or c.get('reason')}"
     if c := true("Evicted"):
-        return f"evicted ({c.get('reason')}), requeued"
+        # Requeued only when Kueue says so: its Requeued condition is true on preemption or node failure, false for a
+        # deactivated Workload (spec.active false), which is never admitted again until reactivated (kueue v0.19.2
+        # pkg/controller/jobframework/reconciler.go step 6; apis/kueue/v1beta2/workload_types.go Active).
+        if (workload.get("spec") or {}).get("active") is False:
+            return f"evicted ({c.get('reason')}), deactivated: not admitted again until spec.active is true"
+        return f"evicted ({c.get('reason')}), " + ("requeued" if true("Requeued") else "not requeued yet")
     if true("Admitted"):
         return "admitted"
     if c := conditions.get("QuotaReserved"):
         return "quota reserved" if c.get("status") == "True" else f"queued: {c.get('message') or c.get('reason')}"
     return "queued"
+
+
+def workload_finished(workload: dict | None) -> dict | None:
+    """The Workload's ``Finished`` condition when true. Kueue also finishes a Workload whose job it cannot start
+    (reason ``FailedToStart``: kueue v0.19.2 pkg/controller/jobframework/reconciler.go, step 7), leaving the RayJob
+    ``Suspended`` for ever; xpk's wait is this condition (AI-Hypercomputer/xpk@367c838 src/xpk/core/workload.py
+    ``wait_for_job_completion``: ``kubectl wait --for=condition=Finished workload ...``)."""
+    c = {c.get("type"): c for c in ((workload or {}).get("status") or {}).get("conditions") or []}.get("Finished")
+    return c if c and c.get("status") == "True" else None
 
 
 def listing(spec, api) -> int:
@@ -146,28 +161,48 @@ def _place_of(spec, name: str):
 
 def wait(spec, api, name: str, timeout: int, interval: int) -> int:
     from slicectl import where
-    from slicectl.kubeapi import finished
+    from slicectl.kubeapi import KubeError, finished
 
     ns = spec.storage.namespace
     place = _place_of(spec, name)
     clock, sleep = time.monotonic, time.sleep  # looked up per call: a test replaces them
-    start, last = clock(), None
+    start, last, down = clock(), None, None
     while True:
-        rj = api.get(place, where.RAYJOBS, ns, name)
+        try:
+            rj = api.get(place, where.RAYJOBS, ns, name)
+            wl = None if where.manager(spec) else where.workload_of(api.items(place, where.WORKLOADS, ns), name)
+        except KubeError as e:
+            if not e.transient:
+                raise
+            elapsed = clock() - start
+            if down is None:  # once per outage: the API server is not the job (kubeapi.TRANSIENT)
+                print(f"[{elapsed:7.0f}s] {name}: {e}; retrying every {interval} s until --timeout", flush=True)
+                down = elapsed
+            if elapsed >= timeout:
+                print(f"{name}: not finished after {timeout} s (the API server unavailable since {down:.0f} s); "
+                      f"exit {int(Exit.JOB_TIMEOUT)}")
+                return Exit.JOB_TIMEOUT
+            sleep(min(interval, max(0.0, timeout - elapsed)))
+            continue
+        if down is not None:
+            print(f"[{clock() - start:7.0f}s] {name}: the API server answers again", flush=True)
+            down = None
         elapsed = clock() - start
         if rj is None:
             what = "was deleted while waiting" if last else "does not exist"
             raise UsageError(f"RayJob {ns}/{name} in cluster {place.cluster} {what} (`slicectl jobs --stack "
                              f"{spec.stack}` lists them)")
         deployment, status = where.rayjob_status(rj)
-        wl = None if where.manager(spec) else where.workload_of(api.items(place, where.WORKLOADS, ns), name)
         line = f"{deployment}, job status {status}" + ("" if where.manager(spec) else f", Kueue: {queue_state(wl)}")
         if line != last:
             print(f"[{elapsed:7.0f}s] {name}: {line}", flush=True)
             last = line
         done, ok = finished(rj)
+        message = (rj.get("status") or {}).get("message")
+        if not done and (c := workload_finished(wl)):  # Kueue ended it without KubeRay's say (FailedToStart)
+            done, ok = True, c.get("reason") == "Succeeded"
+            message = f"Kueue: {c.get('reason')}: {c.get('message')}"
         if done:
-            message = (rj.get("status") or {}).get("message")
             print(f"{name}: {'succeeded' if ok else 'finished without success'}"
                   + (f" ({message})" if message else ""))
             return Exit.OK if ok else Exit.JOB_FAILED
@@ -200,8 +235,15 @@ def delete(spec, api, names: list[str]) -> int:
             problems.append(f"RayJob {ns}/{name} is the stack's (Pulumi manages it): remove the job from "
                             f"{spec.stack_file} and deploy, or `pulumi destroy`")
         else:
-            api.delete(place, where.RAYJOBS, ns, name)
-            print(f"deleted RayJob {ns}/{name} in cluster {place.cluster} (its RayCluster and Kueue Workload follow)")
+            gone = api.delete(place, where.RAYJOBS, ns, name)
+            # The API server answers with the object while finalizers hold it (KubeRay's ray.io/rayjob-finalizer,
+            # removed once it has stopped the Ray job), with a Success Status once it is gone.
+            if ((gone or {}).get("metadata") or {}).get("deletionTimestamp"):
+                print(f"RayJob {ns}/{name} in cluster {place.cluster} is being deleted: KubeRay stops its Ray job, "
+                      "then it, its RayCluster and its Kueue Workload go (`slicectl jobs` shows it until then)")
+            else:
+                print(f"deleted RayJob {ns}/{name} in cluster {place.cluster} (its RayCluster and Kueue Workload "
+                      "follow)")
     if problems:
         raise UsageError("; ".join(problems))
     return Exit.OK

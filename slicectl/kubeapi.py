@@ -9,8 +9,11 @@ API server said.
 
 When a RayJob has finished, and whether it succeeded, is what Kueue's RayJob integration decides
 (kubernetes-sigs/kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_controller.go ``Finished``: finished when
-``status.jobDeploymentStatus`` is ``Failed`` or ``Complete``, or ``ValidationFailed`` with no RayCluster; success
-when ``status.jobStatus`` is ``SUCCEEDED``), over KubeRay's states (ray-project/kuberay
+``status.jobDeploymentStatus`` is ``Failed`` or ``Complete``; success when ``status.jobStatus`` is ``SUCCEEDED``),
+and ``ValidationFailed`` with no RayCluster: KubeRay sets it and never reconciles the job on
+(ray-project/kuberay@feeaf72 ray-operator/controllers/ray/rayjob_controller.go, no requeue after it). Kueue v0.19.2
+only holds such a job (``IsOnHold``); its main branch after v0.19.2 finishes it (kueue 94c8bd44c7, #13415, in no
+release yet), over KubeRay's states (ray-project/kuberay
 ray-operator/apis/ray/v1/rayjob_types.go ``JobDeploymentStatus``: "", Initializing, Running, Complete, Failed,
 ValidationFailed, Suspending, Suspended, Retrying, Waiting).
 """
@@ -115,8 +118,8 @@ class KubeApi:
             raise KubeError(e.status, f"{what} in cluster {place.cluster} (context {self.context_of(place)}): "
                             f"{e.status} {_message(e)}") from None
         except HTTPError as e:
-            raise UsageError(f"{what} in cluster {place.cluster} (context {self.context_of(place)}): the API server "
-                             f"was not reached ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+            raise KubeError(0, f"{what} in cluster {place.cluster} (context {self.context_of(place)}): the API "
+                               f"server was not reached ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
     def items(self, place: Place, resource: str, namespace: str, label_selector: str | None = None) -> list[dict]:
         r = Resource.of(resource)
@@ -159,12 +162,22 @@ class KubeApi:
                           body=client.V1DeleteOptions(propagation_policy=DELETE_PROPAGATION))
 
 
+# Answers that say "not now" rather than "no": the API server unreachable (0), throttling (429), or unable to serve
+# (5xx, e.g. a zonal control plane while it upgrades). ``jobs --wait`` waits them out, as kubectl wait's informer
+# lists and watches again after an error (kubernetes/kubectl@dee3483 pkg/cmd/wait/condition.go UntilWithSync).
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
+
+
 class KubeError(UsageError):
-    """An API server's refusal (its HTTP status kept for the callers that expect one, e.g. 404)."""
+    """An API server's refusal (its HTTP status kept for the callers that expect one, e.g. 404; 0: not reached)."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+    @property
+    def transient(self) -> bool:
+        return self.status in TRANSIENT
 
 
 def _message(e) -> str:

@@ -197,4 +197,7 @@ def rayjob_status(rayjob: dict | None) -> tuple[str, str]:
     if rayjob is None:
         return "not found", "-"
     status = rayjob.get("status") or {}
-    return status.get("jobDeploymentStatus") or "-", status.get("jobStatus") or "-"
+    deployment = status.get("jobDeploymentStatus") or "-"
+    if (rayjob.get("metadata") or {}).get("deletionTimestamp"):  # deleted, held by a finalizer until KubeRay lets go
+        deployment += " (deleting)"
+    return deployment, status.get("jobStatus") or "-"

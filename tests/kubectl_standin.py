@@ -5,7 +5,8 @@ No Kubernetes API server runs here; this in-process HTTP server on 127.0.0.1 ans
 legacy discovery (``/api``, ``/apis``, each group version's resource list), lists (with ``labelSelector``) and reads
 of the objects it holds (Workloads, RayJobs, Jobs, Pods), a pod's log, a create (``POST``: 201 with the object, its
 ``uid``, ``creationTimestamp`` and ``resourceVersion`` set; 409 ``AlreadyExists`` for a taken name) and a delete (200
-with the object marked ``deletionTimestamp`` when it has finalizers, else a ``Success`` Status; 404 ``NotFound``),
+with the object kept and marked ``deletionTimestamp`` while it has finalizers, else removed with what it owns and a
+``Success`` Status; 404 ``NotFound``),
 errors as ``Status`` objects. Behind a create, Kueue's part: a Workload owned by the new RayJob, pending on quota.
 Each read of a RayJob named in ``Cluster.scripts`` moves it (and its Workload) to the next scripted status, so a
 test plays KubeRay and Kueue without wall time; the tests check every scripted status against the vendored CRDs
@@ -41,6 +42,10 @@ class Cluster:
     # RayJob name -> the statuses its next reads show, one per read: {"rayjob": status, "workload": status or None}.
     scripts: dict[str, list[dict]] = field(default_factory=dict)
     kueue: bool = True  # a created RayJob gets its Workload, as Kueue's RayJob integration makes one
+    # Reads (GET) from the n-th on answered 503 ServiceUnavailable, ``outage[1]`` of them: a control plane that is
+    # upgrading or restarting (a zonal GKE cluster's single one is unavailable while it upgrades).
+    outage: tuple[int, int] = (0, 0)
+    reads: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def owned(self, kind: str, name: str) -> list[dict]:
@@ -115,6 +120,12 @@ def _handler(cluster: Cluster):
             cluster.requests.append(url.path)
             parts = [p for p in url.path.split("/") if p]
             query = parse_qs(url.query)
+            with cluster.lock:
+                cluster.reads += 1
+                first, many = cluster.outage
+                if many and first <= cluster.reads < first + many:
+                    return self._send(503, _status(503, "ServiceUnavailable",
+                                                   "the server is currently unable to handle the request"))
             if parts == ["api"]:
                 return self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
             if parts == ["apis"]:
@@ -217,11 +228,15 @@ def _handler(cluster: Cluster):
                 if obj is None:
                     group = gv.split("/")[0] if "/" in gv else ""
                     return self._send(404, _status(404, "NotFound", f'{resource}.{group} "{name}" not found'))
+                if obj["metadata"].get("finalizers"):
+                    # The API server only marks it: the object stays, terminating, until its controller removes
+                    # its finalizers (KubeRay's ray.io/rayjob-finalizer); its dependents go after it.
+                    obj["metadata"].setdefault("deletionTimestamp", NOW)
+                    obj["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+                    return self._send(200, obj)
                 objects.remove(obj)
                 for w in cluster.owned(obj["kind"], name):  # the garbage collector, owner references
                     cluster.objects[("kueue.x-k8s.io/v1beta2", "workloads")].remove(w)
-            if obj["metadata"].get("finalizers"):
-                return self._send(200, {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": NOW}})
             return self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                     "details": {"name": name, "group": gv.split("/")[0], "kind": resource,
                                                 "uid": obj["metadata"].get("uid")}})

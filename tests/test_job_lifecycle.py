@@ -53,6 +53,18 @@ FAILS = [
 ]
 INVALID = [({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
              "message": "The RayJob metadata is invalid"}, None)]
+# Kueue gives up on starting the job (a permanent error unsuspending it): it finishes the Workload with reason
+# FailedToStart and the RayJob stays Suspended for ever (kueue v0.19.2 pkg/controller/jobframework/reconciler.go
+# step 7, podset.IsPermanent -> workloadfinish.Finish(..., FailedToStartFinishedReason = "FailedToStart", ...)).
+# xpk's wait is Kueue's: `kubectl wait --for=condition=Finished workload ...` (AI-Hypercomputer/xpk@367c838
+# src/xpk/core/workload.py wait_for_job_completion).
+NEVER_STARTS = [
+    ({"jobDeploymentStatus": "Suspended"}, PENDING),
+    ({"jobDeploymentStatus": "Suspended"},
+     {"conditions": [QUOTA, condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                     condition("Finished", "True", "FailedToStart",
+                               "invalid podset updates: node selector conflicts with the job's")]}),
+]
 FOREVER = [({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "r-abc"}, ADMITTED)] * 50
 
 
@@ -96,7 +108,7 @@ def test_every_scripted_status_is_one_kuberay_and_kueue_could_write(api, capsys,
     assert submit(api, capsys) == Exit.OK
     made = rayjobs(api["cluster"])["try-1"]
     (wl,) = workloads(api["cluster"])
-    for rj_status, wl_status in [*SUCCEEDS, *FAILS, *INVALID]:
+    for rj_status, wl_status in [*SUCCEEDS, *FAILS, *INVALID, *NEVER_STARTS]:
         doc = {k: v for k, v in copy.deepcopy(made).items()}
         doc["metadata"] = {"name": "try-1", "namespace": NS, "labels": made["metadata"]["labels"]}
         doc["status"] = rj_status
@@ -165,6 +177,18 @@ def test_wait_follows_the_job_to_its_end_with_xpks_exit_codes(api, capsys, scrip
         assert "finished without success" in out
 
 
+def test_wait_ends_when_kueue_finishes_the_workload_of_a_job_that_never_starts(api, capsys):
+    """Kueue's Finished condition ends the wait as it ends xpk's, though the RayJob never leaves Suspended: exit 125
+    at once, not 124 after the timeout (a week by default)."""
+    assert submit(api, capsys) == Exit.OK
+    api["cluster"].scripts["try-1"] = [_status(e) for e in NEVER_STARTS]
+    capsys.readouterr()
+    assert cli.main(["jobs", "--stack", "prod", "--wait", "try-1", "--timeout", "3", *api["args"]]) \
+        == Exit.JOB_FAILED
+    out = capsys.readouterr().out
+    assert "finished without success" in out and "FailedToStart" in out and "not finished after" not in out
+
+
 def test_wait_times_out_with_124(api, capsys):
     assert submit(api, capsys) == Exit.OK
     api["cluster"].scripts["try-1"] = [_status(e) for e in FOREVER]
@@ -208,3 +232,55 @@ def test_delete_removes_a_one_off_and_refuses_the_stacks_own(api, capsys, prod):
 def test_kubeconfig_and_context_belong_to_apply(capsys):
     assert cli.main(["submit", "--stack", "prod", "--job", "llama3-8b-elastic", "--context", "x"]) == Exit.USAGE
     assert "only with --apply" in capsys.readouterr().err
+
+
+def test_a_deactivated_workload_is_not_shown_as_requeued(api, capsys, kueue_validator):
+    """Kueue requeues an evicted Workload only when it says so (its ``Requeued`` condition: true on preemption or node
+    failure, kueue v0.19.2 pkg/controller/jobframework/reconciler.go step 6); a deactivated one (``spec.active:
+    false``, evicted with reason ``Deactivated``) is never admitted again until it is reactivated."""
+    from slicectl.cmd_jobs import queue_state
+
+    assert submit(api, capsys) == Exit.OK
+    (wl,) = workloads(api["cluster"])
+    evicted = condition("Evicted", "True", "Deactivated", "The workload is deactivated")
+    deactivated = {**copy.deepcopy(wl), "spec": {**wl["spec"], "active": False},
+                   "status": {"conditions": [evicted, condition("Requeued", "False", "Deactivated",
+                                                                "The workload is deactivated")]}}
+    preempted = {**copy.deepcopy(wl), "status": {"conditions": [
+        condition("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
+        condition("Requeued", "True", "Preempted", "Preempted to accommodate a workload")]}}
+    for doc in (deactivated, preempted):
+        assert kueue_validator(doc) == []
+    assert "requeued" not in queue_state(deactivated) and "deactivated" in queue_state(deactivated)
+    assert queue_state(preempted) == "evicted (Preempted), requeued"
+
+
+def test_a_deleted_one_off_kuberay_still_holds_is_shown_terminating(api, capsys):
+    """KubeRay puts its finalizer on every new RayJob (ray-project/kuberay@feeaf72 ray-operator/controllers/ray/
+    rayjob_controller.go, JobDeploymentStatusNew: ``ray.io/rayjob-finalizer``, utils/constant.go): a delete leaves it
+    terminating until KubeRay has stopped it.
+    ``jobs`` says so rather than showing it as running, and the name stays taken meanwhile."""
+    assert submit(api, capsys) == Exit.OK
+    rayjobs(api["cluster"])["try-1"]["metadata"]["finalizers"] = ["ray.io/rayjob-finalizer"]
+    api["cluster"].scripts["try-1"] = [_status(FOREVER[0])]
+    assert cli.main(["jobs", "delete", "try-1", "--stack", "prod", *api["args"]]) == Exit.OK
+    assert "being deleted" in capsys.readouterr().out
+    assert cli.main(["jobs", "--stack", "prod", *api["args"]]) == Exit.OK
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("try-1 (one-off)"))
+    assert "deleting" in row
+    assert submit(api, capsys) == Exit.USAGE and "already exists" in capsys.readouterr().err
+
+
+def test_wait_rides_out_an_api_server_outage(api, capsys):
+    """A week-long wait outlives control-plane upgrades (a zonal cluster's API server is down while it upgrades):
+    as ``kubectl wait`` (kubernetes/kubectl@dee3483 pkg/cmd/wait/condition.go: ``watchtools.UntilWithSync``, an
+    informer that lists and watches again after an error), an unavailable API server is waited out until --timeout,
+    not a failure of the job (exit 2)."""
+    assert submit(api, capsys) == Exit.OK
+    api["cluster"].scripts["try-1"] = [_status(e) for e in SUCCEEDS]
+    reads = api["cluster"].reads
+    api["cluster"].outage = (reads + 3, 4)  # the first wait's read succeeds; then four reads answer 503
+    capsys.readouterr()
+    assert cli.main(["jobs", "--stack", "prod", "--wait", "try-1", "--interval", "1", *api["args"]]) == Exit.OK
+    out = capsys.readouterr().out
+    assert "503" in out and "retrying" in out and out.rstrip().endswith("succeeded (Job finished successfully.)")

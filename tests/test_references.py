@@ -208,6 +208,19 @@ def test_the_sandbox_names_its_own_node_account_and_no_key(together):
     assert "databaseEncryption" not in cluster
 
 
+# What only the CI road has (bootstrap/, .github/workflows/, docs/ci-trust.md): its identities' ids, its workflow
+# files and the page on them. A sandbox's resources tell their reader to check a change against none of them.
+CI_ONLY = re.compile(r"\bci-(?:image|deploy|preview|drill|bootstrap)\b|\b[a-z-]+\.yml\b|docs/ci-trust\.md")
+
+
+def test_a_sandbox_points_its_reader_at_nothing_of_ci(together):
+    """What a sandbox's resources say (a policy's description, an alert's runbook) names no CI identity, workflow or
+    CI page: there is no ci-image signing its images and no deploy.yml run to match an IAM change to."""
+    hits = [f"{t} {n}: {m.group(0)}" for t, n, i in stack_resources("sbx", together)
+            for m in CI_ONLY.finditer(str(i)) if not t.startswith("kubernetes:core/v1:ConfigMap")]
+    assert not hits, hits
+
+
 def test_the_bootstrap_provisions_nothing_for_a_sandbox(together):
     """B2: an administrator's bootstrap over a directory holding a sandbox stack creates no API, identity, key,
     role or environment for it, and touches nothing in its project."""
