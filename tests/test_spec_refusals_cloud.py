@@ -26,9 +26,10 @@ def _exclusion(scope: str, channel: str | None):
     return edit
 
 
-def _multi_tier(job_edit=None):
+def _multi_tier(job_edit=None, hns: bool = True):
     def edit(c):
         c.setdefault(f"{NS}:unverified", {})["multiTierCheckpointing"] = True
+        c[f"{NS}:storage"]["hierarchicalNamespace"] = hns
         if job_edit is not None:
             job_edit(c[f"{NS}:jobs"][0])
     return edit
@@ -82,6 +83,11 @@ def test_multi_tier_checkpointing_on_a_single_slice_job_is_refused(tmp_path):
 def test_multi_tier_checkpointing_with_a_period_of_zero_is_refused(tmp_path, key):
     text = edited(PROD, _multi_tier(lambda j: j.setdefault("maxtext", {}).update({key: 0})))
     _refused(tmp_path, text, "prod", f"jobs[0].maxtext.{key}", f"needs a positive {key}")
+
+
+def test_multi_tier_checkpointing_on_a_bucket_without_hierarchical_namespace_is_refused(tmp_path):
+    _refused(tmp_path, edited(PROD, _multi_tier(hns=False)), "prod", "storage.hierarchicalNamespace",
+             "backs up to a bucket with hierarchical namespace")
 
 
 def test_multi_tier_checkpointing_on_multislice_jobs_is_accepted(tmp_path):

@@ -103,10 +103,18 @@ def _positive_int(value: str) -> bool:
 
 
 def multi_tier(spec: StackSpec, fail) -> None:
-    """Under unverified.multiTierCheckpointing: each job spans two slices or more, its local period and backup
-    interval (when the maxtext passthrough sets them) are positive."""
+    """Under unverified.multiTierCheckpointing: the bucket has hierarchical namespace, each job spans two slices or
+    more, its local period and backup interval (when the maxtext passthrough sets them) are positive."""
     if not spec.unverified.multi_tier_checkpointing:
         return
+    if not spec.storage.hierarchical_namespace:
+        # GKE's multi-tier how-to (URL above, "Before you begin"): the backup bucket is created with
+        # hierarchical namespace (gcloud storage buckets create --enable-hierarchical-namespace
+        # --uniform-bucket-level-access), which GCS sets only at creation.
+        fail(_ns("storage.hierarchicalNamespace"), False,
+             "multi-tier checkpointing backs up to a bucket with hierarchical namespace (GKE's multi-tier "
+             "checkpointing how-to); set it true (a new bucket: GCS turns it on only at creation) or leave "
+             f"{_ns('unverified.multiTierCheckpointing')} off")
     for i, j in enumerate(spec.jobs):
         for key in MULTI_TIER_POSITIVE:
             v = j.maxtext.get(key)  # the passthrough keeps values as MaxText's command line takes them: strings
