@@ -1,8 +1,8 @@
 """What Compute Engine, GKE and MaxText refuse, refused by the spec through the front door (lint and preview alike):
 network interfaces per TPU host, maintenance exclusion scopes that need a release channel, multi-tier
-checkpointing's prerequisites. Each rule's source is quoted beside it (stackspec/rules/gcp.py nics, gke.py
-maintenance, jobs.py multi_tier); the boundaries each side of a rule are checked, so a rule that refuses too much
-fails here too."""
+checkpointing's prerequisites; and every cluster's Secrets key in the cluster's region. Each rule's source is
+quoted beside it (stackspec/rules/gcp.py nics, gke.py maintenance, jobs.py multi_tier); the boundaries each side
+of a rule are checked, so a rule that refuses too much fails here too."""
 
 from __future__ import annotations
 
@@ -94,3 +94,22 @@ def test_multi_tier_checkpointing_on_multislice_jobs_is_accepted(tmp_path):
     text = edited(PROD, _multi_tier(lambda j: j.setdefault("maxtext", {}).update(local_checkpoint_period=5)))
     code, out = lint_and_preview(tmp_path, text, "prod")
     assert code == Exit.OK, out
+
+
+# --------------------------------------------------------------------------- Cloud KMS keys in their resource's place
+
+# GKE "Encrypt secrets at the application layer" (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-
+# secrets), paraphrased: the key ring is in the cluster's location (a zonal cluster's region). The spec names no
+# cluster key itself: the stack derives it in the cluster's region (stackspec/names.py secrets_key_id), so this holds
+# for every stack the fixtures hold, single- and multi-region, manager included.
+@pytest.mark.parametrize("stack", ["dev", "prod", "multi"])
+def test_every_clusters_secrets_key_is_in_the_clusters_region(stack):
+    from offline import engine
+    r = engine.render(stack, engine.stack_config(stack))
+    clusters = r.by_type("gcp:container/cluster:Cluster")
+    assert clusters
+    for c in clusters:
+        location = c.inputs["location"]
+        region = location if location.count("-") == 1 else location.rsplit("-", 1)[0]
+        key = c.inputs["databaseEncryption"]["keyName"]
+        assert f"/locations/{region}/keyRings/" in key, (c.name, location, key)
