@@ -37,7 +37,9 @@ def bucket(name: str, st: Storage, project: str, opts: pulumi.ResourceOptions) -
             custom_placement_config=gcp.storage.BucketCustomPlacementConfigArgs(
                 data_locations=[r.upper() for r in st.data_locations]) if st.data_locations else None,
             storage_class=st.storage_class,
-            uniform_bucket_level_access=True,
+            uniform_bucket_level_access=True,  # also what hierarchical namespace needs
+            hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True)
+            if st.hierarchical_namespace else None,
             public_access_prevention="enforced",
             # Objects remain recoverable for a week after an accidental delete.
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=7 * 86400),

@@ -12,7 +12,10 @@ RELEASE_CHANNELS = ("UNSPECIFIED", "RAPID", "REGULAR", "STABLE", "EXTENDED")
 PROD_RELEASE_CHANNELS = ("REGULAR", "STABLE", "EXTENDED")
 # GKE maintenance policy limits (cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions):
 # a recurring window must leave 48 h of maintenance in any 32 days, counting only stretches of >= 4 h;
-# a NO_UPGRADES exclusion lasts at most 30 days; a cluster holds at most 20 exclusions.
+# a NO_UPGRADES exclusion lasts at most 30 days; a cluster holds at most 20 exclusions. The window's rule, verbatim
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-exclusions, "Considerations when
+# configuring a maintenance window"): "You must allow at least 48 hours of maintenance availability in a 32-day
+# rolling window. Only contiguous availability windows of at least four hours are considered."
 EXCLUSION_SCOPES = ("NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
 NO_UPGRADES_MAX_DAYS = 30
 MAX_EXCLUSIONS = 20

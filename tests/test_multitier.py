@@ -5,6 +5,7 @@ and against the objects GKE's TPU launcher renders (xpk, vendored shapes named i
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -25,7 +26,10 @@ KEYS = ("enable_multi_tier_checkpointing", "local_checkpoint_directory", "local_
 
 @pytest.fixture(scope="module")
 def rendered():
-    return engine.render("prod", opt_in(engine.stack_config("prod"), "multiTierCheckpointing"))
+    config = opt_in(engine.stack_config("prod"), "multiTierCheckpointing")
+    storage = f"{NS}:storage"
+    config[storage] = json.dumps({**json.loads(config[storage]), "hierarchicalNamespace": True})
+    return engine.render("prod", config)
 
 
 def _maxtext_base() -> dict:
@@ -86,6 +90,8 @@ def test_the_checkpoint_configuration_names_the_bucket_the_tpu_hosts_and_a_volum
 def test_the_cluster_gets_the_add_on_the_replicator_its_bucket_grant_and_the_preview_says_unverified(rendered):
     (cluster,) = [r for r in rendered.by_type("gcp:container/cluster:Cluster")]
     assert cluster.inputs["addonsConfig"]["highScaleCheckpointingConfig"] == {"enabled": True}
+    (bucket,) = rendered.by_type("gcp:storage/bucket:Bucket")  # the backups' bucket, with hierarchical namespace
+    assert bucket.inputs["hierarchicalNamespace"] == {"enabled": True}
     # In the bucket's one authoritative policy, beside the workloads' KSA (a grant of its own would fight it).
     (policy,) = rendered.by_type("gcp:storage/bucketIAMPolicy:BucketIAMPolicy")
     members = policy_bindings(policy)["roles/storage.objectUser"]

@@ -40,6 +40,9 @@ class Storage(Section):
     # A configurable dual-region's two regions (location then names the code the GCS table lists both under: US, EU,
     # ASIA, ...; stackspec.regions.CONFIGURABLE_DUAL_REGIONS). A multi-region stack names its place, never derived.
     data_locations: tuple[Region, ...] = ()
+    # Hierarchical namespace (folders as resources), which multi-tier checkpointing's backups need
+    # (rules/jobs.py multi_tier). GCS sets it only when the bucket is created: turning it on replaces the bucket.
+    hierarchical_namespace: bool = False
 
     @model_validator(mode="after")
     def _data_locations(self) -> Storage:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import limits, names, zones
+from .. import limits, machines, names, zones
 from .. import regions as places
 from ..model.types import _ns
 
@@ -100,3 +100,36 @@ def trainer_images(spec: Any, fail) -> None:
         fail(_ns(f"jobs[{i}].trainer.image"), image, f"Binary Authorization blocks (unverified."
              f"binaryAuthorizationEnforce) every image its attestor did not sign, and it signs only what image.yml "
              f"pushes to {where}: push the trainer's image there, or leave blocking off")
+
+
+# --------------------------------------------------------------------------- network interfaces per TPU host
+
+# https://cloud.google.com/compute/docs/create-use-multiple-interfaces (Requirements): "Each instance must have at
+# least one network interface. The maximum number of network interfaces per instance is 8, depending on the
+# instance's machine type." and https://cloud.google.com/vpc/docs/multiple-interfaces-concepts (Specifications):
+# "Every instance has a nic0 interface. The maximum number of network interfaces varies depending on the instance's
+# machine type." (its table: one per vCPU, at least 2, at most 8). A TPU host's nic0 is the cluster's subnet
+# (network.primary); each secondary (DCN) network adds one NIC on every host of every slice.
+MAX_NICS = 8
+MIN_MAX_NICS = 2
+
+
+def max_nics(vcpus: int) -> int:
+    return min(MAX_NICS, max(MIN_MAX_NICS, vcpus))
+
+
+def nics(spec: Any, fail) -> None:
+    """The primary network plus the secondary ones against each slice's machine type's NIC limit."""
+    wanted = 1 + len(spec.networks)
+    reported: set[str] = set()
+    for s in spec.slices or ():
+        machine = machines.MACHINES.get(s.shape.machine_type.name)
+        if machine is None:  # a machine type the vCPU table does not list is not checked here
+            continue
+        limit = max_nics(machine.vcpus)
+        if wanted > limit and machine.name not in reported:
+            reported.add(machine.name)
+            fail(_ns("network.secondary"), [n.subnet for n in spec.networks],
+                 f"{wanted} network interfaces per host (nic0 on the primary network and one per secondary "
+                 f"network); Compute Engine gives {machine.name} ({machine.vcpus} vCPU) at most {limit}: list at "
+                 f"most {limit - 1} secondary networks")

@@ -60,3 +60,26 @@ def control_plane(spec: Any, fail) -> None:
             fail(f"{key}[{i}].cidr", n.cidr, "opens the control plane's endpoint to the whole internet: name the "
                  "ranges that reach it (a VPN's, an office's), or use access: dns (IAM); only a sandbox stack, in a "
                  "developer's own project, may open it")
+
+
+# GKE "Maintenance windows and exclusions"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions, Scope of upgrades):
+# the "No minor upgrades" and "No minor or node upgrades" scopes are for clusters enrolled in a release channel; a
+# cluster without one (UNSPECIFIED, a static version) takes "No upgrades" exclusions only. The API's
+# MaintenanceExclusionOptions.Scope (google.container.v1): "NO_MINOR_UPGRADES excludes all minor upgrades for the
+# cluster, only patches are allowed"; "NO_MINOR_OR_NODE_UPGRADES excludes all minor upgrades for the cluster, and also
+# exclude all node pool upgrades"; "NO_UPGRADES ... is the default exclusion behavior".
+CHANNEL_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
+
+
+def maintenance(spec: Any, fail) -> None:
+    """An exclusion scope that needs a release channel on a cluster without one."""
+    c = spec.cluster
+    if c.release_channel != "UNSPECIFIED":
+        return
+    for i, e in enumerate(c.maintenance.exclusions):
+        if e.scope in CHANNEL_SCOPES:
+            fail(_ns(f"cluster.maintenance.exclusions[{i}].scope"), e.scope,
+                 f"GKE takes {e.scope} only on a cluster enrolled in a release channel (GKE maintenance windows and "
+                 "exclusions, Scope of upgrades); this cluster's releaseChannel is UNSPECIFIED: enrol it "
+                 "(REGULAR, STABLE, EXTENDED) or use scope NO_UPGRADES (at most 30 days)")

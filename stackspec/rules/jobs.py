@@ -83,3 +83,48 @@ def checkpoint(spec: StackSpec, fail) -> None:
             fail(f"{_ns('jobs')}[{i}].{missing[0]}", MISSING,
                  f"an elastic job's checkpoint period comes from Young/Daly's rule: set "
                  f"{', '.join(missing)} (MaxText logs each save's and step's seconds), or checkpointPeriod")
+
+
+# Multi-tier checkpointing's MaxText keys (workloads/multitier.py). MaxText saves locally where
+# ``step % config.local_checkpoint_period == 0`` (AI-Hypercomputer/maxtext src/MaxText/checkpointing.py,
+# maybe_save_checkpoint), so a period of 0 divides by zero at the first step, and its configs/types.py
+# (EmergencyCheckpointing, maxtext 0.2.1) takes both the local period and the replicator's backup interval as
+# positive. GKE's replicator ("Train large-scale machine learning models on GKE with Multi-Tier Checkpointing",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing) copies
+# each slice's local checkpoint to a peer slice, so a job of one slice has no peer to restore from but the bucket.
+MULTI_TIER_POSITIVE = ("local_checkpoint_period", "multi_tier_checkpointing_backup_interval_minutes")
+
+
+def _positive_int(value: str) -> bool:
+    try:
+        return int(value) > 0
+    except ValueError:
+        return False
+
+
+def multi_tier(spec: StackSpec, fail) -> None:
+    """Under unverified.multiTierCheckpointing: the bucket has hierarchical namespace, each job spans two slices or
+    more, its local period and backup interval (when the maxtext passthrough sets them) are positive."""
+    if not spec.unverified.multi_tier_checkpointing:
+        return
+    if not spec.storage.hierarchical_namespace:
+        # GKE's multi-tier how-to (URL above, "Before you begin"): the backup bucket is created with
+        # hierarchical namespace (gcloud storage buckets create --enable-hierarchical-namespace
+        # --uniform-bucket-level-access), which GCS sets only at creation.
+        fail(_ns("storage.hierarchicalNamespace"), False,
+             "multi-tier checkpointing backs up to a bucket with hierarchical namespace (GKE's multi-tier "
+             "checkpointing how-to); set it true (a new bucket: GCS turns it on only at creation) or leave "
+             f"{_ns('unverified.multiTierCheckpointing')} off")
+    for i, j in enumerate(spec.jobs):
+        for key in MULTI_TIER_POSITIVE:
+            v = j.maxtext.get(key)  # the passthrough keeps values as MaxText's command line takes them: strings
+            if v is not None and not _positive_int(v):
+                fail(f"{_ns('jobs')}[{i}].maxtext.{key}", v,
+                     f"multi-tier checkpointing needs a positive {key} (MaxText saves at step % period == 0); "
+                     "drop it to take the planned one")
+        most = j.max_slices or j.slices or 1
+        if most < 2:
+            fail(f"{_ns('jobs')}[{i}].{'maxSlices' if j.elastic else 'slices'}", most,
+                 "multi-tier checkpointing copies each slice's local checkpoint to a peer slice (GKE's replicator): "
+                 "a job of one slice has none; give it two slices or more, or leave "
+                 f"{_ns('unverified.multiTierCheckpointing')} off")

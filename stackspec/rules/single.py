@@ -22,15 +22,18 @@ def single_region(spec: StackSpec, fail, context: dict[str, Any], problems: list
     if not context.get("view"):  # a multi-region stack's one bucket holds every region (rules/regions.py)
         gcp.bucket_location(spec, fail)
     gke.control_plane(spec, fail)
+    gke.maintenance(spec, fail)
     gcp.image_pusher(spec, fail)
     gcp.trainer_images(spec, fail)
     network.check(spec, fail)
+    gcp.nics(spec, fail)
     kueue.worker_groups(spec, fail)
     slices.check(spec, fail)
     if not any(p.key.startswith(_ns("slices")) for p in problems):
         # Jobs are checked against sound slices only: one bad slice gives one error.
         jobs.check(spec, fail)
         jobs.checkpoint(spec, fail)
+        jobs.multi_tier(spec, fail)
         kuberay.check(spec, fail)
     resources.check(spec, fail)
     safety.unverified(spec, fail)
