@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from . import kubernetes
+from .finding import Finding
 from .gcp import (
     BECOME,
     BINAUTHZ_POLICY,
@@ -22,7 +21,10 @@ from .gcp import (
     gke_principal,
     load_roles,
 )
+from .kubernetes import add_gke, compute_rbac, link_principals
+from .kubernetes import findings as kubernetes_findings
 from .pool import GITHUB_POOL, Environments, condition_problems, minted_by
+from .stacks import cross_stack
 
 # The setIamPolicy a deploy identity may hold: (permission, the kind of resource it is granted on, why).
 ALLOWED_SET_IAM = (
@@ -62,23 +64,13 @@ MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
 SENSITIVE = re.compile(FORBIDDEN.pattern[:-2] + r"|.*\.setIamPolicy|" + re.escape(BINAUTHZ_POLICY) + r")$")
 
 
-@dataclass(frozen=True)
-class Finding:
-    identity: str
-    what: str
-    accepted: str | None = None  # the reason, for a path the design accepts (reported, not refused)
-
-    def __str__(self) -> str:
-        return f"{self.identity}: {self.what}" + (f" [accepted: {self.accepted}]" if self.accepted else "")
-
-
 def compute(resources: Iterable[tuple[str, dict]], manifests: Iterable[dict] = (),
             roles: dict[str, frozenset[str]] | None = None) -> Reaches:
     """Every identity's own reach and edges: IAM bindings (GCP), RBAC (the manifests), GKE IAM as Kubernetes."""
     reach = Reaches()
     compute_gcp(list(resources), roles if roles is not None else load_roles(), reach)
-    kubernetes.compute_rbac(manifests, reach)
-    kubernetes.add_gke(reach)
+    compute_rbac(manifests, reach)
+    add_gke(reach)
     return reach
 
 
@@ -157,11 +149,9 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
     if not isinstance(reach, Reaches):
         reach = Reaches(reach)
     if scopes:
-        from .stacks import cross_stack  # stacks.py builds on this module's Finding
-
         out += cross_stack(reach, scopes)
-    kubernetes.add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
-    kubernetes.link_principals(reach)
+    add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
+    link_principals(reach)
     for member, r in sorted(reach.items()):
         if member.startswith("unknown:"):
             continue
@@ -211,7 +201,7 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             if more:
                 out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}"))
         # Kubernetes.
-        for source, ns, what in kubernetes.findings(member, r):
+        for source, ns, what in kubernetes_findings(member, r):
             ok = None
             if source == "GKE IAM" and DEPLOYER.match(who) and gated:
                 ok = ACCEPTED["gke"]

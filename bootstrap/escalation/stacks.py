@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from .check import Finding
+from .finding import Finding
 from .gcp import CI_ACCOUNT, Reaches
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .check import Finding
+from .finding import Finding
 from .gcp import CI_ACCOUNT, FORBIDDEN, SIGN, Reaches
 from .pool import Environments, minted_by
 
