@@ -50,10 +50,11 @@ from .gcp import (
 )
 from .kubernetes import K8S_ROLES_FILE, WORKLOADS, load_builtin_roles
 from .pool import Environments, condition_problems, minted_by
-from .stacks import cross_stack, foreign_policy_members, stack_scopes
+from .stacks import cross_stack, foreign_policy_members, stack_scopes, state_objects
 from .tables import threat_tables
 
 __all__ = ["ACCEPTED", "ACT_AS", "ALLOWED_SET_IAM", "BECOME", "Binding", "CI_ACCOUNT", "Environments", "FORBIDDEN",
            "Finding", "K8S_ROLES_FILE", "ROLES_FILE", "Reach", "Reaches", "SIGN", "WORKLOADS", "bindings", "check",
            "closure", "compute", "condition_problems", "cross_stack", "foreign_policy_members", "gke_principal",
-           "is_read", "load_builtin_roles", "load_roles", "minted_by", "stack_scopes", "threat_tables"]
+           "is_read", "load_builtin_roles", "load_roles", "minted_by", "stack_scopes", "state_objects",
+           "threat_tables"]
