@@ -276,7 +276,11 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             more = _more(_closed(reach, target, reached), home, _k8s_runs(reach, {target, *reached}),
                          _k8s_runs(reach, {member, *same}))
             if more:
-                ok = _accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)
+                # Accepted only for what the design hands over (the jobs' data, their Kubernetes powers): a project
+                # or a sensitive permission past an accepted first edge is refused all the same.
+                routine = all(m.startswith(("data ", "kubernetes ")) for m in more)
+                ok = (_accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)) if routine \
+                    else None
                 out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}", ok))
         # Kubernetes.
         for source, ns, what in kubernetes_findings(member, r):
