@@ -10,14 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from bootstrap.environments import Environment
 from stackspec import limits, names, spec
 from stackspec.loader import STACKS_DIR
 from workloads import multikueue as mk
-
-if TYPE_CHECKING:
-    from bootstrap.access import Environment
 
 NAMESPACE = "tpu-multislice-bootstrap"
 # GitHub's names (docs.github.com: a login is 1-39 alphanumerics or single hyphens; a repository name 1-100 of

@@ -25,6 +25,8 @@ from conftest import FIXTURE_STACKS, documentation, rendered, stack_files
 
 from bootstrap import access as ci
 from bootstrap import config as bcfg
+from bootstrap import environments
+from bootstrap import workflow_scan as scan
 from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -630,7 +632,7 @@ def test_main_is_protected(boot):
     p = boot.one("github:index/branchProtection:BranchProtection").inputs
     assert p["pattern"] == "main" and p["repositoryId"] == REPO.split("/")[1]
     assert p["enforceAdmins"] is True and p["allowsForcePushes"] is False and p["allowsDeletions"] is False
-    assert p["requiredStatusChecks"] == [{"strict": True, "contexts": list(ci.REQUIRED_CHECKS)}]
+    assert p["requiredStatusChecks"] == [{"strict": True, "contexts": list(environments.REQUIRED_CHECKS)}]
     (reviews,) = p["requiredPullRequestReviews"]
     assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
     assert reviews["requireLastPushApproval"] is True
@@ -948,7 +950,8 @@ def test_repository_settings_are_managed(boot):
 def test_codeowners_is_the_bootstraps(boot):
     teams = tuple(json.loads(CFG[f"{NS}:reviewerTeams"]))
     users = tuple(json.loads(CFG.get(f"{NS}:reviewerUsers", "[]")))
-    want = ci.codeowners(bcfg.BootstrapConfig(**{**CONFIG.__dict__, "reviewer_teams": teams, "reviewer_users": users}))
+    want = scan.codeowners(bcfg.BootstrapConfig(**{**CONFIG.__dict__, "reviewer_teams": teams,
+                                                    "reviewer_users": users}))
     assert (ROOT / ".github" / "CODEOWNERS").read_text() == want
     for path in ("/.github/", "/bootstrap/", "/uv.lock", "/pyproject.toml", "/stacks/"):
         assert f"\n{path} @{REPO.split('/')[0]}/" in "\n" + want

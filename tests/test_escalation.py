@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,9 @@ checked before it merges. The check does not run on an operator's own bootstrap 
 or against the live projects: it sees what the programs declare, not grants made by hand, and not the RBAC
 inside the Kueue Helm chart (the chart's controller roles; only its metrics-reader role, which the stacks
 bind, is vendored and read).
+
+Conditional grants on the state bucket count on the objects their condition admits: each condition is parsed as
+CEL and evaluated on every stack's representative state, history, backup and lock objects.
 
 What counts as a path to more, for every identity (a CI account, a node or MultiKueue account, a federated
 principal, a Kubernetes subject): project IAM, custom roles, keys, the pool, attestors or notes; Binary
@@ -83,8 +87,14 @@ class Rendered:
     def resources(self):
         return [*self.boot, *(r for res, _ in self.stacks.values() for r in res)]
 
+    def objects(self):
+        """The state bucket's representative objects, every stack's (``esc.state_objects``): the stacks' Pulumi
+        project is the repository's Pulumi.yaml name."""
+        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
+        return esc.state_objects(self.exports["PULUMI_STATE_BUCKET"], project, self.stacks)
+
     def reach(self):
-        reach = esc.compute(self.resources())
+        reach = esc.compute(self.resources(), objects=self.objects())
         for _, manifests in self.stacks.values():  # one stack's roles, bindings and service accounts at a time
             reach.absorb(esc.compute([], manifests))
         return reach
@@ -101,8 +111,10 @@ class Rendered:
         projects = {stack: email.split("@")[1].removesuffix(".iam.gserviceaccount.com")
                     for stack, email in self.exports.get("nodeServiceAccounts", {}).items()}
         stacks = {k: res for k, (res, _) in self.stacks.items()}
-        return [*esc.check(self.reach(), self.envs(), provider["attributeCondition"], signing, mk, projects,
-                           esc.stack_scopes(stacks)),
+        reach = self.reach()
+        keys = {s: v.removeprefix("gcpkms://") for s, v in self.exports.get("secretsproviders", {}).items()}
+        return [*esc.check(reach, self.envs(), provider["attributeCondition"], signing, mk, projects,
+                           esc.stack_scopes(stacks, reach.objects, keys)),
                 *esc.foreign_policy_members(stacks)]
 
 
@@ -199,14 +211,18 @@ def test_every_ci_identity_is_reached_through_one_reviewed_or_read_only_gate(ren
                                                             "ci-image-prod", "ci-image-multi"}
     envs = rendered.envs()
     for member, r in ci.items():
+        stack = member.split("@")[0].removeprefix("serviceAccount:ci-preview-") if "ci-preview-" in member else None
         for p in r.principals:
             file, ref, env = esc.minted_by(p)
-            writes = {w for w in r.writes() if not (w[2] and "/locks/" in w[2])}
+            writes = {w for w in r.writes() if reach.objects.get(w[1]) != (stack, "locks")}
             assert env and (envs.reviewed[env] or not writes), (member, p)
-    # The readers write nothing but their own stack's lock files.
+    # The readers write nothing but their own stack's lock objects, as their conditions evaluate (CEL) on every
+    # stack's representative state objects.
     for member, r in ci.items():
         if "ci-preview-" in member:
-            assert all(c and "/locks/" in c for _, _, c in r.writes()), (member, r.writes())
+            stack = member.split("@")[0].removeprefix("serviceAccount:ci-preview-")
+            assert r.writes() and {reach.objects.get(res) for _, res, _ in r.writes()} == {(stack, "locks")}, (
+                member, r.writes())
 
 
 def _custom_role(stack_project: str, role_id: str) -> Callable[[Rendered], None]:

@@ -13,7 +13,7 @@ import pytest
 from conftest import REFERENCE
 
 SUMS = REFERENCE / "SHA256SUMS"
-COPIED = ("kuberay", "kueue", "seeds", "gmp", "kueue-multikueue")
+COPIED = ("kuberay", "kueue", "seeds", "gmp", "kueue-multikueue", "escalation")
 
 
 def _recorded() -> dict[str, str]:

@@ -56,6 +56,8 @@ IDENTITY = {
 
 
 from bootstrap import access as ci  # noqa: E402
+from bootstrap import environments  # noqa: E402
+from bootstrap import workflow_scan as scan  # noqa: E402
 
 
 def load(name: str) -> dict:
@@ -267,7 +269,7 @@ def test_pull_request_workflow():
     preview = wf["jobs"]["preview"]
     (pulumi,) = [s for s in uses(preview, "pulumi/actions") if "command" in s["with"]]
     # The checks main's protection requires: jobs of this file that every pull request runs.
-    for name in ci.REQUIRED_CHECKS:
+    for name in environments.REQUIRED_CHECKS:
         job = wf["jobs"][name]
         assert "if" not in job and "strategy" not in job and "name" not in job, name
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
@@ -1141,17 +1143,17 @@ def test_pulumis_own_uv_sync_stays_in_the_locked_base_set(tmp_path):
 
 def test_code_owners_cover_what_credentialed_jobs_execute():
     """Branch protection requires a code owner's review for TRUST_PATHS only. They include every path the
-    credentialed jobs execute, computed from the workflows (bootstrap/access.py executed_paths): the program
+    credentialed jobs execute, computed from the workflows (bootstrap/workflow_scan.py executed_paths): the program
     `pulumi preview`/`up` run (__main__.py, Pulumi.yaml), `slicectl preview`/`drill` (slicectl/ and what it imports:
     offline/, drills/), the image's build context (.dockerignore), and the tests the required checks run."""
-    executed = ci.executed_paths()
+    executed = scan.executed_paths()
     assert {"/__main__.py", "/Pulumi.yaml", "/slicectl/", "/offline/", "/drills/", "/tests/", "/.dockerignore",
-            "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock"} <= set(executed)
-    uncovered = [p for p in executed if not any(p.startswith(t) for t in ci.TRUST_PATHS)]
+            "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock", "/base-image.digest"} <= set(executed)
+    uncovered = [p for p in executed if not any(p.startswith(t) for t in scan.trust_paths())]
     assert uncovered == [], f"not owned by the reviewers: {uncovered}"
     owned = [line.split()[0] for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()
              if line and not line.startswith("#")]
-    assert owned == list(ci.TRUST_PATHS)
+    assert owned == list(scan.trust_paths())
     # The local drills' job and drill-history hold no credential: benchmarks/ and trainers/ are not theirs.
     assert not any(p.startswith(("/benchmarks/", "/trainers/")) for p in executed)
 
@@ -1168,16 +1170,33 @@ def test_a_new_executed_path_becomes_owned(tmp_path):
     assert text.count(old) == 2
     (workflows / "deploy.yml").write_text(text.replace(
         old, old + "      - run: uv run --no-sync python benchmarks/drill_history.py build\n", 1))
-    executed = ci.executed_paths(workflows)
-    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in ci.executed_paths()
-    assert "/benchmarks/drill_history.py" in ci.trust_paths(workflows)
+    executed = scan.executed_paths(workflows)
+    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in scan.executed_paths()
+    assert "/benchmarks/drill_history.py" in scan.trust_paths(workflows)
     # The same step in a job without a credential (pr.yml's cost job) changes nothing.
     (workflows / "deploy.yml").write_text(text)
     pr = (workflows / "pr.yml").read_text()
     (workflows / "pr.yml").write_text(pr.replace("      - name: Cost against the default branch (job summary)\n",
                                                  "      - run: python3 benchmarks/drill_history.py build\n"
                                                  "      - name: Cost against the default branch (job summary)\n"))
-    assert ci.executed_paths(workflows) == ci.executed_paths()
+    assert scan.executed_paths(workflows) == scan.executed_paths()
+
+
+def test_a_file_a_credentialed_step_reads_is_owned(tmp_path):
+    """A repository file a credentialed step's command names (image.yml's build reads base-image.digest: the base
+    of the signed worker image) is code-owned; a step that stops naming it takes it out (a copy of the workflows)."""
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    for p in workflow_files():
+        (workflows / p.name).write_text(p.read_text())
+    assert "/base-image.digest" in scan.trust_paths(workflows)
+    image = (workflows / "image.yml").read_text()
+    triggers, steps = image.split("\n    steps:\n", 1)
+    (workflows / "image.yml").write_text(triggers + "\n    steps:\n" + steps.replace("base-image.digest", "/dev/null"))
+    assert "/base-image.digest" not in scan.executed_paths(workflows)
+    (workflows / "image.yml").write_text(image.replace("grep -v '^#' base-image.digest",
+                                                       "grep -v '^#' mkdocs.yml base-image.digest"))
+    assert "/mkdocs.yml" in scan.trust_paths(workflows)
 
 
 # --- what `up --plan` binds (REVIEW-trust.md E2) ----------------------------------------------------------------

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_github as github
 
-from bootstrap.access import MAIN, REQUIRED_CHECKS, allowed_actions, environments
+from bootstrap.access import environments
 from bootstrap.config import BootstrapConfig
+from bootstrap.environments import MAIN, REQUIRED_CHECKS
+from bootstrap.workflow_scan import allowed_actions
 
 
 @dataclass(frozen=True)

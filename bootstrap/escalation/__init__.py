@@ -16,6 +16,14 @@ Computed per identity (a service account, a federated principal, a Kubernetes su
   account in it); pods or tokens in a namespace (its Kubernetes service accounts, and so their workload identity
   principals); and, transitively, whatever those can become (``check.closure``).
 
+Conditions are parsed as CEL and evaluated (``conditions``): a conditional state-bucket grant counts on exactly the
+representative objects (every stack's state, history, backups, locks: ``stacks.state_objects``) it admits. Services
+that run code as an account (``gcp.RUNS_CODE``: Cloud Build, Deployment Manager, Functions, Run, Compute and SSH
+metadata, Dataproc, Composer, HMAC keys ...) are edges to the project's accounts; a Secret read is an edge to the
+identities whose tokens it holds, a ConfigMap write to the pods that mount it. The published catalogues (Rhino
+Security Labs' GCP methods, Kubernetes' RBAC good practices) are the tests' oracle
+(tests/test_escalation_catalogues.py).
+
 Refused (``check`` returns one finding each; a finding marked ``accepted`` is a path the design keeps, with its
 reason, for one identity pattern behind a reviewed environment):
 - any access grant the parser cannot read, any Kubernetes role binding to a role nothing defines (fail closed);
@@ -50,10 +58,11 @@ from .gcp import (
 )
 from .kubernetes import K8S_ROLES_FILE, WORKLOADS, load_builtin_roles
 from .pool import Environments, condition_problems, minted_by
-from .stacks import cross_stack, foreign_policy_members, stack_scopes
+from .stacks import cross_stack, foreign_policy_members, stack_scopes, state_objects
 from .tables import threat_tables
 
 __all__ = ["ACCEPTED", "ACT_AS", "ALLOWED_SET_IAM", "BECOME", "Binding", "CI_ACCOUNT", "Environments", "FORBIDDEN",
            "Finding", "K8S_ROLES_FILE", "ROLES_FILE", "Reach", "Reaches", "SIGN", "WORKLOADS", "bindings", "check",
            "closure", "compute", "condition_problems", "cross_stack", "foreign_policy_members", "gke_principal",
-           "is_read", "load_builtin_roles", "load_roles", "minted_by", "stack_scopes", "threat_tables"]
+           "is_read", "load_builtin_roles", "load_roles", "minted_by", "stack_scopes", "state_objects",
+           "threat_tables"]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from . import kubernetes
+from .finding import Finding
 from .gcp import (
     BECOME,
     BINAUTHZ_POLICY,
@@ -22,7 +21,10 @@ from .gcp import (
     gke_principal,
     load_roles,
 )
+from .kubernetes import add_gke, compute_rbac, link_principals, link_secrets, runs
+from .kubernetes import findings as kubernetes_findings
 from .pool import GITHUB_POOL, Environments, condition_problems, minted_by
+from .stacks import cross_stack, stack_of
 
 # The setIamPolicy a deploy identity may hold: (permission, the kind of resource it is granted on, why).
 ALLOWED_SET_IAM = (
@@ -43,6 +45,7 @@ ALLOWED_SET_IAM = (
     # roles/storage.objectAdmin on the state bucket, whose uniform bucket-level access disables object ACLs
     # (https://cloud.google.com/storage/docs/uniform-bucket-level-access: "ACLs ... no longer ... grant access").
     (re.compile(r"storage\.objects\.setIamPolicy"), "bucket", "object ACLs, off under uniform access"),
+    (re.compile(r"storage\.objects\.setIamPolicy"), "object", "object ACLs, off under uniform access"),
 )
 # Paths the design accepts, each for one identity pattern and only behind a reviewed, main-only environment (for a
 # CI account) or in one namespace (for the MultiKueue manager). ``check`` still reports them, marked accepted, so
@@ -53,6 +56,8 @@ ACCEPTED = {
             "cluster of its stack's project, by design); the deploy-<stack> environment's reviewer is the guard"),
     "binauthz": ("the deployer applies the stack's Binary Authorization policy (infra/cluster_security.py), so it can "
                  "switch attestation off for its project; the deploy-<stack> environment's reviewer is the guard"),
+    "token job": ("the token job (workloads/multikueue.py) mints the tokens its targets declare, as its Kubernetes "
+                  "service account or the Google account that account signs in as, into the Secrets Kueue reads"),
     "multikueue": ("the MultiKueue manager creates the admitted Ray jobs in the workers' job namespace "
                    "(workloads/multikueue.py): a namespace with a Kueue LocalQueue, not cluster-wide"),
     "kueue": ("Kueue's own controller, as its release manifest grants it (workloads/kueue_install.py): it suspends, "
@@ -68,23 +73,15 @@ MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
 SENSITIVE = re.compile(FORBIDDEN.pattern[:-2] + r"|.*\.setIamPolicy|" + re.escape(BINAUTHZ_POLICY) + r")$")
 
 
-@dataclass(frozen=True)
-class Finding:
-    identity: str
-    what: str
-    accepted: str | None = None  # the reason, for a path the design accepts (reported, not refused)
-
-    def __str__(self) -> str:
-        return f"{self.identity}: {self.what}" + (f" [accepted: {self.accepted}]" if self.accepted else "")
-
-
 def compute(resources: Iterable[tuple[str, dict]], manifests: Iterable[dict] = (),
-            roles: dict[str, frozenset[str]] | None = None) -> Reaches:
-    """Every identity's own reach and edges: IAM bindings (GCP), RBAC (the manifests), GKE IAM as Kubernetes."""
+            roles: dict[str, frozenset[str]] | None = None,
+            objects: dict[str, dict[str, tuple[str | None, str]]] | None = None) -> Reaches:
+    """Every identity's own reach and edges: IAM bindings (GCP; a conditional bucket grant on the ``objects`` its
+    condition admits, ``stacks.state_objects``), RBAC (the manifests), GKE IAM as Kubernetes."""
     reach = Reaches()
-    compute_gcp(list(resources), roles if roles is not None else load_roles(), reach)
-    kubernetes.compute_rbac(manifests, reach)
-    kubernetes.add_gke(reach)
+    compute_gcp(list(resources), roles if roles is not None else load_roles(), reach, objects)
+    compute_rbac(manifests, reach)
+    add_gke(reach)
     return reach
 
 
@@ -93,13 +90,26 @@ def _short(member: str) -> str:
     return m.group(1) if m else member.removeprefix("serviceAccount:")
 
 
-def closure(reach: Reaches, member: str) -> dict[str, list[str]]:
-    """Every identity ``member`` can become, directly or through others, with the path (breadth first)."""
+def _manager_job(reach: Reaches, source: str, edge: str) -> bool:
+    """The MultiKueue manager's accepted edge: Ray jobs (and so the trainer's account) in a job namespace."""
+    m = re.match(r"^(create|update|patch|\*) (\S+) in (\S+)$", edge)
+    return bool(m and MULTIKUEUE_MANAGER.match(source) and m.group(2) in MULTIKUEUE_KINDS
+                and m.group(3) in reach.job_namespaces)
+
+
+def closure(reach: Reaches, member: str, through_manager: bool = True,
+            root_too: bool = False) -> dict[str, list[str]]:
+    """Every identity ``member`` can become, directly or through others, with the path (breadth first).
+    ``through_manager=False`` stops at the MultiKueue manager's accepted edge (its jobs' account is the design's:
+    an identity that becomes the manager is judged by the manager's own reach, not the jobs'); from ``member``
+    itself too when ``root_too``."""
     paths: dict[str, list[str]] = {}
     queue = [(member, [])]
     while queue:
         who, path = queue.pop(0)
         for target, edge in sorted(reach[who].becomes.items()):
+            if not through_manager and (root_too or who != member) and _manager_job(reach, who, edge):
+                continue
             if target != member and target not in paths and target in reach:
                 paths[target] = [*path, f"{edge} {_short(target)}"]
                 queue.append((target, paths[target]))
@@ -120,11 +130,66 @@ def _projects(grants: set) -> set[str]:
     return {r.split("/")[1] for _, r, k, _ in grants if r.startswith("projects/") and k != "account"}
 
 
-def _more(grants: set, holder: set) -> set[str]:
-    extra = {f"project {p}" for p in _projects(grants) - _projects(holder)}
+# Data: what a bucket, an object or a repository grant reaches (checkpoints, state, images).
+DATA_KINDS = ("bucket", "object", "repository")
+PUBLIC = ("allUsers", "allAuthenticatedUsers")
+
+
+def _data(grants: set) -> set[str]:
+    return {r for _, r, k, _ in grants if k in DATA_KINDS}
+
+
+def _k8s_runs(reach: Reaches, members) -> set[str]:
+    """The pod-making Kubernetes powers (RBAC) of ``members``: becoming the MultiKueue manager is its job creation."""
+    return {f"kubernetes {verb} {res} in {ns}" for m in members for ns, res, verb, _ in reach[m].rbac
+            if runs(res, verb)}
+
+
+def _more(grants: set, holder: set, k8s: set[str] = frozenset(), held_k8s: set[str] = frozenset()) -> set[str]:
+    extra = {f"project {p}" for p in _projects(grants) - _projects(holder)} | (k8s - held_k8s)
+    extra |= {f"data {r}" for r in _data(grants) - _data(holder)}
     held = {p for p, *_ in holder}
     extra |= {p for p, *_ in grants if SENSITIVE.match(p) and p not in held}
     return extra
+
+
+def _accepted_path(member: str, who: str, gated: bool, edge: str, reach: Reaches) -> str | None:
+    """The design's reason for a path to more, by its first edge: the reviewed deployer's pods (GKE IAM), the
+    MultiKueue manager's Ray jobs in a job namespace (RBAC)."""
+    if gated and DEPLOYER.match(who) and ("(GKE IAM) " in edge or edge.startswith(("actAs ", "setIamPolicy "))):
+        return ACCEPTED["gke"]  # its pods, and its clusters' nodes (GKE checks actAs on the node account)
+    m = re.match(r"^(create|update|patch|\*) (\S+) in (\S+) ", edge)
+    if m and MULTIKUEUE_MANAGER.match(member) and m.group(2) in MULTIKUEUE_KINDS and m.group(3) in \
+            reach.job_namespaces:
+        return ACCEPTED["multikueue"]
+    return None
+
+
+def _minted(reach: Reaches, target: str, path: list[str]) -> str | None:
+    """A token the token job mints by design: every edge workload identity or a TokenRequest, to an account its
+    ConfigMap's targets declare (workloads/multikueue.py writes it into the Secret Kueue reads)."""
+    declared = {t for ts in reach.secret_tokens.values() for t in ts}
+    if target in declared and all(e.startswith(WORKLOAD_IDENTITY + " ") or " serviceaccounts/token in " in e
+                                  for e in path):
+        return ACCEPTED["token job"]
+    return None
+
+
+def _principal_problems(member: str, r: Reach, reach: Reaches) -> list[str]:
+    """A non-CI account's workload identity principals: each one Kubernetes service account of the account's own
+    project's clusters that the stacks' manifests bind to it (``iam.gke.io/gcp-service-account``,
+    https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity): a foreign cluster's, a namespace's
+    or an unannotated one is refused."""
+    email = member.removeprefix("serviceAccount:")
+    project = email.split("@")[1].removesuffix(".iam.gserviceaccount.com")
+    out = []
+    for p in r.principals:
+        g = gke_principal(p)
+        ksa = f"k8s:ServiceAccount:{g[1]}/{g[2]}" if g else None
+        if not g or g[0] != project or reach.ksa_accounts.get(ksa) != email:
+            out.append(f"workload identity principal that is not a Kubernetes service account of {project}'s "
+                       f"clusters bound to it: {p}")
+    return out
 
 
 def _gated(r: Reach, envs: Environments) -> bool:
@@ -163,11 +228,10 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
     if not isinstance(reach, Reaches):
         reach = Reaches(reach)
     if scopes:
-        from .stacks import cross_stack  # stacks.py builds on this module's Finding
-
         out += cross_stack(reach, scopes)
-    kubernetes.add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
-    kubernetes.link_principals(reach)
+    add_gke(reach)  # again: a GKE principal may come from another rendering's Reaches (absorb)
+    link_principals(reach)
+    link_secrets(reach)
     for member, r in sorted(reach.items()):
         if member.startswith("unknown:"):
             continue
@@ -204,7 +268,7 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
         # A GitHub principal is judged as the CI account it signs in as (its other grants are refused above); a
         # Kubernetes service account, its GKE principal and the account that principal uses are one workload:
         # what that workload holds is its own, and only what it reaches beyond it counts.
-        paths = {} if GITHUB_POOL.match(member) else closure(reach, member)
+        paths = {} if GITHUB_POOL.match(member) else closure(reach, member, False)
         same = {t for t, path in paths.items() if all(e.startswith(WORKLOAD_IDENTITY + " ") for e in path)}
         home = _closed(reach, member, same)
         for target, path in sorted(paths.items()):
@@ -213,11 +277,19 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             if target.startswith("unknown:"):
                 out.append(Finding(who, f"{' -> '.join(path)}: counted stronger (fail closed)"))
                 continue
-            more = _more(_closed(reach, target, closure(reach, target)), home)
+            # What the target reaches, its own (and the MultiKueue manager's jobs only when the holder is the manager).
+            reached = closure(reach, target, MULTIKUEUE_MANAGER.match(member) is not None, root_too=True)
+            more = _more(_closed(reach, target, reached), home, _k8s_runs(reach, {target, *reached}),
+                         _k8s_runs(reach, {member, *same}))
             if more:
-                out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}"))
+                # Accepted only for what the design hands over (the jobs' data, their Kubernetes powers): a project
+                # or a sensitive permission past an accepted first edge is refused all the same.
+                routine = all(m.startswith(("data ", "kubernetes ")) for m in more)
+                ok = (_accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)) if routine \
+                    else None
+                out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}", ok))
         # Kubernetes.
-        for source, ns, what in kubernetes.findings(member, r):
+        for source, ns, what in kubernetes_findings(member, r):
             ok = None
             if source == "GKE IAM" and DEPLOYER.match(who) and gated:
                 ok = ACCEPTED["gke"]
@@ -227,10 +299,18 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             elif source == "RBAC" and member == KUEUE_CONTROLLER and KUEUE_CONTROLLER_PATHS.match(what):
                 ok = ACCEPTED["kueue"]
             out.append(Finding(who, what, ok))
+        if member in PUBLIC and r.grants:
+            out.append(Finding(member, f"public access: {len(r.grants)} permissions, e.g. "
+                                       f"{sorted(r.grants, key=str)[0][0]} on {sorted(r.grants, key=str)[0][1]}"))
         if not ci:
+            if member in reach.accounts:
+                out += [Finding(who, p) for p in _principal_problems(member, r, reach)]
             continue
         # Who can become a CI account, and whether a reviewer stands between a writer and the token.
-        writes = {w for w in r.writes() if not (w[2] and "/locks/" in w[2])}
+        # Its own stack's lock objects, as the CEL evaluation of its conditions found them, are not writes; any
+        # other object (a state, another stack's lock) or a grant not narrowed to objects is.
+        own = stack_of(who, scopes) if scopes else None
+        writes = {w for w in r.writes() if reach.objects.get(w[1]) != (own, "locks") or own is None}
         if r.grants and not r.principals:
             out.append(Finding(who, "no workload identity principal: nothing in CI can use it"))
         for p in r.principals:

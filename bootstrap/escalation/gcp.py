@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .conditions import admits
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROLES_FILE = DATA / "iam_roles.json"
 CI_ACCOUNT = re.compile(r"^serviceAccount:(ci-[a-z0-9-]+)@([a-z][-a-z0-9]+)\.iam\.gserviceaccount\.com$")
@@ -29,6 +31,15 @@ FORBIDDEN = re.compile(r"^(" + "|".join([
     r"cloudkms\.cryptoKeyVersions\.useToSign",  # signing is checked apart: the image identity only
     r"binaryauthorization\.attestors\.(create|update|delete|setIamPolicy)",
     r"containeranalysis\.notes\.(create|update|delete|setIamPolicy)",
+    # Rhino Security Labs' GCP IAM privilege-escalation methods (tests/reference/escalation/): an organization
+    # policy lifted (e.g. the one that forbids service account keys), and API keys made or read.
+    r"orgpolicy\.policy\.set",
+    r"serviceusage\.apiKeys\.(create|list|getKeyString|update)",
+    r"apikeys\.keys\.(create|getKeyString|update|undelete)",
+    # A log sink exports the project's logs (audit logs included) anywhere, or an exclusion silences them
+    # (https://cloud.google.com/logging/docs/export/configure_export_v2).
+    r"logging\.sinks\.(create|update)",
+    r"logging\.exclusions\.(create|update)",
 ]) + r")$")
 ACT_AS = "iam.serviceAccounts.actAs"
 # Holding one of these on an account (or on the project/folder/organization above it: IAM inherits downwards,
@@ -38,6 +49,34 @@ ACT_AS = "iam.serviceAccounts.actAs"
 BECOME = {ACT_AS, "iam.serviceAccounts.getAccessToken", "iam.serviceAccounts.signBlob", "iam.serviceAccounts.signJwt",
           "iam.serviceAccounts.implicitDelegation", "iam.serviceAccounts.getOpenIdToken",
           "iam.serviceAccounts.setIamPolicy", "iam.serviceAccountKeys.create"}
+# Holding one of these on a project (or above) is running code as an account of it, one the holder names with actAs
+# or, named none, the service's default one (Compute Engine's, App Engine's, Cloud Build's: accounts the rendering
+# does not create): Rhino Security Labs' methods (tests/reference/escalation/: Cloud Build, Deployment Manager,
+# Cloud Functions, Cloud Run, Compute Engine, Cloud Scheduler), the other services that run code as an account
+# (Dataproc, Composer, Dataflow, Workflows, Vertex AI, Notebooks, Cloud Tasks), a shell on a VM (SSH keys in
+# instance or project metadata, OS Login: https://cloud.google.com/compute/docs/connect/add-ssh-keys), and an HMAC
+# key, which is storage access as any account of the project (https://cloud.google.com/storage/docs/authentication/hmackeys).
+RUNS_CODE = re.compile(r"^(" + "|".join([
+    r"cloudbuild\.builds\.(create|update|approve)",
+    r"deploymentmanager\.deployments\.(create|update)",
+    r"cloudfunctions\.functions\.(create|update|sourceCodeSet)",
+    r"run\.(services|jobs)\.(create|update)|run\.jobs\.runWithOverrides",
+    r"compute\.instances\.(create|setMetadata|setServiceAccount|osLogin|osAdminLogin)",
+    r"compute\.projects\.setCommonInstanceMetadata",
+    # A group's update points it at an instance template; a template that runs other code needs
+    # compute.instanceTemplates.create, which no role here holds (roles/compute.networkAdmin holds update, for the
+    # node pools' named ports): create alone makes instances.
+    r"compute\.instanceGroupManagers\.create",
+    r"cloudscheduler\.jobs\.(create|update)",
+    r"cloudtasks\.tasks\.create",
+    r"dataproc\.(clusters|jobs|batches|sessions)\.create|dataproc\.workflowTemplates\.instantiate(Inline)?",
+    r"composer\.environments\.(create|update)",
+    r"dataflow\.jobs\.create",
+    r"workflows\.workflows\.(create|update)",
+    r"aiplatform\.(customJobs|pipelineJobs|trainingPipelines)\.create",
+    r"notebooks\.(instances|runtimes)\.create",
+    r"storage\.hmacKeys\.create",
+]) + r")$")
 # Signing with a key: the image identity, on its stacks' image signing keys only.
 SIGN = "cloudkms.cryptoKeyVersions.useToSign"
 # Switching Binary Authorization off: the project policy's defaultAdmissionRule ALWAYS_ALLOW or an
@@ -132,6 +171,14 @@ class Reaches(dict):
         self.unknown_roles: list[str] = []  # Kubernetes roleRefs no manifest defines and nothing vendors
         self.accounts: set[str] = set()  # serviceAccount:<email> the rendering creates
         self.job_namespaces: set[str] = set()  # Kubernetes namespaces with a Kueue LocalQueue
+        # (namespace, service account, ConfigMaps its pods mount): a pod template the manifests declare
+        self.pod_templates: set[tuple[str, str, frozenset[str]]] = set()
+        # (namespace, Secret) -> the Kubernetes service accounts whose tokens a token job writes there
+        self.secret_tokens: dict[tuple[str, str], set[str]] = {}
+        # A bucket's representative objects (stacks.state_objects): grant resource -> (stack or None, kind)
+        self.objects: dict[str, tuple[str | None, str]] = {}
+        # Kubernetes service account -> the Google service account it is annotated with (workload identity)
+        self.ksa_accounts: dict[str, str] = {}
 
     def get_or_add(self, member: str) -> Reach:
         return self.setdefault(member, Reach(member))
@@ -147,6 +194,11 @@ class Reaches(dict):
         self.unknown_roles += other.unknown_roles
         self.accounts |= other.accounts
         self.job_namespaces |= other.job_namespaces
+        self.pod_templates |= other.pod_templates
+        self.objects |= other.objects
+        self.ksa_accounts |= other.ksa_accounts
+        for k, v in other.secret_tokens.items():
+            self.secret_tokens.setdefault(k, set()).update(v)
 
 
 def load_roles(path: Path = ROLES_FILE) -> dict[str, frozenset[str]]:
@@ -228,8 +280,28 @@ def unknown_accounts(where: str) -> str:
     return f"unknown:accounts the rendering does not create under {where}"
 
 
-def compute_gcp(resources: list[tuple[str, dict]], roles: dict[str, frozenset[str]], reach: Reaches) -> None:
-    """Each member's own grants, and its IAM edges: the accounts it can become."""
+def _applies_to(b: Binding, objects: dict[str, dict[str, tuple[str | None, str]]]) -> list[tuple[str, str]]:
+    """(resource, kind) a binding applies to: on a bucket whose objects are known, the bucket itself and each
+    representative object its condition admits (CEL, evaluated: ``conditions.admits``); else the resource whole."""
+    bucket = b.resource.removeprefix("buckets/") if b.kind == "bucket" else None
+    if bucket not in objects:
+        return [(b.resource, b.kind)]
+    out = []
+    for name in objects[bucket]:
+        if admits(b.condition, name):
+            obj = name.partition("/objects/")[2]
+            out.append((f"buckets/{bucket}/objects/{obj}", "object") if obj else (b.resource, b.kind))
+    return out
+
+
+def compute_gcp(resources: list[tuple[str, dict]], roles: dict[str, frozenset[str]], reach: Reaches,
+                objects: dict[str, dict[str, tuple[str | None, str]]] | None = None) -> None:
+    """Each member's own grants, and its IAM edges: the accounts it can become. ``objects``: each bucket's
+    representative object names (full CEL resource names) and their owner, so a conditional bucket grant counts
+    on exactly the objects its condition admits."""
+    objects = objects or {}
+    reach.objects = {f"buckets/{b}/objects/{n.partition('/objects/')[2]}": owner for b, names in objects.items()
+                     for n, owner in names.items() if "/objects/" in n}
     binds, custom, reach.unparsed = bindings(resources)
     reach.accounts = {f"serviceAccount:{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
                       for t, i in resources if t == "gcp:serviceaccount/account:Account"}
@@ -241,8 +313,9 @@ def compute_gcp(resources: list[tuple[str, dict]], roles: dict[str, frozenset[st
             continue
         r = reach.get_or_add(b.member)
         r.roles.add((b.role, b.resource, b.kind))
-        for p in perms:
-            r.grants.add((p, b.resource, b.kind, b.condition))
+        for resource, kind in _applies_to(b, objects):
+            for p in perms:
+                r.grants.add((p, resource, kind, b.condition))
         if b.role == WORKLOAD_IDENTITY_USER and b.kind == "account":
             acct = reach.get_or_add(f"serviceAccount:{account_email(b.resource)}")
             if b.member not in acct.principals:
@@ -251,7 +324,7 @@ def compute_gcp(resources: list[tuple[str, dict]], roles: dict[str, frozenset[st
         raise KeyError(f"roles not vendored in {ROLES_FILE.name} (add them with their source): {sorted(unknown)}")
     for member, r in list(reach.items()):
         for perm, resource, kind, _ in sorted(r.grants, key=str):
-            if perm not in BECOME:
+            if perm not in BECOME and not (RUNS_CODE.match(perm) and kind in ("project", "folder", "organization")):
                 continue
             if kind == "account":
                 target = f"serviceAccount:{account_email(resource)}"

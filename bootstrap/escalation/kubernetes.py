@@ -40,7 +40,21 @@ GKE_API_KINDS = {"clusters", "operations", "locations", "projects", "hostService
 GKE_SUBRESOURCE = {("pods", "exec"): ("pods/exec", "create"), ("pods", "attach"): ("pods/attach", "create"),
                    ("pods", "portForward"): ("pods/portforward", "create"),
                    ("serviceAccounts", "createToken"): ("serviceaccounts/token", "create"),
-                   ("nodes", "proxy"): ("nodes/proxy", "get"), ("pods", "getLogs"): ("pods/log", "get")}
+                   ("nodes", "proxy"): ("nodes/proxy", "get"), ("pods", "getLogs"): ("pods/log", "get"),
+                   ("certificateSigningRequests", "approve"): ("certificatesigningrequests/approval", "update")}
+# The GKE API's switches of a cluster: Binary Authorization evaluation, legacy ABAC, network policy enforcement, its
+# node accounts (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters/update).
+CLUSTER_SWITCHES = "clusters (GKE API)"
+# Verbs that change what a pod runs: a new pod or pod template, a patched one (a pod's container image is mutable, a
+# template's service account too), a new container in a running pod. A shell (exec, attach) is a create, and a GET
+# when the WebSocket handshake is authorized as the request's own verb (kubernetes/website, feature gate
+# AuthorizePodWebsocketUpgradeCreatePermission: before it, get on pods/exec opened a shell).
+RUN_VERBS = {"create", "update", "patch", "*"}
+SHELL = {"pods/exec", "pods/attach"}
+
+
+def runs(res: str, verb: str) -> bool:
+    return res in WORKLOADS and verb in RUN_VERBS or res in SHELL and verb == "get"
 
 
 def load_builtin_roles(path=K8S_ROLES_FILE) -> dict[str, list[dict]]:
@@ -69,10 +83,15 @@ def add_gke(reach: Reaches) -> None:
         projects = set()
         for perm, resource, kind, _ in r.grants:
             # IAM inherits downwards: on a folder or organization, every project's clusters (any project: '*').
+            if kind in ("project", "folder", "organization") and perm in ("container.clusters.update",
+                                                                       "container.clusters.create"):
+                r.gke.add(("*", CLUSTER_SWITCHES, perm.rsplit(".", 1)[1], ""))
             rv = gke_rbac(perm) if kind in ("project", "folder", "organization") else None
             if rv:
                 r.gke.add(("*", rv[0], rv[1], ""))
-                if rv[0] in WORKLOADS and rv[1] == "create" or rv == ("serviceaccounts/token", "create"):
+                # A ConfigMap write is a pod's code where a pod mounts one (the token jobs' scripts): counted so.
+                if runs(*rv) or rv == ("serviceaccounts/token", "create") or rv[0] == "configmaps" and rv[1] in \
+                        RUN_VERBS:
                     projects.add(resource.split("/")[1] if kind == "project" else "*")
         for p in principals:
             if gke_principal(p)[0] in projects or "*" in projects:
@@ -128,8 +147,14 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
                 for url in rule.get("nonResourceURLs") or []:
                     for verb in rule.get("verbs") or []:
                         r.rbac.add(("*", f"url:{url}", verb, ""))
+    reach.pod_templates |= set(pod_templates(manifests))
+    reach.ksa_accounts |= {f"k8s:ServiceAccount:{d['metadata'].get('namespace')}/{d['metadata']['name']}": gsa
+                           for d in manifests if d.get("kind") == "ServiceAccount"
+                           and (gsa := (d["metadata"].get("annotations") or {}).get("iam.gke.io/gcp-service-account"))}
+    for key, accounts in secret_tokens(manifests).items():
+        reach.secret_tokens.setdefault(key, set()).update(accounts)
     # A Kubernetes service account is its GKE workload identity principal; and whoever runs pods in its
-    # namespace, or mints its tokens, becomes it.
+    # namespace, or mints its tokens, becomes it; and whoever writes a ConfigMap a pod mounts becomes the pod's.
     ksas = {m for m in reach if m.startswith("k8s:ServiceAccount:")}
     ksas |= {f"k8s:ServiceAccount:{d['metadata'].get('namespace')}/{d['metadata']['name']}" for d in manifests
              if d.get("kind") == "ServiceAccount"}
@@ -137,15 +162,122 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
         reach.get_or_add(k)
     for member, r in list(reach.items()):
         for ns, res, verb, names in sorted(r.rbac):
-            runs = res in WORKLOADS and verb in ("create", "*")
+            if res in ("configmaps", "*") and verb in RUN_VERBS:
+                for tns, sa, maps in sorted(reach.pod_templates):
+                    k = f"k8s:ServiceAccount:{tns}/{sa}"
+                    if k != member and ns in ("*", tns) and (not names or maps & set(names.split(","))):
+                        r.becomes.setdefault(k, f"{verb} {res} in {ns} (mounted by its pods)")
+            run = runs(res, verb)
             token = res == "serviceaccounts/token" and verb in ("create", "*")
             imp = res in ("serviceaccounts", "*") and verb in ("impersonate", "*")
-            if not (runs or token or imp):
+            if not (run or token or imp):
                 continue
             for k in ksas:
                 kns, ksa = k.removeprefix("k8s:ServiceAccount:").split("/", 1)
-                if k != member and ns in ("*", kns) and (runs or not names or ksa in names.split(",")):
+                if k != member and ns in ("*", kns) and (run or not names or ksa in names.split(",")):
                     r.becomes.setdefault(k, f"{verb} {res} in {ns}")
+
+
+def _templates(doc: dict) -> list[dict]:
+    """The pod specs a workload object declares (core, apps and batch kinds; KubeRay's head and worker groups)."""
+    spec = doc.get("spec") or {}
+    kind = doc.get("kind")
+    if kind == "Pod":
+        return [spec]
+    if kind == "CronJob":
+        return [((spec.get("jobTemplate") or {}).get("spec") or {}).get("template", {}).get("spec") or {}]
+    if kind in ("RayJob", "RayCluster", "RayService"):
+        ray = spec.get("rayClusterSpec") or (spec.get("rayClusterConfig") if kind == "RayService" else spec) or {}
+        groups = [ray.get("headGroupSpec") or {}, *(ray.get("workerGroupSpecs") or [])]
+        submitter = [(spec.get("submitterPodTemplate") or {}).get("spec") or {}] if kind == "RayJob" else []
+        return [(g.get("template") or {}).get("spec") or {} for g in groups] + submitter
+    if "template" in spec:
+        return [(spec.get("template") or {}).get("spec") or {}]
+    return []
+
+
+def pod_templates(manifests: Iterable[dict]) -> list[tuple[str, str, frozenset[str]]]:
+    """(namespace, service account, the ConfigMaps mounted) of each pod template the manifests declare."""
+    out = []
+    for d in manifests:
+        ns = (d.get("metadata") or {}).get("namespace") or "default"
+        for pod in _templates(d):
+            maps = {v["configMap"]["name"] for v in pod.get("volumes") or [] if (v.get("configMap") or {}).get("name")}
+            maps |= {src["configMap"]["name"] for v in pod.get("volumes") or []
+                     for src in (v.get("projected") or {}).get("sources") or [] if (src.get("configMap") or {})
+                     .get("name")}
+            if maps:
+                out.append((ns, pod.get("serviceAccountName") or "default", frozenset(maps)))
+    return out
+
+
+def secret_tokens(manifests: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
+    """What the token jobs write where: their ConfigMap's targets.json (workloads/multikueue.py) names, per target,
+    the Secret and the service account whose token (or kubeconfig) goes into it."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for d in manifests:
+        if d.get("kind") != "ConfigMap" or "targets.json" not in (d.get("data") or {}):
+            continue
+        try:
+            doc = json.loads(d["data"]["targets.json"])
+            for t in doc["targets"]:
+                out.setdefault((doc["namespace"], t["secret"]), set()).add(
+                    f"k8s:ServiceAccount:{t['tokenNamespace']}/{t['serviceAccount']}")
+        except (ValueError, KeyError, TypeError):
+            continue  # not a token job's: its writers' Secrets are judged by what they can mint (fail closed)
+    return out
+
+
+TOKEN_EDGES = ("serviceaccounts/token",)
+
+
+def link_secrets(reach: Reaches) -> None:
+    """A Secret read is becoming whoever the Secret holds a token of: the identities its writers (a token job that
+    patches it) mint tokens for, through TokenRequests and workload identity, transitively. Named or not, in the
+    reader's namespace or not (rbac-good-practices "Listing secrets": list and watch reveal contents too)."""
+    writers: dict[str, list[tuple[str, set[str] | None]]] = {}
+    for member, r in reach.items():
+        for ns, res, verb, names in r.rbac:
+            if res in ("secrets", "*") and verb in ("create", "update", "patch", "*"):
+                writers.setdefault(member, []).append((ns, set(names.split(",")) if names else None))
+
+    def minted(w: str) -> set[str]:
+        """Every identity ``w`` mints a token of: through a TokenRequest, as itself or as an identity it signs in
+        as (its workload identity), transitively."""
+        seen, out, todo = {w}, set(), [w]
+        while todo:
+            for t, edge in reach[todo.pop()].becomes.items():
+                if t in seen or t not in reach:
+                    continue
+                if any(e in edge for e in TOKEN_EDGES):
+                    out.add(t)
+                elif edge != WORKLOAD_IDENTITY:
+                    continue
+                seen.add(t)
+                todo.append(t)
+        return out
+
+    for member, r in list(reach.items()):
+        for ns, res, verb, names in sorted(r.rbac):
+            if res not in ("secrets", "*") or verb not in READ_SECRET_VERBS:
+                continue
+            read = set(names.split(",")) if names else None
+            declared = {k: v for k, v in reach.secret_tokens.items() if ns in ("*", k[0]) and (
+                read is None or k[1] in read)}
+            for (sns, secret), accounts in sorted(declared.items()):
+                for t in sorted(accounts - {member}):
+                    r.becomes.setdefault(t, f"{verb} secret {secret} in {sns} (a token of {t.split(':')[-1]})")
+            for w, written in writers.items():
+                for wns, wnames in written:
+                    same_ns = "*" in (ns, wns) or ns == wns
+                    # A Secret whose tokens a token job declares is judged above by what it holds.
+                    undeclared = None if wnames is None else {n for n in wnames if (wns, n) not in reach.secret_tokens}
+                    overlap = read is None or undeclared is None or read & undeclared
+                    if wnames is not None and not undeclared:
+                        continue
+                    if w != member and same_ns and overlap:
+                        for t in sorted(minted(w) - {member}):
+                            r.becomes.setdefault(t, f"{verb} secrets in {ns} (tokens {w.split(':')[-1]} writes)")
 
 
 def link_principals(reach: Reaches) -> None:
@@ -166,10 +298,10 @@ def link_principals(reach: Reaches) -> None:
         # principal directly, whether or not a manifest declares the KSA.
         for holder, r in list(reach.items()):
             for rns, res, verb, names in sorted(r.rbac):
-                runs = res in WORKLOADS and verb in ("create", "*")
+                run = runs(res, verb)
                 token = res == "serviceaccounts/token" and verb in ("create", "*") and (
                     not names or sa in names.split(","))
-                if (runs or token) and rns in ("*", ns) and holder != member:
+                if (run or token) and rns in ("*", ns) and holder != member:
                     r.becomes.setdefault(member, f"{verb} {res} in {rns}")
 
 
@@ -189,8 +321,22 @@ def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
                 rule = f"verb {verb!r}"
             elif res == "*" and verb in WRITE_VERBS | {"delete"}:
                 rule = f"{verb} on every resource (*)"
-            elif res in WORKLOADS and verb in WRITE_VERBS and outside:
+            elif runs(res, verb) and outside:
                 rule = f"{verb} of pod-making kinds outside its own namespace"
+            elif res == CLUSTER_SWITCHES:
+                rule = (f"the cluster's own switches (container.clusters.{verb}: Binary Authorization evaluation, "
+                        "legacy ABAC, network policy, node accounts)")
+            elif res == "certificatesigningrequests/approval" and verb in WRITE_VERBS or res == "signers" and \
+                    verb in ("approve", "*"):
+                rule = "certificate request approval (a client certificate for any user name)"
+            elif res == "persistentvolumes" and verb in WRITE_VERBS:
+                rule = "PersistentVolumes (a hostPath volume is the node's filesystem)"
+            elif res == "namespaces" and verb in ("update", "patch", "*"):
+                rule = "namespace labels (the Pod Security admission level, what network policies select)"
+            elif res == "secrets" and verb == "create":
+                rule = "Secrets created (a service-account-token Secret is any account of the namespace)"
+            elif res == "networkpolicies" and verb in WRITE_VERBS | {"delete", "deletecollection"} and outside:
+                rule = "network policy writes (opens the Ray and Kueue ports to any pod)"
             elif res == "serviceaccounts/token" and verb in WRITE_VERBS and (ns == "*" or outside and not names):
                 rule = "service account tokens (any account's)"
             elif res in ("secrets", "*") and verb in READ_SECRET_VERBS and outside and not names:

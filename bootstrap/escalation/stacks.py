@@ -14,14 +14,40 @@ import json
 import re
 from collections.abc import Iterable
 
-from .check import Finding
+from .finding import Finding
 from .gcp import CI_ACCOUNT, Reaches
 
+# Pulumi's file ("diy") backend keeps a stack's files under .pulumi/: stacks/<project>/<stack>.json, history/,
+# backups/ and locks/<project>/<stack>/, beside the backend's meta.yaml (pulumi/pulumi, pkg/backend/diy).
+STATE_KINDS = {"stacks": "{s}.json", "history": "{s}/{s}-1.history.json", "backups": "{s}/{s}.1.json",
+               "locks": "{s}/lock.json"}
 
-def stack_scopes(stacks: dict[str, Iterable[tuple[str, dict]]]) -> dict[str, set[str]]:
+
+def state_objects(bucket: str, project: str, stacks: Iterable[str]) -> dict[str, dict[str, tuple[str | None, str]]]:
+    """The state bucket's representative objects, each with its owner: {bucket: {CEL resource name: (stack or None,
+    kind)}}: the bucket itself (its listing), the backend's meta.yaml and an object outside any stack's files, and
+    one object of each kind per stack. A conditional grant on the bucket counts on the ones its condition admits."""
+    base = f"projects/_/buckets/{bucket}"
+    out: dict[str, tuple[str | None, str]] = {base: (None, "listing"), f"{base}/objects/other": (None, "other"),
+                                              f"{base}/objects/.pulumi/meta.yaml": (None, "meta")}
+    for s in stacks:
+        for kind, leaf in STATE_KINDS.items():
+            out[f"{base}/objects/.pulumi/{kind}/{project}/{leaf.format(s=s)}"] = (s, kind)
+    return {bucket: out}
+
+
+def stack_scopes(stacks: dict[str, Iterable[tuple[str, dict]]], objects: dict[str, tuple[str | None, str]] = None,
+                 keys: dict[str, str] | None = None) -> dict[str, set[str]]:
     """Each stack's own resources, as resource-name prefixes, from its rendering: its project(s) and its checkpoint
-    buckets. A stack's registrations name its project in every GCP resource's ``project`` input."""
+    buckets (a stack's registrations name its project in every GCP resource's ``project`` input); and, in the CI
+    project, its objects of the state bucket (``objects``: ``Reaches.objects``) and its state key (``keys``)."""
     out: dict[str, set[str]] = {}
+    for resource, (stack, _) in (objects or {}).items():
+        if stack in stacks:
+            out.setdefault(stack, set()).add(resource)
+    for stack, key in (keys or {}).items():
+        if stack in stacks:
+            out.setdefault(stack, set()).add(key)
     for stack, resources in stacks.items():
         scope = out.setdefault(stack, set())
         for typ, i in resources:
@@ -50,10 +76,14 @@ def cross_stack(reach: Reaches, scopes: dict[str, set[str]]) -> list[Finding]:
         own = ci and stack_of(ci.group(1), scopes)
         if not own:
             continue
+        by_resource: dict[str, set[str]] = {}
+        for p, res, _, _ in r.grants:
+            by_resource.setdefault(res, set()).add(p)
+        outside = {res: ps for res, ps in by_resource.items() if not _in(res, scopes[own])}
         for other, scope in sorted(scopes.items()):
             if other == own:
                 continue
-            foreign = sorted({(p, res) for p, res, _, _ in r.grants if _in(res, scope) and not _in(res, scopes[own])})
+            foreign = sorted({(p, res) for res, ps in outside.items() if _in(res, scope) for p in ps})
             if foreign:
                 out.append(Finding(ci.group(1), f"reaches the {other} stack's {foreign[0][1]} ({foreign[0][0]}, "
                                                 f"{len(foreign)} permissions): one stack's identity acts on its own"))

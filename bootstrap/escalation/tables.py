@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .check import Finding
+from .finding import Finding
 from .gcp import CI_ACCOUNT, FORBIDDEN, SIGN, Reaches
 from .pool import Environments, minted_by
 
@@ -29,8 +29,10 @@ def threat_tables(reach: Reaches, envs: Environments, findings: list[Finding] = 
                 who.append(f"`{file}` on {ref} in `{env}` ({gate})")
         scopes = sorted({f"{k} `{res}`" for _, res, k, _ in r.grants})
         writes: dict[str, int] = {}
-        for p, _, c in r.writes():
-            key = _service(p) + (" (locks only)" if c and "/locks/" in c else "")
+        for p, res, _ in sorted(r.writes()):
+            # Per object the condition admits (CEL, evaluated): a state object's write is named as such.
+            kind = (reach.objects.get(res) or (None, None))[1]
+            key = _service(p) + (f" ({kind} objects)" if kind else "")
             writes[key] = writes.get(key, 0) + 1
         held = set(r.permissions)
         accepted = sorted({f.what.split(" (")[0].split(":")[0] for f in findings
