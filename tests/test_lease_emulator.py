@@ -314,3 +314,44 @@ def test_a_takeover_waits_for_the_clock_skew_margin(proxy):
         second.acquire()
     clock.t += 1
     assert second.acquire().epoch == 2
+
+
+@pytest.mark.parametrize("kind", ["insert", "renewal"])
+def test_a_write_that_lands_after_retries_gives_a_whole_lease_from_when_it_landed(proxy, monkeypatch, kind):
+    """A renewal (or a first acquisition) that gets through after 90 s of 503s: the lease it writes runs a whole
+    TTL from when it landed, and the workers' saves go on until the next renewal is due. Written with the expiry
+    of its first attempt, it would leave 210 s: at the next renewal (a third of the TTL later) 110 s, less than a
+    save's budget, so every save in between is refused as a lost lease although storage is back."""
+    _real_backoff(monkeypatch)
+    clock = Clock()
+    lease = _lease(proxy, "east5", clock)
+    outage_s = 90.0
+
+    def fail_until_outage_over():
+        Proxy.faults[kind] = [503] * 10_000
+        started = clock.t
+        real = lease.sleep
+
+        def sleep(s: float) -> None:
+            real(s)
+            if clock.t - started >= outage_s:
+                Proxy.faults[kind] = []
+        lease.sleep = sleep
+
+    if kind == "insert":
+        fail_until_outage_over()
+        token = lease.acquire(wait_s=lease.ttl_s)  # a copy waits for the lease: its write retries that long
+    else:
+        token = lease.acquire()
+        clock.t += lease.ttl_s / 3
+        fail_until_outage_over()
+        lease.renew()
+    assert len([f for k, f in Proxy.served if k == kind and f == 503]) > 3  # the outage was served
+    landed = clock.t
+    body, generation = _store(proxy).read(KEY)
+    assert generation == lease.generation and body["expires"] == lease.expires
+    assert lease.expires >= landed + lease.ttl_s
+    clock.t = landed + lease.ttl_s / 3  # the next renewal is due: until then the workers' saves go on
+    saves: list[int] = []
+    wl.guarded(saves.append, token, now=clock)(10)
+    assert saves == [10]

@@ -38,7 +38,8 @@ and "exponential backoff with jitter, starting with a one second backoff and dou
 client's ``backoff_policy::default``), bounded by what the lease allows: a renewal by the lease's expiry, an
 acquisition by its wait, a worker's check by one renewal period (past it the worker stops before writing, as on a
 lost lease, and the driver takes the run over again). A retried write whose first attempt did land (the answer
-was lost) finds its own body under a new generation and takes it as its own (a 412 is otherwise a refusal).
+was lost) finds its own body under a new generation and takes it as its own (a 412 is otherwise a refusal). Each
+attempt stamps the expiry afresh, so a write that lands after retries still gives a whole lease from then.
 
 Standard library only: the trainer's ConfigMap carries this file beside ``maxtext_trainer.py``.
 """
@@ -235,24 +236,29 @@ class GcsStore:
         return int(json.loads(raw)["generation"])
 
 
-def write_retrying(store: Store, key: str, body: dict[str, Any], if_generation_match: int, deadline: float,
-                   clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
-    """A conditional write, retried as :func:`retrying` says. An attempt that landed but whose answer was lost
-    makes the next attempt's precondition fail: the object then holds exactly this ``body`` (its ``renewed``
-    stamp makes it this write's), which counts as this write's success; any other 412 is a refusal."""
-    tried = False
+def write_retrying(store: Store, key: str, body: Callable[[], dict[str, Any]], if_generation_match: int,
+                   deadline: float, clock: Callable[[], float] = time.time,
+                   sleep: Callable[[float], None] = time.sleep) -> tuple[int, dict[str, Any]]:
+    """A conditional write, retried as :func:`retrying` says: (the generation written, the body that landed).
 
-    def attempt() -> int:
-        nonlocal tried
-        first, tried = not tried, True
+    Each attempt writes a fresh ``body()``: a lease's expiry runs from when its write is sent, not from the first
+    attempt's time (after a minute of retries, a renewal stamped with its first attempt's expiry would leave less
+    than a save's budget before the next renewal is due). An attempt that landed but whose answer was lost makes
+    the next attempt's precondition fail (Cloud Storage's retry strategy: a conditionally idempotent request is
+    judged by re-reading the object): the object then holds exactly one of the bodies sent (each stamped by its
+    ``renewed`` time), which counts as this write's success; any other 412 is a refusal."""
+    sent: list[dict[str, Any]] = []
+
+    def attempt() -> tuple[int, dict[str, Any]]:
+        sent.append(body())
         try:
-            return store.write(key, body, if_generation_match)
+            return store.write(key, sent[-1], if_generation_match), sent[-1]
         except PreconditionFailed:
-            if first:
+            if len(sent) == 1:
                 raise
             found = store.read(key)
-            if found is not None and found[0] == body:
-                return found[1]
+            if found is not None and found[0] in sent:
+                return found[1], found[0]
             raise
 
     return retrying(attempt, deadline, f"write {key}", clock, sleep)
@@ -364,9 +370,9 @@ class WriterLease:
             else:
                 self._held_by = body
                 return False
-        body = self._body(epoch, self.clock() + self.ttl_s)
         try:
-            self.generation = write_retrying(self.store, self.key, body, generation, deadline, self.clock, self.sleep)
+            self.generation, body = write_retrying(self.store, self.key, lambda: self._body(epoch, self.clock()
+                                                   + self.ttl_s), generation, deadline, self.clock, self.sleep)
         except PreconditionFailed:
             return False  # another copy wrote first: read again
         self.epoch, self.expires = epoch, body["expires"]
@@ -386,10 +392,9 @@ class WriterLease:
     def renew(self) -> None:
         """Extend the lease by its TTL; transient errors retried until the lease as last written expires (a
         renewal after it could meet another copy's takeover, which the precondition refuses anyway)."""
-        body = self._body(self.epoch, self.clock() + self.ttl_s)
         try:
-            self.generation = write_retrying(self.store, self.key, body, self.generation, self.expires,
-                                             self.clock, self.sleep)
+            self.generation, body = write_retrying(self.store, self.key, lambda: self._body(
+                self.epoch, self.clock() + self.ttl_s), self.generation, self.expires, self.clock, self.sleep)
         except PreconditionFailed as e:
             raise LeaseLost(f"{self.location}: renewal refused, another copy took over ({e})") from None
         except TransientError as e:
@@ -402,7 +407,7 @@ class WriterLease:
             self._thread.join(timeout=5)
         if self.lost is None:
             try:
-                write_retrying(self.store, self.key, {**self._body(self.epoch, 0.0), "released": True},
+                write_retrying(self.store, self.key, lambda: {**self._body(self.epoch, 0.0), "released": True},
                                self.generation, min(self.expires, self.clock() + self.ttl_s / 3), self.clock,
                                self.sleep)
             except (PreconditionFailed, LeaseError, OSError):
