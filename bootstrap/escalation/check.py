@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stackspec.names import MULTIKUEUE_MANAGER_KSA
+
 from .finding import Finding
 from .gcp import (
     BECOME,
@@ -26,6 +28,9 @@ from .kubernetes import findings as kubernetes_findings
 from .pool import GITHUB_POOL, Environments, condition_problems, minted_by
 from .stacks import cross_stack, stack_of
 
+# Object ACLs: granted with roles/storage.objectAdmin on a bucket or on one object.
+_OBJECT_ACLS = re.compile(r"storage\.objects\.setIamPolicy")
+
 # The setIamPolicy a deploy identity may hold: (permission, the kind of resource it is granted on, why).
 ALLOWED_SET_IAM = (
     # What its own stack declares (infra/checkpoints.py, infra/registry.py, workloads/multikueue.py).
@@ -44,8 +49,7 @@ ALLOWED_SET_IAM = (
      "project", "network objects of its own project (no gain for itself)"),
     # roles/storage.objectAdmin on the state bucket, whose uniform bucket-level access disables object ACLs
     # (https://cloud.google.com/storage/docs/uniform-bucket-level-access: "ACLs ... no longer ... grant access").
-    (re.compile(r"storage\.objects\.setIamPolicy"), "bucket", "object ACLs, off under uniform access"),
-    (re.compile(r"storage\.objects\.setIamPolicy"), "object", "object ACLs, off under uniform access"),
+    *((_OBJECT_ACLS, scope, "object ACLs, off under uniform access") for scope in ("bucket", "object")),
 )
 # Paths the design accepts, each for one identity pattern and only behind a reviewed, main-only environment (for a
 # CI account) or in one namespace (for the MultiKueue manager). ``check`` still reports them, marked accepted, so
@@ -88,6 +92,21 @@ def compute(resources: Iterable[tuple[str, dict]], manifests: Iterable[dict] = (
 def _short(member: str) -> str:
     m = CI_ACCOUNT.match(member)
     return m.group(1) if m else member.removeprefix("serviceAccount:")
+
+
+def _kueue_path(member: str, first_edge: str, more: set[str], routine: bool) -> str | None:
+    """Kueue's controller reaching a pod's account by patching its job (suspend, admit, resume: the release
+    manifest's cluster-wide patch/update of pod-making kinds, accepted by name as its RBAC finding is). Past the
+    manager's token job it also reaches what that job mints, the MultiKueue account's project read (get-credentials)
+    and its jobs in the workers: the worker kubeconfigs the controller reads by design give it those already.
+    Anything else past the edge (a sensitive permission, another project) is refused."""
+    if member != KUEUE_CONTROLLER or not re.match(r"^(patch|update) \S+ in \S+ ", first_edge):
+        return None
+    token_job = first_edge.endswith(f"/{MULTIKUEUE_MANAGER_KSA}") or f"[kueue-system/{MULTIKUEUE_MANAGER_KSA}]" in \
+        first_edge
+    if routine or (token_job and all(m.startswith(("data ", "kubernetes ", "project ")) for m in more)):
+        return ACCEPTED["kueue"]
+    return None
 
 
 def _manager_job(reach: Reaches, source: str, edge: str) -> bool:
@@ -285,7 +304,8 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
                 # Accepted only for what the design hands over (the jobs' data, their Kubernetes powers): a project
                 # or a sensitive permission past an accepted first edge is refused all the same.
                 routine = all(m.startswith(("data ", "kubernetes ")) for m in more)
-                ok = (_accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)) if routine \
+                ok = (_accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)
+                      or _kueue_path(member, path[0], more, routine)) if routine or member == KUEUE_CONTROLLER \
                     else None
                 out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}", ok))
         # Kubernetes.
