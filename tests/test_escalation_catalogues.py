@@ -281,14 +281,31 @@ def _bucket_grant(member: str, role: str, bucket: str, expression: str | None):
     return mutate
 
 
-def _widen_reader_locks(x: Rendered) -> None:
+def _widen_reader_locks(x: Rendered, widening: str | None = None) -> None:
     """C7: the reader's lock condition, '|| stacks/' appended: every stack's state written by every approved preview."""
     for t, i in x.boot:
         if t == "gcp:storage/bucketIAMMember:BucketIAMMember" and i["member"] == READER and \
                 i["role"] == "roles/storage.objectUser":
-            i["condition"]["expression"] += f' || resource.name.startsWith("{STATE}/stacks/")'
+            i["condition"]["expression"] += widening or f' || resource.name.startsWith("{STATE}/stacks/")'
             return
     raise AssertionError("no reader lock grant")
+
+
+# The same widening in IAM's CEL dialect, through attributes IAM always sets on a request and a bare evaluation
+# lacks (https://cloud.google.com/iam/docs/conditions-resource-attributes: resource.type and resource.service;
+# https://cloud.google.com/iam/docs/conditions-attribute-reference#request-time: request.time). Each disjunct is
+# true on every real request, so the grant is the whole bucket; an evaluation that binds only resource.name reads
+# them as false (has() of an absent field, a key test, a size) and sees locks only.
+CEL_DIALECT_WIDENINGS = {
+    "has(resource.type)": " || has(resource.type)",
+    "'type' in resource": " || 'type' in resource",
+    "size(resource)": " || size(resource) > 1",
+    "has(request.time)": " || has(request.time)",
+    "request.time after 2000": ' || request.time > timestamp("2000-01-01T00:00:00Z")',
+    "resource.service": ' || resource.service == "storage.googleapis.com"',
+    "resource.type of an object": ' || resource.type == "storage.googleapis.com/Object"',
+    "extract": ' || resource.name.extract("projects/_/buckets/{bucket}/") != ""',
+}
 
 
 def _key_grant(member: str, role: str, stack: str):
@@ -316,6 +333,8 @@ REVIEW = {
     "C6: the deployer on the whole state bucket": (
         _bucket_grant(DEPLOY, "roles/storage.objectAdmin", "my-tpu-ci-pulumi-state", None), "ci-deploy-prod"),
     "C7: the reader's lock condition widened to every stack's state": (_widen_reader_locks, "ci-preview-prod"),
+    **{f"C7 in IAM's CEL dialect: the reader's lock condition || {k}": (
+        lambda x, w=w: _widen_reader_locks(x, w), "ci-preview-prod") for k, w in CEL_DIALECT_WIDENINGS.items()},
     "C8: the deployer on dev's state key": (_key_grant(DEPLOY, "roles/cloudkms.cryptoKeyEncrypterDecrypter", "dev"),
                                             "ci-deploy-prod"),
     "C8b: the reader decrypts multi's state": (_key_grant(READER, "roles/cloudkms.cryptoKeyDecrypter", "multi"),
