@@ -368,3 +368,13 @@ def test_each_review_blind_spot_is_refused(rendered, mutation):  # noqa: F811
     mutate(x)
     new = refused([f for f in x.findings() if str(f) not in before and f.identity == who])
     assert new, f"{mutation}: not refused"
+
+
+def test_a_role_not_in_the_vendored_data_fails_closed(rendered):  # noqa: F811
+    """(g) A role the vendored data (bootstrap/data/iam_roles.json) does not hold has unknown permissions: granting
+    it must stop the check, naming the role, never count as a grant of nothing."""
+    x = rendered.copy()
+    x.boot.append(("gcp:projects/iAMMember:IAMMember",
+                   {"project": PROD, "role": "roles/notARealRole.admin", "member": IMAGE}))
+    with pytest.raises(KeyError, match="roles/notARealRole.admin"):
+        x.findings()
