@@ -325,6 +325,20 @@ def _wi(account: str, member: str):
     return mutate
 
 
+def _repository_member(role: str, member: str):
+    """(f) ``member`` added to prod's image repository policy (the authoritative RepositoryIamPolicy it renders)."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks["prod"]
+        for t, i in res:
+            if t == "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy":
+                doc = json.loads(i["policyData"])
+                doc["bindings"].append({"role": role, "members": [member]})
+                i["policyData"] = json.dumps(doc, separators=(",", ":"))
+                return
+        raise AssertionError("prod renders no repository policy")
+    return mutate
+
+
 MK_GSA = f"tpu-manager-multikueue@{MULTI}.iam.gserviceaccount.com"
 REVIEW = {
     "C6b: the deployer writes dev's state": (
@@ -347,6 +361,12 @@ REVIEW = {
     "C11b: allAuthenticatedUsers writes the checkpoints": (
         _bucket_grant("allAuthenticatedUsers", "roles/storage.objectUser", "my-tpu-project-maxtext-checkpoints", None),
         "allAuthenticatedUsers"),
+    "f: allAuthenticatedUsers pulls prod's images": (
+        _repository_member("roles/artifactregistry.reader", "allAuthenticatedUsers"), "allAuthenticatedUsers"),
+    "f: allAuthenticatedUsers pushes prod's images": (
+        _repository_member("roles/artifactregistry.writer", "allAuthenticatedUsers"), "allAuthenticatedUsers"),
+    "f: allUsers pushes prod's images": (
+        _repository_member("roles/artifactregistry.writer", "allUsers"), "allUsers"),
     "G2: a foreign cluster's account as the node account": (
         _wi(f"maxtext-tpu-nodes@{PROD}.iam.gserviceaccount.com", "serviceAccount:evil-project.svc.id.goog[default/x]"),
         f"maxtext-tpu-nodes@{PROD}.iam.gserviceaccount.com"),
