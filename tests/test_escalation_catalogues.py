@@ -281,14 +281,31 @@ def _bucket_grant(member: str, role: str, bucket: str, expression: str | None):
     return mutate
 
 
-def _widen_reader_locks(x: Rendered) -> None:
+def _widen_reader_locks(x: Rendered, widening: str | None = None) -> None:
     """C7: the reader's lock condition, '|| stacks/' appended: every stack's state written by every approved preview."""
     for t, i in x.boot:
         if t == "gcp:storage/bucketIAMMember:BucketIAMMember" and i["member"] == READER and \
                 i["role"] == "roles/storage.objectUser":
-            i["condition"]["expression"] += f' || resource.name.startsWith("{STATE}/stacks/")'
+            i["condition"]["expression"] += widening or f' || resource.name.startsWith("{STATE}/stacks/")'
             return
     raise AssertionError("no reader lock grant")
+
+
+# The same widening in IAM's CEL dialect, through attributes IAM always sets on a request and a bare evaluation
+# lacks (https://cloud.google.com/iam/docs/conditions-resource-attributes: resource.type and resource.service;
+# https://cloud.google.com/iam/docs/conditions-attribute-reference#request-time: request.time). Each disjunct is
+# true on every real request, so the grant is the whole bucket; an evaluation that binds only resource.name reads
+# them as false (has() of an absent field, a key test, a size) and sees locks only.
+CEL_DIALECT_WIDENINGS = {
+    "has(resource.type)": " || has(resource.type)",
+    "'type' in resource": " || 'type' in resource",
+    "size(resource)": " || size(resource) > 1",
+    "has(request.time)": " || has(request.time)",
+    "request.time after 2000": ' || request.time > timestamp("2000-01-01T00:00:00Z")',
+    "resource.service": ' || resource.service == "storage.googleapis.com"',
+    "resource.type of an object": ' || resource.type == "storage.googleapis.com/Object"',
+    "extract": ' || resource.name.extract("projects/_/buckets/{bucket}/") != ""',
+}
 
 
 def _key_grant(member: str, role: str, stack: str):
@@ -308,6 +325,20 @@ def _wi(account: str, member: str):
     return mutate
 
 
+def _repository_member(role: str, member: str):
+    """(f) ``member`` added to prod's image repository policy (the authoritative RepositoryIamPolicy it renders)."""
+    def mutate(x: Rendered) -> None:
+        res, _ = x.stacks["prod"]
+        for t, i in res:
+            if t == "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy":
+                doc = json.loads(i["policyData"])
+                doc["bindings"].append({"role": role, "members": [member]})
+                i["policyData"] = json.dumps(doc, separators=(",", ":"))
+                return
+        raise AssertionError("prod renders no repository policy")
+    return mutate
+
+
 MK_GSA = f"tpu-manager-multikueue@{MULTI}.iam.gserviceaccount.com"
 REVIEW = {
     "C6b: the deployer writes dev's state": (
@@ -316,6 +347,8 @@ REVIEW = {
     "C6: the deployer on the whole state bucket": (
         _bucket_grant(DEPLOY, "roles/storage.objectAdmin", "my-tpu-ci-pulumi-state", None), "ci-deploy-prod"),
     "C7: the reader's lock condition widened to every stack's state": (_widen_reader_locks, "ci-preview-prod"),
+    **{f"C7 in IAM's CEL dialect: the reader's lock condition || {k}": (
+        lambda x, w=w: _widen_reader_locks(x, w), "ci-preview-prod") for k, w in CEL_DIALECT_WIDENINGS.items()},
     "C8: the deployer on dev's state key": (_key_grant(DEPLOY, "roles/cloudkms.cryptoKeyEncrypterDecrypter", "dev"),
                                             "ci-deploy-prod"),
     "C8b: the reader decrypts multi's state": (_key_grant(READER, "roles/cloudkms.cryptoKeyDecrypter", "multi"),
@@ -328,6 +361,12 @@ REVIEW = {
     "C11b: allAuthenticatedUsers writes the checkpoints": (
         _bucket_grant("allAuthenticatedUsers", "roles/storage.objectUser", "my-tpu-project-maxtext-checkpoints", None),
         "allAuthenticatedUsers"),
+    "f: allAuthenticatedUsers pulls prod's images": (
+        _repository_member("roles/artifactregistry.reader", "allAuthenticatedUsers"), "allAuthenticatedUsers"),
+    "f: allAuthenticatedUsers pushes prod's images": (
+        _repository_member("roles/artifactregistry.writer", "allAuthenticatedUsers"), "allAuthenticatedUsers"),
+    "f: allUsers pushes prod's images": (
+        _repository_member("roles/artifactregistry.writer", "allUsers"), "allUsers"),
     "G2: a foreign cluster's account as the node account": (
         _wi(f"maxtext-tpu-nodes@{PROD}.iam.gserviceaccount.com", "serviceAccount:evil-project.svc.id.goog[default/x]"),
         f"maxtext-tpu-nodes@{PROD}.iam.gserviceaccount.com"),
@@ -349,3 +388,13 @@ def test_each_review_blind_spot_is_refused(rendered, mutation):  # noqa: F811
     mutate(x)
     new = refused([f for f in x.findings() if str(f) not in before and f.identity == who])
     assert new, f"{mutation}: not refused"
+
+
+def test_a_role_not_in_the_vendored_data_fails_closed(rendered):  # noqa: F811
+    """(g) A role the vendored data (bootstrap/data/iam_roles.json) does not hold has unknown permissions: granting
+    it must stop the check, naming the role, never count as a grant of nothing."""
+    x = rendered.copy()
+    x.boot.append(("gcp:projects/iAMMember:IAMMember",
+                   {"project": PROD, "role": "roles/notARealRole.admin", "member": IMAGE}))
+    with pytest.raises(KeyError, match="roles/notARealRole.admin"):
+        x.findings()
