@@ -261,7 +261,7 @@ def test_the_sandbox_road_from_new_to_a_self_contained_plan(tmp_path, capsys):
     assert "a new project's default is 64" in out
     # A figure, or (the cited catalogue has no v6e Spot price: docs/cost.md) the keys that would give one.
     assert re.search(r"cost: .*\$[\d,.]+.* a month while it is up", out) or re.search(
-        r"cost: unknown .* a month while it is up .*set tpu-multislice:prices\.v6e\.spot", out), out
+        r"cost: unknown .* a month while it is up .*tpu-multislice:prices\.v6e\.spot", out), out
     assert f"--stacks-dir {tmp_path}" in out  # the next steps keep where the file is
     assert cli.main(["lint", "--stack", "road", "--stacks-dir", str(tmp_path)]) == 0
     assert cli.main(["preview", "--stack", "road", "--stacks-dir", str(tmp_path), "--out", str(tmp_path / "p")]) == 0
