@@ -49,8 +49,7 @@ def foreign_key(specs: list[Any]) -> dict[str, list[Problem]]:
     makes one key per stack, named after it, in its kmsLocation and keyRing (stackspec/names.py stack_key_id;
     bootstrap/Pulumi.example.yaml), and lets each stack's identities use their own only (bootstrap/access.py), so CI
     could neither decrypt this stack's state with it nor keep the two stacks apart. Whatever location and ring the
-    bootstrap uses, a key of the CI project named after another stack, or the key another stack's file names, is
-    that stack's."""
+    bootstrap uses, a key of the CI project named after another stack is that stack's."""
     out: dict[str, list[Problem]] = {}
     for s in specs:
         parts = _key_parts(s.secrets_provider) if s.secrets_provider is not None else None
@@ -60,7 +59,7 @@ def foreign_key(specs: list[Any]) -> dict[str, list[Problem]]:
         for o in specs:
             if o is s or o.ci_project is None:
                 continue
-            if (project == o.ci_project and key == o.stack) or s.secrets_provider == o.secrets_provider:
+            if project == o.ci_project and key == o.stack:
                 own = names.stack_secrets_provider(s.ci_project, s.stack, location, ring)
                 out.setdefault(s.stack, []).append(Problem("secretsprovider", s.secrets_provider, (
                     f"the Cloud KMS key of stack {o.stack} ({o.stack_file}): the bootstrap gives each stack its own "
