@@ -97,3 +97,20 @@ def test_a_stack_file_key_problem_and_a_config_problem_come_together(tmp_path):
     _, problems = both(tmp_path, text)
     assert any("duplicate key" in p for p in problems), problems
     assert any(f"{NS}:cluster.name" in p and "1-40 characters" in p for p in problems), problems
+
+
+MULTI = (FIXTURE_STACKS / "Pulumi.multi.yaml").read_text()
+
+
+@pytest.mark.parametrize("manager", ["absent", "null"])
+def test_a_multi_region_stack_without_its_manager_is_answered_not_a_traceback(tmp_path, manager):
+    """The loader's fuzz (every leaf of every fixture set to a null, a list, a map, a number, unicode) found one
+    traceback: a multi-region stack with no manager (resolving read its name)."""
+    doc = yaml.safe_load(MULTI)
+    if manager == "null":
+        doc["config"][f"{NS}:manager"] = None
+    else:
+        del doc["config"][f"{NS}:manager"]
+    code, problems = both(tmp_path, yaml.safe_dump(doc, sort_keys=False))
+    assert code == Exit.INVALID_SPEC
+    assert any(f"{NS}:manager = (missing): required with regions" in p for p in problems), problems
