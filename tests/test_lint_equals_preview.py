@@ -114,3 +114,18 @@ def test_a_multi_region_stack_without_its_manager_is_answered_not_a_traceback(tm
     code, problems = both(tmp_path, yaml.safe_dump(doc, sort_keys=False))
     assert code == Exit.INVALID_SPEC
     assert any(f"{NS}:manager = (missing): required with regions" in p for p in problems), problems
+
+
+SANDBOX = (Path(__file__).resolve().parent / "fixtures" / "sandbox" / "Pulumi.sbx.yaml").read_text()
+
+
+@pytest.mark.parametrize("value", ["'yes'", "'on'", "1"])
+def test_the_sandbox_switch_is_true_or_false_only(tmp_path, value):
+    """tpu-multislice:sandbox relaxes rules (a public control plane, no CI bootstrap): pydantic's lax mode read
+    'yes', 'on' and 1 as true on it, as it once did on deploy.onPush. (Pulumi hands every top-level value as text,
+    so the text true stays true.)"""
+    text = SANDBOX.replace(f"  {NS}:sandbox: true\n", f"  {NS}:sandbox: {value}\n")
+    assert text != SANDBOX
+    code, problems = both(tmp_path, text)
+    assert code == Exit.INVALID_SPEC
+    assert any(f"{NS}:sandbox = " in p and "must be true or false" in p for p in problems), problems
