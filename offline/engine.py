@@ -302,9 +302,7 @@ def render(
         file_config, document = {}, None  # an edited config for a stack without a file
     as_written = config is None  # the stack file's own config: held to what lint checks (deploy.clusterDrill)
     if config is None:
-        if document.problems:
-            raise stack_spec.SpecError(document.source, document.problems)
-        config = file_config
+        config = file_config  # the file's own problems (a duplicate key) come with the config's, as lint gives them
     # An edited copy of a stack with a file takes its lines from the file.
     spec = stack_spec.load(stack, config, document, as_written=as_written)
 

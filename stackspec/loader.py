@@ -89,6 +89,10 @@ def _decode(config: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+# A stack file's problems of shape (stackspec/source.py, stack_config): its YAML, its top level, its config: block.
+_SHAPE_KEYS = ("(yaml)", "(top level)", "config")
+
+
 def load(stack: str, config: Mapping[str, Any], document: source.StackDocument | None = None,
          stack_file: str | None = None, as_written: bool = False) -> StackSpec:
     """The checked spec of ``stack`` from its flat config; :class:`SpecError` lists every problem.
@@ -102,8 +106,10 @@ def load(stack: str, config: Mapping[str, Any], document: source.StackDocument |
     """
     src = stack_file or (document.source if document and document.source else names.stack_file(stack))
     problems = list(document.problems) if document else []
-    if any(p.key == "(yaml)" for p in problems):  # unreadable: the keys it lacks are not problems of their own
-        raise SpecError(src, [p for p in problems if p.key == "(yaml)"])
+    if any(p.key in _SHAPE_KEYS for p in problems):
+        # Unreadable (not YAML, not a mapping, no config: mapping): the keys it lacks are not problems of their own.
+        # lint and preview both come here, so they answer alike.
+        raise SpecError(src, [p for p in problems if p.key in _SHAPE_KEYS])
     data = _decode(config)
     if document:
         for key in ("secretsprovider", "encryptedkey", "encryptionsalt"):

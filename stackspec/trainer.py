@@ -14,18 +14,17 @@ The script runs under the same Ray Train JaxTrainer, queue, checkpoint storage a
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from . import limits
+
 ROOT = Path(__file__).resolve().parents[1]
 # A ConfigMap holds at most 1 MiB of data (Kubernetes: "The data stored in a ConfigMap cannot exceed 1 MiB"); the
 # script travels in the stack's trainer ConfigMap beside the driver, so a script keeps well under it.
 MAX_SCRIPT_BYTES = 256 * 1024
-# An image by digest (Binary Authorization admits images by digest; a tag can move).
-IMAGE = re.compile(r"[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}")
 
 
 class Trainer(BaseModel):
@@ -63,8 +62,15 @@ class Trainer(BaseModel):
     @field_validator("image")
     @classmethod
     def _image(cls, v: str | None) -> str | None:
-        if v is not None and not IMAGE.fullmatch(v):
-            raise ValueError("an image by digest, <registry>/<path>@sha256:<64 hex> (a tag can move under a run)")
+        # The grammar of every image key (limits.image_reference, distribution/reference's: a tag beside the digest
+        # and go-digest's other algorithms are legal), and by digest: a tag can move under a run, and Binary
+        # Authorization admits images by digest.
+        if v is None:
+            return v
+        if msg := limits.image_reference(v):
+            raise ValueError(msg)
+        if "@" not in v:
+            raise ValueError("an image by digest, <registry>/<path>[:tag]@sha256:<64 hex> (a tag can move under a run)")
         return v
 
     @field_validator("config")

@@ -125,3 +125,29 @@ def test_under_blocking_binary_authorization_a_trainer_image_lives_in_the_stacks
             stack_spec.load_stack("own", stack(image, with_repository))
         assert any(p.key == key and "Binary Authorization blocks" in p.message for p in e.value.problems)
     assert stack_spec.load_stack("own", stack(f"{repo}/trainer{digest}", True)).job("tiny-own").trainer.image
+
+
+AR = "us-east5-docker.pkg.dev/my-tpu-project-own/tpu-multislice"
+
+
+@pytest.mark.parametrize("image", [
+    f"{AR}/own:v1@sha256:{'a' * 64}",  # a tag beside the digest: the runtime pulls by the digest (ray.image takes it)
+    f"{AR}/own@sha512:{'b' * 128}",  # go-digest's sha512 (limits.DIGEST_HEX), as ray.image takes it
+    f"localhost:5000/own@sha256:{'c' * 64}",  # a registry with a port
+])
+def test_a_trainer_image_any_registry_client_parses_by_digest_is_accepted(image):
+    """One image grammar for every image key (stackspec/limits.py image_reference, distribution/reference's)."""
+    assert own_trainer.Trainer(script="trainers/tiny_jax.py", image=image).image == image
+
+
+@pytest.mark.parametrize(("image", "words"), [
+    (f"{AR}//own@sha256:{'a' * 64}", "not an image reference"),  # an empty path component
+    (f"{AR}/-own@sha256:{'a' * 64}", "not an image reference"),  # a component starting with '-'
+    (f"{AR}/own__@sha256:{'a' * 64}", "not an image reference"),  # a trailing separator
+    (f"{AR}/own@sha256:{'A' * 64}", "not an image digest"),
+    (f"{AR}/own:v1", "by digest"),  # a tag can move under a run
+    (f"{AR}/own", "by digest"),
+])
+def test_a_trainer_image_a_registry_refuses_or_without_a_digest_is_refused(image, words):
+    with pytest.raises(ValidationError, match=words):
+        own_trainer.Trainer(script="trainers/tiny_jax.py", image=image)

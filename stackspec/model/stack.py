@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .. import checkpoints, cost, limits, names, zones
@@ -37,7 +37,9 @@ class StackSpec(BaseModel):
     project: ProjectId = Field(alias="gcp:project")
     # The bootstrap's CI project: the CI identities (image pusher, drill user) and the state keys live there.
     ci_project: ProjectId | None = Field(None, alias=_ns("ciProject"))  # required but in a sandbox (sandbox.py)
-    sandbox: bool = Field(False, alias=_ns("sandbox"))  # deployed by hand, without the CI bootstrap (docs/sandbox.md)
+    # Deployed by hand, without the CI bootstrap (docs/sandbox.md). Strict, as every Section's switch (types.py): it
+    # relaxes rules, and lax mode read 'yes', 'on' and 1 as true; Pulumi's text true is decoded to true first.
+    sandbox: StrictBool = Field(False, alias=_ns("sandbox"))
     region: Region = Field(alias="gcp:region")
     # Required in a single-region stack (StackSpec._one_place); a multi-region stack names them per region.
     zone: Zone | None = Field(None, alias="gcp:zone")

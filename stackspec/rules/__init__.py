@@ -43,6 +43,10 @@ def checked(written: StackSpec, context: dict[str, Any]) -> tuple[StackSpec, lis
     checked), ``as_written`` (the workflows' own keys are checked too)."""
     problems: list[Problem] = []
     fail = lambda key, value, msg: problems.append(Problem(key, value, msg))  # noqa: E731
+    if written.regions and written.manager is None:
+        # The model said so (a multi-region stack needs its manager, model/stack.py); resolving and every region's
+        # checks name the stack-wide resources after it, so there is nothing more to check until it is written.
+        return written, problems
     spec = defaults.resolve(written)
     if spec.regions:
         spec = regions.check(spec, fail, context)

@@ -10,6 +10,7 @@ lint`` refuses that, at each stack's ``gcp:project`` line: give each stack its o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import names
@@ -36,21 +37,34 @@ def shared_project(specs: list[Any]) -> dict[str, list[Problem]]:
     return out
 
 
+def _key_parts(provider: str) -> tuple[str, str, str, str] | None:
+    """``gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K`` as (P, L, R, K); None for any other form (the
+    stack's own rules say what is wrong with it)."""
+    m = re.fullmatch(r"gcpkms://projects/([^/]+)/locations/([^/]+)/keyRings/([^/]+)/cryptoKeys/([^/?]+)", provider)
+    return (m[1], m[2], m[3], m[4]) if m else None
+
+
 def foreign_key(specs: list[Any]) -> dict[str, list[Problem]]:
     """Stack name -> its problems: a stack keeping its secrets with another stack's Cloud KMS key. The bootstrap
-    makes one key per stack (stackspec/names.py stack_key_id) and lets each stack's identities use their own only
-    (bootstrap/access.py), so CI could neither decrypt this stack's state with it nor keep the two stacks apart."""
+    makes one key per stack, named after it, in its kmsLocation and keyRing (stackspec/names.py stack_key_id;
+    bootstrap/Pulumi.example.yaml), and lets each stack's identities use their own only (bootstrap/access.py), so CI
+    could neither decrypt this stack's state with it nor keep the two stacks apart. Whatever location and ring the
+    bootstrap uses, a key of the CI project named after another stack is that stack's."""
     out: dict[str, list[Problem]] = {}
     for s in specs:
-        if s.secrets_provider is None or s.ci_project is None:
+        parts = _key_parts(s.secrets_provider) if s.secrets_provider is not None else None
+        if parts is None or s.ci_project is None:
             continue
+        project, location, ring, key = parts
         for o in specs:
-            if o is not s and o.ci_project is not None and \
-                    s.secrets_provider == names.stack_secrets_provider(o.ci_project, o.stack):
-                own = names.stack_secrets_provider(s.ci_project, s.stack)
+            if o is s or o.ci_project is None:
+                continue
+            if project == o.ci_project and key == o.stack:
+                own = names.stack_secrets_provider(s.ci_project, s.stack, location, ring)
                 out.setdefault(s.stack, []).append(Problem("secretsprovider", s.secrets_provider, (
                     f"the Cloud KMS key of stack {o.stack} ({o.stack_file}): the bootstrap gives each stack its own "
                     f"key and grants each stack's identities that key only; use {own}")))
+                break
     return out
 
 
