@@ -628,11 +628,24 @@ def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_de
     assert all("pulumi:providers:github::repository-provider::" in r.provider for r in envs.values())
 
 
+def test_required_checks_can_be_satisfied_only_by_github_actions(boot):
+    """A required check bound to no app is satisfied by a commit status any writer posts under its name;
+    each one is bound to GitHub Actions (app 15368), on main, with no bypass."""
+    (r,) = boot.of("github:index/repositoryRuleset:RepositoryRuleset")
+    r = r.inputs
+    assert r["repository"] == REPO.split("/")[1] and r["target"] == "branch" and r["enforcement"] == "active"
+    assert not r.get("bypassActors")
+    assert r["conditions"]["refName"] == {"includes": ["refs/heads/main"], "excludes": []}
+    checks = r["rules"]["requiredStatusChecks"]
+    assert checks["strictRequiredStatusChecksPolicy"] is True
+    assert checks["requiredChecks"] == [{"context": c, "integrationId": 15368} for c in environments.REQUIRED_CHECKS]
+
+
 def test_main_is_protected(boot):
     p = boot.one("github:index/branchProtection:BranchProtection").inputs
     assert p["pattern"] == "main" and p["repositoryId"] == REPO.split("/")[1]
     assert p["enforceAdmins"] is True and p["allowsForcePushes"] is False and p["allowsDeletions"] is False
-    assert p["requiredStatusChecks"] == [{"strict": True, "contexts": list(environments.REQUIRED_CHECKS)}]
+    assert "requiredStatusChecks" not in p  # classic contexts cannot name an app: the ruleset holds the checks
     (reviews,) = p["requiredPullRequestReviews"]
     assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
     assert reviews["requireLastPushApproval"] is True
