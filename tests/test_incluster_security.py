@@ -124,7 +124,7 @@ def test_each_ray_head_has_its_network_policy(renderings, stack):
 
 
 def _worker_groups(doc: dict) -> list[dict[str, str]]:
-    """Each worker group's pod labels as KubeRay sets them (ray.io/node-type: worker; ray.io/cluster on a RayCluster's)."""
+    """Each worker group's pod labels as KubeRay sets them (node-type worker; ray.io/cluster on a RayCluster's)."""
     spec = doc["spec"].get("rayClusterSpec", doc["spec"])
     out = []
     for g in spec["workerGroupSpecs"]:
