@@ -27,6 +27,7 @@ from bootstrap import access as ci
 from bootstrap import config as bcfg
 from bootstrap import environments
 from bootstrap import workflow_scan as scan
+from bootstrap.escalation.gcp import load_roles
 from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -968,3 +969,25 @@ def test_codeowners_is_the_bootstraps(boot):
     assert (ROOT / ".github" / "CODEOWNERS").read_text() == want
     for path in ("/.github/", "/bootstrap/", "/uv.lock", "/pyproject.toml", "/stacks/"):
         assert f"\n{path} @{REPO.split('/')[0]}/" in "\n" + want
+
+
+# Permissions that switch an API off for the whole project (everything using it stops): Service Usage's
+# services.disable, and consumerpolicy.update (a consumer policy's enable rules define the usable services, so an
+# edit that drops one disables it). roles/monitoring.editor and roles/serviceusage.serviceUsageAdmin hold them.
+DISABLES_APIS = ("serviceusage.services.disable", "serviceusage.consumerpolicy.update")
+
+
+def test_no_ci_identity_can_disable_an_api():
+    predefined = load_roles()
+    held = {}
+    for identity in ci.identities(CONFIG):
+        for g in identity.grants:
+            rid = g.role.removeprefix(ci.CUSTOM)
+            perms = ci.CUSTOM_ROLES[rid].permissions if g.role.startswith(ci.CUSTOM) else predefined[g.role]
+            for p in set(perms) & set(DISABLES_APIS):
+                held.setdefault(identity.key, set()).add((g.role, p))
+    assert held == {}
+    # The monitoring resources' role is the custom one, and it is narrower than the predefined role it replaces.
+    mon = ci.CUSTOM_ROLES["tpuMultisliceMonitoring"]
+    assert set(mon.permissions) < predefined[mon.replaces]
+    assert {ci.MANAGED_BY[t] for t in ci.MANAGED_BY if t.startswith("gcp:monitoring/")} == {ci.custom(mon.id)}
