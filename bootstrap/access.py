@@ -147,6 +147,17 @@ CUSTOM_ROLES = {r.id: r for r in (
     # scanner's vulnerability findings included): attaching an attestation needs occurrences.create only.
     CustomRole("tpuMultisliceAttestations", "tpu-multislice: attach the worker image's attestations",
                ("containeranalysis.occurrences.create",), "roles/containeranalysis.occurrences.editor"),
+    # roles/monitoring.editor also holds serviceusage.consumerpolicy.update (a consumer policy's enable rules define
+    # the usable services: editing it disables APIs), serviceusage.services.enable, every metric, uptime check,
+    # group and snooze of the project (bootstrap/data/iam_roles.json). The stack's monitoring resources call only
+    # create/get/patch/delete/list on projects.alertPolicies, projects.notificationChannels and projects.dashboards
+    # (terraform-provider-google google/services/monitoring/resource_monitoring_{alert_policy,notification_channel}
+    # .go and resource_monitoring_dashboard.go; patch is the `update` permission, cloud.google.com/monitoring/
+    # access-control#permissions).
+    CustomRole("tpuMultisliceMonitoring", "tpu-multislice: alert policies, notification channels, dashboards",
+               tuple(f"monitoring.{kind}.{v}" for kind in ("alertPolicies", "notificationChannels", "dashboards")
+                     for v in ("create", "delete", "get", "list", "update")),
+               "roles/monitoring.editor"),
     # roles/serviceusage.serviceUsageAdmin also disables APIs (stopping everything that uses them) and sets quotas.
     CustomRole("tpuMultisliceServices", "tpu-multislice: enable the stack's APIs",
                ("serviceusage.services.enable", "serviceusage.services.get", "serviceusage.services.list",
@@ -177,9 +188,9 @@ MANAGED_BY = {
     "gcp:artifactregistry/repository:Repository": custom("tpuMultisliceRegistry"),
     "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy": custom("tpuMultisliceRegistry"),
     "gcp:logging/metric:Metric": custom("tpuMultisliceLogMetrics"),
-    "gcp:monitoring/alertPolicy:AlertPolicy": "roles/monitoring.editor",
-    "gcp:monitoring/dashboard:Dashboard": "roles/monitoring.editor",
-    "gcp:monitoring/notificationChannel:NotificationChannel": "roles/monitoring.editor",
+    "gcp:monitoring/alertPolicy:AlertPolicy": custom("tpuMultisliceMonitoring"),
+    "gcp:monitoring/dashboard:Dashboard": custom("tpuMultisliceMonitoring"),
+    "gcp:monitoring/notificationChannel:NotificationChannel": custom("tpuMultisliceMonitoring"),
     "gcp:projects/service:Service": custom("tpuMultisliceServices"),
     "gcp:pubsub/topic:Topic": custom("tpuMultisliceTopics"),
     # The project's one policy: get and update it, nothing else (no attestors).
@@ -314,7 +325,7 @@ DEPLOY_GRANTS = (
     Grant("roles/compute.networkAdmin", PROJECT, DEPLOYED_STACK, why="the networks, subnets, router and NAT"),
     Grant(custom("tpuMultisliceBuckets"), PROJECT, DEPLOYED_STACK, why="the checkpoint bucket and its IAM"),
     Grant(custom("tpuMultisliceRegistry"), PROJECT, DEPLOYED_STACK, why="the worker image repository and its IAM"),
-    Grant("roles/monitoring.editor", PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
+    Grant(custom("tpuMultisliceMonitoring"), PROJECT, DEPLOYED_STACK, why="alert policies, the dashboard, channels"),
     Grant(custom("tpuMultisliceLogMetrics"), PROJECT, DEPLOYED_STACK, why="the log-based metrics the alerts read"),
     Grant(custom("tpuMultisliceFirewalls"), PROJECT, DEPLOYED_STACK, why="the DCN networks' ingress rules"),
     Grant(custom("tpuMultisliceServices"), PROJECT, DEPLOYED_STACK, why="enable the APIs the stack uses"),

@@ -71,6 +71,15 @@ def drill_environment(stack: str) -> Environment:
 # The pr.yml jobs every pull request must pass (no matrix, never skipped): branch protection of
 # main requires them by job name (tests/test_workflows.py checks pr.yml has them, unskippable).
 REQUIRED_CHECKS = ("stacks", "check", "cost")
+# The GitHub App the required checks must come from: GitHub Actions. Without it, a required context is
+# satisfied by any commit status of that name, and "Anyone with write permissions to a repository can set the
+# state for any status check in the repository" (docs.github.com/en/pull-requests/reference/status-checks).
+# github/rest-api-description, branch protection `checks[].app_id`: "The ID of the GitHub App that must provide
+# this check. Omit this field to automatically select the GitHub App that has recently provided this check, or
+# any app if it was not set by a GitHub App"; rulesets' `required_status_checks[].integration_id` is the same id.
+# 15368 is GitHub Actions' app id, as GitHub's check-runs API reports it ("app_id": 15368,
+# "app_name": "GitHub Actions", recorded in Mergifyio/mergify-engine's check-run fixtures).
+ACTIONS_APP_ID = 15368
 
 
 def workflow(file: str) -> str:

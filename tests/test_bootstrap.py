@@ -27,6 +27,7 @@ from bootstrap import access as ci
 from bootstrap import config as bcfg
 from bootstrap import environments
 from bootstrap import workflow_scan as scan
+from bootstrap.escalation.gcp import load_roles
 from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
 from slicectl import cmd_stacks
@@ -628,11 +629,24 @@ def test_environments_require_a_reviewer_who_is_not_the_author_and_main_where_de
     assert all("pulumi:providers:github::repository-provider::" in r.provider for r in envs.values())
 
 
+def test_required_checks_can_be_satisfied_only_by_github_actions(boot):
+    """A required check bound to no app is satisfied by a commit status any writer posts under its name;
+    each one is bound to GitHub Actions (app 15368), on main, with no bypass."""
+    (r,) = boot.of("github:index/repositoryRuleset:RepositoryRuleset")
+    r = r.inputs
+    assert r["repository"] == REPO.split("/")[1] and r["target"] == "branch" and r["enforcement"] == "active"
+    assert not r.get("bypassActors")
+    assert r["conditions"]["refName"] == {"includes": ["refs/heads/main"], "excludes": []}
+    checks = r["rules"]["requiredStatusChecks"]
+    assert checks["strictRequiredStatusChecksPolicy"] is True
+    assert checks["requiredChecks"] == [{"context": c, "integrationId": 15368} for c in environments.REQUIRED_CHECKS]
+
+
 def test_main_is_protected(boot):
     p = boot.one("github:index/branchProtection:BranchProtection").inputs
     assert p["pattern"] == "main" and p["repositoryId"] == REPO.split("/")[1]
     assert p["enforceAdmins"] is True and p["allowsForcePushes"] is False and p["allowsDeletions"] is False
-    assert p["requiredStatusChecks"] == [{"strict": True, "contexts": list(environments.REQUIRED_CHECKS)}]
+    assert "requiredStatusChecks" not in p  # classic contexts cannot name an app: the ruleset holds the checks
     (reviews,) = p["requiredPullRequestReviews"]
     assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
     assert reviews["requireLastPushApproval"] is True
@@ -955,3 +969,25 @@ def test_codeowners_is_the_bootstraps(boot):
     assert (ROOT / ".github" / "CODEOWNERS").read_text() == want
     for path in ("/.github/", "/bootstrap/", "/uv.lock", "/pyproject.toml", "/stacks/"):
         assert f"\n{path} @{REPO.split('/')[0]}/" in "\n" + want
+
+
+# Permissions that switch an API off for the whole project (everything using it stops): Service Usage's
+# services.disable, and consumerpolicy.update (a consumer policy's enable rules define the usable services, so an
+# edit that drops one disables it). roles/monitoring.editor and roles/serviceusage.serviceUsageAdmin hold them.
+DISABLES_APIS = ("serviceusage.services.disable", "serviceusage.consumerpolicy.update")
+
+
+def test_no_ci_identity_can_disable_an_api():
+    predefined = load_roles()
+    held = {}
+    for identity in ci.identities(CONFIG):
+        for g in identity.grants:
+            rid = g.role.removeprefix(ci.CUSTOM)
+            perms = ci.CUSTOM_ROLES[rid].permissions if g.role.startswith(ci.CUSTOM) else predefined[g.role]
+            for p in set(perms) & set(DISABLES_APIS):
+                held.setdefault(identity.key, set()).add((g.role, p))
+    assert held == {}
+    # The monitoring resources' role is the custom one, and it is narrower than the predefined role it replaces.
+    mon = ci.CUSTOM_ROLES["tpuMultisliceMonitoring"]
+    assert set(mon.permissions) < predefined[mon.replaces]
+    assert {ci.MANAGED_BY[t] for t in ci.MANAGED_BY if t.startswith("gcp:monitoring/")} == {ci.custom(mon.id)}

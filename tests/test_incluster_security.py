@@ -98,7 +98,8 @@ def test_every_object_validates_against_its_schema(renderings, stack, kuberay_va
 @pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
 def test_each_ray_head_has_its_network_policy(renderings, stack):
     r = renderings[stack]
-    policies = _kind(r, "NetworkPolicy")
+    policies = [p for p in _kind(r, "NetworkPolicy")
+                if p["spec"]["podSelector"]["matchLabels"].get(kube.RAY_NODE_TYPE_LABEL) == "head"]
     heads = _kind(r, "RayCluster") + [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
     assert heads and len(policies) == len(heads)
     ports = {p["port"] for pol in policies for rule in pol["spec"]["ingress"] for p in rule.get("ports", [])}
@@ -122,10 +123,57 @@ def test_each_ray_head_has_its_network_policy(renderings, stack):
         assert all(x.get("from") for x in rules)
 
 
+def _worker_groups(doc: dict) -> list[dict[str, str]]:
+    """Each worker group's pod labels as KubeRay sets them (node-type worker; ray.io/cluster on a RayCluster's)."""
+    spec = doc["spec"].get("rayClusterSpec", doc["spec"])
+    out = []
+    for g in spec["workerGroupSpecs"]:
+        labels = dict(g["template"].get("metadata", {}).get("labels", {}))
+        labels[kube.RAY_NODE_TYPE_LABEL] = "worker"
+        if doc["kind"] == "RayCluster":
+            labels[kube.RAY_CLUSTER_LABEL] = doc["metadata"]["name"]
+        out.append(labels)
+    return out
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_a_ray_worker_is_reached_only_by_its_own_clusters_pods_and_the_metrics_collectors(renderings, stack):
+    """Without a Ray token (dev), whoever reaches a worker's raylet runs tasks as the trainer's account: each
+    worker group is selected by exactly one policy, which admits its own cluster's Ray pods (the head and the
+    job's workers, every port: Ray picks the raylet, object manager and worker ports) and gmp-system on the
+    metrics port only. A pod of another RayCluster in the namespace is not admitted."""
+    r = renderings[stack]
+    policies = [p for p in _kind(r, "NetworkPolicy")
+                if p["spec"]["podSelector"]["matchLabels"].get(kube.RAY_NODE_TYPE_LABEL) == "worker"]
+    clusters = _kind(r, "RayCluster") + [d for d in _kind(r, "RayJob") if "rayClusterSpec" in d["spec"]]
+    assert clusters and len(policies) == len(clusters)
+    for c in clusters:
+        head = _head_labels(c)
+        for worker in _worker_groups(c):
+            [pol] = [p for p in policies if _selects(p["spec"]["podSelector"]["matchLabels"], worker)]
+            assert pol["spec"]["policyTypes"] == ["Ingress"]
+            own, metrics = pol["spec"]["ingress"]
+            pods = own["from"][0]["podSelector"]["matchLabels"]
+            assert "ports" not in own and len(own["from"]) == 1
+            assert _selects(pods, head) and _selects(pods, worker)  # its head and its own workers
+            for other in clusters:  # no other RayCluster's pod
+                if other is not c:
+                    assert not _selects(pods, _head_labels(other))
+                    assert not any(_selects(pods, w) for w in _worker_groups(other))
+            assert metrics == {"from": [{"namespaceSelector": {"matchLabels": {
+                security.NAMESPACE_NAME_LABEL: security.GMP_NAMESPACE}}}],
+                "ports": [{"protocol": "TCP", "port": r.spec.ray.metrics_export_port}]}
+
+
 def test_shared_cluster_admits_the_submitters_of_its_jobs_on_the_dashboard_port(renderings):
     r = renderings["prod-shared"]
     [pol] = [p for p in _kind(r, "NetworkPolicy")
-             if p["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL) == r.spec.ray.cluster_name]
+             if p["spec"]["podSelector"]["matchLabels"].get(kube.RAY_CLUSTER_LABEL) == r.spec.ray.cluster_name
+             and p["spec"]["podSelector"]["matchLabels"][kube.RAY_NODE_TYPE_LABEL] == "head"]
     submitters = [x for x in pol["spec"]["ingress"] if "podSelector" in x["from"][0]
                   and "matchExpressions" in x["from"][0]["podSelector"]]
     shared_jobs = sorted(j.name for j in manifests.declared_jobs(r.spec) if j.cluster == "shared")

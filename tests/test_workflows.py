@@ -163,6 +163,21 @@ def test_every_action_is_pinned_to_a_commit_with_its_version():
     assert seen == set(PINNED)
 
 
+# The gcloud SDK every setup-gcloud step installs: a version, never its default `latest` (setup-gcloud action.yml
+# `version`: "If unspecified or set to \"latest\", the latest available gcloud SDK version for the target platform
+# will be installed"), so a new SDK release reaches a credentialed job only through a reviewed change. 578.0.0 is the
+# release whose `sign_and_create.py` docs/ci-trust.md quotes for image.yml's `beta` attestation command.
+GCLOUD_VERSION = "578.0.0"
+
+
+def test_gcloud_is_pinned_wherever_it_is_installed():
+    installs = [(name, s.get("with", {})) for name, wf in all_workflows().items() for job in wf["jobs"].values()
+                for s in uses(job, "google-github-actions/setup-gcloud")]
+    assert len(installs) >= 5
+    assert [(name, w.get("version")) for name, w in installs if w.get("version") != GCLOUD_VERSION] == []
+    assert GCLOUD_VERSION in (ROOT / "docs" / "ci-trust.md").read_text()
+
+
 def test_least_permissions_per_job():
     for name, wf in all_workflows().items():
         assert wf["permissions"] == {}, f"{name}: the workflow grants nothing by default"

@@ -260,7 +260,7 @@ def test_component_children_parent_and_provider(prod):
         + ([("kubernetes:ray.io/v1:RayCluster", f"{comp.name}-cluster")]
            if manifests.needs_shared_cluster(spec) else [])
         + [("kubernetes:ray.io/v1:RayJob", f"{comp.name}-{j.name}") for j in manifests.declared_jobs(spec)]
-        # A NetworkPolicy per Ray head and the drill identity's RBAC (tests/test_incluster_security.py).
+        # Two NetworkPolicies per RayCluster (head, workers), the drill RBAC (tests/test_incluster_security.py).
         + [("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{comp.name}-{d['metadata']['name']}")
            for d in security.network_policies(spec, manifests.needs_shared_cluster(spec),
                                               manifests.declared_jobs(spec))]

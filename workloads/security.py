@@ -11,6 +11,12 @@ declares them.
   ``kube-system`` (the dashboard port: GKE's control plane, which hosts the Ray operator
   add-on and serves ``services/proxy``, reaches pods through the Konnectivity agents there);
   ``gmp-system`` (the metrics port: Google Managed Prometheus's collectors).
+  A second one per RayCluster selects its workers: only the same cluster's Ray pods (its head and
+  its own workers: the raylet, object manager and worker ports Ray picks) and ``gmp-system`` on the
+  metrics port reach them. Nothing else connects to a worker: the KubeRay operator (GKE's Ray add-on)
+  talks to the head's dashboard only (job submission and status, port 8265), and without a Ray token
+  (stacks without ``ray.auth: token``) any pod that reached a worker's raylet could run tasks as the
+  trainer's account.
 - The drill identity's RBAC: exactly the calls ``drills/cluster.py``'s ``Kube`` makes (no Secret), and a
   ValidatingAdmissionPolicy that lets it delete only the stack's Ray worker pods and its TPU pools' nodes.
 - Ray token authentication (``ray.auth: token``): KubeRay's ``authOptions`` (>= 1.5.1, Ray >= 2.52).
@@ -138,17 +144,46 @@ def head_network_policy(spec: StackSpec, name: str, ray_pods: dict[str, str], su
     }
 
 
+def worker_network_policy_name(ray_cluster: str) -> str:
+    return f"{ray_cluster}-worker-ingress"
+
+
+def worker_network_policy(spec: StackSpec, name: str, ray_pods: dict[str, str]) -> dict[str, Any]:
+    """The NetworkPolicy of one RayCluster's workers: its own Ray pods (head and workers, every port: GCS
+    callbacks, raylet, object manager, the worker ports Ray picks) and the metrics collectors, nothing else."""
+    return {
+        "apiVersion": NETWORK_POLICY_API,
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": worker_network_policy_name(name),
+            "namespace": spec.storage.namespace,
+            "labels": _labels(spec, "ray-network-policy"),
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {**ray_pods, kube.RAY_NODE_TYPE_LABEL: "worker"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": dict(ray_pods)}}]},
+                {"from": [_from_namespace(GMP_NAMESPACE)], "ports": _ports(spec.ray.metrics_export_port)},
+            ],
+        },
+    }
+
+
 def network_policies(spec: StackSpec, shared: bool, jobs: list[Job]) -> list[dict[str, Any]]:
-    """One NetworkPolicy per RayCluster: the shared one (``shared``) and each dedicated job's."""
+    """Two NetworkPolicies per RayCluster (its head's, its workers'): the shared one (``shared``) and each
+    dedicated job's."""
     docs = []
     if shared:
         on_shared = [j.name for j in jobs if j.cluster == "shared"]
-        docs.append(head_network_policy(spec, spec.ray.cluster_name,
-                                        {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}, on_shared))
+        pods = {kube.RAY_CLUSTER_LABEL: spec.ray.cluster_name}
+        docs += [head_network_policy(spec, spec.ray.cluster_name, pods, on_shared),
+                 worker_network_policy(spec, spec.ray.cluster_name, pods)]
     for job in jobs:
         if job.cluster == "dedicated":
-            docs.append(head_network_policy(spec, job.name, {kube.JOB_LABEL: job.name},
-                                            [names.submitter_job(job.name)]))
+            pods = {kube.JOB_LABEL: job.name}
+            docs += [head_network_policy(spec, job.name, pods, [names.submitter_job(job.name)]),
+                     worker_network_policy(spec, job.name, pods)]
     return docs
 
 

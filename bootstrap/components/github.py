@@ -9,7 +9,7 @@ import pulumi_github as github
 
 from bootstrap.access import environments
 from bootstrap.config import BootstrapConfig
-from bootstrap.environments import MAIN, REQUIRED_CHECKS
+from bootstrap.environments import ACTIONS_APP_ID, MAIN, REQUIRED_CHECKS
 from bootstrap.workflow_scan import allowed_actions
 
 
@@ -27,6 +27,7 @@ class GitHubRepository(pulumi.ComponentResource):
 
     environments: dict[str, github.RepositoryEnvironment]
     protection: github.BranchProtection
+    checks: github.RepositoryRuleset
 
     def __init__(self, name: str, args: GitHubRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-multislice:bootstrap:GitHubRepository", name, None, opts)
@@ -75,14 +76,36 @@ class GitHubRepository(pulumi.ComponentResource):
                 allows_force_pushes=False,
                 allows_deletions=False,
                 require_conversation_resolution=True,
-                required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(
-                    strict=True, contexts=list(REQUIRED_CHECKS))],
+                # The required checks are the ruleset's below: the classic protection's `contexts` cannot name
+                # the app a check must come from (pulumi-github BranchProtectionRequiredStatusCheck: strict and
+                # contexts only), so a status any writer posts under a check's name would satisfy it.
                 required_pull_request_reviews=[github.BranchProtectionRequiredPullRequestReviewArgs(
                     required_approving_review_count=1,
                     dismiss_stale_reviews=True,
                     require_last_push_approval=True,
                     require_code_owner_reviews=True,  # .github/CODEOWNERS: the reviewers own the trust paths
                 )],
+            ),
+            opts=child,
+        )
+        # Rulesets and branch protection layer: both apply to main ("rulesets work alongside any branch
+        # protection rules", docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/
+        # managing-rulesets/about-rulesets). Each required check is bound to GitHub Actions (ACTIONS_APP_ID).
+        self.checks = github.RepositoryRuleset(
+            f"{name}-main-checks",
+            github.RepositoryRulesetArgs(
+                repository=c.repository_name,
+                name="main-required-checks",
+                target="branch",
+                enforcement="active",
+                bypass_actors=[],
+                conditions=github.RepositoryRulesetConditionsArgs(ref_name=github.RepositoryRulesetConditionsRefNameArgs(
+                    includes=[f"refs/heads/{MAIN}"], excludes=[])),
+                rules=github.RepositoryRulesetRulesArgs(
+                    required_status_checks=github.RepositoryRulesetRulesRequiredStatusChecksArgs(
+                        strict_required_status_checks_policy=True,
+                        required_checks=[github.RepositoryRulesetRulesRequiredStatusChecksRequiredCheckArgs(
+                            context=check, integration_id=ACTIONS_APP_ID) for check in REQUIRED_CHECKS])),
             ),
             opts=child,
         )
