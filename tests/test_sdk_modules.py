@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_STACKS = ROOT / "tests" / "fixtures" / "stacks"
 
 _PROBE = """
-import json, sys
+import json, pathlib, sys
 from offline import engine, sdk_modules
 import pulumi
 deferred = sorted(n for n, m in sys.modules.items() if isinstance(m, sdk_modules.Deferred)
                   and not m.__dict__.get("_deferred_loaded"))
 loaded_before = sorted(n for n in sys.modules if n.startswith(("pulumi.automation.", "pulumi.dynamic.", "dill")))
-engine.render("dev")
+engine.render("dev", stacks_dir=pathlib.Path(sys.argv[1]))  # the tests' own dev (a fork may hold no dev)
 after_render = sorted(n for n in sys.modules if n.startswith(("pulumi.automation.", "pulumi.dynamic.")))
 workspace = pulumi.automation.LocalWorkspace.__module__
 provider = pulumi.dynamic.ResourceProvider.__module__
@@ -31,7 +32,8 @@ print(json.dumps({"deferred": deferred, "loaded_before": loaded_before, "after_r
 
 
 def _probe(**env: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(FIXTURE_STACKS)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **env})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
