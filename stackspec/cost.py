@@ -23,7 +23,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from . import prices
+from . import gke, prices
 
 SCHEMA_ID = "tpu-multislice/cost/v4"
 # Documents whose totals have the current shape (v4 added the wait and productive-hour columns only).
@@ -213,10 +213,13 @@ def _compute_regions(spec: Any) -> dict:
         notes += [n for n in doc["notes"] if n not in notes]
     hours = prices.hours_per_month()
     m, over = spec.manager, spec.prices
-    mp = prices.manager(m.autopilot, m.system_machine_type, m.system_node_count, m.region, over)
+    # A Standard manager is regional: its pool's node count is per zone (stackspec.gke.REGIONAL_NODE_ZONES).
+    mp = prices.manager(m.autopilot, m.system_machine_type, m.system_node_count * gke.REGIONAL_NODE_ZONES, m.region,
+                        over)
     standing.append({"item": f"manager {m.name} ({m.region})", "what": ("Autopilot: Kueue's controller pods"
                                                              if m.autopilot else
-                                                             f"{m.system_node_count} x {m.system_machine_type}"),
+                                                             f"{m.system_node_count} x {m.system_machine_type} in "
+                                                             f"each of {gke.REGIONAL_NODE_ZONES} zones"),
                      "usdPerHour": _round(mp.usd), "usdPerMonth": _round(_mul(mp.usd, hours)),
                      "price": mp.as_json()})
     parts["standing"].append((standing[-1]["usdPerMonth"], _missing(mp)))

@@ -21,6 +21,12 @@ NO_UPGRADES_MAX_DAYS = 30
 MAX_EXCLUSIONS = 20
 WINDOW_MIN_HOURS = 4
 WINDOW_HOURS_PER_32_DAYS = 48
+# A regional Standard cluster whose pools name no node_locations runs each pool in three zones of its region, the
+# pool's node_count in each (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters: "a
+# regional cluster in the us-east1 region ... provisions nodes in three us-east1 zones"; the default pool is "nine
+# nodes (three per zone)"; terraform-provider-google container_node_pool: node_count is "The number of nodes per
+# instance group"). The Standard manager is such a cluster (infra/cluster.py: location=<region>).
+REGIONAL_NODE_ZONES = 3
 # GKE managed DRANET on Standard clusters needs at least this version.
 DRANET_MIN_VERSION = "1.34.1-gke.1829001"
 DCN_MTU = 8896

@@ -220,7 +220,8 @@ class Manager(Section):
     version: GkeVersion
     release_channel: Literal[RELEASE_CHANNELS] = "REGULAR"
     system_machine_type: Literal[machines.SYSTEM_MACHINES] = "n1-standard-4"  # Standard only
-    system_node_count: int = Field(1, ge=1, le=100)  # Standard only
+    # Standard only; per zone: the manager is regional, its pool in three zones (gke.REGIONAL_NODE_ZONES)
+    system_node_count: int = Field(1, ge=1, le=100)
     deletion_protection: bool | None = None  # on in prod unless said otherwise (refused off)
     cidr: SubnetCidr = "10.0.0.0/20"  # its own VPC's node subnet (<name>-vpc, <name>-nodes)
     pod_cidr: ClusterCidr | None = None  # pinned pod and service ranges (secondary ranges of its subnet)
