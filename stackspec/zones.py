@@ -56,10 +56,20 @@ def suggestion(region: str, generation: str) -> str:
     return f"e.g. {region}-b"
 
 
+def single_tenant(generation: str) -> tuple[str, ...]:
+    """Zones the page lists for ``generation`` as single-tenant: not refused, never suggested."""
+    return tuple(table()["generations"].get(generation, {}).get("singleTenant", ()))
+
+
 def zone_error(zone: str, generation: str) -> str | None:
-    """Why ``zone`` cannot hold a ``generation`` slice, or None (unchecked generations pass)."""
+    """Why ``zone`` cannot hold a ``generation`` slice, or None (unchecked generations and single-tenant zones pass).
+    A region where Compute Engine lists the hosts but the page names no zone is refused saying so."""
     listed, complete = zones(generation)
-    if complete and zone not in listed:
+    if complete and zone not in listed and zone not in single_tenant(generation):
         region = zone.rsplit("-", 1)[0]
-        return f"offers no {generation} TPUs; {suggestion(region, generation)} (from {source()})"
+        unlisted = {r["region"]: r for r in table()["generations"][generation].get("unlistedRegions", ())}
+        also = (f"; Compute Engine lists {generation} hosts in {region} ({unlisted[region]['source']}) but no "
+                "zone of it is on the TPU page: ask Google which zone holds your capacity"
+                if region in unlisted else "")
+        return f"offers no {generation} TPUs; {suggestion(region, generation)}{also} (from {source()})"
     return None
