@@ -36,11 +36,20 @@ class Deferred(types.ModuleType):
         if name.startswith("__") and name not in ("__all__", "__path__"):
             raise AttributeError(name)  # dunder probes (the import system, copy, inspect) are not uses
         with _lock:
-            if not self.__dict__.get("_deferred_loaded"):
-                self.__dict__["_deferred_loaded"] = True
-                exec(self.__spec__.loader.get_code(self.__name__), self.__dict__)  # noqa: S102 (the SDK's own code)
-                if name in self.__dict__:
-                    return self.__dict__[name]
+            here = self.__dict__
+            if name in here:
+                return here[name]  # another thread loaded the module while this one waited
+            if not here.get("_deferred_loaded"):
+                here["_deferred_loaded"] = True
+                try:
+                    exec(self.__spec__.loader.get_code(self.__name__), here)  # noqa: S102 (the SDK's own code)
+                except BaseException:
+                    # As a failed import: the next use runs the code again and raises the same error, never a
+                    # bare AttributeError that hides it.
+                    here["_deferred_loaded"] = False
+                    raise
+                if name in here:
+                    return here[name]
         raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
 
