@@ -68,3 +68,22 @@ def test_two_threads_first_using_a_stand_in_both_get_the_name():
         print(json.dumps(out))
     """)
     assert got == {"main": "LocalWorkspace", "thread": "LocalWorkspace"}, got
+
+
+def test_the_sdk_sets_up_nothing_for_tracing_without_traceparent():
+    """The deferral of ``pulumi.runtime._instrumentation`` rests on the SDK's import of it doing nothing without
+    ``TRACEPARENT`` (pulumi 3.272.0 pulumi/runtime/_instrumentation.py ``_initialize_tracing``: ``if not
+    traceparent: return``). Checked on the SDK as published, no stand-in: a version that sets up anything there
+    (a tracer provider, a context) fails this before a preview would silently skip it."""
+    got = _run("""
+        import json, sys
+        from opentelemetry import context, trace
+        before = (type(trace.get_tracer_provider()).__name__, context.get_current())
+        import pulumi
+        from pulumi.runtime import _instrumentation as inst
+        after = (type(trace.get_tracer_provider()).__name__, context.get_current())
+        print(json.dumps({"same": before == after, "provider": inst._tracer_provider is None,
+                          "root": inst._root_context is None, "offline": [n for n in sys.modules
+                                                                         if n.split(".")[0] == "offline"]}))
+    """)
+    assert got == {"same": True, "provider": True, "root": True, "offline": []}, got
