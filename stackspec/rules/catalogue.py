@@ -230,9 +230,13 @@ RULES: tuple[CloudRule, ...] = (
         "gce-zone-offers-machine-type", "GCE",
         "A node pool's VMs are created in its zones with its machine type, which each zone offers or not: a machine "
         "type no zone of the region lists (stackspec/data/machine_regions.csv, a gcloud machine-types export) is "
-        "refused for system pools, a Standard manager and TPU pools.",
+        "refused for system pools, a Standard manager and TPU pools; so is a zone the last per-zone export lists "
+        "without it where it lists it in others of the region (stackspec/data/machine_zones.csv), and a Standard "
+        "manager's regional pool where fewer than the three zones it takes offer it.",
         "https://cloud.google.com/compute/docs/regions-zones; Cyclenerd/google-cloud-pricing-cost-calculator "
-        "tools/machinetyperegion.csv at 8bf3293a3561 (gcloud compute machine-types list, daily)",
+        "tools/machinetyperegion.csv at 8bf3293a3561 (gcloud compute machine-types list, daily) and "
+        "tools/machinetypezone.csv at 4ed73c63446f (2023-05-02); "
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters",
         ("spec:tpu-multislice:cluster.systemMachineType", "spec:tpu-multislice:manager.systemMachineType",
          "spec:tpu-multislice:slices[].machineType"),
         quotes=(
