@@ -1,6 +1,7 @@
-"""offline/sdk_modules.py's stand-ins fail as an import would: a deferred module whose code raises raises the same
-error at every use (Python drops a module whose import failed from ``sys.modules``, so the next import runs it
-again and raises again), and two threads using a stand-in for the first time both get the module's name.
+"""offline/sdk_modules.py against the real paths. Its stand-ins fail as an import would: a deferred module whose
+code raises raises the same error at every use (Python drops a module whose import failed from ``sys.modules``,
+so the next import runs it again and raises again); two threads using a stand-in for the first time both get the
+module's name; the SDK behaves as the deferral assumes; the CrossGuard policy pack never sees a stand-in.
 In a fresh interpreter: this one has imported the SDK already."""
 
 from __future__ import annotations
@@ -87,3 +88,24 @@ def test_the_sdk_sets_up_nothing_for_tracing_without_traceparent():
                                                                          if n.split(".")[0] == "offline"]}))
     """)
     assert got == {"same": True, "provider": True, "root": True, "offline": []}, got
+
+
+def test_the_policy_pack_as_crossguard_runs_it_loads_the_sdk_whole():
+    """``pulumi preview --policy-pack policies`` runs policies/__main__.py (PulumiPolicy.yaml, runtime python): it
+    must not import the offline engine, so the SDK's modules are the published ones, loaded by ``import pulumi``.
+    ``PolicyPack`` is replaced by a recorder (building it starts the analyzer's gRPC server and blocks)."""
+    got = _run("""
+        import json, runpy, sys, types
+        import pulumi_policy
+        built = []
+        pulumi_policy.PolicyPack = lambda **kw: built.append(sorted(kw))
+        runpy.run_path("policies/__main__.py", run_name="__main__")
+        print(json.dumps({
+            "built": built,
+            "offline": sorted(n for n in sys.modules if n.split(".")[0] == "offline"),
+            "sdk": {n: type(sys.modules[n]) is types.ModuleType for n in
+                    ("pulumi.automation", "pulumi.dynamic", "pulumi.runtime._instrumentation")},
+        }))
+    """)
+    assert got["built"] and got["offline"] == [], got
+    assert all(got["sdk"].values()), got["sdk"]
