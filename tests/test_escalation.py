@@ -72,6 +72,49 @@ authoritative bucket or repository policy that is not one of the stack's own ide
 """
 
 
+class Manifests(list):
+    """One stack's Kubernetes objects, each in the cluster it is applied to (``esc.cluster_id``: the GKE cluster
+    its provider targets, and that cluster's project): a list for the mutations, which append to ``default`` (the
+    stack's manager cluster where it has one, else its first)."""
+
+    def __init__(self, docs=(), home: dict[int, str] | None = None, default: str | None = None):
+        super().__init__(docs)
+        self.home = dict(home or {})
+        self.default = default
+
+    def __deepcopy__(self, memo):
+        docs = [copy.deepcopy(d, memo) for d in self]
+        return Manifests(docs, {id(n): self.home[id(d)] for d, n in zip(self, docs, strict=True) if id(d) in self.home},
+                         self.default)
+
+    def by_cluster(self) -> dict[str | None, list[dict]]:
+        out: dict[str | None, list[dict]] = {}
+        for d in self:
+            out.setdefault(self.home.get(id(d), self.default), []).append(d)
+        return out
+
+
+def stack_manifests(r) -> Manifests:
+    """A rendering's manifests placed in their clusters: an object's provider is ``<cluster>-k8s`` (its URN's name),
+    the cluster the GKE Cluster resource of that name declares, in its project."""
+    from offline import engine
+
+    clusters = {i["name"]: esc.cluster_id(i["name"], i["project"]) for t, i in
+                ((x.type, x.inputs) for x in r.resources) if t == "gcp:container/cluster:Cluster"}
+    providers = {x.urn: x for x in r.resources if x.type == "pulumi:providers:kubernetes"}
+    home, docs, default = {}, [], None
+    for x in sorted((x for x in r.resources if engine.is_kubernetes_object(x)),
+                    key=lambda x: engine.manifest_order(engine.kubernetes_manifest(x))):
+        name = x.provider_urn.rsplit("::", 1)[1].removesuffix("-k8s")
+        assert name in clusters, f"{x.name}: provider {x.provider_urn} targets no cluster the stack declares"
+        doc = engine.kubernetes_manifest(x)
+        docs.append(doc)
+        home[id(doc)] = clusters[name]
+        if "infra:ManagerCluster" in providers[x.provider_urn].urn:
+            default = clusters[name]
+    return Manifests(docs, home, default or (sorted(home.values())[0] if home else None))
+
+
 class Rendered:
     """The records the check reads, as plain data (copied for each mutation)."""
 
@@ -95,8 +138,9 @@ class Rendered:
 
     def reach(self):
         reach = esc.compute(self.resources(), objects=self.objects())
-        for _, manifests in self.stacks.values():  # one stack's roles, bindings and service accounts at a time
-            reach.absorb(esc.compute([], manifests))
+        for _, manifests in self.stacks.values():  # one cluster's roles, bindings and service accounts at a time
+            for cluster, docs in manifests.by_cluster().items():
+                reach.absorb(esc.compute([], docs, cluster=cluster))
         return reach
 
     def envs(self):
@@ -167,7 +211,7 @@ def render_all(stacks_dir: Path) -> Rendered:
     for p in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         n = p.name.removeprefix("Pulumi.").removesuffix(".yaml")
         r = engine.render(n, stacks_dir=stacks_dir)
-        stacks[n] = ([(x.type, x.inputs) for x in r.resources], r.manifests)
+        stacks[n] = ([(x.type, x.inputs) for x in r.resources], stack_manifests(r))
     return Rendered([(r.type, r.inputs) for r in boot.resources], boot.exports, stacks)
 
 

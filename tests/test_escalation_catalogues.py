@@ -230,7 +230,8 @@ K8S_TARGETS = {
     "ci-drill-prod": ({"kind": "User", "name": f"ci-drill-prod@{CI}.iam.gserviceaccount.com"}, "maxtext", "prod",
                       f"serviceAccount:ci-drill-prod@{CI}.iam.gserviceaccount.com"),
     "kueue-metrics-token": ({"kind": "ServiceAccount", "name": "kueue-metrics-token", "namespace": "kueue-system"},
-                            "kueue-system", "multi", "k8s:ServiceAccount:kueue-system/kueue-metrics-token"),
+                            "kueue-system", "multi",
+                            "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/kueue-metrics-token"),
 }
 
 
