@@ -264,7 +264,8 @@ K8S = {
         _crb("x", "x")), "admission control writes"),
     "create pods in kube-system for the trainer's KSA": (
         _in_kube_system("RoleBinding", "Role", "x", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]),
-        "create of pod-making kinds outside its own namespace (kube-system) (cluster maxtext-tpu.my-tpu-project): pods"),
+        "create of pod-making kinds outside its own namespace (kube-system) (cluster maxtext-tpu.my-tpu-project): "
+        "pods"),
     "cluster-wide create jobsets / leaderworkersets / pods/ephemeralcontainers": (_add_manifests(
         _cr("x", [{"apiGroups": ["jobset.x-k8s.io", "leaderworkerset.x-k8s.io", ""],
                    "resources": ["jobsets", "leaderworkersets", "pods/ephemeralcontainers"],
@@ -502,3 +503,56 @@ def test_kueues_reach_past_the_token_job_is_its_own_project_only(rendered):  # n
         "project": "my-tpu-project", "role": "roles/container.clusterViewer",
         "member": "serviceAccount:tpu-manager-multikueue@my-tpu-project-multi.iam.gserviceaccount.com"}))
     assert any(f.startswith(f"{controller}: patch jobs ") and "['project my-tpu-project'" in f for f in new), new
+
+
+def _role_in(stack: str, namespace: str, subject: dict, rules: list[dict]):
+    """A Role and its binding in ``namespace`` of the stack's manager (or only) cluster."""
+    def mutate(x):
+        _, manifests = x.stacks[stack]
+        meta = {"name": "mutation", "namespace": namespace}
+        manifests.extend(json.loads(json.dumps([
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mutation"},
+             "subjects": [subject]}])))
+    return mutate
+
+
+METRICS_TOKEN = {"kind": "ServiceAccount", "namespace": "kueue-system", "name": "kueue-metrics-token"}
+METRICS_MEMBER = "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/kueue-metrics-token"
+
+
+@pytest.mark.parametrize(("res", "names"), [("services", ["kueue-webhook-service"]), ("services", None),
+                                            ("endpoints", None), ("endpointslices", None)])
+def test_the_declared_webhooks_backends_are_refused(rendered, res, names):  # noqa: F811
+    """K6: Kueue's webhook configurations (its vendored release manifest) call kueue-webhook-service in
+    kueue-system: patching that Service (or its Endpoints/EndpointSlices) points every pod admission at another
+    pod. Given to the metrics token job's account on the manager, it is refused; the same in the job namespace,
+    where no webhook's Service lives, is no such finding."""
+    rule = {"apiGroups": ["", "discovery.k8s.io"], "resources": [res], "verbs": ["patch"],
+            **({"resourceNames": names} if names else {})}
+    new = _new_refused(rendered, _role_in("multi", "kueue-system", METRICS_TOKEN, [rule]))
+    assert any(f.startswith(f"{METRICS_MEMBER}: Kubernetes admission webhook backends (kueue-webhook-service")
+               for f in new), new
+    elsewhere = _new_refused(rendered, _role_in("multi", "maxtext", METRICS_TOKEN, [rule]))
+    assert not any("webhook backends" in f for f in elsewhere), elsewhere
+
+
+def test_the_declared_webhooks_are_read_from_the_manifests(rendered):  # noqa: F811
+    """Every cluster with Kueue has its webhook Service in the model (read, not named by the check)."""
+    reach = rendered.reach()
+    clusters = {c for _, m in rendered.stacks.values() for c in m.by_cluster()}
+    assert {(f"kueue-system@{c}", "kueue-webhook-service") for c in clusters} <= reach.webhook_services
+
+
+def test_writing_the_kubeconfig_secrets_kueue_reads_is_refused(rendered):  # noqa: F811
+    """K11: the worker kubeconfig Secrets on the manager are the token job's to write (it is excluded by its pods'
+    ConfigMap); any other writer redirects MultiKueue's dispatch and credentials, refused: the metrics token job's
+    account given patch on one of them."""
+    rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"],
+            "resourceNames": ["maxtext-east1-multikueue"]}
+    new = _new_refused(rendered, _role_in("multi", "kueue-system", METRICS_TOKEN, [rule]))
+    assert any(f.startswith(f"{METRICS_MEMBER}: Kubernetes the Secrets Kueue reads (maxtext-east1-multikueue")
+               for f in new), new
+    assert "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/multikueue-token" in \
+        rendered.reach().token_jobs

@@ -76,12 +76,13 @@ ACCEPTED = {
     "kueue": ("Kueue's own controller, as its release manifest grants it (workloads/kueue_install.py): it suspends, "
               "admits and resumes jobs in every namespace, its cert rotator updates its own two webhook "
               "configurations (resourceNames) with their CA bundle, and on the MultiKueue manager it reads the "
-              "worker kubeconfig Secrets the token job fills"),
+              "worker kubeconfig Secrets the token job fills (and its release manifest's update on Secrets of "
+              "kueue-system, for its webhook certificate, reaches them: its own input, nothing it lacks)"),
 }
 # Kueue's controller and the MultiKueue manager, in any one cluster (``kubernetes.qualify``: kueue-system@<cluster>).
 KUEUE_CONTROLLER = re.compile(r"^k8s:ServiceAccount:kueue-system(@[^/]+)?/kueue-controller-manager$")
 KUEUE_CONTROLLER_PATHS = re.compile(r"^Kubernetes (patch|update) of pod-making kinds|^Kubernetes admission control "
-                                    r"writes")
+                                    r"writes|^Kubernetes the Secrets Kueue reads \(")
 MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system(@[^/]+)?/[a-z0-9-]*multikueue$")
 MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
 # What an account reaching more than its holder means: a project the holder does not reach, or a sensitive permission.
@@ -338,7 +339,7 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
                     if routine or KUEUE_CONTROLLER.match(member) else None
                 out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {_first(more)}", ok))
         # Kubernetes.
-        for source, ns, what in kubernetes_findings(member, r):
+        for source, ns, what in kubernetes_findings(member, r, reach):
             ok = None
             if source == "GKE IAM" and DEPLOYER.match(who) and gated:
                 ok = ACCEPTED["gke"]

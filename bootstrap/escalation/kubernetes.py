@@ -30,6 +30,11 @@ RBAC_ESCALATION = {"escalate", "bind", "impersonate", "*"}
 # Writing these switches the cluster's admission off (the stack's own ValidatingAdmissionPolicy included).
 ADMISSION = {"validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies",
              "mutatingadmissionpolicybindings", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
+# Admission webhooks: whoever answers the Service one calls sees every object it matches and, for a mutating one,
+# rewrites it (a pod's image, its service account): https://kubernetes.io/docs/concepts/security/rbac-good-practices/
+# ("Control admission webhooks"). Its Service, Endpoints or EndpointSlices rewritten point it at another pod.
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+WEBHOOK_BACKENDS = {"services", "endpoints", "endpointslices"}
 # GKE IAM permission names (container.<kind>.<verb>, https://cloud.google.com/kubernetes-engine/docs/reference/
 # api-permissions) whose kind is no Kubernetes object: the GKE API's own.
 GKE_API_KINDS = {"clusters", "operations", "locations", "projects", "hostServiceAgent", "containerDiagnosisInsights",
@@ -194,6 +199,14 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
                            f"{d['metadata']['name']}": gsa
                            for d in manifests if d.get("kind") == "ServiceAccount"
                            and (gsa := (d["metadata"].get("annotations") or {}).get("iam.gke.io/gcp-service-account"))}
+    # K6: the Services the declared admission webhooks call; K11: the token jobs' own accounts, the Secrets' writers.
+    reach.webhook_services |= {(qualify(svc.get("namespace"), cluster), svc.get("name")) for d in manifests
+                               if d.get("kind") in WEBHOOK_KINDS for w in d.get("webhooks") or []
+                               if (svc := (w.get("clientConfig") or {}).get("service"))}
+    targets = {(qualify((d.get("metadata") or {}).get("namespace"), cluster), (d.get("metadata") or {}).get("name"))
+               for d in manifests if d.get("kind") == "ConfigMap" and "targets.json" in (d.get("data") or {})}
+    reach.token_jobs |= {f"k8s:ServiceAccount:{ns}/{sa}" for ns, sa, maps in pod_templates(manifests, cluster)
+                         if any((ns, m) in targets for m in maps)}
     for key, accounts in secret_tokens(manifests, cluster).items():
         reach.secret_tokens.setdefault(key, set()).update(accounts)
     # A Kubernetes service account is its GKE workload identity principal; and whoever runs pods in its
@@ -354,10 +367,17 @@ def link_principals(reach: Reaches) -> None:
                     r.becomes.setdefault(member, f"{verb} {res} in {rns}")
 
 
-def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
+def _under(grant: str, target: str) -> bool:
+    """A grant's namespace reaches ``target`` (GKE IAM's unqualified '*': every cluster's)."""
+    return grant == "*" or covers(grant, target)
+
+
+def findings(member: str, r: Reach, reach: Reaches | None = None) -> list[tuple[str, str, str]]:
     """(source, namespace or '*', what) for each Kubernetes path to more: source 'RBAC' (the manifests) or
-    'GKE IAM'."""
+    'GKE IAM'. ``reach`` gives the declared webhooks' Services and the token jobs' Secrets (K6, K11)."""
     out = []
+    hooks = reach.webhook_services if reach is not None else set()
+    kubeconfigs = set(reach.secret_tokens) if reach is not None and member not in reach.token_jobs else set()
     own = own_namespace(member)
     for source, tuples in (("RBAC", r.rbac), ("GKE IAM", r.gke)):
         groups: dict[tuple[str, str], set[str]] = {}
@@ -384,6 +404,16 @@ def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
                 rule = "PersistentVolumes (a hostPath volume is the node's filesystem)"
             elif res == "namespaces" and verb in ("update", "patch", "*"):
                 rule = "namespace labels (the Pod Security admission level, what network policies select)"
+            elif res in WEBHOOK_BACKENDS | {"*"} and verb in WRITE_VERBS | {"delete"} and (
+                    hit := sorted(n for wns, n in hooks if _under(ns, wns) and (
+                        not names or res != "services" or n in names.split(",")))):
+                rule = (f"admission webhook backends ({', '.join(hit)}: whoever answers them sees every object "
+                        "the webhook matches, and a mutating one rewrites pods)")
+            elif res in ("secrets", "*") and verb in ("update", "patch", "*") and (
+                    hit := sorted(n for sns, n in kubeconfigs if _under(ns, sns) and (
+                        not names or n in names.split(",")))):
+                rule = (f"the Secrets Kueue reads ({', '.join(hit[:4])}: a rewritten kubeconfig points MultiKueue's "
+                        "dispatch, and the credentials it sends, at another server)")
             elif res == "secrets" and verb == "create":
                 rule = "Secrets created (a service-account-token Secret is any account of the namespace)"
             elif res == "networkpolicies" and verb in WRITE_VERBS | {"delete", "deletecollection"} and outside:
