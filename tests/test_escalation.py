@@ -51,6 +51,10 @@ or against the live projects: it sees what the programs declare, not grants made
 inside the Kueue Helm chart (the chart's controller roles; only its metrics-reader role, which the stacks
 bind, is vendored and read).
 
+Kubernetes reach is per cluster and per namespace: `maxtext@maxtext-east1.my-tpu-project-multi` is the `maxtext`
+namespace of that cluster (of that project), and a cluster's service account is its project's workload identity
+principal only.
+
 Conditional grants on the state bucket count on the objects their condition admits: each condition is parsed as
 CEL and evaluated on every stack's representative state, history, backup and lock objects.
 
@@ -123,6 +127,21 @@ class Rendered:
         self.exports = boot_exports
         self.stacks = {k: ([(t, copy.deepcopy(i)) for t, i in res], copy.deepcopy(man)) for k, (res, man) in
                        stacks.items()}
+        self._baseline: frozenset[str] | None = None
+        self._reach = None
+
+    def baseline(self) -> frozenset[str]:
+        """This rendering's findings, as text, computed once: a mutation test mutates a copy and compares its
+        findings with these (the module's rendering is never mutated itself)."""
+        if self._baseline is None:
+            self._baseline = frozenset(map(str, self.findings()))
+        return self._baseline
+
+    def reach_once(self):
+        """This rendering's reach, computed once, for reading only (``check`` links edges into what it is given)."""
+        if self._reach is None:
+            self._reach = self.reach()
+        return self._reach
 
     def copy(self) -> Rendered:
         return Rendered(self.boot, self.exports, self.stacks)
@@ -460,7 +479,7 @@ MUTATIONS = {
 def test_each_widening_fails_the_check(rendered, mutation):
     mutate, expect = MUTATIONS[mutation]
     x = rendered.copy()
-    before = {str(f) for f in x.findings()}
+    before = rendered.baseline()
     mutate(x)
     new = refused([f for f in x.findings() if str(f) not in before])
     assert any(expect in f for f in new), f"{mutation}: not caught; new findings: {new}"

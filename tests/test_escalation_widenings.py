@@ -26,7 +26,7 @@ CONDITION = ("assertion.repository == 'o/r' && assertion.repository_id == '1' &&
 
 def _new_refused(rendered: Rendered, mutate) -> list[str]:  # noqa: F811
     x = rendered.copy()
-    before = {str(f) for f in x.findings()}
+    before = rendered.baseline()
     mutate(x)
     return refused([f for f in x.findings() if str(f) not in before])
 
