@@ -261,6 +261,9 @@ K8S_CASES = [(f"{entry} -> {target}", rules, target)
 def test_each_kubernetes_catalogue_entry_is_refused(rendered, case, rules, target):  # noqa: F811
     subject, namespace, stack, member = K8S_TARGETS[target]
     namespace, stack = PLACE.get(case.split(" -> ")[0], (namespace, stack))
+    if subject["kind"] == "ServiceAccount":  # the Role's cluster's account
+        member = f"k8s:ServiceAccount:{esc.qualify(subject['namespace'], rendered.stacks[stack][1].default)}/" \
+                 f"{subject['name']}"
     new, accepted = _caught(rendered, _role(subject, namespace, stack, rules), member)
     assert new, f"{case}: not refused (accepted: {accepted})"
 
