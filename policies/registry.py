@@ -321,6 +321,12 @@ RULES: tuple[Rule, ...] = (
        MANDATORY, STACK, safety.ray_head_network_policy,
        "Keep the workloads' NetworkPolicies (workloads/security.py renders one per RayCluster head).",
        dev=ADVISORY),
+    # Mandatory in dev too: a dev stack runs Ray without token authentication, so this policy is the workers' only
+    # guard (issue 35: any pod in the cluster could run tasks as the trainer account).
+    _r("ray-worker-network-policy", "Every Ray worker group (of a RayCluster or a RayJob with its own cluster) has a "
+       "NetworkPolicy restricting its ingress.",
+       MANDATORY, STACK, safety.ray_worker_network_policy,
+       "Keep the workloads' NetworkPolicies (workloads/security.py renders <cluster>-worker-ingress per RayCluster)."),
     _r("ray-pods-no-token-automount", "Ray pods (head, workers, submitter) set "
        "automountServiceAccountToken: false.",
        MANDATORY, RESOURCE, safety.ray_pods_no_token_automount,

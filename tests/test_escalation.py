@@ -51,6 +51,10 @@ or against the live projects: it sees what the programs declare, not grants made
 inside the Kueue Helm chart (the chart's controller roles; only its metrics-reader role, which the stacks
 bind, is vendored and read).
 
+Kubernetes reach is per cluster and per namespace: `maxtext@maxtext-east1.my-tpu-project-multi` is the `maxtext`
+namespace of that cluster (of that project), and a cluster's service account is its project's workload identity
+principal only.
+
 Conditional grants on the state bucket count on the objects their condition admits: each condition is parsed as
 CEL and evaluated on every stack's representative state, history, backup and lock objects.
 
@@ -72,6 +76,49 @@ authoritative bucket or repository policy that is not one of the stack's own ide
 """
 
 
+class Manifests(list):
+    """One stack's Kubernetes objects, each in the cluster it is applied to (``esc.cluster_id``: the GKE cluster
+    its provider targets, and that cluster's project): a list for the mutations, which append to ``default`` (the
+    stack's manager cluster where it has one, else its first)."""
+
+    def __init__(self, docs=(), home: dict[int, str] | None = None, default: str | None = None):
+        super().__init__(docs)
+        self.home = dict(home or {})
+        self.default = default
+
+    def __deepcopy__(self, memo):
+        docs = [copy.deepcopy(d, memo) for d in self]
+        return Manifests(docs, {id(n): self.home[id(d)] for d, n in zip(self, docs, strict=True) if id(d) in self.home},
+                         self.default)
+
+    def by_cluster(self) -> dict[str | None, list[dict]]:
+        out: dict[str | None, list[dict]] = {}
+        for d in self:
+            out.setdefault(self.home.get(id(d), self.default), []).append(d)
+        return out
+
+
+def stack_manifests(r) -> Manifests:
+    """A rendering's manifests placed in their clusters: an object's provider is ``<cluster>-k8s`` (its URN's name),
+    the cluster the GKE Cluster resource of that name declares, in its project."""
+    from offline import engine
+
+    clusters = {i["name"]: esc.cluster_id(i["name"], i["project"]) for t, i in
+                ((x.type, x.inputs) for x in r.resources) if t == "gcp:container/cluster:Cluster"}
+    providers = {x.urn: x for x in r.resources if x.type == "pulumi:providers:kubernetes"}
+    home, docs, default = {}, [], None
+    for x in sorted((x for x in r.resources if engine.is_kubernetes_object(x)),
+                    key=lambda x: engine.manifest_order(engine.kubernetes_manifest(x))):
+        name = x.provider_urn.rsplit("::", 1)[1].removesuffix("-k8s")
+        assert name in clusters, f"{x.name}: provider {x.provider_urn} targets no cluster the stack declares"
+        doc = engine.kubernetes_manifest(x)
+        docs.append(doc)
+        home[id(doc)] = clusters[name]
+        if "infra:ManagerCluster" in providers[x.provider_urn].urn:
+            default = clusters[name]
+    return Manifests(docs, home, default or (sorted(home.values())[0] if home else None))
+
+
 class Rendered:
     """The records the check reads, as plain data (copied for each mutation)."""
 
@@ -80,6 +127,21 @@ class Rendered:
         self.exports = boot_exports
         self.stacks = {k: ([(t, copy.deepcopy(i)) for t, i in res], copy.deepcopy(man)) for k, (res, man) in
                        stacks.items()}
+        self._baseline: frozenset[str] | None = None
+        self._reach = None
+
+    def baseline(self) -> frozenset[str]:
+        """This rendering's findings, as text, computed once: a mutation test mutates a copy and compares its
+        findings with these (the module's rendering is never mutated itself)."""
+        if self._baseline is None:
+            self._baseline = frozenset(map(str, self.findings()))
+        return self._baseline
+
+    def reach_once(self):
+        """This rendering's reach, computed once, for reading only (``check`` links edges into what it is given)."""
+        if self._reach is None:
+            self._reach = self.reach()
+        return self._reach
 
     def copy(self) -> Rendered:
         return Rendered(self.boot, self.exports, self.stacks)
@@ -95,8 +157,9 @@ class Rendered:
 
     def reach(self):
         reach = esc.compute(self.resources(), objects=self.objects())
-        for _, manifests in self.stacks.values():  # one stack's roles, bindings and service accounts at a time
-            reach.absorb(esc.compute([], manifests))
+        for _, manifests in self.stacks.values():  # one cluster's roles, bindings and service accounts at a time
+            for cluster, docs in manifests.by_cluster().items():
+                reach.absorb(esc.compute([], docs, cluster=cluster))
         return reach
 
     def envs(self):
@@ -167,7 +230,7 @@ def render_all(stacks_dir: Path) -> Rendered:
     for p in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         n = p.name.removeprefix("Pulumi.").removesuffix(".yaml")
         r = engine.render(n, stacks_dir=stacks_dir)
-        stacks[n] = ([(x.type, x.inputs) for x in r.resources], r.manifests)
+        stacks[n] = ([(x.type, x.inputs) for x in r.resources], stack_manifests(r))
     return Rendered([(r.type, r.inputs) for r in boot.resources], boot.exports, stacks)
 
 
@@ -416,7 +479,7 @@ MUTATIONS = {
 def test_each_widening_fails_the_check(rendered, mutation):
     mutate, expect = MUTATIONS[mutation]
     x = rendered.copy()
-    before = {str(f) for f in x.findings()}
+    before = rendered.baseline()
     mutate(x)
     new = refused([f for f in x.findings() if str(f) not in before])
     assert any(expect in f for f in new), f"{mutation}: not caught; new findings: {new}"

@@ -7,6 +7,7 @@ unmutated baseline.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_escalation import Rendered, refused, rendered  # noqa: F401  (the module-scoped fixture)
@@ -18,14 +19,14 @@ READER = "serviceAccount:ci-preview-prod@my-tpu-ci.iam.gserviceaccount.com"
 POOL = "principalSet://iam.googleapis.com/projects/OFFLINE-PROJECT-NUMBER/locations/global/workloadIdentityPools/github"
 GKE_POOL = "principal://iam.googleapis.com/projects/OFFLINE-PROJECT-NUMBER/locations/global/workloadIdentityPools"
 KSA_PRINCIPAL = f"{GKE_POOL}/my-tpu-project.svc.id.goog/subject/ns/maxtext/sa/maxtext-ksa"
-KSA_SUBJECT = "k8s:ServiceAccount:maxtext/maxtext-ksa"
+KSA_SUBJECT = "k8s:ServiceAccount:maxtext@maxtext-tpu.my-tpu-project/maxtext-ksa"  # prod's one cluster
 CONDITION = ("assertion.repository == 'o/r' && assertion.repository_id == '1' && assertion.repository_owner_id == '2'"
              " && assertion.workflow_ref == assertion.job_workflow_ref")
 
 
 def _new_refused(rendered: Rendered, mutate) -> list[str]:  # noqa: F811
     x = rendered.copy()
-    before = {str(f) for f in x.findings()}
+    before = rendered.baseline()
     mutate(x)
     return refused([f for f in x.findings() if str(f) not in before])
 
@@ -130,7 +131,8 @@ GCP = {
         "gcp:projects/iAMMember:IAMMember",
         {"project": "my-tpu-project-multi", "role": "roles/iam.roleAdmin",
          "member": f"{GKE_POOL}/my-tpu-project-multi.svc.id.goog/subject/ns/maxtext/sa/undeclared"}),
-        "k8s:ServiceAccount:kueue-system/multikueue", "create rayclusters in maxtext"),
+        "k8s:ServiceAccount:kueue-system@maxtext-east1.my-tpu-project-multi/multikueue",
+        "create rayclusters in maxtext@maxtext-east1.my-tpu-project-multi"),
     # A7: compute.instances.setIamPolicy is no network object (instance admin -> ssh keys -> root on a node).
     "compute.instances.setIamPolicy in a deploy custom role": (
         _custom_role_adds("tpuMultisliceFirewalls", "compute.instances.setIamPolicy"),
@@ -262,7 +264,8 @@ K8S = {
         _crb("x", "x")), "admission control writes"),
     "create pods in kube-system for the trainer's KSA": (
         _in_kube_system("RoleBinding", "Role", "x", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]),
-        "create of pod-making kinds outside its own namespace (kube-system): pods"),
+        "create of pod-making kinds outside its own namespace (kube-system) (cluster maxtext-tpu.my-tpu-project): "
+        "pods"),
     "cluster-wide create jobsets / leaderworkersets / pods/ephemeralcontainers": (_add_manifests(
         _cr("x", [{"apiGroups": ["jobset.x-k8s.io", "leaderworkerset.x-k8s.io", ""],
                    "resources": ["jobsets", "leaderworkersets", "pods/ephemeralcontainers"],
@@ -274,7 +277,7 @@ K8S = {
 def test_the_multikueue_manager_is_accepted_in_job_namespaces_only(rendered):  # noqa: F811
     """The MultiKueue manager creates Ray jobs in the workers' job namespace (accepted: it has a LocalQueue); the same
     role in kube-system, where no job runs and whose service accounts are the cluster's own, is refused."""
-    manager = "k8s:ServiceAccount:kueue-system/multikueue"
+    manager = "k8s:ServiceAccount:kueue-system@maxtext-east1.my-tpu-project-multi/multikueue"
     assert any(f.identity == manager and f.accepted == esc.ACCEPTED["multikueue"] for f in rendered.findings())
 
     def to_kube_system(x):
@@ -286,7 +289,8 @@ def test_the_multikueue_manager_is_accepted_in_job_namespaces_only(rendered):  #
                 moved += 1
         assert moved >= 2
     new = _new_refused(rendered, to_kube_system)
-    assert any(f.startswith(f"{manager}: ") and "(kube-system): rayclusters, rayjobs" in f for f in new), new
+    where = "(kube-system) (cluster maxtext-east1.my-tpu-project-multi): rayclusters, rayjobs"
+    assert any(f.startswith(f"{manager}: ") and where in f for f in new), new
 
 
 @pytest.mark.parametrize("gap", list(K8S))
@@ -438,3 +442,117 @@ def test_the_pool_condition_is_parsed(cel, expect):
     workflow_ref == job_workflow_ref; anything that could widen it (a disjunction, a negation, a call) is refused."""
     problems = esc.condition_problems(cel)
     assert (problems == []) if expect is None else any(expect in p for p in problems), problems
+
+
+def _cluster_docs(cluster: str, ns: str) -> list[dict]:
+    """A cluster's objects: a KSA of ``ns`` bound to its project's account, and a Role there letting ``creator``
+    make pods."""
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+                "namespace": ns, "name": "trainer", "annotations": {
+                    "iam.gke.io/gcp-service-account": f"trainer@{cluster}.iam.gserviceaccount.com"}}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"namespace": ns, "name": "r"},
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"namespace": ns, "name": "r"}, "roleRef": {"kind": "Role", "name": "r"},
+             "subjects": [{"kind": "ServiceAccount", "namespace": "kueue-system", "name": "creator"}]}]
+
+
+def test_namespaces_of_different_clusters_are_not_merged():
+    """C10: the same namespace and account names in two clusters (of two projects) are two places. A subject that
+    makes pods in cluster a's ``maxtext`` becomes a's trainer (and its project's workload identity principal), not
+    b's: with the namespaces merged, it reached both, and b's checkpoints with them."""
+    grants = [("gcp:storage/bucketIAMMember:BucketIAMMember", {
+        "bucket": f"{p}-checkpoints", "role": "roles/storage.objectUser",
+        "member": f"serviceAccount:{p}.svc.id.goog[maxtext/trainer]"}) for p in ("proj-a", "proj-b")]
+    reach = esc.compute(grants)
+    for project in ("proj-a", "proj-b"):
+        reach.absorb(esc.compute([], _cluster_docs(project, "maxtext"), cluster=esc.cluster_id("c", project)))
+    esc.check(reach, esc.Environments({}, {}), "")  # links principals and Secrets as a real check does
+    paths = esc.closure(reach, "k8s:ServiceAccount:kueue-system@c.proj-a/creator")
+    assert {"k8s:ServiceAccount:maxtext@c.proj-a/trainer", "serviceAccount:proj-a.svc.id.goog[maxtext/trainer]"} \
+        <= set(paths), sorted(paths)
+    assert not any("proj-b" in t for t in paths), sorted(paths)
+
+
+def test_each_path_reaches_its_own_stacks_data_only(rendered):  # noqa: F811
+    """C10 on the rendering: a Kubernetes subject of one cluster, or a per-stack CI identity, reaching checkpoints
+    or images reaches its own stack's only (merged namespaces made every stack's trainer one account, so the
+    MultiKueue manager's and the deployer's accepted paths listed every stack's checkpoint buckets)."""
+    stacks = {k: res for k, (res, _) in rendered.stacks.items()}
+    scopes = esc.stack_scopes(stacks)
+    by_project = {p.split("/")[1]: s for s, scope in scopes.items() for p in scope if p.startswith("projects/")}
+    checked = 0
+    for f in rendered.findings():
+        m = re.search(r"@[^./]+\.([a-z0-9-]+)/", f.identity)
+        stack = by_project.get(m.group(1)) if m else (f.identity.removeprefix("ci-deploy-")
+                                                      if f.identity.startswith("ci-deploy-") else None)
+        if stack not in scopes:
+            continue
+        for bucket in re.findall(r"data buckets/([a-z0-9._-]+)", f.what):
+            checked += 1
+            assert f"buckets/{bucket}" in scopes[stack], f"{f.identity} ({stack}) reaches {bucket}: {f.what[:300]}"
+    assert checked, "no finding names a bucket: the test checks nothing"
+
+
+def test_kueues_reach_past_the_token_job_is_its_own_project_only(rendered):  # noqa: F811
+    """Kueue's controller on the manager patches the token job, so it reaches what the job's account holds: accepted
+    in its own cluster's project (get-credentials on the workers), refused in any other. The mutation: the
+    MultiKueue account also granted a read role on prod's project."""
+    controller = "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/kueue-controller-manager"
+    new = _new_refused(rendered, _add_boot("gcp:projects/iAMMember:IAMMember", {
+        "project": "my-tpu-project", "role": "roles/container.clusterViewer",
+        "member": "serviceAccount:tpu-manager-multikueue@my-tpu-project-multi.iam.gserviceaccount.com"}))
+    assert any(f.startswith(f"{controller}: patch jobs ") and "['project my-tpu-project'" in f for f in new), new
+
+
+def _role_in(stack: str, namespace: str, subject: dict, rules: list[dict]):
+    """A Role and its binding in ``namespace`` of the stack's manager (or only) cluster."""
+    def mutate(x):
+        _, manifests = x.stacks[stack]
+        meta = {"name": "mutation", "namespace": namespace}
+        manifests.extend(json.loads(json.dumps([
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mutation"},
+             "subjects": [subject]}])))
+    return mutate
+
+
+METRICS_TOKEN = {"kind": "ServiceAccount", "namespace": "kueue-system", "name": "kueue-metrics-token"}
+METRICS_MEMBER = "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/kueue-metrics-token"
+
+
+@pytest.mark.parametrize(("res", "names"), [("services", ["kueue-webhook-service"]), ("services", None),
+                                            ("endpoints", None), ("endpointslices", None)])
+def test_the_declared_webhooks_backends_are_refused(rendered, res, names):  # noqa: F811
+    """K6: Kueue's webhook configurations (its vendored release manifest) call kueue-webhook-service in
+    kueue-system: patching that Service (or its Endpoints/EndpointSlices) points every pod admission at another
+    pod. Given to the metrics token job's account on the manager, it is refused; the same in the job namespace,
+    where no webhook's Service lives, is no such finding."""
+    rule = {"apiGroups": ["", "discovery.k8s.io"], "resources": [res], "verbs": ["patch"],
+            **({"resourceNames": names} if names else {})}
+    new = _new_refused(rendered, _role_in("multi", "kueue-system", METRICS_TOKEN, [rule]))
+    assert any(f.startswith(f"{METRICS_MEMBER}: Kubernetes admission webhook backends (kueue-webhook-service")
+               for f in new), new
+    elsewhere = _new_refused(rendered, _role_in("multi", "maxtext", METRICS_TOKEN, [rule]))
+    assert not any("webhook backends" in f for f in elsewhere), elsewhere
+
+
+def test_the_declared_webhooks_are_read_from_the_manifests(rendered):  # noqa: F811
+    """Every cluster with Kueue has its webhook Service in the model (read, not named by the check)."""
+    reach = rendered.reach()
+    clusters = {c for _, m in rendered.stacks.values() for c in m.by_cluster()}
+    assert {(f"kueue-system@{c}", "kueue-webhook-service") for c in clusters} <= reach.webhook_services
+
+
+def test_writing_the_kubeconfig_secrets_kueue_reads_is_refused(rendered):  # noqa: F811
+    """K11: the worker kubeconfig Secrets on the manager are the token job's to write (it is excluded by its pods'
+    ConfigMap); any other writer redirects MultiKueue's dispatch and credentials, refused: the metrics token job's
+    account given patch on one of them."""
+    rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"],
+            "resourceNames": ["maxtext-east1-multikueue"]}
+    new = _new_refused(rendered, _role_in("multi", "kueue-system", METRICS_TOKEN, [rule]))
+    assert any(f.startswith(f"{METRICS_MEMBER}: Kubernetes the Secrets Kueue reads (maxtext-east1-multikueue")
+               for f in new), new
+    assert "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/multikueue-token" in \
+        rendered.reach().token_jobs

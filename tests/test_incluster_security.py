@@ -347,7 +347,8 @@ def _violations(resources, env: str, rule: str):
 def test_renderings_pass_every_in_cluster_rule(renderings, stack):
     env = renderings[stack].spec.environment
     found = offline.evaluate_resources(_resources(renderings[stack]), env)
-    rules = {"ray-head-network-policy", "ray-pods-no-token-automount", "ray-auth-version", "privileged-only-for-tpu"}
+    rules = {"ray-head-network-policy", "ray-worker-network-policy", "ray-pods-no-token-automount", "ray-auth-version",
+             "privileged-only-for-tpu"}
     assert [v for v in found if v.rule in rules] == []
 
 
@@ -380,6 +381,30 @@ def test_dev_without_a_head_network_policy_is_a_warning(renderings):
     rs = [r for r in _resources(renderings["dev"]) if r.type != NETPOL]
     [v, *_] = _violations(rs, "dev", "ray-head-network-policy")
     assert not v.mandatory  # the same rule, a warning in dev
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "prod-shared"])
+def test_a_worker_group_without_its_network_policy_is_refused(renderings, stack):
+    """The worker-ingress NetworkPolicy removed (the head's kept): a mandatory violation per worker group, in dev
+    too; a policy that selects another cluster's workers, or opens a rule to every source, does not count."""
+    env = renderings[stack].spec.environment
+    rs = [r for r in _resources(renderings[stack])
+          if not (r.type == NETPOL and r.props["metadata"]["name"].endswith("-worker-ingress"))]
+    found = _violations(rs, env, "ray-worker-network-policy")
+    groups = sum(len(spec.get("workerGroupSpecs") or []) for r in rs if r.type in (RAY_CLUSTER, RAY_JOB)
+                 for spec in [r.props["spec"].get("rayClusterSpec") or (r.props["spec"] if r.type == RAY_CLUSTER
+                                                                       else {})])
+    assert found and len(found) == groups and all(v.mandatory for v in found), found
+    assert "restricts ingress to its worker group" in found[0].message
+    assert _violations(rs, env, "ray-head-network-policy") == []
+    for widen in ("selector", "open"):
+        rs = _resources(renderings[stack])
+        for pol in (r for r in rs if r.type == NETPOL and r.props["metadata"]["name"].endswith("-worker-ingress")):
+            if widen == "selector":
+                pol.props["spec"]["podSelector"]["matchLabels"][kube.RAY_NODE_TYPE_LABEL] = "head"
+            else:
+                pol.props["spec"]["ingress"].append({"ports": [{"port": 10001}]})  # no "from": every pod
+        assert len(_violations(rs, env, "ray-worker-network-policy")) == groups, widen
 
 
 def test_token_automount_on_a_ray_pod_is_refused_in_prod(renderings):

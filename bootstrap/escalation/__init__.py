@@ -56,12 +56,13 @@ from .gcp import (
                   is_read,
                   load_roles,
 )
-from .kubernetes import K8S_ROLES_FILE, WORKLOADS, load_builtin_roles
+from .kubernetes import K8S_ROLES_FILE, WORKLOADS, cluster_id, load_builtin_roles, qualify
 from .pool import Environments, condition_problems, minted_by
 from .stacks import cross_stack, foreign_policy_members, stack_scopes, state_objects
 from .tables import threat_tables
 
 __all__ = ["ACCEPTED", "ACT_AS", "ALLOWED_SET_IAM", "BECOME", "Binding", "CI_ACCOUNT", "Environments", "FORBIDDEN",
+           "cluster_id", "qualify",
            "Finding", "K8S_ROLES_FILE", "ROLES_FILE", "Reach", "Reaches", "SIGN", "WORKLOADS", "bindings", "check",
            "closure", "compute", "condition_problems", "cross_stack", "foreign_policy_members", "gke_principal",
            "is_read", "load_builtin_roles", "load_roles", "minted_by", "stack_scopes", "state_objects",

@@ -23,7 +23,16 @@ from .gcp import (
     gke_principal,
     load_roles,
 )
-from .kubernetes import add_gke, compute_rbac, link_principals, link_secrets, runs
+from .kubernetes import (
+    add_gke,
+    cluster_project,
+    compute_rbac,
+    ksa_parts,
+    link_principals,
+    link_secrets,
+    runs,
+    split_ns,
+)
 from .kubernetes import findings as kubernetes_findings
 from .pool import GITHUB_POOL, Environments, condition_problems, minted_by
 from .stacks import cross_stack, stack_of
@@ -65,13 +74,16 @@ ACCEPTED = {
     "multikueue": ("the MultiKueue manager creates the admitted Ray jobs in the workers' job namespace "
                    "(workloads/multikueue.py): a namespace with a Kueue LocalQueue, not cluster-wide"),
     "kueue": ("Kueue's own controller, as its release manifest grants it (workloads/kueue_install.py): it suspends, "
-              "admits and resumes jobs in every namespace, and its cert rotator updates its own two webhook "
-              "configurations (resourceNames) with their CA bundle"),
+              "admits and resumes jobs in every namespace, its cert rotator updates its own two webhook "
+              "configurations (resourceNames) with their CA bundle, and on the MultiKueue manager it reads the "
+              "worker kubeconfig Secrets the token job fills (and its release manifest's update on Secrets of "
+              "kueue-system, for its webhook certificate, reaches them: its own input, nothing it lacks)"),
 }
-KUEUE_CONTROLLER = "k8s:ServiceAccount:kueue-system/kueue-controller-manager"
+# Kueue's controller and the MultiKueue manager, in any one cluster (``kubernetes.qualify``: kueue-system@<cluster>).
+KUEUE_CONTROLLER = re.compile(r"^k8s:ServiceAccount:kueue-system(@[^/]+)?/kueue-controller-manager$")
 KUEUE_CONTROLLER_PATHS = re.compile(r"^Kubernetes (patch|update) of pod-making kinds|^Kubernetes admission control "
-                                    r"writes")
-MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system/[a-z0-9-]*multikueue$")
+                                    r"writes|^Kubernetes the Secrets Kueue reads \(")
+MULTIKUEUE_MANAGER = re.compile(r"^k8s:ServiceAccount:kueue-system(@[^/]+)?/[a-z0-9-]*multikueue$")
 MULTIKUEUE_KINDS = {"rayjobs", "rayclusters", "workloads"}
 # What an account reaching more than its holder means: a project the holder does not reach, or a sensitive permission.
 SENSITIVE = re.compile(FORBIDDEN.pattern[:-2] + r"|.*\.setIamPolicy|" + re.escape(BINAUTHZ_POLICY) + r")$")
@@ -79,12 +91,14 @@ SENSITIVE = re.compile(FORBIDDEN.pattern[:-2] + r"|.*\.setIamPolicy|" + re.escap
 
 def compute(resources: Iterable[tuple[str, dict]], manifests: Iterable[dict] = (),
             roles: dict[str, frozenset[str]] | None = None,
-            objects: dict[str, dict[str, tuple[str | None, str]]] | None = None) -> Reaches:
+            objects: dict[str, dict[str, tuple[str | None, str]]] | None = None,
+            cluster: str | None = None) -> Reaches:
     """Every identity's own reach and edges: IAM bindings (GCP; a conditional bucket grant on the ``objects`` its
-    condition admits, ``stacks.state_objects``), RBAC (the manifests), GKE IAM as Kubernetes."""
+    condition admits, ``stacks.state_objects``), RBAC (the manifests, all of one cluster: ``cluster``, its
+    ``kubernetes.cluster_id``), GKE IAM as Kubernetes."""
     reach = Reaches()
     compute_gcp(list(resources), roles if roles is not None else load_roles(), reach, objects)
-    compute_rbac(manifests, reach)
+    compute_rbac(manifests, reach, cluster=cluster)
     add_gke(reach)
     return reach
 
@@ -94,19 +108,34 @@ def _short(member: str) -> str:
     return m.group(1) if m else member.removeprefix("serviceAccount:")
 
 
-def _kueue_path(member: str, first_edge: str, more: set[str], routine: bool) -> str | None:
+def _kueue_path(member: str, first_edge: str, more: set[str], routine: bool, reach: Reaches) -> str | None:
     """Kueue's controller reaching a pod's account by patching its job (suspend, admit, resume: the release
     manifest's cluster-wide patch/update of pod-making kinds, accepted by name as its RBAC finding is). Past the
     manager's token job it also reaches what that job mints, the MultiKueue account's project read (get-credentials)
     and its jobs in the workers: the worker kubeconfigs the controller reads by design give it those already.
-    Anything else past the edge (a sensitive permission, another project) is refused."""
-    if member != KUEUE_CONTROLLER or not re.match(r"^(patch|update) \S+ in \S+ ", first_edge):
+    On the MultiKueue manager it reads the worker kubeconfig Secrets the token job fills (declared in its ConfigMap,
+    in the controller's own cluster): the workers' MultiKueue accounts, whose Kubernetes powers are the Ray jobs.
+    Anything else past the edge (a sensitive permission, a project other than its own cluster's) is refused."""
+    if not KUEUE_CONTROLLER.match(member):
+        return None
+    mine = (ksa_parts(member) or ("", None, ""))[1]
+    read = re.match(r"^(get|list|watch) secret (\S+) in (\S+) \(", first_edge)
+    if read and (read.group(3), read.group(2)) in reach.secret_tokens and split_ns(read.group(3))[1] == mine:
+        return ACCEPTED["kueue"] if routine else None
+    if not re.match(r"^(patch|update) \S+ in \S+ ", first_edge):
         return None
     token_job = first_edge.endswith(f"/{MULTIKUEUE_MANAGER_KSA}") or f"[kueue-system/{MULTIKUEUE_MANAGER_KSA}]" in \
         first_edge
-    if routine or (token_job and all(m.startswith(("data ", "kubernetes ", "project ")) for m in more)):
+    own = cluster_project(mine)
+    if routine or (token_job and own and all(m.startswith(("data ", "kubernetes ")) or m == f"project {own}"
+                                             for m in more)):
         return ACCEPTED["kueue"]
     return None
+
+
+def _first(more: set[str]) -> list[str]:
+    """Five of what a path reaches, a project or a sensitive permission before the routine data and jobs."""
+    return sorted(more, key=lambda m: (m.startswith(("data ", "kubernetes ")), m))[:5]
 
 
 def _manager_job(reach: Reaches, source: str, edge: str) -> bool:
@@ -204,8 +233,9 @@ def _principal_problems(member: str, r: Reach, reach: Reaches) -> list[str]:
     out = []
     for p in r.principals:
         g = gke_principal(p)
-        ksa = f"k8s:ServiceAccount:{g[1]}/{g[2]}" if g else None
-        if not g or g[0] != project or reach.ksa_accounts.get(ksa) != email:
+        bound = g and any(e == email and (parts := ksa_parts(k)) and parts[0] == g[1] and parts[2] == g[2]
+                          and cluster_project(parts[1]) in (None, g[0]) for k, e in reach.ksa_accounts.items())
+        if not g or g[0] != project or not bound:
             out.append(f"workload identity principal that is not a Kubernetes service account of {project}'s "
                        f"clusters bound to it: {p}")
     return out
@@ -305,18 +335,18 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
                 # or a sensitive permission past an accepted first edge is refused all the same.
                 routine = all(m.startswith(("data ", "kubernetes ")) for m in more)
                 ok = (_accepted_path(member, who, gated, path[0], reach) or _minted(reach, target, path)
-                      or _kueue_path(member, path[0], more, routine)) if routine or member == KUEUE_CONTROLLER \
-                    else None
-                out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {sorted(more)[:5]}", ok))
+                      or _kueue_path(member, path[0], more, routine, reach)) \
+                    if routine or KUEUE_CONTROLLER.match(member) else None
+                out.append(Finding(who, f"{' -> '.join(path)}, which reaches more: {_first(more)}", ok))
         # Kubernetes.
-        for source, ns, what in kubernetes_findings(member, r):
+        for source, ns, what in kubernetes_findings(member, r, reach):
             ok = None
             if source == "GKE IAM" and DEPLOYER.match(who) and gated:
                 ok = ACCEPTED["gke"]
             elif source == "RBAC" and MULTIKUEUE_MANAGER.match(member) and ns in reach.job_namespaces and set(
                     what.rsplit(": ", 1)[1].split(", ")) <= MULTIKUEUE_KINDS and "pod-making" in what:
                 ok = ACCEPTED["multikueue"]
-            elif source == "RBAC" and member == KUEUE_CONTROLLER and KUEUE_CONTROLLER_PATHS.match(what):
+            elif source == "RBAC" and KUEUE_CONTROLLER.match(member) and KUEUE_CONTROLLER_PATHS.match(what):
                 ok = ACCEPTED["kueue"]
             out.append(Finding(who, what, ok))
         if member in PUBLIC and r.grants:

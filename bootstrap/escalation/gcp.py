@@ -179,6 +179,10 @@ class Reaches(dict):
         self.objects: dict[str, tuple[str | None, str]] = {}
         # Kubernetes service account -> the Google service account it is annotated with (workload identity)
         self.ksa_accounts: dict[str, str] = {}
+        # (namespace, Service) an admission webhook the manifests declare calls (its clientConfig.service)
+        self.webhook_services: set[tuple[str, str]] = set()
+        # Kubernetes service accounts whose pods run a token job (mount a ConfigMap holding targets.json)
+        self.token_jobs: set[str] = set()
 
     def get_or_add(self, member: str) -> Reach:
         return self.setdefault(member, Reach(member))
@@ -197,6 +201,8 @@ class Reaches(dict):
         self.pod_templates |= other.pod_templates
         self.objects |= other.objects
         self.ksa_accounts |= other.ksa_accounts
+        self.webhook_services |= other.webhook_services
+        self.token_jobs |= other.token_jobs
         for k, v in other.secret_tokens.items():
             self.secret_tokens.setdefault(k, set()).update(v)
 

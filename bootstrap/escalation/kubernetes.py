@@ -30,6 +30,11 @@ RBAC_ESCALATION = {"escalate", "bind", "impersonate", "*"}
 # Writing these switches the cluster's admission off (the stack's own ValidatingAdmissionPolicy included).
 ADMISSION = {"validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies",
              "mutatingadmissionpolicybindings", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
+# Admission webhooks: whoever answers the Service one calls sees every object it matches and, for a mutating one,
+# rewrites it (a pod's image, its service account): https://kubernetes.io/docs/concepts/security/rbac-good-practices/
+# ("Control admission webhooks"). Its Service, Endpoints or EndpointSlices rewritten point it at another pod.
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+WEBHOOK_BACKENDS = {"services", "endpoints", "endpointslices"}
 # GKE IAM permission names (container.<kind>.<verb>, https://cloud.google.com/kubernetes-engine/docs/reference/
 # api-permissions) whose kind is no Kubernetes object: the GKE API's own.
 GKE_API_KINDS = {"clusters", "operations", "locations", "projects", "hostServiceAgent", "containerDiagnosisInsights",
@@ -51,6 +56,44 @@ CLUSTER_SWITCHES = "clusters (GKE API)"
 # AuthorizePodWebsocketUpgradeCreatePermission: before it, get on pods/exec opened a shell).
 RUN_VERBS = {"create", "update", "patch", "*"}
 SHELL = {"pods/exec", "pods/attach"}
+
+
+def qualify(ns: str | None, cluster: str | None) -> str | None:
+    """A namespace of one cluster: ``<namespace>@<cluster>.<project>`` (``*@...``: every namespace of that cluster).
+    Namespaces of different clusters are different places: a binding in one cluster's ``maxtext`` grants nothing in
+    another's. Without a cluster (a rendering read alone) the namespace stands as it is."""
+    return f"{ns}@{cluster}" if cluster and ns is not None else ns
+
+
+def split_ns(q: str) -> tuple[str, str | None]:
+    """(namespace or '*', cluster id or None) of a qualified namespace."""
+    ns, _, cluster = q.partition("@")
+    return ns, cluster or None
+
+
+def covers(grant: str, target: str) -> bool:
+    """A grant's namespace (or '*') reaches ``target``: the same cluster, and all of it or that namespace."""
+    g, gc = split_ns(grant)
+    t, tc = split_ns(target)
+    return gc == tc and g in ("*", t)
+
+
+def cluster_id(name: str, project: str) -> str:
+    return f"{name}.{project}"
+
+
+def cluster_project(cluster: str | None) -> str | None:
+    """The project of a cluster id (GKE workload identity's pool is per project: PROJECT.svc.id.goog)."""
+    return cluster.split(".", 1)[1] if cluster and "." in cluster else None
+
+
+def ksa_parts(member: str) -> tuple[str, str | None, str] | None:
+    """(namespace, cluster id or None, name) of a Kubernetes service account member."""
+    m = re.match(r"^k8s:ServiceAccount:([^/]+)/(.+)$", member)
+    if not m:
+        return None
+    ns, cluster = split_ns(m.group(1))
+    return ns, cluster, m.group(2)
 
 
 def runs(res: str, verb: str) -> bool:
@@ -110,10 +153,10 @@ def _rules_of(manifests: list[dict], builtin: dict[str, list[dict]], kind: str, 
     return builtin.get(name) if kind == "ClusterRole" else builtin.get(f"{namespace}/{name}")
 
 
-def subject_key(subject: dict, ns: str) -> str:
+def subject_key(subject: dict, ns: str, cluster: str | None = None) -> str:
     if subject.get("kind") == "User" and subject.get("name", "").endswith(".gserviceaccount.com"):
         return f"serviceAccount:{subject['name']}"
-    return f"k8s:{subject.get('kind')}:{subject.get('namespace', ns)}/{subject.get('name')}"
+    return f"k8s:{subject.get('kind')}:{qualify(subject.get('namespace', ns), cluster)}/{subject.get('name')}"
 
 
 def own_namespace(member: str) -> str | None:
@@ -122,23 +165,27 @@ def own_namespace(member: str) -> str | None:
     return m.group(1) if m else None
 
 
-def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, list[dict]] | None = None) -> None:
+def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, list[dict]] | None = None,
+                 cluster: str | None = None) -> None:
+    """``manifests``: one cluster's objects; ``cluster`` its id (``cluster_id``), which qualifies every namespace."""
     manifests = list(manifests)
     builtin = builtin if builtin is not None else load_builtin_roles()
     # Where Kueue admits jobs: the namespaces with a LocalQueue (the MultiKueue manager may create jobs there).
-    reach.job_namespaces |= {d["metadata"].get("namespace") for d in manifests if d.get("kind") == "LocalQueue"}
+    reach.job_namespaces |= {qualify(d["metadata"].get("namespace"), cluster) for d in manifests
+                             if d.get("kind") == "LocalQueue"}
     for doc in manifests:
         if doc.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
             continue
         ref = doc.get("roleRef", {})
-        ns = doc.get("metadata", {}).get("namespace") if doc["kind"] == "RoleBinding" else "*"
-        rules = _rules_of(manifests, builtin, ref.get("kind", ""), ref.get("name", ""), ns)
+        raw = doc.get("metadata", {}).get("namespace") if doc["kind"] == "RoleBinding" else "*"
+        ns = qualify(raw, cluster)
+        rules = _rules_of(manifests, builtin, ref.get("kind", ""), ref.get("name", ""), raw)
         if rules is None:
             reach.unknown_roles.append(f"{doc['kind']} {doc['metadata'].get('name')} -> {ref.get('kind')} "
                                        f"{ref.get('name')} (no manifest defines it, none vendored)")
             rules = []
         for subject in doc.get("subjects") or []:
-            r = reach.get_or_add(subject_key(subject, ns))
+            r = reach.get_or_add(subject_key(subject, raw, cluster))
             for rule in rules:
                 names = ",".join(sorted(rule.get("resourceNames") or []))
                 for res in rule.get("resources") or []:
@@ -146,18 +193,27 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
                         r.rbac.add((ns, res, verb, names))
                 for url in rule.get("nonResourceURLs") or []:
                     for verb in rule.get("verbs") or []:
-                        r.rbac.add(("*", f"url:{url}", verb, ""))
-    reach.pod_templates |= set(pod_templates(manifests))
-    reach.ksa_accounts |= {f"k8s:ServiceAccount:{d['metadata'].get('namespace')}/{d['metadata']['name']}": gsa
+                        r.rbac.add((qualify("*", cluster), f"url:{url}", verb, ""))
+    reach.pod_templates |= set(pod_templates(manifests, cluster))
+    reach.ksa_accounts |= {f"k8s:ServiceAccount:{qualify(d['metadata'].get('namespace'), cluster)}/"
+                           f"{d['metadata']['name']}": gsa
                            for d in manifests if d.get("kind") == "ServiceAccount"
                            and (gsa := (d["metadata"].get("annotations") or {}).get("iam.gke.io/gcp-service-account"))}
-    for key, accounts in secret_tokens(manifests).items():
+    # K6: the Services the declared admission webhooks call; K11: the token jobs' own accounts, the Secrets' writers.
+    reach.webhook_services |= {(qualify(svc.get("namespace"), cluster), svc.get("name")) for d in manifests
+                               if d.get("kind") in WEBHOOK_KINDS for w in d.get("webhooks") or []
+                               if (svc := (w.get("clientConfig") or {}).get("service"))}
+    targets = {(qualify((d.get("metadata") or {}).get("namespace"), cluster), (d.get("metadata") or {}).get("name"))
+               for d in manifests if d.get("kind") == "ConfigMap" and "targets.json" in (d.get("data") or {})}
+    reach.token_jobs |= {f"k8s:ServiceAccount:{ns}/{sa}" for ns, sa, maps in pod_templates(manifests, cluster)
+                         if any((ns, m) in targets for m in maps)}
+    for key, accounts in secret_tokens(manifests, cluster).items():
         reach.secret_tokens.setdefault(key, set()).update(accounts)
     # A Kubernetes service account is its GKE workload identity principal; and whoever runs pods in its
     # namespace, or mints its tokens, becomes it; and whoever writes a ConfigMap a pod mounts becomes the pod's.
     ksas = {m for m in reach if m.startswith("k8s:ServiceAccount:")}
-    ksas |= {f"k8s:ServiceAccount:{d['metadata'].get('namespace')}/{d['metadata']['name']}" for d in manifests
-             if d.get("kind") == "ServiceAccount"}
+    ksas |= {f"k8s:ServiceAccount:{qualify(d['metadata'].get('namespace'), cluster)}/{d['metadata']['name']}"
+             for d in manifests if d.get("kind") == "ServiceAccount"}
     for k in ksas:
         reach.get_or_add(k)
     for member, r in list(reach.items()):
@@ -165,7 +221,7 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
             if res in ("configmaps", "*") and verb in RUN_VERBS:
                 for tns, sa, maps in sorted(reach.pod_templates):
                     k = f"k8s:ServiceAccount:{tns}/{sa}"
-                    if k != member and ns in ("*", tns) and (not names or maps & set(names.split(","))):
+                    if k != member and covers(ns, tns) and (not names or maps & set(names.split(","))):
                         r.becomes.setdefault(k, f"{verb} {res} in {ns} (mounted by its pods)")
             run = runs(res, verb)
             token = res == "serviceaccounts/token" and verb in ("create", "*")
@@ -174,7 +230,7 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
                 continue
             for k in ksas:
                 kns, ksa = k.removeprefix("k8s:ServiceAccount:").split("/", 1)
-                if k != member and ns in ("*", kns) and (run or not names or ksa in names.split(",")):
+                if k != member and covers(ns, kns) and (run or not names or ksa in names.split(",")):
                     r.becomes.setdefault(k, f"{verb} {res} in {ns}")
 
 
@@ -196,11 +252,11 @@ def _templates(doc: dict) -> list[dict]:
     return []
 
 
-def pod_templates(manifests: Iterable[dict]) -> list[tuple[str, str, frozenset[str]]]:
+def pod_templates(manifests: Iterable[dict], cluster: str | None = None) -> list[tuple[str, str, frozenset[str]]]:
     """(namespace, service account, the ConfigMaps mounted) of each pod template the manifests declare."""
     out = []
     for d in manifests:
-        ns = (d.get("metadata") or {}).get("namespace") or "default"
+        ns = qualify((d.get("metadata") or {}).get("namespace") or "default", cluster)
         for pod in _templates(d):
             maps = {v["configMap"]["name"] for v in pod.get("volumes") or [] if (v.get("configMap") or {}).get("name")}
             maps |= {src["configMap"]["name"] for v in pod.get("volumes") or []
@@ -211,9 +267,10 @@ def pod_templates(manifests: Iterable[dict]) -> list[tuple[str, str, frozenset[s
     return out
 
 
-def secret_tokens(manifests: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
+def secret_tokens(manifests: Iterable[dict], cluster: str | None = None) -> dict[tuple[str, str], set[str]]:
     """What the token jobs write where: their ConfigMap's targets.json (workloads/multikueue.py) names, per target,
-    the Secret and the service account whose token (or kubeconfig) goes into it."""
+    the Secret and the service account whose token (or kubeconfig) goes into it: a kubeconfig target's account is
+    in the worker cluster it names (same project), a token target's in the job's own cluster."""
     out: dict[tuple[str, str], set[str]] = {}
     for d in manifests:
         if d.get("kind") != "ConfigMap" or "targets.json" not in (d.get("data") or {}):
@@ -221,8 +278,10 @@ def secret_tokens(manifests: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
         try:
             doc = json.loads(d["data"]["targets.json"])
             for t in doc["targets"]:
-                out.setdefault((doc["namespace"], t["secret"]), set()).add(
-                    f"k8s:ServiceAccount:{t['tokenNamespace']}/{t['serviceAccount']}")
+                where = cluster_id(t["cluster"], cluster_project(cluster)) if t.get("cluster") and \
+                    cluster_project(cluster) else cluster
+                out.setdefault((qualify(doc["namespace"], cluster), t["secret"]), set()).add(
+                    f"k8s:ServiceAccount:{qualify(t['tokenNamespace'], where)}/{t['serviceAccount']}")
         except (ValueError, KeyError, TypeError):
             continue  # not a token job's: its writers' Secrets are judged by what they can mint (fail closed)
     return out
@@ -262,14 +321,14 @@ def link_secrets(reach: Reaches) -> None:
             if res not in ("secrets", "*") or verb not in READ_SECRET_VERBS:
                 continue
             read = set(names.split(",")) if names else None
-            declared = {k: v for k, v in reach.secret_tokens.items() if ns in ("*", k[0]) and (
+            declared = {k: v for k, v in reach.secret_tokens.items() if covers(ns, k[0]) and (
                 read is None or k[1] in read)}
             for (sns, secret), accounts in sorted(declared.items()):
                 for t in sorted(accounts - {member}):
                     r.becomes.setdefault(t, f"{verb} secret {secret} in {sns} (a token of {t.split(':')[-1]})")
             for w, written in writers.items():
                 for wns, wnames in written:
-                    same_ns = "*" in (ns, wns) or ns == wns
+                    same_ns = covers(ns, wns) or covers(wns, ns)
                     # A Secret whose tokens a token job declares is judged above by what it holds.
                     undeclared = None if wnames is None else {n for n in wnames if (wns, n) not in reach.secret_tokens}
                     overlap = read is None or undeclared is None or read & undeclared
@@ -286,10 +345,11 @@ def link_principals(reach: Reaches) -> None:
         g = gke_principal(member)
         if not g:
             continue
-        _, ns, sa = g
+        project, ns, sa = g
         for k in [m for m in reach if m.startswith("k8s:ServiceAccount:")]:
-            kns, ksa = k.removeprefix("k8s:ServiceAccount:").split("/", 1)
-            if ns in ("*", kns) and sa in ("*", ksa):
+            kns, kcluster, ksa = ksa_parts(k)
+            # One pool per project: a principal is its namespace's account in that project's clusters only.
+            if cluster_project(kcluster) in (None, project) and ns in ("*", kns) and sa in ("*", ksa):
                 reach[k].becomes.setdefault(member, WORKLOAD_IDENTITY)
                 if ns != "*" and sa != "*":
                     reach[member].becomes.setdefault(k, WORKLOAD_IDENTITY)
@@ -301,20 +361,31 @@ def link_principals(reach: Reaches) -> None:
                 run = runs(res, verb)
                 token = res == "serviceaccounts/token" and verb in ("create", "*") and (
                     not names or sa in names.split(","))
-                if (run or token) and rns in ("*", ns) and holder != member:
+                rraw, rcluster = split_ns(rns)
+                if (run or token) and rraw in ("*", ns) and cluster_project(rcluster) in (None, project) and \
+                        holder != member:
                     r.becomes.setdefault(member, f"{verb} {res} in {rns}")
 
 
-def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
+def _under(grant: str, target: str) -> bool:
+    """A grant's namespace reaches ``target`` (GKE IAM's unqualified '*': every cluster's)."""
+    return grant == "*" or covers(grant, target)
+
+
+def findings(member: str, r: Reach, reach: Reaches | None = None) -> list[tuple[str, str, str]]:
     """(source, namespace or '*', what) for each Kubernetes path to more: source 'RBAC' (the manifests) or
-    'GKE IAM'."""
+    'GKE IAM'. ``reach`` gives the declared webhooks' Services and the token jobs' Secrets (K6, K11)."""
     out = []
+    hooks = reach.webhook_services if reach is not None else set()
+    kubeconfigs = set(reach.secret_tokens) if reach is not None and member not in reach.token_jobs else set()
     own = own_namespace(member)
     for source, tuples in (("RBAC", r.rbac), ("GKE IAM", r.gke)):
         groups: dict[tuple[str, str], set[str]] = {}
         for ns, res, verb, names in tuples:
-            scope = "cluster-wide" if ns == "*" else ns
-            outside = ns == "*" or ns != own
+            raw, cluster = split_ns(ns)
+            wide = raw == "*"
+            scope = ("cluster-wide" if wide else raw) + (f") (cluster {cluster}" if cluster else "")
+            outside = wide or ns != own
             if res.startswith("url:"):
                 rule = f"non-resource URL {verb!r}" if verb == "*" else None
             elif verb in RBAC_ESCALATION:
@@ -333,11 +404,21 @@ def findings(member: str, r: Reach) -> list[tuple[str, str, str]]:
                 rule = "PersistentVolumes (a hostPath volume is the node's filesystem)"
             elif res == "namespaces" and verb in ("update", "patch", "*"):
                 rule = "namespace labels (the Pod Security admission level, what network policies select)"
+            elif res in WEBHOOK_BACKENDS | {"*"} and verb in WRITE_VERBS | {"delete"} and (
+                    hit := sorted(n for wns, n in hooks if _under(ns, wns) and (
+                        not names or res != "services" or n in names.split(",")))):
+                rule = (f"admission webhook backends ({', '.join(hit)}: whoever answers them sees every object "
+                        "the webhook matches, and a mutating one rewrites pods)")
+            elif res in ("secrets", "*") and verb in ("update", "patch", "*") and (
+                    hit := sorted(n for sns, n in kubeconfigs if _under(ns, sns) and (
+                        not names or n in names.split(",")))):
+                rule = (f"the Secrets Kueue reads ({', '.join(hit[:4])}: a rewritten kubeconfig points MultiKueue's "
+                        "dispatch, and the credentials it sends, at another server)")
             elif res == "secrets" and verb == "create":
                 rule = "Secrets created (a service-account-token Secret is any account of the namespace)"
             elif res == "networkpolicies" and verb in WRITE_VERBS | {"delete", "deletecollection"} and outside:
                 rule = "network policy writes (opens the Ray and Kueue ports to any pod)"
-            elif res == "serviceaccounts/token" and verb in WRITE_VERBS and (ns == "*" or outside and not names):
+            elif res == "serviceaccounts/token" and verb in WRITE_VERBS and (wide or outside and not names):
                 rule = "service account tokens (any account's)"
             elif res in ("secrets", "*") and verb in READ_SECRET_VERBS and outside and not names:
                 rule = f"{verb} Secrets"

@@ -54,8 +54,9 @@ def threat_tables(reach: Reaches, envs: Environments, findings: list[Finding] = 
             for ns, verbs in sorted(by_ns.items()):
                 shown = sorted(verbs)
                 text = ", ".join(shown[:12]) + (f" and {len(shown) - 12} more" if len(shown) > 12 else "")
-                k8s.append(f"| `{member.removeprefix('serviceAccount:')}` | "
-                           f"{'cluster-wide' if ns == '*' else f'`{ns}`'} | {text} | {source} |")
+                raw, _, cluster = ns.partition("@")
+                where = ("cluster-wide" if raw == "*" else f"`{raw}`") + (f" of `{cluster}`" if cluster else "")
+                k8s.append(f"| `{member.removeprefix('serviceAccount:')}` | {where} | {text} | {source} |")
     acc = ["", "Paths the design accepts (reported by the check, refused for any other identity):", "",
            "| identity | paths | why accepted |", "|---|---|---|"]
     grouped: dict[tuple[str, str], list[str]] = {}

@@ -284,6 +284,37 @@ def ray_head_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Re
     return out
 
 
+def _workers(resources: list[Res]) -> list[tuple[Res, str, str, dict[str, str]]]:
+    """(resource, namespace, worker group name, worker pod labels) for every worker group of every RayCluster and
+    RayJob with its own cluster (KubeRay labels each pod with its node type and, for a RayCluster, its name)."""
+    out = []
+    for r in resources:
+        for _, spec in cluster_specs(r.type, r.props):
+            for group in items(get(spec, "workerGroupSpecs", [])):
+                labels = {str(k): str(v) for k, v in (get(group, "template.metadata.labels", {}) or {}).items()}
+                labels[kube.RAY_NODE_TYPE_LABEL] = "worker"
+                if r.type == RAY_CLUSTER:
+                    labels[kube.RAY_CLUSTER_LABEL] = k8s_name(r.props)
+                out.append((r, str(get(r.props, "metadata.namespace", "default")), str(get(group, "groupName", "")),
+                            labels))
+    return out
+
+
+def ray_worker_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Res | None, str]]:
+    """Every Ray worker group has a NetworkPolicy restricting its ingress (workloads/security.py's
+    ``<cluster>-worker-ingress``): without one, any pod of the cluster reaches a worker's raylet and runs tasks as the
+    trainer's account (a stack without Ray token authentication has no other guard)."""
+    policies = [r for r in resources if r.type == NETWORK_POLICY]
+    out = []
+    for r, ns, group, labels in _workers(resources):
+        if not any(_guards(p.props, labels) and get(p.props, "metadata.namespace", "default") == ns
+                   for p in policies):
+            kind = "RayCluster" if r.type == RAY_CLUSTER else "RayJob's own RayCluster"
+            out.append((r, f"{kind} {k8s_name(r.props)}: no NetworkPolicy in namespace {ns} restricts ingress to "
+                           f"its worker group {group} (any pod reaches the raylet and runs tasks as the trainer)"))
+    return out
+
+
 def ray_pods_no_token_automount(type_: str, props: Mapping[str, Any], ctx: Context) -> list[str]:
     """Ray pods (head, workers, RayJob submitter) get no Kubernetes API token."""
     if type_ not in (RAY_CLUSTER, RAY_JOB):
