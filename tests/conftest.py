@@ -286,6 +286,18 @@ def local_cluster():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+# The modules that take longest, longest first (measured: ``--durations``, docs/tests.md "Time"): the real Ray runs
+# (wall: each waits on its cluster), then the fast tier's heaviest. A module not listed comes after them; a name
+# listed but gone changes nothing.
+LONGEST_FIRST = (
+    "test_train_local.py",
+    "test_drill_local.py",
+    "test_warm_spares.py",
+    "test_train_local_process.py",
+    "test_spec_refusals.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n 2``) the tests are scheduled by file (``--dist loadfile``, pyproject's addopts): the
@@ -294,9 +306,15 @@ def pytest_collection_modifyitems(config, items):
     bootstrap) are built once; the two workers take the files. Each run waits much of its time (cluster start,
     Ray Train's controller, the kill and the failure verdict), so two side by side use the two cores. All share the
     persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and compiles.
-    The ``xdist_group`` marks (a module's Ray runs; a test's own) say which runs share a cluster: ``--dist
-    loadgroup`` would schedule by them, but under pytest 9.2 it silently spreads every group over the workers
-    (pytest-dev/pytest-xdist#1386, reproduced here). Without xdist this changes nothing."""
+    (``--dist loadgroup`` would schedule by ``xdist_group`` marks, but under pytest 9.2 it silently spreads every
+    group over the workers: pytest-dev/pytest-xdist#1386, reproduced here.)
+
+    The files go out in the order this leaves them (``--no-loadscope-reorder``): the longest first
+    (:data:`LONGEST_FIRST`), then the rest by their number of tests, most first (xdist's own order), so that the
+    worker that ends last ends with a short file, not a Ray module started alone at the end. A file's tests keep
+    their order. Without xdist the order is the same."""
+    ranks = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    counts: dict[str, int] = {}
     for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(f"ray-{item.module.__name__}"))
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+    items.sort(key=lambda item: (ranks.get(item.path.name, len(ranks)), -counts[item.path.name], item.path.name))

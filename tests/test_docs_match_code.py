@@ -10,6 +10,7 @@ The bootstrap is rendered under the tests' mocks (``tests/test_bootstrap.py``) o
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from pathlib import Path
 
@@ -93,11 +94,17 @@ def test_every_identity_and_environment_a_page_names_is_one_the_bootstrap_render
     assert not wrong, "names the rendered bootstrap does not make (per stack: write <stack>):\n" + "\n".join(wrong)
 
 
+@functools.cache
+def _yml_names() -> frozenset[str]:
+    """The names of the repository's ``.yml`` files, walked once per test process (the walk, through the build
+    directory and the virtualenv, took about half a second a page)."""
+    return frozenset(p.name for p in ROOT.rglob("*.yml") if ".venv" not in p.parts and "node_modules" not in p.parts)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_workflow_a_page_names_exists(page):
     text = page.read_text()
-    tracked = {p.name for p in ROOT.rglob("*.yml") if ".venv" not in p.parts and "node_modules" not in p.parts}
-    known = WORKFLOWS | tracked | {ACTION_FILE}
+    known = WORKFLOWS | _yml_names() | {ACTION_FILE}
     missing = [_where(page, text, w) for w in dict.fromkeys(WORKFLOW.findall(text)) if w not in known]
     assert not missing, "workflow files not in .github/workflows/:\n" + "\n".join(missing)
 

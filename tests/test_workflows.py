@@ -9,6 +9,7 @@ the actionlint tests skip, saying so, only where that install is absent.
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import re
@@ -1156,19 +1157,27 @@ def test_pulumis_own_uv_sync_stays_in_the_locked_base_set(tmp_path):
 # --- what the reviewers own (REVIEW-trust.md E1) -----------------------------------------------------------------
 
 
+@functools.cache
+def _executed_here() -> tuple[str, ...]:
+    """``executed_paths`` of the repository's own workflows, once per test process: each call parses every module
+    the credentialed jobs import (most of a second), and three tests compare with it."""
+    return scan.executed_paths()
+
+
 def test_code_owners_cover_what_credentialed_jobs_execute():
     """Branch protection requires a code owner's review for TRUST_PATHS only. They include every path the
     credentialed jobs execute, computed from the workflows (bootstrap/workflow_scan.py executed_paths): the program
     `pulumi preview`/`up` run (__main__.py, Pulumi.yaml), `slicectl preview`/`drill` (slicectl/ and what it imports:
     offline/, drills/), the image's build context (.dockerignore), and the tests the required checks run."""
-    executed = scan.executed_paths()
+    executed = _executed_here()
     assert {"/__main__.py", "/Pulumi.yaml", "/slicectl/", "/offline/", "/drills/", "/tests/", "/.dockerignore",
             "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock", "/base-image.digest"} <= set(executed)
-    uncovered = [p for p in executed if not any(p.startswith(t) for t in scan.trust_paths())]
+    trusted = scan.trust_paths()  # once: each call scans the repository's imports again
+    uncovered = [p for p in executed if not any(p.startswith(t) for t in trusted)]
     assert uncovered == [], f"not owned by the reviewers: {uncovered}"
     owned = [line.split()[0] for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()
              if line and not line.startswith("#")]
-    assert owned == list(scan.trust_paths())
+    assert owned == list(trusted)
     # The local drills' job and drill-history hold no credential: benchmarks/ and trainers/ are not theirs.
     assert not any(p.startswith(("/benchmarks/", "/trainers/")) for p in executed)
 
@@ -1186,7 +1195,7 @@ def test_a_new_executed_path_becomes_owned(tmp_path):
     (workflows / "deploy.yml").write_text(text.replace(
         old, old + "      - run: uv run --no-sync python benchmarks/drill_history.py build\n", 1))
     executed = scan.executed_paths(workflows)
-    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in scan.executed_paths()
+    assert "/benchmarks/drill_history.py" in executed and "/benchmarks/drill_history.py" not in _executed_here()
     assert "/benchmarks/drill_history.py" in scan.trust_paths(workflows)
     # The same step in a job without a credential (pr.yml's cost job) changes nothing.
     (workflows / "deploy.yml").write_text(text)
@@ -1194,7 +1203,7 @@ def test_a_new_executed_path_becomes_owned(tmp_path):
     (workflows / "pr.yml").write_text(pr.replace("      - name: Cost against the default branch (job summary)\n",
                                                  "      - run: python3 benchmarks/drill_history.py build\n"
                                                  "      - name: Cost against the default branch (job summary)\n"))
-    assert scan.executed_paths(workflows) == scan.executed_paths()
+    assert scan.executed_paths(workflows) == _executed_here()
 
 
 def test_a_file_a_credentialed_step_reads_is_owned(tmp_path):
