@@ -36,6 +36,9 @@ START_ATTEMPTS = 4
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
 LOCAL_ENV = {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+# Under the run dir: <node>/<pid>.ready, written by each of a warm slice node's worker processes once MaxText is
+# imported (warm_worker), so a drill can tell its spares are ready before it kills.
+SPARE_READY_DIR = "spares-ready"
 # Ray's token authentication, as a stack's ``ray.auth`` asks: KubeRay's authOptions sets RAY_AUTH_MODE=token and the
 # cluster's RAY_AUTH_TOKEN on every Ray container and on the submitter (workloads/security.py auth_options); a local
 # cluster sets the same variables on every node and driver, with a token made as Ray makes one (ray/_private/
@@ -286,6 +289,13 @@ class LocalRayCluster:
         """Environment for a driver (or ``ray`` CLI) that should use this cluster."""
         return os.environ | LOCAL_ENV | self.auth_env | {"RAY_ADDRESS": self.address}
 
+    def spare_ready_marks(self) -> dict[str, list[float]]:
+        """Node name -> when each of its worker processes finished preloading MaxText (warm_worker's marks)."""
+        root, out = self.run_dir / SPARE_READY_DIR, {}
+        for d in root.iterdir() if root.is_dir() else ():
+            out[d.name] = [float(f.read_text() or 0) for f in d.iterdir() if f.suffix == ".ready"]
+        return out
+
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
 
@@ -480,6 +490,11 @@ class LocalRayCluster:
         env = os.environ | LOCAL_ENV | self.auth_env | (HEAD_ENV if head else {})
         if self.spares:
             env |= warm_head_env() if head else warm_env(self.spares)
+            if not head:  # each preloaded process marks itself ready here (warm_worker.READY_DIR_ENV)
+                (ready := self.run_dir / SPARE_READY_DIR / name).mkdir(parents=True, exist_ok=True)
+                from workloads.trainer.maxtext_trainer import WARM_READY_DIR_ENV
+
+                env[WARM_READY_DIR_ENV] = str(ready)
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
