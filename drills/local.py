@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drills import image_settings
 from drills.report import DrillReport
 from drills.train_log import FAILURE
 from stackspec.spec import Job, StackSpec
@@ -366,6 +367,7 @@ class LocalDrill:
                          "(the stack's ray.auth)")
                 r.figures["ray auth"] = auth
                 r.figures["warm spares"] = f"{'on' if self.warm else 'off'} ({self.warm_source})"
+                r.notes += image_settings.report_lines(self.spec, self.job)  # each applied, or why not
                 if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
                     r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)
                 if o.scenario == "reshard":
@@ -428,16 +430,23 @@ class LocalDrill:
                 return  # refused: reported and failed on by _spare_problems
             asked = self.timeline.spare_requested_at[0]
         nodes = [n.name for n in self.cluster.live_workers()]
+        # The kill must leave a restart to see: past this step the drill kills whether the spares are ready or not.
+        last_kill = self.opts.steps - 2 * self.opts.checkpoint_period - 1
 
         def ready():
             marks = self.cluster.spare_ready_marks()
-            return all(any(at >= asked for at in marks.get(n, ())) for n in nodes)
+            if all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
+                return "ready"
+            step = self.timeline.last_step()
+            return "run ending" if step is not None and step >= last_kill else None
 
         try:
-            self._wait("the workers' spares to be ready", ready, min(deadline, time.time() + SPARE_READY_TIMEOUT_S))
+            why = self._wait("the workers' spares to be ready", ready,
+                             min(deadline, time.time() + SPARE_READY_TIMEOUT_S))
         except DrillFailed:
-            self.report.notes.append(f"the workers' spares were not ready {SPARE_READY_TIMEOUT_S:.0f} s after "
-                                     "their request: killed anyway")
+            why = f"not ready {SPARE_READY_TIMEOUT_S:.0f} s after their request"
+        if why != "ready":
+            self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
         self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
 
     def _kill_when_ready(self, deadline: float) -> float:

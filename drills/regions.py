@@ -331,6 +331,9 @@ class RegionLossDrill:
                  f"{self.a.region.name} on {self.a.workers} slice(s), resumed in {self.b.region.name} on "
                  f"{self.b.workers}; {o.steps} steps, checkpoint every {o.checkpoint_period}; bucket {self.bucket}")
         spares = 1 if o.standby == "warm" else 0
+        from drills import image_settings
+
+        rep.notes += image_settings.report_lines(self.spec, self.job)  # each applied, or why not
         # Each region's cluster with the stack's Ray auth (its token its own, as each RayCluster's Secret is).
         auth = self.spec.ray.auth
         self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares, auth=auth)

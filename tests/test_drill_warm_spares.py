@@ -89,7 +89,8 @@ def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
     assert spec.ray.auth == "token"
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="tw-", dir=ROOT / "build"))  # short: Ray's sockets
-    opts = LocalDrillOptions(steps=14, checkpoint_period=5, step_delay=0.3, timeout_s=1500)
+    # Steps enough for the spare the workers ask for after their first step to import MaxText on a loaded machine.
+    opts = LocalDrillOptions(steps=120, checkpoint_period=5, step_delay=0.5, timeout_s=1500)
     try:
         drill = LocalDrill(spec, pick_job(spec, None), run_dir, opts)
         report = drill.run()
