@@ -21,7 +21,8 @@ WORKER_ENV = {
                         "(maxtext_trainer.LOCAL_XLA_FLAGS) instead",
     "RAY_preload_python_modules": "applied with warm spares: each warm slice node preloads warm_worker "
                                   "(drills.localray.warm_env)",
-    "PYTHONPATH": "applied with warm spares: the trainer's directory on the warm nodes' path (drills.localray.warm_env)",
+    "PYTHONPATH": "applied with warm spares: the trainer's directory on the warm nodes' path "
+                  "(drills.localray.warm_env)",
 }
 # Trainer flags only the cluster's run gets (trainer_argv local=False): flag -> what a local drill does.
 CLUSTER_FLAGS = {

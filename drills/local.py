@@ -262,8 +262,9 @@ class LocalDrill:
         self.spec, self.job, self.opts = spec, job, options
         # The stack's own warm-spare setting unless the options override it (reported either way).
         self.warm = spec.unverified.warm_spares if options.warm is None else options.warm
+        stack_says = "on" if spec.unverified.warm_spares else "off"
         self.warm_source = ("the stack's unverified.warmSpares" if options.warm is None else
-                            f"overridden; the stack's unverified.warmSpares is {'on' if spec.unverified.warm_spares else 'off'}")
+                            f"overridden; the stack's unverified.warmSpares is {stack_says}")
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
         self.timeline = _Timeline()
