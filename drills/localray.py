@@ -442,8 +442,11 @@ class LocalRayCluster:
         root = Path(__file__).resolve().parents[1]
         env = self.env | {"PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
         env.pop("RAY_ADDRESS", None)
+        # stdin closed: under pytest-xdist this process's stdin is execnet's channel to the controller, which no
+        # child may inherit (one that reads it, or outlives the run holding it, stalls the worker).
         done = subprocess.run([sys.executable, "-c", code, f"127.0.0.1:{node.ports['node_manager']}", str(count)],
-                              env=env, cwd=root, capture_output=True, text=True, timeout=120)
+                              env=env, cwd=root, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             self.spares_refused.append((node.name, error))
