@@ -497,7 +497,7 @@ class RegionLossDrill:
                        "checkpoints committed at the loss": committed_at_kill,
                        "saves in flight at the loss": in_flight_steps,
                        "loss -> dispatched (workerLostTimeout)": round(t_dispatch - t_detect, 1),
-                       "region A processes left": len(left)} | figures
+                       "region A processes left": len(left)} | rep.figures | figures
         rep.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
         if spare is not None:
             rep.figures["restarted on a warm spare"] = spare
