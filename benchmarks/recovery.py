@@ -48,7 +48,10 @@ PREEMPTION = textwrap.dedent("""
     from stackspec import spec as stack_spec
     stack, job, steps, run_dir, cache = sys.argv[1:6]
     spec = stack_spec.load(stack, engine.stack_config(stack))
-    opts = LocalDrillOptions(steps=int(steps), checkpoint_period=5, step_delay=0.5, jax_cache_dir=Path(cache))
+    # Warm spares on for both sides (the base's default; here an override of the stack's setting, which the report
+    # names): the figures compare the recovery path, not the stacks' opt-ins.
+    opts = LocalDrillOptions(steps=int(steps), checkpoint_period=5, step_delay=0.5, jax_cache_dir=Path(cache),
+                             warm=True)
     LocalDrill(spec, spec.drill_job(job or None), Path(run_dir), opts).run()
 """)
 REGION = textwrap.dedent("""

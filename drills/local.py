@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drills import image_settings
 from drills.report import DrillReport
 from drills.train_log import FAILURE
 from stackspec.spec import Job, StackSpec
@@ -69,10 +70,14 @@ FIRST_STEP_LOSS_TOL = 1e-4
 CONTINUATION_LOSS_TOL = 2e-3
 
 
-# Idle processes each warm slice node starts with: one for the first attempt's worker, one for the first restart
-# (each attempt's workers then ask for the next, maxtext_trainer.keep_warm_spare). Their imports overlap the cold
-# start, which the report gives apart from the recovery.
-WARM_SPARES = 2
+# Idle processes each warm slice node starts with: one, for the first attempt's worker (Ray prestarts a job's workers
+# itself as the job starts; this one has MaxText imported). Every restart is served by the spare the job's own
+# training workers ask for after each attempt's first step (maxtext_trainer.keep_warm_spare, the trainer's
+# --warm-workers), as on the cluster under unverified.warmSpares: a drill whose restart started cold fails.
+WARM_SPARES = 1
+# How long a warm drill waits, before its kill, for the spares the workers asked for to finish importing MaxText. A
+# preemption of a real run comes minutes or hours after an attempt's first step; the drill kills seconds after it.
+SPARE_READY_TIMEOUT_S = 240.0
 
 
 def default_steps(scale_up: bool) -> int:
@@ -111,11 +116,12 @@ class LocalDrillOptions:
     # Multislice: seconds until the lost slice's capacity is back and the job is resubmitted
     # (0: at once, the fixed-size job's best case; a Spot slice on GKE can take far longer).
     resubmit_delay_s: float = 0.0
-    # Warm spares (on by default, docs/recovery.md): slice nodes start idle worker processes with MaxText imported
-    # (WARM_SPARES each; the workers of every attempt ask for the next) and the training workers take the node's
-    # environment (the trainer's --warm-workers), so a restarted worker group starts in a process that is ready.
-    # A cluster passed in uses its own spares (LocalRayCluster(spares=...)); none, every worker starts cold.
-    warm: bool = True
+    # Warm spares (docs/recovery.md). None: the stack's own setting, unverified.warmSpares (off: every worker starts
+    # cold, as on the cluster); True/False overrides it, and the report says so. Warm: slice nodes import MaxText in
+    # every worker process they start (WARM_SPARES idle ones at node start), the training workers take the node's
+    # environment and ask for the next spare after each attempt's first step (the trainer's --warm-workers).
+    # A cluster passed in uses its own spares (LocalRayCluster(spares=...)).
+    warm: bool | None = None
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -174,6 +180,7 @@ class _Timeline:
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
     spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
     spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
+    spare_requested_at: list[float] = field(default_factory=list)  # when (rank 0's clock)
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -192,6 +199,7 @@ class _Timeline:
                 self.starts.append((e["t"], e["start_step"], e["world"]))
             elif e["event"] == "spare_requested":
                 self.spares_requested += 1
+                self.spare_requested_at.append(e["t"])
             elif e["event"] == "spare_refused":
                 self.spares_refused.append(e.get("error", "?"))
             elif e["event"] == "done":
@@ -252,6 +260,11 @@ class LocalDrill:
             raise ValueError(f"--steps {options.steps} leaves nothing to resume: the kill comes after "
                              f"step {options.kill_step()}; use more steps")
         self.spec, self.job, self.opts = spec, job, options
+        # The stack's own warm-spare setting unless the options override it (reported either way).
+        self.warm = spec.unverified.warm_spares if options.warm is None else options.warm
+        stack_says = "on" if spec.unverified.warm_spares else "off"
+        self.warm_source = ("the stack's unverified.warmSpares" if options.warm is None else
+                            f"overridden; the stack's unverified.warmSpares is {stack_says}")
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
         self.timeline = _Timeline()
@@ -321,7 +334,7 @@ class LocalDrill:
             resize_interval=o.resize_interval_s if self.job.elastic else None,
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
             save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
-            warm_workers=bool(o.warm and self.cluster.spares),
+            warm_workers=bool(self.warm and self.cluster.spares),
         )
         if self.t_job is None:
             self.t_job = time.time()
@@ -345,7 +358,7 @@ class LocalDrill:
                  f"{o.step_delay} s/step; run dir {self.run_dir}")
         try:
             if self._own_cluster:
-                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=WARM_SPARES if o.warm else 0,
+                self.cluster = LocalRayCluster(self.run_dir, slices=o.slices, spares=WARM_SPARES if self.warm else 0,
                                                auth=self.spec.ray.auth)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
@@ -354,6 +367,8 @@ class LocalDrill:
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} "
                          "(the stack's ray.auth)")
                 r.figures["ray auth"] = auth
+                r.figures["warm spares"] = f"{'on' if self.warm else 'off'} ({self.warm_source})"
+                r.notes += image_settings.report_lines(self.spec, self.job)  # each applied, or why not
                 if self._own_cluster:  # apart from the job's cold start: warm spares start importing here
                     r.figures["cluster start (s)"] = round(time.time() - self.t0, 1)
                 if o.scenario == "reshard":
@@ -401,9 +416,44 @@ class LocalDrill:
             r.productive_s = round(productive_seconds(steps, starts), 1)
             r.measure_from_first_step(steps, starts, t0)
 
+    def _wait_for_spares(self, deadline: float) -> None:
+        """With warm spares: wait until every live slice node has a spare that the job's workers asked for
+        (after their first step) and that is done importing MaxText (warm_worker's ready mark, written after the
+        request). Bounded by SPARE_READY_TIMEOUT_S: past it the drill kills anyway, and a restart that then starts
+        cold fails the drill (``_spare_problems``)."""
+        if not (self.warm and self.cluster.spares):
+            return
+        t = time.time()
+        self._wait("the workers' spare requests", lambda: self.timeline.spare_requested_at or
+                   self.timeline.spares_refused, deadline)
+        with self.timeline.lock:
+            if not self.timeline.spare_requested_at:
+                return  # refused: reported and failed on by _spare_problems
+            asked = self.timeline.spare_requested_at[0]
+        nodes = [n.name for n in self.cluster.live_workers()]
+        # The kill must leave a restart to see: past this step the drill kills whether the spares are ready or not.
+        last_kill = self.opts.steps - 2 * self.opts.checkpoint_period - 1
+
+        def ready():
+            marks = self.cluster.spare_ready_marks()
+            if all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
+                return "ready"
+            step = self.timeline.last_step()
+            return "run ending" if step is not None and step >= last_kill else None
+
+        try:
+            why = self._wait("the workers' spares to be ready", ready,
+                             min(deadline, time.time() + SPARE_READY_TIMEOUT_S))
+        except DrillFailed:
+            why = f"not ready {SPARE_READY_TIMEOUT_S:.0f} s after their request"
+        if why != "ready":
+            self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
+        self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
+
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
         period = o.checkpoint_period
+        self._wait_for_spares(deadline)
         if o.kill_during_save:
             # Kill the moment a periodic save at or past the kill step is in flight on disk (by
             # default the second one past step 0: a committed checkpoint past 0 is there to restore).
@@ -768,7 +818,8 @@ class LocalDrill:
             refused, requested = list(tl.spares_refused), tl.spares_requested
         refused += [f"node {n}: {e}" for n, e in self.cluster.spares_refused]
         if not self.cluster.spares:
-            return []
+            return ["the stack keeps warm spares (unverified.warmSpares), this drill's cluster none: not drilled"
+                    ] if self.warm else []
         r.figures["spares requested by the workers"] = requested
         r.figures["spare requests refused"] = len(refused)
         problems = [f"warm spare refused: {e}" for e in refused[:3]]

@@ -36,6 +36,9 @@ START_ATTEMPTS = 4
 # would otherwise, under `uv run pytest` or `uv run slicectl`, try to ship the project
 # to the workers as a working_dir and refuse a run directory outside the project.
 LOCAL_ENV = {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+# Under the run dir: <node>/<pid>.ready, written by each of a warm slice node's worker processes once MaxText is
+# imported (warm_worker), so a drill can tell its spares are ready before it kills.
+SPARE_READY_DIR = "spares-ready"
 # Ray's token authentication, as a stack's ``ray.auth`` asks: KubeRay's authOptions sets RAY_AUTH_MODE=token and the
 # cluster's RAY_AUTH_TOKEN on every Ray container and on the submitter (workloads/security.py auth_options); a local
 # cluster sets the same variables on every node and driver, with a token made as Ray makes one (ray/_private/
@@ -75,14 +78,15 @@ def short_temp_dir(run_dir: Path) -> Path:
     return SHORT_TEMP_ROOT / f"{SHORT_TEMP_PREFIX}{hashlib.sha256(key).hexdigest()[:10]}"
 # The GCS declares a node dead after this many missed health checks of its raylet, one per
 # period (Ray's defaults: 5 x 3 s). A local "preemption" is a SIGKILL: the raylet's port refuses at
-# once, so each check fails at once and the verdict takes about threshold x period (1.5 s); a live
-# raylet slowed by load still has the timeout (2 s) to answer each one. The trainer's elastic
-# policy waits for the verdict before sizing a restart.
-HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "2000",
+# once, so each check fails at once and the verdict takes about threshold x period (0.6 s; 1.5 s at
+# 500 ms, the detection phase measured on an idle machine); a live raylet slowed by load still has the
+# timeout (2 s) to answer each one, so only a raylet silent for 3 x 2 s is called dead. The trainer's
+# elastic policy waits for the verdict before sizing a restart.
+HEAD_ENV = {"RAY_health_check_period_ms": "200", "RAY_health_check_timeout_ms": "2000",
             "RAY_health_check_failure_threshold": "3",
             # Ray Train's controller (an actor on the head) polls its workers this often (Ray's default 2 s): a
             # dead worker is seen sooner. Read when the controller is created, so from the head's environment.
-            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
+            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
             # What Ray Train sets in its controller's runtime env, which a warm run leaves out (maxtext_trainer.py
             # controller_without_runtime_env): the controller runs on the head.
             "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0",
@@ -286,6 +290,13 @@ class LocalRayCluster:
         """Environment for a driver (or ``ray`` CLI) that should use this cluster."""
         return os.environ | LOCAL_ENV | self.auth_env | {"RAY_ADDRESS": self.address}
 
+    def spare_ready_marks(self) -> dict[str, list[float]]:
+        """Node name -> when each of its worker processes finished preloading MaxText (warm_worker's marks)."""
+        root, out = self.run_dir / SPARE_READY_DIR, {}
+        for d in root.iterdir() if root.is_dir() else ():
+            out[d.name] = [float(f.read_text() or 0) for f in d.iterdir() if f.suffix == ".ready"]
+        return out
+
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
 
@@ -431,8 +442,11 @@ class LocalRayCluster:
         root = Path(__file__).resolve().parents[1]
         env = self.env | {"PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
         env.pop("RAY_ADDRESS", None)
+        # stdin closed: under pytest-xdist this process's stdin is execnet's channel to the controller, which no
+        # child may inherit (one that reads it, or outlives the run holding it, stalls the worker).
         done = subprocess.run([sys.executable, "-c", code, f"127.0.0.1:{node.ports['node_manager']}", str(count)],
-                              env=env, cwd=root, capture_output=True, text=True, timeout=120)
+                              env=env, cwd=root, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             self.spares_refused.append((node.name, error))
@@ -480,6 +494,11 @@ class LocalRayCluster:
         env = os.environ | LOCAL_ENV | self.auth_env | (HEAD_ENV if head else {})
         if self.spares:
             env |= warm_head_env() if head else warm_env(self.spares)
+            if not head:  # each preloaded process marks itself ready here (warm_worker.READY_DIR_ENV)
+                (ready := self.run_dir / SPARE_READY_DIR / name).mkdir(parents=True, exist_ok=True)
+                from workloads.trainer.maxtext_trainer import WARM_READY_DIR_ENV
+
+                env[WARM_READY_DIR_ENV] = str(ready)
         env.pop("RAY_ADDRESS", None)
         with open(log, "wb") as out:
             proc = subprocess.Popen(

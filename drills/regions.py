@@ -38,6 +38,7 @@ from drills.local import (
     CONTINUATION_LOSS_TOL,
     FIRST_STEP_LOSS_TOL,
     POLL_S,
+    SPARE_READY_TIMEOUT_S,
     DrillFailed,
     _Timeline,
     checkpoint_dirs,
@@ -331,6 +332,9 @@ class RegionLossDrill:
                  f"{self.a.region.name} on {self.a.workers} slice(s), resumed in {self.b.region.name} on "
                  f"{self.b.workers}; {o.steps} steps, checkpoint every {o.checkpoint_period}; bucket {self.bucket}")
         spares = 1 if o.standby == "warm" else 0
+        from drills import image_settings
+
+        rep.notes += image_settings.report_lines(self.spec, self.job)  # each applied, or why not
         # Each region's cluster with the stack's Ray auth (its token its own, as each RayCluster's Secret is).
         auth = self.spec.ray.auth
         self.a.cluster = LocalRayCluster(self.run_dir / "a", slices=self.a.workers, spares=spares, auth=auth)
@@ -361,6 +365,33 @@ class RegionLossDrill:
             self.files = rep.publish(self.run_dir)
         return rep
 
+    def _wait_for_standby_spares(self, deadline: float) -> None:
+        """A warm standby is one whose spares are ready: a region is lost long after its standby came up, a drill
+        seconds after. Wait (before the loss) until every slice node of region B has a process done importing
+        MaxText (warm_worker's ready marks), bounded by SPARE_READY_TIMEOUT_S and by region A's run nearing its
+        end (a loss must leave steps to resume); past either the loss comes anyway and the report says so."""
+        a, b = self.a, self.b
+        if self.opts.standby != "warm" or not b.cluster.spares:
+            return
+        t, nodes = time.time(), [n.name for n in b.cluster.live_workers()]
+        last = self.opts.steps - self.opts.checkpoint_period - 2
+
+        def ready():
+            marks = b.cluster.spare_ready_marks()
+            if all(marks.get(n) for n in nodes):
+                return "ready"
+            step = a.timeline.last_step()
+            return "region A's run ending" if step is not None and step >= last else None
+
+        try:
+            why = self._wait(f"{b.region.name}'s spares to be ready", ready,
+                             min(deadline, t + SPARE_READY_TIMEOUT_S), a)
+        except DrillFailed:
+            why = f"not ready {SPARE_READY_TIMEOUT_S:.0f} s after the wait began"
+        if why != "ready":
+            self.report.notes.append(f"{b.region.name}'s spares: {why}; lost region A anyway (use more --steps)")
+        self.report.figures["waited for the standby's spares before the loss (s)"] = round(time.time() - t, 1)
+
     def _drill(self, deadline: float) -> None:
         o, rep, a, b = self.opts, self.report, self.a, self.b
         kill_at = o.kill_step()
@@ -377,6 +408,7 @@ class RegionLossDrill:
 
         self._wait(f"a committed checkpoint, the next step's loss and step {kill_at} in {a.region.name}", ready,
                    deadline, a)
+        self._wait_for_standby_spares(deadline)
         pids = a.cluster.process_ids() + [a.driver.proc.pid]
         rep.kill_step = a.timeline.last_step()
         # The whole region at once: the submitter (the driver) and every node, head included.
@@ -465,7 +497,7 @@ class RegionLossDrill:
                        "checkpoints committed at the loss": committed_at_kill,
                        "saves in flight at the loss": in_flight_steps,
                        "loss -> dispatched (workerLostTimeout)": round(t_dispatch - t_detect, 1),
-                       "region A processes left": len(left)} | figures
+                       "region A processes left": len(left)} | rep.figures | figures
         rep.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
         if spare is not None:
             rep.figures["restarted on a warm spare"] = spare

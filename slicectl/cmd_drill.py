@@ -82,9 +82,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="region-loss: the other region before the loss; up: its cluster up (default); warm: "
                             "up, with idle processes ready (MaxText on its slice nodes, Ray Train on its head); "
                             "cold: started once the loss is seen")
-    local.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True,
+    local.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=None,
                        help="slice nodes keep idle worker processes with MaxText imported, which a restarted worker "
-                            "group takes (default; --no-warm-workers: every worker starts cold; docs/recovery.md)")
+                            "group takes (default: the stack's unverified.warmSpares; either flag overrides it and "
+                            "the report says so; docs/recovery.md)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")

@@ -94,7 +94,7 @@ def test_the_prestart_request_authenticates_as_rays_own_clients_do(mode):
     if mode == "token":
         env["RAY_AUTH_TOKEN"] = "a1" * 32
     out = subprocess.run([sys.executable, "-c", AUTH_PROBE], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, stdin=subprocess.DEVNULL)
     lines = out.stdout.splitlines()
     expected = ["trainer ACCEPTED", "raw channel UNAUTHENTICATED" if mode == "token" else "raw channel ACCEPTED"]
     assert lines == expected, out.stdout + out.stderr[-2000:]
@@ -157,10 +157,10 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares, auth):
                     if idle and all(before[p.pid] > 2.0 and cpu(p) - before[p.pid] < 0.1 for p in idle):
                         break
                 print(len(idle))
-            """)], capture_output=True, text=True, timeout=deadline_s + 30)
+            """)], capture_output=True, text=True, timeout=deadline_s + 30, stdin=subprocess.DEVNULL)
             assert int(waited.stdout.strip() or 0) >= 1, waited.stdout + waited.stderr
         out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
-                             cwd=run_dir)
+                             cwd=run_dir, stdin=subprocess.DEVNULL)
     expected = "started_before_job=True imported=True" if spares else "started_before_job=False imported=False"
     assert expected in out.stdout, out.stdout + out.stderr[-3000:]
 

@@ -622,6 +622,9 @@ def train_loop_per_worker(config: dict) -> None:
 # first under memory pressure). A job's spares end with the job (the raylet kills a finished job's idle workers);
 # spares of no job stay until taken or the node goes.
 SPARE_KEEP_ALIVE_S = 24 * 3600
+# Set on a local drill's warm nodes only: a directory where each preloaded process writes <pid>.ready (its READY_AT)
+# when its import is done (warm_worker.py), so the drill kills once the spares are ready.
+WARM_READY_DIR_ENV = "SLICECTL_WARM_READY_DIR"
 
 
 def prestart_workers(node_manager: str, job_id: str | None, count: int = 1,

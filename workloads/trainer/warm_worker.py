@@ -28,3 +28,8 @@ PREIMPORT_S = round(time.time() - _t, 1)
 # When this process was ready (the import done): a restart served by a spare is one whose process was ready
 # before the failure; a process started for the restart preloads too, but after it (drills/local.py).
 READY_AT = time.time()
+if _ready_dir := os.environ.get(maxtext_trainer.WARM_READY_DIR_ENV):  # a local drill's node (drills/localray.py)
+    _mark = os.path.join(_ready_dir, f"{os.getpid()}")
+    with open(_mark + ".tmp", "w") as f:
+        f.write(repr(READY_AT))
+    os.replace(_mark + ".tmp", _mark + ".ready")  # whole or absent: the drill reads it while this runs

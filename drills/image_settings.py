@@ -1,0 +1,92 @@
+"""The stack's image settings in a local drill: what the drill applies, and what a local CPU drill cannot.
+
+A local drill runs this checkout's Python environment (uv.lock) on CPU processes, not the stack's worker image on
+TPU hosts. Every setting the cluster gives a TPU worker (its container environment, ``workloads.manifests``) and
+every trainer flag or MaxText setting only the cluster's run gets (``workloads.trainer_args``) is listed in the
+drill's report with what the drill did with it, so no setting is dropped silently. A setting the cluster gains
+without an answer here is reported as such and fails ``tests/test_drill_image_settings.py``.
+"""
+
+from __future__ import annotations
+
+from stackspec.spec import Job, StackSpec
+
+# The TPU worker container's environment (workloads/manifests.py _worker_env): name -> what a local drill does.
+WORKER_ENV = {
+    "MEGASCALE_NUM_SLICES": "not applied: multislice DCN (megascale) joins TPU slices; local slices are CPU processes",
+    "MEGASCALE_PORT": "not applied: multislice DCN (megascale) joins TPU slices; local slices are CPU processes",
+    "JAX_PLATFORMS": "cpu instead: a local drill has no TPU (the trainer's --local, drills.localray.warm_env)",
+    "ENABLE_PJRT_COMPATIBILITY": "not applied: a setting of libtpu's PJRT plugin; JAX runs on CPU here",
+    "LIBTPU_INIT_ARGS": "not applied: libtpu's XLA flags; the local workers take the trainer's CPU XLA flags "
+                        "(maxtext_trainer.LOCAL_XLA_FLAGS) instead",
+    "RAY_preload_python_modules": "applied with warm spares: each warm slice node preloads warm_worker "
+                                  "(drills.localray.warm_env)",
+    "PYTHONPATH": "applied with warm spares: the trainer's directory on the warm nodes' path "
+                  "(drills.localray.warm_env)",
+}
+# Trainer flags only the cluster's run gets (trainer_argv local=False): flag -> what a local drill does.
+CLUSTER_FLAGS = {
+    "--prebuilt-image": "holds locally: the local workers install nothing at start either (they run this checkout's "
+                        "environment, uv.lock)",
+    "--warm-workers": "applied when the drill keeps warm spares (the stack's unverified.warmSpares)",
+    "--lease": "the stack's writer lease on a multi-region manager's queued job: not applied by this drill",
+}
+# MaxText settings only the cluster's run gets: key -> what a local drill does.
+CLUSTER_SETTINGS = {
+    "jax_cache_dir": "applied: a local directory (drills.local_train.JAX_CACHE_DIR) instead of the bucket's",
+    "enable_goodput_recording": "not applied: MaxText's goodput recording writes to Cloud Logging; the drill "
+                                "computes goodput from the steps' own timestamps",
+    "monitor_goodput": "not applied: MaxText's goodput monitor uploads to Cloud Monitoring",
+    "enable_multi_tier_checkpointing": "not applied: GKE's multi-tier checkpointing CSI driver (/local) is not here",
+    "local_checkpoint_directory": "not applied: GKE's multi-tier checkpointing CSI driver (/local) is not here",
+    "local_checkpoint_period": "not applied: GKE's multi-tier checkpointing CSI driver (/local) is not here",
+    "multi_tier_checkpointing_backup_interval_minutes": "not applied: GKE's multi-tier checkpointing is not here",
+}
+UNKNOWN = "not applied: no local answer for this setting yet (drills/image_settings.py)"
+
+
+def _settings(argv: list[str]) -> tuple[set[str], dict[str, str]]:
+    """(the trainer's own flags, MaxText's key=value settings) of a trainer argv."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own, maxtext = argv[:cut], argv[cut + 1:]
+    flags = {a for a in own if a.startswith("--")}
+    settings = dict(a.split("=", 1) for a in maxtext if "=" in a)
+    return flags, settings
+
+
+def image_settings(spec: StackSpec, job: Job) -> list[tuple[str, str, str]]:
+    """(setting, the cluster's value, what a local drill does with it) for the stack's worker image and every
+    setting the cluster's workers or trainer get that a local run does not."""
+    from workloads.manifests import _worker_env
+    from workloads.trainer_args import trainer_argv
+
+    out = [("worker image", spec.worker_image,
+            "not applied: a local drill runs this checkout's environment (uv.lock), Ray "
+            f"{_ray_version()} on CPU"
+            + ("" if spec.prebuilt_image else "; the cluster's workers install MaxText at start (no digest yet)"))]
+    if spec.image is not None:
+        out.append(("image.streaming", str(spec.image.streaming), "not applied: GKE image streaming (node pools)"))
+    for e in _worker_env(spec, job.slices):
+        out.append((e["name"], e["value"], WORKER_ENV.get(e["name"], UNKNOWN)))
+    cluster_flags, cluster_settings = _settings(trainer_argv(spec, job))
+    local_flags, local_settings = _settings(trainer_argv(spec, job, local=True, data_dir="/local-run",
+                                                         warm_workers=True))
+    for flag in sorted(cluster_flags - local_flags):
+        out.append((flag, "on", CLUSTER_FLAGS.get(flag, UNKNOWN)))
+    for key in sorted(set(cluster_settings) - set(local_settings)):
+        out.append((key, cluster_settings[key], CLUSTER_SETTINGS.get(key, UNKNOWN)))
+    return out
+
+
+def _ray_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("ray")
+
+
+def report_lines(spec: StackSpec, job: Job) -> list[str]:
+    """One report note per setting: ``image setting <name> = <value>: <what the drill does>``."""
+    def short(v: str) -> str:
+        return v if len(v) <= 60 else v[:57] + "..."
+
+    return [f"image setting {name} = {short(value)}: {how}" for name, value, how in image_settings(spec, job)]

@@ -1,0 +1,104 @@
+"""Local drills under the stack's own warm-spare setting (``unverified.warmSpares``).
+
+A drill starts warm spares only where the stack keeps them (or where its options override that, and the report says
+so), and its restart is then served by the spare the job's own training workers asked for
+(``maxtext_trainer.keep_warm_spare``), as on the cluster: the node's start-up spare is the first attempt's. The slow
+test is a real drill on prod's settings (token auth) with the opt-in on, and must record a restart served by a spare;
+with the job's spare request broken it fails (the drill reports the cold restart).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import opt_in
+
+from drills import local
+from drills.local import LocalDrill, LocalDrillOptions, pick_job
+from drills.local_train import ROOT
+from offline import engine
+from stackspec import spec as stack_spec
+
+IMAGE = "tpu-multislice:image"
+DIGEST = "sha256:" + "ab" * 32  # a well-formed digest: the stack runs its own image (warmSpares needs it)
+
+
+def _warm_prod() -> stack_spec.StackSpec:
+    config = dict(engine.stack_config("prod"))
+    config[IMAGE] = json.dumps(json.loads(config[IMAGE]) | {"digest": DIGEST})
+    return stack_spec.load("prod", opt_in(config, "warmSpares"))
+
+
+def _spec(stack: str) -> stack_spec.StackSpec:
+    return stack_spec.load(stack, engine.stack_config(stack))
+
+
+class _Cluster:
+    """What LocalDrill reads of a running cluster before its run (a drill passed one does not start its own)."""
+
+    def __init__(self, spares: int):
+        self.spares, self.spares_refused = spares, []
+
+    def live_workers(self):
+        return [1, 2]
+
+
+@pytest.mark.parametrize(("stack", "override", "warm"), [
+    ("dev", None, False), ("prod", None, False), ("warm-prod", None, True),
+    ("dev", True, True), ("warm-prod", False, False)])
+def test_a_drill_keeps_warm_spares_only_where_the_stack_does_or_says_it_was_overridden(tmp_path, stack, override,
+                                                                                       warm):
+    spec = _warm_prod() if stack == "warm-prod" else _spec(stack)
+    drill = LocalDrill(spec, pick_job(spec, None), tmp_path, LocalDrillOptions(warm=override), cluster=_Cluster(1))
+    assert drill.warm is warm
+    assert ("overridden" in drill.warm_source) is (override is not None)
+    # The trainer is told to keep spares exactly when the drill's nodes do (its --warm-workers).
+    from workloads.trainer_args import trainer_argv
+
+    argv = trainer_argv(spec, drill.job, local=True, data_dir=str(tmp_path), warm_workers=drill.warm)
+    assert ("--warm-workers" in argv) is warm
+
+
+def test_a_stack_with_spares_drilled_on_a_cluster_without_any_fails_the_drill(tmp_path):
+    """The stack keeps spares, the cluster the drill was given has none: not a pass that drilled nothing."""
+    spec = _warm_prod()
+    drill = LocalDrill(spec, pick_job(spec, None), tmp_path, LocalDrillOptions(), cluster=_Cluster(0))
+    assert any("not drilled" in p for p in drill._spare_problems())
+    dev = _spec("dev")
+    assert LocalDrill(dev, pick_job(dev, None), tmp_path, LocalDrillOptions(), cluster=_Cluster(0)) \
+        ._spare_problems() == []
+
+
+def test_the_nodes_start_one_spare_the_restart_takes_the_jobs_own():
+    """One start-up spare per node, the first attempt's: a second would serve the restart whatever the job does, and
+    the drill could not see the job's own spare request (keep_warm_spare) break."""
+    assert local.WARM_SPARES == 1
+
+
+@pytest.mark.slow
+def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
+    """prod's settings (Ray token auth) with unverified.warmSpares on: the training workers ask their raylet for a
+    spare after their first step, the drill kills once it is ready, and the elastic restart runs in that process
+    (started and done importing MaxText before the kill). Breaking keep_warm_spare (a no-op, or a raw gRPC channel
+    the raylet refuses under token auth) fails this test: the restart starts cold, or the refusal is reported."""
+    spec = _warm_prod()
+    assert spec.ray.auth == "token"
+    (ROOT / "build").mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="tw-", dir=ROOT / "build"))  # short: Ray's sockets
+    # Steps enough for the spare the workers ask for after their first step to import MaxText on a loaded machine.
+    opts = LocalDrillOptions(steps=120, checkpoint_period=5, step_delay=0.5, timeout_s=1500)
+    try:
+        drill = LocalDrill(spec, pick_job(spec, None), run_dir, opts)
+        report = drill.run()
+        assert report.figures["warm spares"] == "on (the stack's unverified.warmSpares)"
+        assert report.figures["ray auth"] == "token"
+        assert report.figures["spares requested by the workers"] >= 1
+        assert report.figures["spare requests refused"] == 0
+        assert report.figures["restarted on a warm spare"] is True, report.notes
+        assert report.ok, report.notes
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
