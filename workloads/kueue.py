@@ -1,7 +1,7 @@
 """Queued admission with Kueue: the objects that let jobs wait for slices instead of being flipped by hand.
 
 Pure functions of the stack spec (no Pulumi here), rendered for Kueue v0.19.2 (``kueue.x-k8s.io/v1beta2``,
-the storage version of the CRDs vendored in ``tests/reference/kueue/``):
+the storage version of the CRDs vendored in ``vendor/kueue/``):
 
 - a ``ResourceFlavor`` per worker group (slice shape), whose node labels are the TPU labels the group's
   pods already select (accelerator, topology, and the GKE ComputeClass where the pods select one), plus
