@@ -45,8 +45,8 @@ IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 IMAGE = f"{IMAGE_REPOSITORY}:v{KUEUE_VERSION}"
 NAMESPACE = names.KUEUE_NAMESPACE
 RELEASE = "kueue"
-# The release manifest (as the chart) holds this Secret empty and Kueue's cert rotator fills it; a read-only identity cannot read
-# Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).
+# The release manifest (as the chart) holds this Secret empty and Kueue's cert rotator fills it; a read-only
+# identity cannot read Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).
 WEBHOOK_SECRET = f"{RELEASE}-webhook-server-cert"
 # The Kueue frameworks the stack uses: RayJobs with their own cluster, and the long-lived RayCluster.
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
