@@ -52,12 +52,6 @@ def _image_path(image: str) -> tuple[str, str]:
     return "/".join(parts), (at + digest if at else colon + tag)
 
 
-def repository_pattern(image: str) -> str:
-    """The Binary Authorization pattern for every image beside ``image`` (its registry path, ``/*``)."""
-    path, _ = _image_path(image)
-    return path.rpartition("/")[0] + "/*"
-
-
 def image_pattern(image: str) -> str:
     """The narrowest pattern the docs give for one image: its full path and tag (or digest), then a trailing ``*``
     (a trailing wildcard is the only one allowed, and it does not match ``/``: ``gcr.io/nginx*`` matches

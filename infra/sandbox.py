@@ -22,7 +22,7 @@ What a sandbox turns off instead of creating:
   GKE's default encryption at rest and makes no key.
 - Everything else the bootstrap makes serves CI alone (identities, federation, state, the image attestor): a
   sandbox has no image section, no drill user, and is single-region (the MultiKueue token account and its grants
-  on the workers' projects are the bootstrap's; stackspec/sandbox.py refuses the rest).
+  on the workers' projects are the bootstrap's; stackspec/rules/sandbox.py refuses the rest).
 """
 
 from __future__ import annotations

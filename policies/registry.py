@@ -190,8 +190,8 @@ RULES: tuple[Rule, ...] = (
     _r("multikueue-same-kueue", "Kueue's chart is the same version on every cluster of a multi-region stack, "
        "the manager included.",
        MANDATORY, STACK, regions.same_versions,
-       "Install Kueue from workloads/kueue.py's one pinned chart on the manager (MultiKueueManager) and every "
-       "region (KueueQueueing); upgrade them together."),
+       "Install Kueue from workloads/kueue.py's one pinned release (KUEUE_VERSION) on the manager "
+       "(MultiKueueManager) and every region (KueueQueueing); upgrade them together."),
     _r("gke-version-skew-across-clusters", "The GKE versions of a multi-region stack's clusters are within "
        f"{regions.MAX_MINOR_SKEW} minor version of each other (each runs the KubeRay of its GKE version).",
        MANDATORY, STACK, regions.gke_version_skew,

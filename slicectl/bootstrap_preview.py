@@ -5,8 +5,9 @@ stack file (``bootstrap/Pulumi.<stack>.yaml``) and the stack files it serves: no
 only what GCP and GitHub would (shaped as the providers return them): a service account's email, a key ring's and a
 key's ids, a KMS key version's id and public key (terraform-provider-google
 google/services/kms/data_source_google_kms_crypto_key_version.go: ``//cloudkms.googleapis.com/v1/<key>/
-cryptoKeyVersions/<n>``), a GitHub team's or user's id. tests/test_bootstrap_preview.py holds this rendering equal to
-the bootstrap tests' own (tests/test_bootstrap.py).
+cryptoKeyVersions/<n>``), a GitHub team's or user's id. The bootstrap tests render under these same mocks
+(``tests/test_bootstrap.py``, with a real key's public half where they check signatures), and
+tests/test_bootstrap_preview.py holds this rendering equal to theirs.
 
 :func:`summary` groups the rendering by stack: the APIs it enables in the stack's project, the identities (the node
 account, the CI accounts acting on the stack) with every role each is granted and where, the Cloud KMS keys, the
@@ -32,21 +33,32 @@ EXAMPLE = BOOT / "Pulumi.example.yaml"
 NAMESPACE = "tpu-multislice-bootstrap"
 OFFLINE_NUMBER = "OFFLINE-PROJECT-NUMBER"
 OFFLINE_PEM = "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"
+# terraform-provider-google google/services/kms/data_source_google_kms_crypto_key_version.go (at e03b7622), the
+# data source's id: d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", d.Get("crypto_key"),
+# d.Get("version"))); crypto_key is the key's id as given: {{key_ring}}/cryptoKeys/{{name}}
+# (resource_kms_crypto_key.go).
+KMS_VERSION_ID = "//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d"
 
 
 class Mocks(pulumi.runtime.Mocks):
+    """GCP's and GitHub's answers to the bootstrap program; ``pem`` is the public key the KMS key version returns
+    (a test checking signatures passes a real key's), ``project_number`` the number in the pool's resource names."""
+
+    def __init__(self, pem: str = OFFLINE_PEM, project_number: str = OFFLINE_NUMBER):
+        super().__init__()
+        self.pem, self.project_number = pem, project_number
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state, i = dict(args.inputs), args.inputs
         rid = f"{args.name}-offline-id"
+        pools = f"projects/{self.project_number}/locations/global/workloadIdentityPools"
         if args.typ == "gcp:serviceaccount/account:Account":
             state["email"] = f"{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
             state["name"] = f"projects/{i['project']}/serviceAccounts/{state['email']}"
         elif args.typ == "gcp:iam/workloadIdentityPool:WorkloadIdentityPool":
-            state["name"] = f"projects/{OFFLINE_NUMBER}/locations/global/workloadIdentityPools/" \
-                            f"{i['workloadIdentityPoolId']}"
+            state["name"] = f"{pools}/{i['workloadIdentityPoolId']}"
         elif args.typ == "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider":
-            state["name"] = (f"projects/{OFFLINE_NUMBER}/locations/global/workloadIdentityPools/"
-                             f"{i['workloadIdentityPoolId']}/providers/{i['workloadIdentityPoolProviderId']}")
+            state["name"] = f"{pools}/{i['workloadIdentityPoolId']}/providers/{i['workloadIdentityPoolProviderId']}"
         elif args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
             state["name"] = f"projects/{i['project']}/roles/{i['roleId']}"
         elif args.typ == "gcp:kms/keyRing:KeyRing":
@@ -59,18 +71,21 @@ class Mocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         a = args.args
+        # GitHub's ids of a team (by slug) and a user (by login): stand-ins derived from the name.
         if args.token == "github:index/getTeam:getTeam":
             return {"id": str(1000 + len(a["slug"])), "slug": a["slug"]}
         if args.token == "github:index/getUser:getUser":
             return {"id": str(2000 + len(a["username"])), "login": a["username"]}
+        # A Cloud KMS key version and its public half (what the attestor is given), shaped as the data source
+        # returns them: its id is KMS_VERSION_ID (the provider's format string), its name the version's resource name.
         if args.token == "gcp:kms/getKMSCryptoKeyVersion:getKMSCryptoKeyVersion":
             from bootstrap.access import IMAGE_SIGNING_ALGORITHM
 
             key, version = a["cryptoKey"], int(a["version"])
-            return {"id": f"//cloudkms.googleapis.com/v1/{key}/cryptoKeyVersions/{version}", "cryptoKey": key,
+            return {"id": KMS_VERSION_ID % (key, version), "cryptoKey": key,
                     "version": version, "name": f"{key}/cryptoKeyVersions/{version}",
                     "algorithm": IMAGE_SIGNING_ALGORITHM, "state": "ENABLED", "protectionLevel": "SOFTWARE",
-                    "publicKeys": [{"algorithm": IMAGE_SIGNING_ALGORITHM, "pem": OFFLINE_PEM}]}
+                    "publicKeys": [{"algorithm": IMAGE_SIGNING_ALGORITHM, "pem": self.pem}]}
         return {}
 
 

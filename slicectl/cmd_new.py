@@ -407,14 +407,6 @@ def render_regions(n: NewStack) -> str:
     return "\n".join(lines) + "\n"
 
 
-def header_free(text: str) -> str:
-    """The file without its header comment (the command line that wrote it)."""
-    lines = text.splitlines(keepends=True)
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "".join(lines)
-
-
 def next_steps(n: NewStack, path: Path, stacks_dir: Path | None = None) -> str:
     """What to run next, as commands that work when pasted: with the ``--stacks-dir`` the file went to."""
     where = f" --stacks-dir {stacks_dir}" if stacks_dir is not None else ""

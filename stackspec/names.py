@@ -297,10 +297,6 @@ def read_environment(stack: str) -> str:
     return f"read-{stack}"
 
 
-def ci_account_email(key: str, project: str) -> str:
-    return f"{CI_ACCOUNTS[key]}@{project}.iam.gserviceaccount.com"
-
-
 # A slice with capacity fallbacks has one node pool per option: ``<slice>-<suffix>``.
 POOL_SUFFIXES = {"reservation": "rsv", "flex-start": "flex", "spot": "spot", "on-demand": "std"}
 

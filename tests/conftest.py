@@ -1,11 +1,11 @@
-"""Shared test helpers: the tests' own stacks, CRD schemas vendored in ``tests/reference/`` and the seed tutorial.
+"""Shared test helpers: the tests' own stacks, CRD schemas vendored in ``vendor/`` and the seed tutorial.
 
 The code's tests read their own stack files, ``tests/fixtures/stacks/`` (copies of the examples as they shipped,
 headed as fixtures): a team that edits, replaces or removes the examples in ``stacks/`` breaks none of them. Only
 ``tests/test_examples.py`` reads ``stacks/``, whatever it holds.
 
-The CRDs are vendored (``tests/reference/README.md`` names their source commits), so a
-fresh clone runs every test; ``tests/reference/SHA256SUMS`` holds their digests.
+The CRDs are vendored (``vendor/README.md`` names their source commits and licences), so a
+fresh clone runs every test; ``vendor/SHA256SUMS`` holds their digests.
 """
 
 from __future__ import annotations
@@ -44,10 +44,11 @@ def documentation() -> str:
     """The README and every page under ``docs/``, as one text: a test that holds a section of the documentation to
     the code finds the section on whichever page it lives (pages move; the section's heading is what it names)."""
     return "\n\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))])
-REFERENCE = ROOT / "tests" / "reference"
-SEED = REFERENCE / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
-KUBERAY_CRDS = REFERENCE / "kuberay"
-KUEUE_CRDS = REFERENCE / "kueue"
+REFERENCE = ROOT / "tests" / "reference"  # the tests' own reference data (and escalation/, for now)
+VENDOR = ROOT / "vendor"  # third-party copies: vendor/README.md names each one's source, commit and licence
+SEED = VENDOR / "seeds" / "gke-multislice-elastic-ray-train-tutorial.txt"
+KUBERAY_CRDS = VENDOR / "kuberay"
+KUEUE_CRDS = VENDOR / "kueue"
 CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml"}
 
 
@@ -250,8 +251,8 @@ def kueue_validator() -> Callable[[dict[str, Any]], list[str]]:
     return validate
 
 
-# GMP's PodMonitoring CRD (tests/reference/gmp/README.md has its source and commit).
-GMP_CRD = REFERENCE / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
+# GMP's PodMonitoring CRD (vendor/README.md has its source and commit).
+GMP_CRD = VENDOR / "gmp" / "monitoring.googleapis.com_podmonitorings.yaml"
 
 
 @pytest.fixture(scope="session")

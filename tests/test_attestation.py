@@ -9,7 +9,7 @@ Nothing here is the project's code checking itself:
   the payload is Red Hat's "simple signing" JSON naming the artifact's digest,
   https://cloud.google.com/binary-authorization/docs/making-attestations), signing with a real EC P-256 key;
 - the attestor is the bootstrap program's, rendered under mocks whose key version data source answers as the
-  provider does (id ``//cloudkms.googleapis.com/v1/<key>/cryptoKeyVersions/<n>``, tests/test_bootstrap.py
+  provider does (id ``//cloudkms.googleapis.com/v1/<key>/cryptoKeyVersions/<n>``, slicectl/bootstrap_preview.py
   ``KMS_VERSION_ID``, quoted from terraform-provider-google) with that key's public half;
 - the verification is Binary Authorization's rule (cloud rule binauthz-kms-key-id): a signature counts when
   an attestor public key has the id the signature names, and that key verifies it.

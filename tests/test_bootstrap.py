@@ -30,6 +30,7 @@ from bootstrap import workflow_scan as scan
 from bootstrap.escalation.gcp import load_roles
 from infra.cluster import NODE_SA_ROLE
 from offline import pulumi_runtime
+from slicectl import bootstrap_preview as bp
 from slicectl import cmd_stacks
 from stackspec import names, spec
 
@@ -37,65 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOT = ROOT / "bootstrap"
 EXAMPLE = BOOT / "Pulumi.example.yaml"
 WORKFLOWS = ROOT / ".github" / "workflows"
-PROJECT_NUMBER = "OFFLINE-PROJECT-NUMBER"
-
-
-# terraform-provider-google google/services/kms/data_source_google_kms_crypto_key_version.go (at e03b7622), the
-# data source's id: d.SetId(fmt.Sprintf("//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d", d.Get("crypto_key"),
-# d.Get("version"))); crypto_key is the key's id as given: {{key_ring}}/cryptoKeys/{{name}}
-# (resource_kms_crypto_key.go).
-KMS_VERSION_ID = "//cloudkms.googleapis.com/v1/%s/cryptoKeyVersions/%d"
-
-
-def kms_version_id(crypto_key: str, version: int) -> str:
-    return KMS_VERSION_ID % (crypto_key, version)
-
-
-class BootstrapMocks(pulumi.runtime.Mocks):
-    def __init__(self, pem: str = "-----BEGIN PUBLIC KEY-----\nOFFLINE\n-----END PUBLIC KEY-----\n"):
-        super().__init__()
-        self.pem = pem
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        state = dict(args.inputs)
-        rid = f"{args.name}-offline-id"
-        i = args.inputs
-        if args.typ == "gcp:iam/workloadIdentityPool:WorkloadIdentityPool":
-            state["name"] = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/" + i[
-                "workloadIdentityPoolId"]
-        elif args.typ == "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider":
-            state["name"] = (f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
-                             f"{i['workloadIdentityPoolId']}/providers/{i['workloadIdentityPoolProviderId']}")
-        elif args.typ == "gcp:serviceaccount/account:Account":
-            state["email"] = f"{i['accountId']}@{i['project']}.iam.gserviceaccount.com"
-            state["name"] = f"projects/{i['project']}/serviceAccounts/{state['email']}"
-        elif args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
-            state["name"] = f"projects/{i['project']}/roles/{i['roleId']}"
-        elif args.typ == "gcp:kms/keyRing:KeyRing":
-            rid = f"projects/{i['project']}/locations/{i['location']}/keyRings/{i['name']}"
-        elif args.typ == "gcp:kms/cryptoKey:CryptoKey":
-            rid = f"{i['keyRing']}/cryptoKeys/{i['name']}"
-        elif args.typ == "gcp:containeranalysis/note:Note":
-            state["name"] = i["name"]
-        elif args.typ == "gcp:binaryauthorization/attestor:Attestor":
-            state["name"] = i["name"]
-        return rid, state
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        # GitHub's ids of a team (by slug) and a user (by login): stand-ins derived from the name.
-        if args.token == "github:index/getTeam:getTeam":
-            return {"id": str(1000 + len(args.args["slug"])), "slug": args.args["slug"]}
-        if args.token == "github:index/getUser:getUser":
-            return {"id": str(2000 + len(args.args["username"])), "login": args.args["username"]}
-        # A Cloud KMS key version and its public half (what the attestor is given), shaped as the data source
-        # returns them: its id is KMS_VERSION_ID (the provider's format string), its name the version's resource name.
-        if args.token == "gcp:kms/getKMSCryptoKeyVersion:getKMSCryptoKeyVersion":
-            key, version = args.args["cryptoKey"], int(args.args["version"])
-            return {"id": kms_version_id(key, version), "cryptoKey": key, "version": version,
-                    "name": f"{key}/cryptoKeyVersions/{version}", "algorithm": ci.IMAGE_SIGNING_ALGORITHM,
-                    "state": "ENABLED", "protectionLevel": "SOFTWARE",
-                    "publicKeys": [{"algorithm": ci.IMAGE_SIGNING_ALGORITHM, "pem": self.pem}]}
-        return {}
+# The bootstrap program's mocks are the product's (``slicectl bootstrap --preview`` renders under them): GCP's and
+# GitHub's answers shaped as the providers return them, the key version's public half a parameter.
+PROJECT_NUMBER = bp.OFFLINE_NUMBER
+BootstrapMocks = bp.Mocks
 
 
 class ImportsMonitor(pulumi_runtime.RecordingMonitor):

@@ -1,7 +1,7 @@
 """Every CEL rule (``x-kubernetes-validations``) of every vendored CRD whose kind a stack renders, evaluated with
 cel-python (``tests/kube_cel.py``) against every rendered object of that kind, as the API server runs them on a
 create and on a re-apply of the same object (transition rules, ``oldSelf`` = the object); mutated objects a rule
-must refuse are refused. The CRDs are the vendored upstream ones (``tests/reference/README.md``)."""
+must refuse are refused. The CRDs are the vendored upstream ones (``vendor/README.md``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import kube_cel
 import pytest
 import yaml
-from conftest import REFERENCE, with_fallbacks
+from conftest import VENDOR, with_fallbacks
 from conftest import rendered as render_stack
 
 from offline import engine
@@ -26,7 +26,7 @@ STACKS = ("prod", "dev", "team-eu", "multi", "dws")
 def crds() -> dict[str, dict]:
     """kind -> the vendored CRD document (KubeRay, Kueue, GMP)."""
     out = {}
-    for path in sorted(REFERENCE.glob("*/*.yaml")):
+    for path in sorted(VENDOR.glob("*/*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=LOADER):  # noqa: S506 (a multi-document setup may sit beside)
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 out[doc["spec"]["names"]["kind"]] = doc

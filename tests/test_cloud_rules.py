@@ -628,11 +628,9 @@ def test_the_policy_check_refuses_the_stacks_repository_unattested(stack, change
 
 @covers("binauthz-project-singleton-policy", "binauthz-attestation-by-digest")
 def test_binary_authorization_admits_the_images_the_stack_runs(prod):
-    from infra.cluster_security import admission_patterns, image_pattern, repository_pattern
+    from infra.cluster_security import admission_patterns, image_pattern
 
-    assert repository_pattern("rayproject/ray:2.60.0-py312-tpu") == "docker.io/rayproject/*"
-    assert repository_pattern("ubuntu") == "docker.io/library/*"
-    assert repository_pattern("us-east5-docker.pkg.dev/p/r/i@sha256:" + "0" * 64) == "us-east5-docker.pkg.dev/p/r/*"
+    assert image_pattern("ubuntu:24.04") == "docker.io/library/ubuntu:24.04*"  # Docker Hub's short names
     assert image_pattern("rayproject/ray:2.60.0-py312-tpu") == "docker.io/rayproject/ray:2.60.0-py312-tpu*"
     assert image_pattern(kueue.IMAGE) == "registry.k8s.io/kueue/kueue:v0.19.2*"
     assert image_pattern("localhost:5000/x@sha256:" + "0" * 64) == "localhost:5000/x@sha256:" + "0" * 64 + "*"

@@ -46,6 +46,23 @@ def config(stack: str = "prod", **sections) -> dict[str, str]:
     return out
 
 
+# A system machine type Compute Engine offers in us-east5 that the price table has no row for (prod's n2-standard-16
+# has one): the tests of a missing price give prod's system pool this type.
+UNPRICED = "n2-standard-32"
+MISSING = f"prices.machines.{UNPRICED}"
+
+
+def unpriced(cluster: dict) -> dict:
+    """The cluster section with the system pool on :data:`UNPRICED`."""
+    return {**cluster, "systemMachineType": UNPRICED}
+
+
+def unpriced_file(text: str) -> str:
+    """A stack file's text with its system pool on :data:`UNPRICED`."""
+    assert text.count("systemMachineType: n2-standard-16") == 1
+    return text.replace("systemMachineType: n2-standard-16", f"systemMachineType: {UNPRICED}")
+
+
 def doc_of(stack: str = "prod", **sections) -> dict:
     return cost.compute(spec.load(stack, config(stack, **sections)))
 
@@ -167,18 +184,19 @@ def test_standing_total_is_the_sum_of_its_rows():
 
 
 def test_missing_prices_are_unknown_never_zero():
-    doc = doc_of()  # prod gives no system machine price; the table has none for n1 in us-east5
+    doc = doc_of(cluster=unpriced)  # the stack gives no system machine price, and the table has none for it
     system = next(r for r in doc["standing"] if r["item"] == "system node pool")
     assert system["usdPerMonth"] is None and system["price"]["from"] == "missing"
-    assert system["price"]["key"] == "prices.machines.n2-standard-16" in doc["missing"]
+    assert system["price"]["key"] == MISSING in doc["missing"]
     assert (system["price"]["published"], system["price"]["read"]) == (None, None)
     # prod holds its slices (known) but the system pool's price is missing: the total is a lower bound.
     standing = doc["totals"]["standingPerMonth"]
     slices = sum(r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None)
-    assert standing == {"usd": None, "knownUsd": slices, "unknown": ["prices.machines.n2-standard-16"]}
+    assert standing == {"usd": None, "knownUsd": slices, "unknown": [MISSING]}
     assert cost.total_text(standing) == f"≥ {cost.usd(slices)} (1 price unknown)"
     # Where nothing is known, the total says unknown, never $0.00.
-    flex = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero)["totals"]["standingPerMonth"]
+    flex = doc_of(slices=with_capacity("flex-start", "on-demand"), unverified=from_zero,
+                  cluster=unpriced)["totals"]["standingPerMonth"]
     assert flex["usd"] is None and flex["knownUsd"] == 0.0
     assert cost.total_text(flex) == "unknown (1 price unknown)"
     assert any("prices.bucketGb" in n for n in doc["notes"])
@@ -186,10 +204,10 @@ def test_missing_prices_are_unknown_never_zero():
 
 def test_a_total_with_unknown_parts_is_a_lower_bound():
     # One on-demand option: both slices stay up (known); the system pool's price is still missing.
-    doc = doc_of(slices=with_capacity("on-demand"))
+    doc = doc_of(slices=with_capacity("on-demand"), cluster=unpriced)
     standing = doc["totals"]["standingPerMonth"]
     known = [r["usdPerMonth"] for r in doc["standing"] if r["usdPerMonth"] is not None]
-    assert len(known) == 2 and standing["usd"] is None and standing["unknown"] == ["prices.machines.n2-standard-16"]
+    assert len(known) == 2 and standing["usd"] is None and standing["unknown"] == [MISSING]
     assert math.isclose(standing["knownUsd"], sum(known), abs_tol=0.01)
     shown = cost.total_text(standing)
     assert shown == f"≥ {cost.usd(standing['knownUsd'])} (1 price unknown)"
@@ -199,7 +217,7 @@ def test_a_total_with_unknown_parts_is_a_lower_bound():
     md = cost_markdown(doc)
     assert f"| total |  |  | {shown} |  |" in md
     # Given the price, the total is the sum of every row.
-    priced = doc_of(slices=with_capacity("on-demand"), prices={"machines": {"n2-standard-16": 0.8}})
+    priced = doc_of(slices=with_capacity("on-demand"), prices={"machines": {UNPRICED: 0.8}}, cluster=unpriced)
     t = priced["totals"]["standingPerMonth"]
     assert t["unknown"] == [] and math.isclose(t["usd"], sum(r["usdPerMonth"] for r in priced["standing"]),
                                                abs_tol=0.01)
@@ -295,8 +313,8 @@ def test_cost_json_schema_is_stable():
 
 
 def test_diff_markdown_shows_what_changed():
-    base = doc_of(slices=with_capacity("on-demand"), jobs=elastic_only)
-    head = doc_of(slices=with_capacity("spot"), jobs=elastic_only, prices=WITH_SPOT)
+    base = doc_of(slices=with_capacity("on-demand"), jobs=elastic_only, cluster=unpriced)
+    head = doc_of(slices=with_capacity("spot"), jobs=elastic_only, prices=WITH_SPOT, cluster=unpriced)
     md = cost.diff_markdown("prod", base, head)
     # Each slice now stays up on Spot instead of on-demand: the change is the table's difference.
     per_slice = 16 * (SPOT - table_price("on-demand")) * base["hoursPerMonth"]
@@ -372,7 +390,7 @@ def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
     """``--base REF``: the same stack file at that commit (git show REF:stacks/Pulumi.<stack>.yaml)."""
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    shutil.copy(FIXTURE_STACKS / "Pulumi.prod.yaml", stacks)
+    (stacks / "Pulumi.prod.yaml").write_text(unpriced_file((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text()))
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
     _git(tmp_path, "commit", "-qm", "prod")
@@ -381,7 +399,7 @@ def test_cli_cost_base_is_a_git_ref(tmp_path, capsys):
     assert "\n  tpu-multislice:prices:" not in text
     assert text.count("\nconfig:\n") == 1
     (stacks / "Pulumi.prod.yaml").write_text(text.replace(
-        "\nconfig:\n", "\nconfig:\n  tpu-multislice:prices:\n    machines: {n2-standard-16: 0.76}\n"))
+        "\nconfig:\n", f"\nconfig:\n  tpu-multislice:prices:\n    machines: {{{UNPRICED}: 0.76}}\n"))
     args = ["cost", "--stack", "prod", "--stacks-dir", str(stacks)]
     assert cli.main([*args, "--base", "HEAD"]) == 0
     md = capsys.readouterr().out
@@ -412,7 +430,10 @@ def test_cli_cost_text_table(capsys):
     text = capsys.readouterr().out
     assert "Capacity options (per slice, in the order GKE tries them):" in text
     assert "Stays up (per month):" in text and "One run of each job (first choice, " in text
-    assert "unknown until set: prices.machines.n2-standard-16" in text
+    # prod's system pool (n2-standard-16 in us-east5) is priced from the table, its page named by footnote.
+    system = re.search(r"^\s+system node pool\s+3 x n2-standard-16\s.*table \[(\d+)\]$", text, re.M)
+    assert system, text
+    assert f"[{system[1]}] https://cloud.google.com/compute/vm-instance-pricing, published " in text
     # Each price names its page and the dates it was published and read, by footnote.
     (entry,) = [e for e in prices.table()["tpu"]
                 if (e["generation"], e["capacity"], e["region"]) == ("v6e", "on-demand", "us-east5")]

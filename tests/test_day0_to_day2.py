@@ -374,12 +374,12 @@ def test_reordering_the_regions_replaces_nothing_protected():
 def _crd_defaulting():
     """A custom object as the API server stores it: its vendored CRD's structural-schema ``default`` values
     written where the object leaves them unset (Kubernetes "Defaulting": applied when reading from etcd and on
-    create/update), for every CRD vendored in tests/reference/ (Kueue, KubeRay)."""
+    create/update), for every CRD vendored in vendor/ (Kueue, KubeRay)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     schemas = {}
-    for path in [*(ROOT / "tests/reference/kueue").glob("*.yaml"), *(ROOT / "tests/reference/kuberay").glob("*.yaml")]:
+    for path in [*(ROOT / "vendor/kueue").glob("*.yaml"), *(ROOT / "vendor/kuberay").glob("*.yaml")]:
         crd = yaml.load(path.read_text(), Loader=loader)  # noqa: S506
         if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
             continue

@@ -18,7 +18,7 @@ project's object names):
   PriorityClass and GKE ComputeClass each pod template names, and the bucket a GCS FUSE volume mounts.
 
 Then every worker is reachable with the credential the manager renders, under GKE's endpoint rules and the
-worker's RBAC, with the rules Kueue's own e2e setup grants (vendored ``tests/reference/kueue-multikueue/``).
+worker's RBAC, with the rules Kueue's own e2e setup grants (vendored ``vendor/kueue-multikueue/``).
 Run on the ``multi`` stack and on a test-owned three-region stack.
 """
 
@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import FIXTURE_STACKS, REFERENCE
+from conftest import FIXTURE_STACKS, VENDOR
 
 from offline import engine
 from stackspec import limits
 
 ROOT = Path(__file__).resolve().parents[1]
-KUEUE_REF = REFERENCE / "kueue-multikueue"
+KUEUE_REF = VENDOR / "kueue-multikueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # kueue apis/kueue/v1beta2 MultiKueueControllerName

@@ -1,7 +1,7 @@
 """Queued admission with Kueue, on the real prod rendering (the program under Pulumi mocks).
 
 Every Kueue object is validated against the CRDs of kubernetes-sigs/kueue v0.19.2 vendored in
-``tests/reference/kueue/`` and every RayJob against KubeRay's; the policy rules run for real on the
+``vendor/kueue/`` and every RayJob against KubeRay's; the policy rules run for real on the
 rendered resources, and on copies broken one field at a time.
 """
 
@@ -399,14 +399,14 @@ def test_policy_refuses_kueue_managed_rayjobs_that_break_kueues_rules(prod):
 
 
 def test_the_vendored_release_installs_the_crds_the_tests_validate_against():
-    """Kueue's release manifest (workloads/data/) and the CRDs vendored for validation (tests/reference/kueue/) come
+    """Kueue's release manifest (workloads/data/) and the CRDs vendored for validation (vendor/kueue/) come
     from the same commit: each CRD the release installs serves the same versions and schemas."""
     from pathlib import Path
 
     from workloads import kueue_install
 
     reference = {}
-    for p in (Path(__file__).resolve().parent / "reference" / "kueue").glob("*.yaml"):
+    for p in (Path(__file__).resolve().parents[1] / "vendor" / "kueue").glob("*.yaml"):
         d = yaml.safe_load(p.read_text())
         reference[d["metadata"]["name"]] = d
     crds = [d for d in kueue_install.release_objects() if d["kind"] == "CustomResourceDefinition"]

@@ -1,8 +1,8 @@
 """The multi stack against Kueue's own multi-cluster setup, object by object: every difference is one
 docs/multikueue.md explains.
 
-The oracle is Kueue v0.19.2's, vendored in ``tests/reference/kueue-multikueue/`` (source, commit and digests in
-``tests/reference/README.md``): the MultiKueue e2e suite (its helper ``test/util/multikueue.go`` creating the
+The oracle is Kueue v0.19.2's, vendored in ``vendor/kueue-multikueue/`` (source, commit and digests in
+``vendor/README.md``): the MultiKueue e2e suite (its helper ``test/util/multikueue.go`` creating the
 worker's ServiceAccount, RBAC and kubeconfig Secret; the baseline suite's Kueue configuration; the DRA e2e test's
 manager and worker objects) and the documentation's setup (``multikueue-setup.yaml`` for the manager,
 ``create-multikueue-kubeconfig.sh`` for a worker). Both sides are reduced to the same keys (what the manager
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REFERENCE
+from conftest import VENDOR
 from test_dispatch import allowed, clusters, kubeconfig_targets, kueue_e2e_rules
 
 from offline import engine
@@ -28,7 +28,7 @@ from offline import engine
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "multikueue.md"
 SECTION = "## Compared with Kueue's own setup"
-REF = REFERENCE / "kueue-multikueue"
+REF = VENDOR / "kueue-multikueue"
 KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "AdmissionCheck", "MultiKueueConfig",
                "MultiKueueCluster", "WorkloadPriorityClass", "ResourceClaimTemplate")
 OUR_GROUPS = ("kueue.x-k8s.io", "ray.io")  # the frameworks' and Kueue's: a worker grants nothing else
@@ -37,7 +37,7 @@ WRITES = ("create", "update", "patch", "delete")
 
 def crd_default(path: list[str]) -> Any:
     """The default the vendored ClusterQueue CRD (v1beta2) gives ``spec.<path>``."""
-    crd = yaml.safe_load((REFERENCE / "kueue" / "kueue.x-k8s.io_clusterqueues.yaml").read_text())
+    crd = yaml.safe_load((VENDOR / "kueue" / "kueue.x-k8s.io_clusterqueues.yaml").read_text())
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
     node = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     for key in path:

@@ -229,7 +229,7 @@ def test_version_guard_refuses_fields_an_older_kuberay_lacks():
 
 def test_version_table_matches_the_vendored_crd():
     """Every field the guard knows exists in the vendored CRD (KubeRay after v1.7)."""
-    crd = load_crd(Path(__file__).parent / "reference/kuberay/ray.io_rayjobs.yaml")
+    crd = load_crd(Path(__file__).parents[1] / "vendor/kuberay/ray.io_rayjobs.yaml")
     props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     missing = []
     for path in kuberay.FIELDS:

@@ -2,7 +2,7 @@
 log metrics, notification channels, alert policies and the dashboard.
 
 The real program runs under Pulumi's mocks (offline.engine.render); only GCP and the engine are stand-ins.
-The PodMonitoring schema is GMP's own CRD (tests/reference/gmp/, GoogleCloudPlatform/prometheus-engine).
+The PodMonitoring schema is GMP's own CRD (vendor/gmp/, GoogleCloudPlatform/prometheus-engine).
 """
 
 from __future__ import annotations

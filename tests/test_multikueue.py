@@ -2,7 +2,7 @@
 
 The regions are prod's spec loaded twice (us-east5, and asia-northeast1 with a queued flex-start fallback so its
 own ClusterQueue carries the DWS check). Every Kueue object is validated against the v0.19.2 CRDs vendored in
-``tests/reference/kueue/`` (with the MultiKueue CRDs' CEL rules), plus the ClusterQueue rules Kueue applies
+``vendor/kueue/`` (with the MultiKueue CRDs' CEL rules), plus the ClusterQueue rules Kueue applies
 in its cache; the token script runs for real against a local HTTP stand-in of the metadata server and two
 API servers.
 """

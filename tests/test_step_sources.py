@@ -2,7 +2,7 @@
 
 Each entry of ``stackspec.checkpoints.STEP_SECONDS`` names its source by title (a preview and ``cost.json`` print
 it; no file path); here each title is looked up in the copies of those publications under
-``tests/reference/seeds/`` (``tests/reference/README.md``), and the log line with the step's seconds and tokens
+``vendor/seeds/`` (``vendor/README.md``), and the log line with the step's seconds and tokens
 per second must be in it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import REFERENCE
+from conftest import VENDOR
 
 from stackspec.checkpoints import STEP_SECONDS
 
@@ -26,9 +26,9 @@ PUBLISHED = {
 def test_each_step_time_is_in_the_run_log_its_source_names(key):
     seconds, source = STEP_SECONDS[key]
     titles = [t for t in PUBLISHED if f'"{t}"' in source]
-    assert len(titles) == 1, f"{source!r} names none of the publications in tests/reference/seeds/"
+    assert len(titles) == 1, f"{source!r} names none of the publications in vendor/seeds/"
     assert "/" not in source.split(",")[0], f"{source!r}: a title, not a file path"
-    text = (REFERENCE / "seeds" / PUBLISHED[titles[0]]).read_text()
+    text = (VENDOR / "seeds" / PUBLISHED[titles[0]]).read_text()
     step = re.search(r"step (\d+), ([\d ]+) tokens/s/device", source)
     assert step, source
     tokens = int(step.group(2).replace(" ", ""))

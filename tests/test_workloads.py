@@ -2,7 +2,7 @@
 
 The real program runs under mocks (``engine.render``: GCP and the Pulumi engine are
 the only stand-ins). No Kubernetes API server can run here, so the KubeRay CRDs'
-``openAPIV3Schema`` (vendored in ``tests/reference/``) and KubeRay's own RayJob rules stand
+``openAPIV3Schema`` (vendored in ``vendor/``) and KubeRay's own RayJob rules stand
 in for the server's validation. The seed tutorial is read from the same place and
 parsed: its manifest and its commands are the reference, not values retyped here.
 """

@@ -1,7 +1,7 @@
 """Queued admission with Kueue: the objects that let jobs wait for slices instead of being flipped by hand.
 
 Pure functions of the stack spec (no Pulumi here), rendered for Kueue v0.19.2 (``kueue.x-k8s.io/v1beta2``,
-the storage version of the CRDs vendored in ``tests/reference/kueue/``):
+the storage version of the CRDs vendored in ``vendor/kueue/``):
 
 - a ``ResourceFlavor`` per worker group (slice shape), whose node labels are the TPU labels the group's
   pods already select (accelerator, topology, and the GKE ComputeClass where the pods select one), plus
@@ -13,7 +13,8 @@ the storage version of the CRDs vendored in ``tests/reference/kueue/``):
 - the ``WorkloadPriorityClass`` objects jobs name (``kueue.x-k8s.io/priority-class``);
 - for slices with a flex-start capacity option, an ``AdmissionCheck`` with a ``ProvisioningRequestConfig``
   (Dynamic Workload Scheduler, ``queued-provisioning.gke.io``) on those groups' flavors only;
-- the Helm values that install Kueue with the RayJob/RayCluster integrations.
+- Kueue's manager configuration with the RayJob/RayCluster integrations (:func:`helm_values`, shaped as the chart's
+  values; ``workloads/kueue_install.py`` writes it into the vendored release manifest's ConfigMap).
 
 The RayJob side (labels, no ``suspend`` for Kueue to fight over) is in ``workloads/manifests.py``.
 """
@@ -34,16 +35,18 @@ from workloads import manifests
 
 KUEUE_VERSION = "0.19.2"
 KUEUE_API = f"{kube.KUEUE_GROUP}/v1beta2"
-# The released chart (hack/helm-chart-package.sh pushes it here with the image pinned to the tag).
+# The released chart (hack/helm-chart-package.sh pushes it here with the image pinned to the tag): not installed
+# (the program applies the release manifest, workloads/kueue_install.py); tests/test_journey.py installs it in its
+# place to show why.
 CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 CHART_VERSION = KUEUE_VERSION
 IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
-# The controller image as the chart's pods name it (values below): what Binary Authorization admits.
+# The controller image as the release manifest's Deployment names it: what Binary Authorization admits.
 IMAGE = f"{IMAGE_REPOSITORY}:v{KUEUE_VERSION}"
 NAMESPACE = names.KUEUE_NAMESPACE
 RELEASE = "kueue"
-# The chart templates this Secret empty and Kueue's cert rotator fills it; a read-only identity cannot read
-# Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).
+# The release manifest (as the chart) holds this Secret empty and Kueue's cert rotator fills it; a read-only
+# identity cannot read Secrets, so the drift check leaves it out (cloud rule kueue-chart-webhook-secret).
 WEBHOOK_SECRET = f"{RELEASE}-webhook-server-cert"
 # The Kueue frameworks the stack uses: RayJobs with their own cluster, and the long-lived RayCluster.
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")

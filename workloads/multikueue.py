@@ -1,7 +1,7 @@
 """Across regions: Kueue's MultiKueue on a manager cluster dispatching jobs to regional TPU clusters.
 
 Pure functions (no Pulumi), rendered for Kueue v0.19.2 (``kueue.x-k8s.io/v1beta2``; CRDs vendored in
-``tests/reference/kueue/``). ``regions`` are single-region stack views in dispatch order (cheapest first).
+``vendor/kueue/``). ``regions`` are single-region stack views in dispatch order (cheapest first).
 
 On the manager (:func:`manager_objects`, :func:`manager_helm_values`):
 
@@ -73,7 +73,7 @@ SYSTEM_IMAGES = (kueue.IMAGE, TOKEN_IMAGE)  # the stack-wide policy's patterns: 
 
 # Least privilege on a worker. The rules are Kueue's own e2e setup's (test/util/multikueue.go at v0.19.2,
 # MultiKueueRulesForManager: Workloads, their status, the queues, and frameworkRules for the frameworks the
-# manager enables, here ray.io/rayjob and ray.io/raycluster; vendored in tests/reference/kueue-multikueue/), split
+# manager enables, here ray.io/rayjob and ray.io/raycluster; vendored in vendor/kueue-multikueue/), split
 # by scope instead of one ClusterRole:
 # - WORKER_READ_RULES, cluster-wide (ClusterRole): MultiKueue's remote watches and its garbage collector list
 #   every namespace (multikueuecluster.go:421 establishWatch and :693 List carry no namespace), which a

@@ -133,7 +133,7 @@ def same_versions(resources: Sequence[Res], ctx: Context) -> Violations:
     if len(set(versions.values())) > 1:
         first = next(iter(charts.values()))[0]
         return [(first, f"Kueue's chart differs between clusters: {versions}; MultiKueue runs one Kueue version "
-                        "on the manager and every worker (pin workloads/kueue.py CHART_VERSION once)")]
+                        "on the manager and every worker (pin workloads/kueue.py KUEUE_VERSION once)")]
     return []
 
 

@@ -63,12 +63,15 @@ def control_plane(spec: Any, fail) -> None:
 
 
 # GKE "Maintenance windows and exclusions"
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions, Scope of upgrades):
-# the "No minor upgrades" and "No minor or node upgrades" scopes are for clusters enrolled in a release channel; a
-# cluster without one (UNSPECIFIED, a static version) takes "No upgrades" exclusions only. The API's
-# MaintenanceExclusionOptions.Scope (google.container.v1): "NO_MINOR_UPGRADES excludes all minor upgrades for the
-# cluster, only patches are allowed"; "NO_MINOR_OR_NODE_UPGRADES excludes all minor upgrades for the cluster, and also
-# exclude all node pool upgrades"; "NO_UPGRADES ... is the default exclusion behavior".
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions, Scope of upgrades),
+# PARAPHRASED (no copy of that section could be read here to quote): the "No minor upgrades" and "No minor or node
+# upgrades" scopes are for clusters enrolled in a release channel; a cluster without one (UNSPECIFIED, a static
+# version) takes "No upgrades" exclusions only. Verbatim, the API's MaintenanceExclusionOptions.Scope enum
+# (container.googleapis.com v1; the generated PHP, Rust and Haskell clients read here carry the same words):
+# "NO_UPGRADES excludes all upgrades, including patch upgrades and minor upgrades across control planes and nodes.
+# This is the default exclusion behavior."; "NO_MINOR_UPGRADES excludes all minor upgrades for the cluster, only
+# patches are allowed."; "NO_MINOR_OR_NODE_UPGRADES excludes all minor upgrades for the cluster, and also exclude all
+# node pool upgrades. Only control plane patches are allowed."
 CHANNEL_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES")
 
 

@@ -108,9 +108,11 @@ def multi_tier(spec: StackSpec, fail) -> None:
     if not spec.unverified.multi_tier_checkpointing:
         return
     if not spec.storage.hierarchical_namespace:
-        # GKE's multi-tier how-to (URL above, "Before you begin"): the backup bucket is created with
-        # hierarchical namespace (gcloud storage buckets create --enable-hierarchical-namespace
-        # --uniform-bucket-level-access), which GCS sets only at creation.
+        # GKE's multi-tier how-to (URL above), "Before you begin", verbatim: "Create a Cloud Storage bucket, if you
+        # don't have one for your project. Make sure you enable hierarchical namespace, otherwise backups will
+        # fail." Cloud Storage's "Create and manage buckets with hierarchical namespace enabled"
+        # (https://cloud.google.com/storage/docs/create-hns-bucket), verbatim: "You cannot enable hierarchical
+        # namespace in an existing bucket."
         fail(_ns("storage.hierarchicalNamespace"), False,
              "multi-tier checkpointing backs up to a bucket with hierarchical namespace (GKE's multi-tier "
              "checkpointing how-to); set it true (a new bucket: GCS turns it on only at creation) or leave "
