@@ -3,7 +3,7 @@
 The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
 ``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
 public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
-``RegisterResource`` request) and ``logger=``. Beyond that public path it takes three shortcuts, each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes four shortcuts, each
 on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
 by a test:
 
@@ -23,9 +23,14 @@ by a test:
 - **no cyclic garbage collection** (``gc.disable``): the SDK's futures and outputs live until the program ends,
   and each full collection walks them all.
 
-Nothing else of the SDK is replaced: monitor calls run on the loop's default executor, as under ``pulumi up``
-(an earlier inline executor made each ``MockMonitor.Invoke``, which waits on the loop, nest a pump of it:
-about 300 invokes raised ``RecursionError``), and the SDK's type analysis and per-output bookkeeping are its own.
+- **registrations on the loop's thread**: the SDK hands each monitor call to the loop's default executor; the
+  engine's executor (:class:`_InlineFirst`, a ``ThreadPoolExecutor``) runs a call that needs nothing of the loop
+  (its own ``RegisterResource`` answer) at once on the loop's thread, and every call that waits on the loop
+  (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``) on a thread of the pool, as under
+  ``pulumi up`` (an executor running every call inline made each ``Invoke`` nest a pump of the loop: about 300
+  invokes raised ``RecursionError``). Checked: ``tests/test_engine_adapter.py`` (which thread each call ran on).
+
+Nothing else of the SDK is replaced: the SDK's type analysis and per-output bookkeeping are its own.
 ``shortcuts=False`` is the SDK's plain path, the differential test's reference.
 
 The engine is process-global and not re-entrant: ``set_mocks`` and the SDK's settings are globals, the
@@ -35,9 +40,11 @@ shortcuts patch the SDK's module for the run, and the engine changes directory; 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import logging
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +98,7 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         if not self.shortcuts or request.type == "pulumi:pulumi:Stack" or request.transforms:
+            _off_the_loop()  # MockMonitor's path waits on the event loop: a thread of the pool
             response = super().RegisterResource(request)
             inputs, plain = rpc.deserialize_properties(request.object), False
         else:
@@ -113,6 +121,23 @@ class RecordingMonitor(MockMonitor):
             )
         )
         return response
+
+    # MockMonitor's calls that wait on the event loop (``_sync_await``) or hand back callbacks: never inline.
+    def Invoke(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().Invoke(request)
+
+    def ReadResource(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().ReadResource(request)
+
+    def RegisterStackTransform(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().RegisterStackTransform(request)
+
+    def RegisterStackInvokeTransform(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().RegisterStackInvokeTransform(request)
 
     def _register(self, request) -> tuple[Answer, dict[str, Any], bool]:
         """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back.
@@ -182,6 +207,52 @@ def _value(value: struct_pb2.Value) -> Any:
     return None  # null_value
 
 
+# --------------------------------------------------------------------------- monitor calls on the loop's thread
+
+_here = threading.local()  # ``inline``: a monitor call running on the loop's own thread (:class:`_InlineFirst`)
+
+
+class _NeedsThread(Exception):
+    """A monitor call that must not run on the loop's thread, raised before it does anything."""
+
+
+def _off_the_loop() -> None:
+    if getattr(_here, "inline", False):
+        raise _NeedsThread
+
+
+class _InlineFirst(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor while a program runs with the shortcuts: a monitor call that needs nothing of
+    the event loop (the engine's own ``RegisterResource`` answer, ``SupportsFeature``, ``RegisterResourceOutputs``)
+    runs at once on the loop's thread, its future done when ``submit`` returns; one that waits on the loop
+    (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``: ``_sync_await``) raises
+    :class:`_NeedsThread` before it starts and runs on a thread of the pool, as every call does without the
+    shortcuts. A thread hand-off per registration (its wake-up of the loop, the GIL passed back and forth) was a
+    fifth of a 1,024-slice preview."""
+
+    def __init__(self) -> None:
+        super().__init__(thread_name_prefix="asyncio")
+        self.inline = False
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.inline and not getattr(_here, "inline", False):
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            _here.inline = True
+            try:
+                result = fn(*args, **kwargs)
+            except _NeedsThread:
+                pass  # started nothing: to a thread below
+            except BaseException as e:  # noqa: BLE001 (as a pool's worker hands any exception to the future)
+                future.set_exception(e)
+                return future
+            else:
+                future.set_result(result)
+                return future
+            finally:
+                _here.inline = False
+        return super().submit(fn, *args, **kwargs)
+
+
 @dataclass(frozen=True)
 class Answer:
     """A ``RegisterResourceResponse`` as the SDK's ``register_resource`` reads it, its ``object`` (the
@@ -249,6 +320,16 @@ def run(program: Callable[[], None], shortcuts: bool = True) -> dict[str, Any]:
     return exports
 
 
+def _inline_first(loop: asyncio.AbstractEventLoop) -> _InlineFirst:
+    """The loop's :class:`_InlineFirst` executor (made its default executor the first time)."""
+    executor = getattr(loop, "_slicectl_executor", None)
+    if executor is None:
+        executor = _InlineFirst()
+        loop.set_default_executor(executor)
+        loop._slicectl_executor = executor  # one per loop: its threads are reused by the next render
+    return executor
+
+
 @contextlib.contextmanager
 def _lean(shortcuts: bool = True):
     """While a program runs: no source positions (``_get_stack_trace``) and no cyclic garbage collection
@@ -257,11 +338,14 @@ def _lean(shortcuts: bool = True):
         yield
         return
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
+    executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
+    executor.inline = True
     gc.disable()
     try:
         yield
     finally:
+        executor.inline = False
         runtime_resource._get_stack_trace = stack_trace
         if collecting:
             gc.enable()

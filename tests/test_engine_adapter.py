@@ -269,3 +269,42 @@ def test_a_program_with_a_thousand_invokes_renders(tmp_path, monkeypatch):
     assert len(buckets) == 1000
     # The engine's mocks answer getProject with its labelled placeholder (offline/engine.py _Mocks.call).
     assert {b.inputs["labels"]["n"] for b in buckets} == {engine.PLACEHOLDER_PROJECT_NUMBER}
+
+
+def test_registrations_run_on_the_loops_thread_and_invokes_on_the_pool(monkeypatch):
+    """With the shortcuts, the engine's own ``RegisterResource`` answer runs on the event loop's thread (no thread
+    hand-off per resource); ``MockMonitor.Invoke``, which waits on the loop, still runs on a thread of the pool, and
+    without the shortcuts every call does, as the SDK makes them."""
+    import threading
+
+    class Echo(_Echo):
+        threads: list[tuple[str, str]] = []
+
+        def new_resource(self, args):
+            self.threads.append(("register", threading.current_thread().name))
+            return super().new_resource(args)
+
+        def call(self, args):
+            self.threads.append(("invoke", threading.current_thread().name))
+            return {"number": "1"}
+
+    def program():
+        for i in range(3):
+            number = pulumi.runtime.invoke_output("test:index:getThing", {"i": i}).apply(lambda r: r["number"])
+            _Thing(f"t{i}", {"n": number})
+
+    main = threading.current_thread().name
+    for shortcuts in (True, False):
+        Echo.threads = []
+        mocks = Echo()
+        monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: None, shortcuts=shortcuts)
+        pulumi_runtime.start(mocks, monitor, project="adapter-test", stack="threads", config={})
+        pulumi_runtime.run(program, shortcuts=shortcuts)
+        registers = [t for kind, t in Echo.threads if kind == "register"]
+        invokes = [t for kind, t in Echo.threads if kind == "invoke"]
+        assert len(registers) == 3 and len(invokes) == 3  # the mocks see three things (not the root stack)
+        assert main not in invokes, "an invoke ran on the loop's thread: it would nest a pump of the loop"
+        if shortcuts:
+            assert registers == [main] * 3, f"registrations ran on {registers}"
+        else:
+            assert main not in registers, "without the shortcuts every monitor call runs on the pool"
