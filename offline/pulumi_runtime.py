@@ -3,7 +3,7 @@
 The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
 ``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
 public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
-``RegisterResource`` request) and ``logger=``. Beyond that public path it takes four shortcuts, each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes five shortcuts, each
 on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
 by a test:
 
@@ -20,6 +20,11 @@ by a test:
 - **no source positions**: ``pulumi.runtime.resource._get_stack_trace`` (private) walks the Python stack for
   every resource to tell the engine where it was declared; no engine reads it under mocks, so it answers an
   empty ``StackTrace`` (a tenth of a large stack's time);
+- **plain data serialized as it is**: ``rpc.serialize_property`` (private to the SDK's module, and called by itself
+  for each nested value: a coroutine per value) answers a value made only of dicts, lists, strings, numbers,
+  booleans and ``None``, with no type metadata and no key translation to apply, with the value itself, which is
+  what its walk returns for such data (:func:`_serialize_property`; a Kueue CRD's schema is thousands of values);
+  checked by ``tests/test_engine_adapter.py`` against the SDK's walk;
 - **no cyclic garbage collection** (``gc.disable``): the SDK's futures and outputs live until the program ends,
   and each full collection walks them all.
 
@@ -340,15 +345,44 @@ def _lean(shortcuts: bool = True):
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
     executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
+    rpc.serialize_property = _serialize_property
     executor.inline = True
     gc.disable()
     try:
         yield
     finally:
         executor.inline = False
+        rpc.serialize_property = _SERIALIZE_PROPERTY
         runtime_resource._get_stack_trace = stack_trace
         if collecting:
             gc.enable()
+
+
+_SERIALIZE_PROPERTY = rpc.serialize_property
+_SCALARS = (str, int, float, bool, type(None))
+_IDENTITY = pulumi.Resource.translate_input_property  # returns the name as it is; a resource may override it
+
+
+def is_plain(value: Any) -> bool:
+    """Only dicts with string keys, lists, strings, numbers, booleans and ``None`` (exact types, no subclass)."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and is_plain(v) for k, v in value.items())
+    if kind is list:
+        return all(is_plain(v) for v in value)
+    return kind in _SCALARS
+
+
+async def _serialize_property(value, deps, property_key, resource_obj=None, input_transformer=None, typ=None,
+                              keep_output_values=False, exclude_resource_refs_from_deps=False,
+                              return_protobuf_value=False):
+    """``rpc.serialize_property``, answering plain data with itself (its walk builds the same dicts and lists, adds
+    no dependency and translates no key when there is no type and the translator is the identity)."""
+    if (typ is None and not return_protobuf_value and is_plain(value)
+            and (input_transformer is None or getattr(input_transformer, "__func__", None) is _IDENTITY)):
+        return value
+    return await _SERIALIZE_PROPERTY(value, deps, property_key, resource_obj, input_transformer, typ,
+                                     keep_output_values, exclude_resource_refs_from_deps, return_protobuf_value)
 
 
 def _NO_STACK_TRACE() -> source_pb2.StackTrace:  # noqa: N802 (stands in for a function)

@@ -308,3 +308,54 @@ def test_registrations_run_on_the_loops_thread_and_invokes_on_the_pool(monkeypat
             assert registers == [main] * 3, f"registrations ran on {registers}"
         else:
             assert main not in registers, "without the shortcuts every monitor call runs on the pool"
+
+
+class _Renaming(pulumi.CustomResource):
+    def translate_input_property(self, prop: str) -> str:
+        return prop.upper()
+
+
+@pytest.mark.parametrize("value", [
+    None, "s", rpc.UNKNOWN, 0, 1.5, True, [], {}, {"a": None},
+    {"spec": {"versions": [{"name": "v1", "served": True, "schema": {"type": "object", "n": 2.5,
+                                                                    "items": [[], {}, None]}}]}},
+    # Not plain: the SDK's own walk (a tuple, a key that is no string, a dict subclass, an Output inside).
+    (1, 2), {1: "a"}, {"a": (1,)}, "output",
+], ids=lambda v: type(v).__name__ + str(v)[:20])
+@pytest.mark.parametrize("transformer", ["none", "identity", "renaming"])
+def test_plain_data_serializes_as_the_sdks_walk_serializes_it(value, transformer):
+    """The engine answers ``rpc.serialize_property`` for plain data with the value itself: the same as the SDK's
+    walk, with no type, with the identity translator a resource has by default, and not taken with one that
+    renames keys (nor for anything that is not plain data)."""
+    pulumi_runtime._ensure_event_loop()
+    if value == "output":
+        value = {"o": pulumi.Output.from_input("x")}
+    resource = {"none": None, "identity": _Thing, "renaming": _Renaming}[transformer]
+    translate = None if resource is None else resource.__new__(resource).translate_input_property
+
+    async def one(serialize):
+        deps: list = []
+        try:
+            return await serialize(value, deps, "k", None, translate), deps
+        except Exception as e:  # noqa: BLE001 (a renaming translator fails on a key that is no string, both ways)
+            return repr(e), deps
+
+    async def both():
+        (sdk, sdk_deps), (ours, ours_deps) = await one(rpc.serialize_property), \
+            await one(pulumi_runtime._serialize_property)
+        return sdk, ours, sdk_deps, ours_deps
+
+    sdk, ours, sdk_deps, ours_deps = asyncio.get_event_loop().run_until_complete(both())
+    assert ours == sdk and ours_deps == sdk_deps
+    if transformer == "renaming" and isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        assert ours is not value, "a renaming translator must take the SDK's walk"
+    if pulumi_runtime.is_plain(value) and transformer != "renaming":
+        assert ours is value, "plain data was not answered as it is"
+
+
+def test_plain_data_serializes_without_the_sdks_walk_only_while_a_program_runs(monkeypatch):
+    """While a program runs with the shortcuts, ``rpc.serialize_property`` is the engine's; it is put back after."""
+    original = rpc.serialize_property
+    seen = []
+    _deploy(lambda: seen.append(rpc.serialize_property) or _Thing("t", {"n": {"a": [1, "b"]}}))
+    assert seen == [pulumi_runtime._serialize_property] and rpc.serialize_property is original
