@@ -179,18 +179,26 @@ def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> 
     (out / "cost.json").write_text(json_text(costs, sort_keys=False), encoding="utf-8")
     mdir = out / "manifests"
     mdir.mkdir(exist_ok=True)
-    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:  # the last preview's, flat or per cluster
-        old.unlink()
+    written = set()
     # One folder per cluster the objects are applied to (a multi-region stack: the manager and each region).
     for cluster, docs in manifests_by_cluster(rendering).items():
         (mdir / cluster).mkdir(exist_ok=True)
         for i, doc in enumerate(docs, start=1):
-            (mdir / cluster / manifest_filename(i, doc)).write_text(yaml_text(doc))
+            path = mdir / cluster / manifest_filename(i, doc)
+            path.write_text(yaml_text(doc))
+            written.add(path)
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
     for i, doc in enumerate(rendering.held, start=1):
         hdir.mkdir(exist_ok=True)
-        (hdir / manifest_filename(i, doc)).write_text(yaml_text(doc))
+        path = hdir / manifest_filename(i, doc)
+        path.write_text(yaml_text(doc))
+        written.add(path)
+    # The last preview's files that this one did not write again, flat or per cluster (each one rewritten is
+    # overwritten in place, not removed first: a hundred file removals fewer per preview).
+    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:
+        if old not in written:
+            old.unlink()
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:

@@ -46,3 +46,19 @@ def test_values_beyond_a_manifests_are_written_as_yaml_dump_writes_them():
                 {"p": shared, "q": shared}, {"t": (1, 2)}, {"l": [[1], [1]]}):
         assert cmd_preview.yaml_text(doc) == yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False,
                                                        allow_unicode=False), doc
+
+
+def test_a_second_preview_leaves_none_of_the_lasts_other_files(tmp_path):
+    """Rewritten files are overwritten in place; the last preview's files this one does not write (flat, in a
+    cluster's folder, held) are removed; what is left is exactly what this preview wrote."""
+    rendering = rendered("dev")
+    cmd_preview.write(rendering, tmp_path)
+    first = sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml"))
+    stale = [tmp_path / "manifests" / "old.yaml", tmp_path / "manifests" / "gone" / "01-configmap-x.yaml",
+             tmp_path / "manifests" / "held" / "09-rayjob-old.yaml", tmp_path / first[0]]
+    for path in stale:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("stale: true\n")
+    cmd_preview.write(rendering, tmp_path)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml")) == first
+    assert "stale" not in (tmp_path / first[0]).read_text()
