@@ -7,9 +7,11 @@ are rebuilt from their inputs as the manifests the provider would apply.
 
 What it touches of the Pulumi SDK lives in ``offline/pulumi_runtime.py``: the public mocks API
 (``set_mocks`` with its ``monitor=`` and ``logger=`` parameters, ``reset_options``, ``set_all_config``,
-``runtime.test``) and, while a program runs, three shortcuts that reach private internals
+``runtime.test``) and, while a program runs, shortcuts that reach private internals
 (``rpc._special_sig_key`` for its own protobuf walk, a duck of ``RegisterResourceResponse`` whose state is
-handed back deserialized, ``pulumi.runtime.resource._get_stack_trace`` skipped) plus the cyclic collector off;
+handed back deserialized, ``pulumi.runtime.resource._get_stack_trace`` skipped, ``rpc.serialize_property``
+answering plain data with itself) plus the cyclic collector off and its own registrations answered on the
+event loop's thread (the loop's default executor, a public setting);
 ``render(..., shortcuts=False)`` is the SDK's plain path, and ``tests/test_engine_differential.py`` renders
 every stack both ways. Before the program, the provider packages are replaced by stand-ins that load only the
 modules it uses (``offline/provider_modules.py``): a preview's shortcut that ``pulumi up`` never takes.

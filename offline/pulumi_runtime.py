@@ -3,7 +3,7 @@
 The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
 ``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
 public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
-``RegisterResource`` request) and ``logger=``. Beyond that public path it takes three shortcuts, each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes five shortcuts, each
 on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
 by a test:
 
@@ -20,12 +20,22 @@ by a test:
 - **no source positions**: ``pulumi.runtime.resource._get_stack_trace`` (private) walks the Python stack for
   every resource to tell the engine where it was declared; no engine reads it under mocks, so it answers an
   empty ``StackTrace`` (a tenth of a large stack's time);
+- **plain data serialized as it is**: ``rpc.serialize_property`` (private to the SDK's module, and called by itself
+  for each nested value: a coroutine per value) answers a value made only of dicts, lists, strings, numbers,
+  booleans and ``None``, with no type metadata and no key translation to apply, with the value itself, which is
+  what its walk returns for such data (:func:`_serialize_property`; a Kueue CRD's schema is thousands of values);
+  checked by ``tests/test_engine_adapter.py`` against the SDK's walk;
 - **no cyclic garbage collection** (``gc.disable``): the SDK's futures and outputs live until the program ends,
   and each full collection walks them all.
 
-Nothing else of the SDK is replaced: monitor calls run on the loop's default executor, as under ``pulumi up``
-(an earlier inline executor made each ``MockMonitor.Invoke``, which waits on the loop, nest a pump of it:
-about 300 invokes raised ``RecursionError``), and the SDK's type analysis and per-output bookkeeping are its own.
+- **registrations on the loop's thread**: the SDK hands each monitor call to the loop's default executor; the
+  engine's executor (:class:`_InlineFirst`, a ``ThreadPoolExecutor``) runs a call that needs nothing of the loop
+  (its own ``RegisterResource`` answer) at once on the loop's thread, and every call that waits on the loop
+  (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``) on a thread of the pool, as under
+  ``pulumi up`` (an executor running every call inline made each ``Invoke`` nest a pump of the loop: about 300
+  invokes raised ``RecursionError``). Checked: ``tests/test_engine_adapter.py`` (which thread each call ran on).
+
+Nothing else of the SDK is replaced: the SDK's type analysis and per-output bookkeeping are its own.
 ``shortcuts=False`` is the SDK's plain path, the differential test's reference.
 
 The engine is process-global and not re-entrant: ``set_mocks`` and the SDK's settings are globals, the
@@ -35,9 +45,11 @@ shortcuts patch the SDK's module for the run, and the engine changes directory; 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import logging
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +103,7 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         if not self.shortcuts or request.type == "pulumi:pulumi:Stack" or request.transforms:
+            _off_the_loop()  # MockMonitor's path waits on the event loop: a thread of the pool
             response = super().RegisterResource(request)
             inputs, plain = rpc.deserialize_properties(request.object), False
         else:
@@ -113,6 +126,23 @@ class RecordingMonitor(MockMonitor):
             )
         )
         return response
+
+    # MockMonitor's calls that wait on the event loop (``_sync_await``) or hand back callbacks: never inline.
+    def Invoke(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().Invoke(request)
+
+    def ReadResource(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().ReadResource(request)
+
+    def RegisterStackTransform(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().RegisterStackTransform(request)
+
+    def RegisterStackInvokeTransform(self, request):  # noqa: N802
+        _off_the_loop()
+        return super().RegisterStackInvokeTransform(request)
 
     def _register(self, request) -> tuple[Answer, dict[str, Any], bool]:
         """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back.
@@ -182,6 +212,52 @@ def _value(value: struct_pb2.Value) -> Any:
     return None  # null_value
 
 
+# --------------------------------------------------------------------------- monitor calls on the loop's thread
+
+_here = threading.local()  # ``inline``: a monitor call running on the loop's own thread (:class:`_InlineFirst`)
+
+
+class _NeedsThread(Exception):
+    """A monitor call that must not run on the loop's thread, raised before it does anything."""
+
+
+def _off_the_loop() -> None:
+    if getattr(_here, "inline", False):
+        raise _NeedsThread
+
+
+class _InlineFirst(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor while a program runs with the shortcuts: a monitor call that needs nothing of
+    the event loop (the engine's own ``RegisterResource`` answer, ``SupportsFeature``, ``RegisterResourceOutputs``)
+    runs at once on the loop's thread, its future done when ``submit`` returns; one that waits on the loop
+    (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``: ``_sync_await``) raises
+    :class:`_NeedsThread` before it starts and runs on a thread of the pool, as every call does without the
+    shortcuts. A thread hand-off per registration (its wake-up of the loop, the GIL passed back and forth) was a
+    fifth of a 1,024-slice preview."""
+
+    def __init__(self) -> None:
+        super().__init__(thread_name_prefix="asyncio")
+        self.inline = False
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.inline and not getattr(_here, "inline", False):
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            _here.inline = True
+            try:
+                result = fn(*args, **kwargs)
+            except _NeedsThread:
+                pass  # started nothing: to a thread below
+            except BaseException as e:  # noqa: BLE001 (as a pool's worker hands any exception to the future)
+                future.set_exception(e)
+                return future
+            else:
+                future.set_result(result)
+                return future
+            finally:
+                _here.inline = False
+        return super().submit(fn, *args, **kwargs)
+
+
 @dataclass(frozen=True)
 class Answer:
     """A ``RegisterResourceResponse`` as the SDK's ``register_resource`` reads it, its ``object`` (the
@@ -249,6 +325,16 @@ def run(program: Callable[[], None], shortcuts: bool = True) -> dict[str, Any]:
     return exports
 
 
+def _inline_first(loop: asyncio.AbstractEventLoop) -> _InlineFirst:
+    """The loop's :class:`_InlineFirst` executor (made its default executor the first time)."""
+    executor = getattr(loop, "_slicectl_executor", None)
+    if executor is None:
+        executor = _InlineFirst()
+        loop.set_default_executor(executor)
+        loop._slicectl_executor = executor  # one per loop: its threads are reused by the next render
+    return executor
+
+
 @contextlib.contextmanager
 def _lean(shortcuts: bool = True):
     """While a program runs: no source positions (``_get_stack_trace``) and no cyclic garbage collection
@@ -257,14 +343,46 @@ def _lean(shortcuts: bool = True):
         yield
         return
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
+    executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
+    rpc.serialize_property = _serialize_property
+    executor.inline = True
     gc.disable()
     try:
         yield
     finally:
+        executor.inline = False
+        rpc.serialize_property = _SERIALIZE_PROPERTY
         runtime_resource._get_stack_trace = stack_trace
         if collecting:
             gc.enable()
+
+
+_SERIALIZE_PROPERTY = rpc.serialize_property
+_SCALARS = (str, int, float, bool, type(None))
+_IDENTITY = pulumi.Resource.translate_input_property  # returns the name as it is; a resource may override it
+
+
+def is_plain(value: Any) -> bool:
+    """Only dicts with string keys, lists, strings, numbers, booleans and ``None`` (exact types, no subclass)."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and is_plain(v) for k, v in value.items())
+    if kind is list:
+        return all(is_plain(v) for v in value)
+    return kind in _SCALARS
+
+
+async def _serialize_property(value, deps, property_key, resource_obj=None, input_transformer=None, typ=None,
+                              keep_output_values=False, exclude_resource_refs_from_deps=False,
+                              return_protobuf_value=False):
+    """``rpc.serialize_property``, answering plain data with itself (its walk builds the same dicts and lists, adds
+    no dependency and translates no key when there is no type and the translator is the identity)."""
+    if (typ is None and not return_protobuf_value and is_plain(value)
+            and (input_transformer is None or getattr(input_transformer, "__func__", None) is _IDENTITY)):
+        return value
+    return await _SERIALIZE_PROPERTY(value, deps, property_key, resource_obj, input_transformer, typ,
+                                     keep_output_values, exclude_resource_refs_from_deps, return_protobuf_value)
 
 
 def _NO_STACK_TRACE() -> source_pb2.StackTrace:  # noqa: N802 (stands in for a function)

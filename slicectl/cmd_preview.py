@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import re
 import sys
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     failed = any(v.mandatory for v in violations)
     print(
         f"\nwrote {out}/resources.json, {out}/outputs.json, {out}/cost.json, {out}/{policies.POLICY_FILE} and "
-        f"{len(rendering.manifests)} manifest(s) under {out}/manifests/<cluster>/ ({elapsed:.1f} s)",
+        # Counted, not rebuilt: ``rendering.manifests`` converts every object again (the plan listed them already).
+        f"{sum(map(engine.is_kubernetes_object, rendering.resources))} manifest(s) under {out}/manifests/<cluster>/ "
+        f"({elapsed:.1f} s)",
         file=sys.stderr,
     )
     return Exit.POLICY_VIOLATION if failed else Exit.OK
@@ -113,8 +116,58 @@ def json_text(value: object, sort_keys: bool = True) -> str:
 def yaml_text(doc: dict) -> str:
     """One manifest as YAML, by libyaml's emitter (PyYAML's C binding): the pure-Python one took most of the write
     (0.05 s of prod's 0.07). Its line folding of long strings differs from the pure-Python emitter's; the
-    documents read back the same (``tests/test_preview_write.py``)."""
-    return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)
+    documents read back the same (``tests/test_preview_write.py``).
+
+    The text of ``yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)``, the nodes built
+    by :func:`_yaml_node` instead of the representer's generic dispatch (its alias bookkeeping and type lookups
+    per value: a third of the write; ``tests/test_preview_write.py`` compares the two on every manifest). A
+    document holding one dict or list twice (which the representer writes as an anchor and an alias) takes
+    ``yaml.dump`` itself."""
+    stream = io.StringIO()
+    dumper = yaml.CSafeDumper(stream, default_flow_style=False, sort_keys=False, allow_unicode=False)
+    try:
+        try:
+            node = _yaml_node(doc, dumper, set())
+        except _Shared:
+            return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)
+        dumper.open()
+        dumper.serialize(node)
+        dumper.close()
+        return stream.getvalue()
+    finally:
+        dumper.dispose()
+
+
+_STR, _MAP, _SEQ, _INT, _BOOL, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq", "int", "bool", "null"))
+
+
+class _Shared(Exception):
+    """A dict or list met twice in one document."""
+
+
+def _yaml_node(value: object, dumper: yaml.CSafeDumper, seen: set[int]) -> yaml.Node:
+    """The node ``SafeRepresenter`` makes of ``value`` with ``default_flow_style=False``: block collections, plain
+    scalar style; any other type through the representer itself."""
+    kind = type(value)
+    if kind is str:
+        return yaml.ScalarNode(_STR, value)
+    if kind is dict or kind is list:
+        if id(value) in seen:
+            raise _Shared
+        seen.add(id(value))
+        if kind is dict:
+            return yaml.MappingNode(_MAP, [(_yaml_node(k, dumper, seen), _yaml_node(v, dumper, seen))
+                                           for k, v in value.items()], flow_style=False)
+        return yaml.SequenceNode(_SEQ, [_yaml_node(v, dumper, seen) for v in value], flow_style=False)
+    if kind is bool:
+        return yaml.ScalarNode(_BOOL, "true" if value else "false")
+    if kind is int:
+        return yaml.ScalarNode(_INT, str(value))
+    if value is None:
+        return yaml.ScalarNode(_NULL, "null")
+    if kind is float:
+        return dumper.represent_data(value)  # SafeRepresenter's own (.inf, .nan, 1.0e-05)
+    raise _Shared  # tuples, sets, objects: left to yaml.dump whole
 
 
 def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> None:
@@ -126,18 +179,26 @@ def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> 
     (out / "cost.json").write_text(json_text(costs, sort_keys=False), encoding="utf-8")
     mdir = out / "manifests"
     mdir.mkdir(exist_ok=True)
-    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:  # the last preview's, flat or per cluster
-        old.unlink()
+    written = set()
     # One folder per cluster the objects are applied to (a multi-region stack: the manager and each region).
     for cluster, docs in manifests_by_cluster(rendering).items():
         (mdir / cluster).mkdir(exist_ok=True)
         for i, doc in enumerate(docs, start=1):
-            (mdir / cluster / manifest_filename(i, doc)).write_text(yaml_text(doc))
+            path = mdir / cluster / manifest_filename(i, doc)
+            path.write_text(yaml_text(doc))
+            written.add(path)
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
     for i, doc in enumerate(rendering.held, start=1):
         hdir.mkdir(exist_ok=True)
-        (hdir / manifest_filename(i, doc)).write_text(yaml_text(doc))
+        path = hdir / manifest_filename(i, doc)
+        path.write_text(yaml_text(doc))
+        written.add(path)
+    # The last preview's files that this one did not write again, flat or per cluster (each one rewritten is
+    # overwritten in place, not removed first: a hundred file removals fewer per preview).
+    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:
+        if old not in written:
+            old.unlink()
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:

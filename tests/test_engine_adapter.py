@@ -269,3 +269,93 @@ def test_a_program_with_a_thousand_invokes_renders(tmp_path, monkeypatch):
     assert len(buckets) == 1000
     # The engine's mocks answer getProject with its labelled placeholder (offline/engine.py _Mocks.call).
     assert {b.inputs["labels"]["n"] for b in buckets} == {engine.PLACEHOLDER_PROJECT_NUMBER}
+
+
+def test_registrations_run_on_the_loops_thread_and_invokes_on_the_pool(monkeypatch):
+    """With the shortcuts, the engine's own ``RegisterResource`` answer runs on the event loop's thread (no thread
+    hand-off per resource); ``MockMonitor.Invoke``, which waits on the loop, still runs on a thread of the pool, and
+    without the shortcuts every call does, as the SDK makes them."""
+    import threading
+
+    class Echo(_Echo):
+        threads: list[tuple[str, str]] = []
+
+        def new_resource(self, args):
+            self.threads.append(("register", threading.current_thread().name))
+            return super().new_resource(args)
+
+        def call(self, args):
+            self.threads.append(("invoke", threading.current_thread().name))
+            return {"number": "1"}
+
+    def program():
+        for i in range(3):
+            number = pulumi.runtime.invoke_output("test:index:getThing", {"i": i}).apply(lambda r: r["number"])
+            _Thing(f"t{i}", {"n": number})
+
+    main = threading.current_thread().name
+    for shortcuts in (True, False):
+        Echo.threads = []
+        mocks = Echo()
+        monitor = pulumi_runtime.RecordingMonitor(mocks, lambda reg: None, shortcuts=shortcuts)
+        pulumi_runtime.start(mocks, monitor, project="adapter-test", stack="threads", config={})
+        pulumi_runtime.run(program, shortcuts=shortcuts)
+        registers = [t for kind, t in Echo.threads if kind == "register"]
+        invokes = [t for kind, t in Echo.threads if kind == "invoke"]
+        assert len(registers) == 3 and len(invokes) == 3  # the mocks see three things (not the root stack)
+        assert main not in invokes, "an invoke ran on the loop's thread: it would nest a pump of the loop"
+        if shortcuts:
+            assert registers == [main] * 3, f"registrations ran on {registers}"
+        else:
+            assert main not in registers, "without the shortcuts every monitor call runs on the pool"
+
+
+class _Renaming(pulumi.CustomResource):
+    def translate_input_property(self, prop: str) -> str:
+        return prop.upper()
+
+
+@pytest.mark.parametrize("value", [
+    None, "s", rpc.UNKNOWN, 0, 1.5, True, [], {}, {"a": None},
+    {"spec": {"versions": [{"name": "v1", "served": True, "schema": {"type": "object", "n": 2.5,
+                                                                    "items": [[], {}, None]}}]}},
+    # Not plain: the SDK's own walk (a tuple, a key that is no string, a dict subclass, an Output inside).
+    (1, 2), {1: "a"}, {"a": (1,)}, "output",
+], ids=lambda v: type(v).__name__ + str(v)[:20])
+@pytest.mark.parametrize("transformer", ["none", "identity", "renaming"])
+def test_plain_data_serializes_as_the_sdks_walk_serializes_it(value, transformer):
+    """The engine answers ``rpc.serialize_property`` for plain data with the value itself: the same as the SDK's
+    walk, with no type, with the identity translator a resource has by default, and not taken with one that
+    renames keys (nor for anything that is not plain data)."""
+    pulumi_runtime._ensure_event_loop()
+    if value == "output":
+        value = {"o": pulumi.Output.from_input("x")}
+    resource = {"none": None, "identity": _Thing, "renaming": _Renaming}[transformer]
+    translate = None if resource is None else resource.__new__(resource).translate_input_property
+
+    async def one(serialize):
+        deps: list = []
+        try:
+            return await serialize(value, deps, "k", None, translate), deps
+        except Exception as e:  # noqa: BLE001 (a renaming translator fails on a key that is no string, both ways)
+            return repr(e), deps
+
+    async def both():
+        (sdk, sdk_deps), (ours, ours_deps) = await one(rpc.serialize_property), \
+            await one(pulumi_runtime._serialize_property)
+        return sdk, ours, sdk_deps, ours_deps
+
+    sdk, ours, sdk_deps, ours_deps = asyncio.get_event_loop().run_until_complete(both())
+    assert ours == sdk and ours_deps == sdk_deps
+    if transformer == "renaming" and isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        assert ours is not value, "a renaming translator must take the SDK's walk"
+    if pulumi_runtime.is_plain(value) and transformer != "renaming":
+        assert ours is value, "plain data was not answered as it is"
+
+
+def test_plain_data_serializes_without_the_sdks_walk_only_while_a_program_runs(monkeypatch):
+    """While a program runs with the shortcuts, ``rpc.serialize_property`` is the engine's; it is put back after."""
+    original = rpc.serialize_property
+    seen = []
+    _deploy(lambda: seen.append(rpc.serialize_property) or _Thing("t", {"n": {"a": [1, "b"]}}))
+    assert seen == [pulumi_runtime._serialize_property] and rpc.serialize_property is original

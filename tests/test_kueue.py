@@ -414,3 +414,29 @@ def test_the_vendored_release_installs_the_crds_the_tests_validate_against():
     for d in crds:
         want = reference[d["metadata"]["name"]]["spec"]
         assert (d["spec"]["names"], d["spec"]["versions"]) == (want["names"], want["versions"]), d["metadata"]["name"]
+
+
+@pytest.mark.parametrize("text", [
+    None,  # the vendored release manifest itself
+    "a: &x {b: 1}\nc: *x\nd: [*x, *x]\n",
+    "base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\n",
+    "- 1\n- true\n- null\n- 2020-01-01\n- 1.5\n- 'yes'\n- !!str 3\n- 0x1F\n- ~\n---\n...\n---\nplain\n",
+], ids=["release", "aliases", "merge-key", "scalars"])
+def test_the_release_manifest_reads_as_yaml_loads_it(text):
+    """``kueue_install._documents`` builds strings, mappings and sequences itself: the same documents as
+    ``yaml.load_all`` with the same loader, aliases the same objects."""
+    from workloads import kueue_install
+
+    raw = kueue_install.MANIFEST.read_bytes() if text is None else text.encode()
+    expected = list(yaml.load_all(raw, Loader=kueue_install._LOADER))
+    got = kueue_install._documents(raw)
+    assert got == expected
+    if text and "*x" in text:
+        assert got[0]["c"] is got[0]["a"] and got[0]["d"][0] is got[0]["a"]
+
+
+def test_a_collection_as_a_key_is_refused_as_yaml_refuses_it():
+    from workloads import kueue_install
+
+    with pytest.raises(yaml.constructor.ConstructorError, match="unhashable key"):
+        kueue_install._documents(b"? [1, 2]\n: x\n")

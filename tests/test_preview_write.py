@@ -26,3 +26,39 @@ def test_written_manifests_read_back_as_rendered(stack, tmp_path):
     # A multi-line script among them, folded by the emitter: still the same text.
     assert any("\n" in v for doc in expected.values() for v in (doc.get("data") or {}).values()), stack
     assert json.loads((tmp_path / "resources.json").read_text()) == [r.to_json() for r in rendering.resources]
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "multi"])
+def test_manifests_are_written_as_yaml_dump_writes_them(stack):
+    """``yaml_text`` builds the nodes itself: the text is ``yaml.dump``'s with libyaml's emitter, byte for byte."""
+    rendering = rendered(stack)
+    docs = [*rendering.manifests, *rendering.held]
+    dumped = [yaml.dump(d, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False) for d in docs]
+    assert [cmd_preview.yaml_text(d) for d in docs] == dumped
+
+
+def test_values_beyond_a_manifests_are_written_as_yaml_dump_writes_them():
+    """Floats, keys that are not strings, strings YAML would read as another type, a tuple, a dict held twice
+    (an anchor and an alias): the same text as ``yaml.dump``."""
+    shared = {"a": 1}
+    for doc in ({"f": [1.5, 2.0, 1e-05, float("inf"), float("nan")], "k": {3: "n", None: 1, True: "t"},
+                 "s": ["yes", "1", "", "- x", "null", "é\nz", "a: b"], "b": [True, False, None]},
+                {"p": shared, "q": shared}, {"t": (1, 2)}, {"l": [[1], [1]]}):
+        assert cmd_preview.yaml_text(doc) == yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False,
+                                                       allow_unicode=False), doc
+
+
+def test_a_second_preview_leaves_none_of_the_lasts_other_files(tmp_path):
+    """Rewritten files are overwritten in place; the last preview's files this one does not write (flat, in a
+    cluster's folder, held) are removed; what is left is exactly what this preview wrote."""
+    rendering = rendered("dev")
+    cmd_preview.write(rendering, tmp_path)
+    first = sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml"))
+    stale = [tmp_path / "manifests" / "old.yaml", tmp_path / "manifests" / "gone" / "01-configmap-x.yaml",
+             tmp_path / "manifests" / "held" / "09-rayjob-old.yaml", tmp_path / first[0]]
+    for path in stale:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("stale: true\n")
+    cmd_preview.write(rendering, tmp_path)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml")) == first
+    assert "stale" not in (tmp_path / first[0]).read_text()
