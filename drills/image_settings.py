@@ -28,6 +28,7 @@ WORKER_ENV = {
 CLUSTER_FLAGS = {
     "--script-sha256": "not applied: it checks that the head's ConfigMap-mounted trainer is the rendered version; "
                        "a local drill runs this checkout's trainer itself",
+    "--custom-trainer": "applied: the same script, from this checkout instead of the cluster's ConfigMap copy",
     "--hosts-per-slice": "not applied: a local slice is one CPU process (one host)",
     "--chips-per-host": "not applied: a local host has one CPU device, not a TPU host's chips",
     "--storage-path": "applied: a directory under the drill's run directory instead of the bucket's mount",
@@ -69,10 +70,13 @@ def image_settings(spec: StackSpec, job: Job) -> list[tuple[str, str, str]]:
     from workloads.manifests import _worker_env, entrypoint
     from workloads.trainer_args import trainer_argv
 
-    out = [("worker image", spec.worker_image,
+    # A dedicated job's own trainer image replaces the stack's on its Ray containers (custom_trainer_args.with_image).
+    own = job.trainer.image if job.trainer is not None and job.cluster != "shared" else None
+    out = [("worker image", own or spec.worker_image,
             "not applied: a local drill runs this checkout's environment (uv.lock), Ray "
             f"{_ray_version()} on CPU"
-            + ("" if spec.prebuilt_image else "; the cluster's workers install MaxText at start (no digest yet)"))]
+            + ("" if own or spec.prebuilt_image
+               else "; the cluster's workers install MaxText at start (no digest yet)"))]
     if spec.image is not None:
         out.append(("image.streaming", str(spec.image.streaming), "not applied: GKE image streaming (node pools)"))
     for e in _worker_env(spec, job.slices):

@@ -87,3 +87,40 @@ def test_the_report_covers_every_env_var_flag_and_setting_of_the_rendered_rayjob
         differ = {f for f, v in flags.items() if local_flags.get(f) != v}
         differ |= {k for k, v in settings.items() if local_settings.get(k) != v}
         assert differ <= names, (job.name, sorted(differ - names))
+
+
+def test_a_teams_own_trainer_has_a_local_answer_for_each_setting():
+    """A job with its own trainer script (tests/fixtures/rough, tiny-own): its --custom-trainer path differs from the
+    local run's (the cluster's is the ConfigMap's copy), which the value comparison reports: with an answer."""
+    from pathlib import Path
+
+    spec = stack_spec.load_stack("own", Path(__file__).parent / "fixtures" / "rough")
+    for job in spec.jobs:
+        rows = image_settings.image_settings(spec, job)
+        assert image_settings.UNKNOWN not in [how for _, _, how in rows], (job.name, rows)
+
+
+def test_the_reported_worker_image_is_the_one_the_rendered_rayjob_runs(tmp_path):
+    """A team's trainer with its own image (custom_trainer_args.with_image puts it on every Ray container of its
+    dedicated cluster): the report names that image, not the stack's."""
+    from pathlib import Path
+
+    import yaml
+
+    from workloads import manifests
+
+    fixtures = Path(__file__).parent / "fixtures" / "rough"
+    doc = yaml.safe_load((fixtures / "Pulumi.own.yaml").read_text())
+    ns = stack_spec.PROJECT
+    doc["config"][f"{ns}:image"] = {"repository": "tpu-multislice", "name": "ray-maxtext"}
+    doc["config"][f"{ns}:jobs"][0]["trainer"]["image"] = (
+        "us-east5-docker.pkg.dev/my-tpu-project-own/tpu-multislice/trainer@sha256:" + "a" * 64)
+    (tmp_path / "Pulumi.own.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = stack_spec.load_stack("own", tmp_path)
+    for job in spec.jobs:
+        cluster = manifests.ray_job(spec, job)["spec"].get("rayClusterSpec") or manifests.ray_cluster(spec)["spec"]
+        groups = (cluster["headGroupSpec"], *cluster["workerGroupSpecs"])
+        images = {c["image"] for g in groups for c in g["template"]["spec"]["containers"]
+                  if c["name"].startswith("ray-")}
+        reported = image_settings.image_settings(spec, job)[0]
+        assert reported[0] == "worker image" and images == {reported[1]}, (job.name, images, reported)
