@@ -26,6 +26,12 @@ WORKER_ENV = {
 }
 # Trainer flags only the cluster's run gets (trainer_argv local=False): flag -> what a local drill does.
 CLUSTER_FLAGS = {
+    "--script-sha256": "not applied: it checks that the head's ConfigMap-mounted trainer is the rendered version; "
+                       "a local drill runs this checkout's trainer itself",
+    "--custom-trainer": "applied: the same script, from this checkout instead of the cluster's ConfigMap copy",
+    "--hosts-per-slice": "not applied: a local slice is one CPU process (one host)",
+    "--chips-per-host": "not applied: a local host has one CPU device, not a TPU host's chips",
+    "--storage-path": "applied: a directory under the drill's run directory instead of the bucket's mount",
     "--prebuilt-image": "holds locally: the local workers install nothing at start either (they run this checkout's "
                         "environment, uv.lock)",
     "--warm-workers": "applied when the drill keeps warm spares (the stack's unverified.warmSpares)",
@@ -33,6 +39,7 @@ CLUSTER_FLAGS = {
 }
 # MaxText settings only the cluster's run gets: key -> what a local drill does.
 CLUSTER_SETTINGS = {
+    "base_output_directory": "applied: a directory under the drill's run directory instead of the bucket's mount",
     "jax_cache_dir": "applied: a local directory (drills.local_train.JAX_CACHE_DIR) instead of the bucket's",
     "enable_goodput_recording": "not applied: MaxText's goodput recording writes to Cloud Logging; the drill "
                                 "computes goodput from the steps' own timestamps",
@@ -45,11 +52,12 @@ CLUSTER_SETTINGS = {
 UNKNOWN = "not applied: no local answer for this setting yet (drills/image_settings.py)"
 
 
-def _settings(argv: list[str]) -> tuple[set[str], dict[str, str]]:
-    """(the trainer's own flags, MaxText's key=value settings) of a trainer argv."""
+def _settings(argv: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the trainer's own flags -> value, "on" for a switch; MaxText's key=value settings) of a trainer argv."""
     cut = argv.index("--") if "--" in argv else len(argv)
     own, maxtext = argv[:cut], argv[cut + 1:]
-    flags = {a for a in own if a.startswith("--")}
+    flags = {a: own[i + 1] if i + 1 < len(own) and not own[i + 1].startswith("--") else "on"
+             for i, a in enumerate(own) if a.startswith("--")}
     settings = dict(a.split("=", 1) for a in maxtext if "=" in a)
     return flags, settings
 
@@ -57,23 +65,30 @@ def _settings(argv: list[str]) -> tuple[set[str], dict[str, str]]:
 def image_settings(spec: StackSpec, job: Job) -> list[tuple[str, str, str]]:
     """(setting, the cluster's value, what a local drill does with it) for the stack's worker image and every
     setting the cluster's workers or trainer get that a local run does not."""
-    from workloads.manifests import _worker_env
+    import shlex
+
+    from workloads.manifests import _worker_env, entrypoint
     from workloads.trainer_args import trainer_argv
 
-    out = [("worker image", spec.worker_image,
+    # A dedicated job's own trainer image replaces the stack's on its Ray containers (custom_trainer_args.with_image).
+    own = job.trainer.image if job.trainer is not None and job.cluster != "shared" else None
+    out = [("worker image", own or spec.worker_image,
             "not applied: a local drill runs this checkout's environment (uv.lock), Ray "
             f"{_ray_version()} on CPU"
-            + ("" if spec.prebuilt_image else "; the cluster's workers install MaxText at start (no digest yet)"))]
+            + ("" if own or spec.prebuilt_image
+               else "; the cluster's workers install MaxText at start (no digest yet)"))]
     if spec.image is not None:
         out.append(("image.streaming", str(spec.image.streaming), "not applied: GKE image streaming (node pools)"))
     for e in _worker_env(spec, job.slices):
         out.append((e["name"], e["value"], WORKER_ENV.get(e["name"], UNKNOWN)))
-    cluster_flags, cluster_settings = _settings(trainer_argv(spec, job))
+    # The RayJob's own entrypoint (past "python <script>"): its flags too, not only trainer_argv's. A flag or setting
+    # the local argv lacks, or gives another value (hosts, chips, paths), is reported.
+    cluster_flags, cluster_settings = _settings(shlex.split(entrypoint(spec, job))[2:])
     local_flags, local_settings = _settings(trainer_argv(spec, job, local=True, data_dir="/local-run",
                                                          warm_workers=True))
-    for flag in sorted(cluster_flags - local_flags):
-        out.append((flag, "on", CLUSTER_FLAGS.get(flag, UNKNOWN)))
-    for key in sorted(set(cluster_settings) - set(local_settings)):
+    for flag in sorted(f for f, v in cluster_flags.items() if local_flags.get(f) != v):
+        out.append((flag, cluster_flags[flag], CLUSTER_FLAGS.get(flag, UNKNOWN)))
+    for key in sorted(k for k, v in cluster_settings.items() if local_settings.get(k) != v):
         out.append((key, cluster_settings[key], CLUSTER_SETTINGS.get(key, UNKNOWN)))
     return out
 

@@ -84,6 +84,17 @@ def default_steps(scale_up: bool) -> int:
     return SCALE_UP_STEPS if scale_up else DRILL_STEPS
 
 
+def served_by_own_spare(ready: float | None, t_kill: float, asked: list[float]) -> bool:
+    """Whether the restarted worker's process was a spare the job asked for (``asked``: when its workers' spare
+    requests were sent) and ready before the kill (``ready``: when its MaxText preload finished, None: never).
+
+    Ready before the kill alone does not prove it: a node's start-up spare (WARM_SPARES) that the first attempt left
+    idle is ready long before, and would serve the restart with keep_warm_spare a no-op. A requested spare's
+    preload ends after the request (importing MaxText takes seconds; the drill's wait for spares uses the same
+    mark, ``_wait_for_spares``); both times are this machine's clock."""
+    return ready is not None and bool(asked) and min(asked) <= ready < t_kill
+
+
 class DrillFailed(RuntimeError):
     """The drill could not go on (timeout, a run that ended early): the report says how far."""
 
@@ -559,7 +570,9 @@ class LocalDrill:
             # A spare served the restart only if the restarted rank 0's process was started, and its MaxText preload
             # done, before the kill: on a warm node a process started for the restart preloads too (after it).
             start, ready = restarted
-            r.figures["restarted on a warm spare"] = ready is not None and ready < t_kill
+            with tl.lock:
+                asked = list(tl.spare_requested_at)
+            r.figures["restarted on a warm spare"] = served_by_own_spare(ready, t_kill, asked)
             if start is not None:
                 r.figures["restarted process started (s from the kill)"] = round(start - t_kill, 1)
         if r.detect_s is None:

@@ -79,6 +79,18 @@ def test_the_nodes_start_one_spare_the_restart_takes_the_jobs_own():
     assert local.WARM_SPARES == 1
 
 
+def test_a_restart_in_a_process_ready_before_the_jobs_spare_request_is_not_the_jobs_own_spare():
+    """The verdict "restarted on a warm spare" proves keep_warm_spare served the restart only if the process was
+    ready after the job's workers asked for it: a process preloaded earlier (a node's start-up spare the first
+    attempt left idle, e.g. taken by no actor) would serve the restart with keep_warm_spare a no-op."""
+    asked = [100.0]  # the workers' spare request, after the first step
+    assert local.served_by_own_spare(104.0, t_kill=110.0, asked=asked)  # the job's spare, ready before the kill
+    assert not local.served_by_own_spare(50.0, t_kill=110.0, asked=asked)  # the node's start-up spare
+    assert not local.served_by_own_spare(50.0, t_kill=110.0, asked=[])  # no request at all (a no-op)
+    assert not local.served_by_own_spare(112.0, t_kill=110.0, asked=asked)  # started for the restart: cold
+    assert not local.served_by_own_spare(None, t_kill=110.0, asked=asked)  # not preloaded
+
+
 @pytest.mark.slow
 def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
     """prod's settings (Ray token auth) with unverified.warmSpares on: the training workers ask their raylet for a
