@@ -271,6 +271,7 @@ class LocalDrill:
             raise ValueError(f"--steps {options.steps} leaves nothing to resume: the kill comes after "
                              f"step {options.kill_step()}; use more steps")
         self.spec, self.job, self.opts = spec, job, options
+        self.restart_unseen = False  # resumed without the restarted rank 0's worker_up line (_spare_problems)
         # The stack's own warm-spare setting unless the options override it (reported either way).
         self.warm = spec.unverified.warm_spares if options.warm is None else options.warm
         stack_says = "on" if spec.unverified.warm_spares else "off"
@@ -575,6 +576,10 @@ class LocalDrill:
             r.figures["restarted on a warm spare"] = served_by_own_spare(ready, t_kill, asked)
             if start is not None:
                 r.figures["restarted process started (s from the kill)"] = round(start - t_kill, 1)
+        else:
+            # Resumed, but the restarted rank 0 never said how its process started: with spares on, that is a
+            # restart nobody can call warm, never a pass by silence (_spare_problems).
+            self.restart_unseen = True
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)
@@ -838,6 +843,9 @@ class LocalDrill:
         problems = [f"warm spare refused: {e}" for e in refused[:3]]
         if r.figures.get("restarted on a warm spare") is False:
             problems.append("warm spares on, but the restarted worker started a cold process")
+        elif self.restart_unseen:
+            problems.append("warm spares on, but the restarted rank 0 reported no worker_up line: whether a spare "
+                            "served the restart is unknown")
         return problems
 
 

@@ -114,3 +114,17 @@ def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
         assert report.ok, report.notes
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_resume_whose_restart_reported_nothing_fails_a_drill_with_spares(tmp_path):
+    """Spares on, the job resumed, but the restarted rank 0 never said how its process started: the drill cannot
+    call the restart warm, so it fails rather than pass by silence; without spares the same silence is no problem."""
+    spec = _warm_prod()
+    drill = LocalDrill(spec, pick_job(spec, None), tmp_path, LocalDrillOptions(), cluster=_Cluster(1))
+    assert drill._spare_problems() == []
+    drill.restart_unseen = True
+    assert any("unknown" in p for p in drill._spare_problems())
+    dev = _spec("dev")
+    cold = LocalDrill(dev, pick_job(dev, None), tmp_path, LocalDrillOptions(), cluster=_Cluster(0))
+    cold.restart_unseen = True
+    assert cold._spare_problems() == []
