@@ -420,6 +420,8 @@ OPEN_PEERS = {
     "every pod but one namespace's": {"namespaceSelector": {"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]}},
     "every address": {"ipBlock": {"cidr": "0.0.0.0/0"}},
+    "every pod of the namespace, by its name": {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "maxtext"}}},
 }
 
 

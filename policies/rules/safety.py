@@ -280,18 +280,30 @@ def _names_something(selector: Mapping[str, Any], key: str | None = None) -> boo
                for e in items(get(selector, "matchExpressions", [])))
 
 
-def _narrow(peer: Mapping[str, Any]) -> bool:
+def _names(selector: Mapping[str, Any], key: str) -> set[str]:
+    """The values a selector requires of ``key`` (matchLabels, ``In`` terms)."""
+    out = {str(v) for k, v in (get(selector, "matchLabels", {}) or {}).items() if k == key}
+    for e in items(get(selector, "matchExpressions", [])):
+        if get(e, "operator") == "In" and get(e, "key") == key:
+            out |= {str(v) for v in items(get(e, "values", []))}
+    return out
+
+
+def _narrow(peer: Mapping[str, Any], namespace: str) -> bool:
     if get(peer, "ipBlock") is not None:
         return False
     ns_selector, pod_selector = get(peer, "namespaceSelector"), get(peer, "podSelector")
     if ns_selector is not None:
+        # The policy's own namespace named: the same as no namespaceSelector, its pods must be named too.
+        if namespace in _names(ns_selector, _NAMESPACE_NAME) and not _names_something(pod_selector or {}):
+            return False
         return _names_something(ns_selector, _NAMESPACE_NAME)
     return pod_selector is not None and _names_something(pod_selector)
 
 
-def _restricts(policy: Mapping[str, Any]) -> bool:
+def _restricts(policy: Mapping[str, Any], namespace: str) -> bool:
     """Every ingress rule of the policy names its sources (a rule without "from" admits every source)."""
-    return all(items(get(rule, "from", [])) and all(_narrow(peer) for peer in items(get(rule, "from", [])))
+    return all(items(get(rule, "from", [])) and all(_narrow(peer, namespace) for peer in items(get(rule, "from", [])))
                for rule in items(get(policy, "spec.ingress", [])))
 
 
@@ -306,7 +318,7 @@ def _guarded(policies: list[Res], namespace: str, labels: Mapping[str, str]) -> 
     that allows every source opens the pod whatever the first one says."""
     applying = [p for p in policies if get(p.props, "metadata.namespace", "default") == namespace
                 and _ingress_selects(p.props, labels)]
-    return bool(applying) and all(_restricts(p.props) for p in applying)
+    return bool(applying) and all(_restricts(p.props, namespace) for p in applying)
 
 
 def ray_head_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Res | None, str]]:
