@@ -407,6 +407,52 @@ def test_a_worker_group_without_its_network_policy_is_refused(renderings, stack)
         assert len(_violations(rs, env, "ray-worker-network-policy")) == groups, widen
 
 
+# Peers that select every pod, every namespace or every address
+# (https://kubernetes.io/docs/concepts/services-networking/network-policies/: an empty podSelector "selects all pods
+# in the namespace", an empty namespaceSelector "selects all namespaces"; ipBlock 0.0.0.0/0 every address), and
+# selectors that keep the worker's labels but no longer name its cluster.
+OPEN_PEERS = {
+    "every namespace": {"namespaceSelector": {}},
+    "every pod of the namespace": {"podSelector": {}},
+    "every pod of every namespace": {"namespaceSelector": {}, "podSelector": {}},
+    "every Ray pod of the namespace": {"podSelector": {"matchExpressions": [
+        {"key": kube.RAY_CLUSTER_LABEL, "operator": "Exists"}]}},
+    "every pod but one namespace's": {"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]}},
+    "every address": {"ipBlock": {"cidr": "0.0.0.0/0"}},
+    "every pod of the namespace, by its name": {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "maxtext"}}},
+}
+
+
+@pytest.mark.parametrize("peer", list(OPEN_PEERS))
+@pytest.mark.parametrize(("rule", "suffix"), [("ray-worker-network-policy", "-worker-ingress"),
+                                              ("ray-head-network-policy", "-head-ingress")])
+def test_a_policy_whose_peer_selects_every_pod_does_not_count(renderings, peer, rule, suffix):
+    """A rule whose source is every pod (or namespace, or address) has a "from" but restricts nothing."""
+    rs = _resources(renderings["prod-shared"])
+    pols = [r for r in rs if r.type == NETPOL and r.props["metadata"]["name"].endswith(suffix)]
+    assert pols
+    for pol in pols:
+        pol.props["spec"]["ingress"].append({"from": [copy.deepcopy(OPEN_PEERS[peer])]})
+    assert _violations(rs, "prod", rule), peer
+
+
+@pytest.mark.parametrize(("rule", "suffix"), [("ray-worker-network-policy", "-worker-ingress"),
+                                              ("ray-head-network-policy", "-head-ingress")])
+def test_a_second_policy_opening_the_ray_pods_is_refused(renderings, rule, suffix):
+    """NetworkPolicies are additive ("the connections allowed ... is the union of what the applicable policies
+    allow", kubernetes.io/docs/concepts/services-networking/network-policies/): the stack's own restricting policy
+    kept, a second one in the namespace that selects every pod and allows all ingress opens the Ray pods again."""
+    rs = _resources(renderings["prod-shared"])
+    pol = next(r for r in rs if r.type == NETPOL and r.props["metadata"]["name"].endswith(suffix))
+    allow_all = copy.deepcopy(pol)
+    allow_all.props["metadata"]["name"] = "allow-all"
+    allow_all.props["spec"] = {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}
+    rs.append(allow_all)
+    assert _violations(rs, "prod", rule)
+
+
 def test_token_automount_on_a_ray_pod_is_refused_in_prod(renderings):
     rs = _resources(renderings["prod"])
     job = next(r for r in rs if r.type == RAY_JOB)

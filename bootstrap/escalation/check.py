@@ -274,6 +274,9 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
             for u in getattr(reach, "unparsed", [])]
     out += [Finding("kubernetes", f"a binding to an unknown role, refused (fail closed): {u}")
             for u in getattr(reach, "unknown_roles", [])]
+    out += [Finding("kubernetes", f"an admission webhook answered outside the cluster, refused: {u} (whoever serves it "
+                                  "sees every object it matches, and a mutating one rewrites pods)")
+            for u in getattr(reach, "webhook_urls", [])]
     if not isinstance(reach, Reaches):
         reach = Reaches(reach)
     if scopes:

@@ -181,6 +181,8 @@ class Reaches(dict):
         self.ksa_accounts: dict[str, str] = {}
         # (namespace, Service) an admission webhook the manifests declare calls (its clientConfig.service)
         self.webhook_services: set[tuple[str, str]] = set()
+        # Declared admission webhooks that call a URL (clientConfig.url): a server outside the model answers them
+        self.webhook_urls: list[str] = []
         # Kubernetes service accounts whose pods run a token job (mount a ConfigMap holding targets.json)
         self.token_jobs: set[str] = set()
 
@@ -202,6 +204,7 @@ class Reaches(dict):
         self.objects |= other.objects
         self.ksa_accounts |= other.ksa_accounts
         self.webhook_services |= other.webhook_services
+        self.webhook_urls += other.webhook_urls
         self.token_jobs |= other.token_jobs
         for k, v in other.secret_tokens.items():
             self.secret_tokens.setdefault(k, set()).update(v)

@@ -203,6 +203,12 @@ def compute_rbac(manifests: Iterable[dict], reach: Reaches, builtin: dict[str, l
     reach.webhook_services |= {(qualify(svc.get("namespace"), cluster), svc.get("name")) for d in manifests
                                if d.get("kind") in WEBHOOK_KINDS for w in d.get("webhooks") or []
                                if (svc := (w.get("clientConfig") or {}).get("service"))}
+    # A webhook that calls a URL (clientConfig.url, "the location of the webhook, in standard URL form",
+    # kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/) is answered by whoever
+    # serves that address, which no grant here models: refused by name, whatever the URL.
+    reach.webhook_urls += [f"{d['kind']} {(d.get('metadata') or {}).get('name')} ({cluster}): webhook {w.get('name')} "
+                           f"calls {url}" for d in manifests if d.get("kind") in WEBHOOK_KINDS
+                           for w in d.get("webhooks") or [] if (url := (w.get("clientConfig") or {}).get("url"))]
     targets = {(qualify((d.get("metadata") or {}).get("namespace"), cluster), (d.get("metadata") or {}).get("name"))
                for d in manifests if d.get("kind") == "ConfigMap" and "targets.json" in (d.get("data") or {})}
     reach.token_jobs |= {f"k8s:ServiceAccount:{ns}/{sa}" for ns, sa, maps in pod_templates(manifests, cluster)

@@ -264,11 +264,61 @@ def _heads(resources: list[Res]) -> list[tuple[Res, str, dict[str, str]]]:
     return out
 
 
-def _guards(policy: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """The NetworkPolicy selects the head and restricts its ingress (no rule open to every source)."""
+# A peer that names its sources: in the policy's namespace, pods with at least one label value required; elsewhere,
+# namespaces by name (the label Kubernetes puts on every namespace, 1.22+). An empty podSelector "selects all pods in
+# the namespace", an empty namespaceSelector "selects all namespaces" (kubernetes.io/docs/concepts/services-networking/
+# network-policies/), and a selector of only Exists/NotIn/DoesNotExist terms or an ipBlock (0.0.0.0/0 is every
+# address) admits sources nobody named: none of them restricts a Ray pod's ingress.
+_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+
+
+def _names_something(selector: Mapping[str, Any], key: str | None = None) -> bool:
+    """The selector requires a label value (``key``'s, when given): matchLabels or an ``In`` term."""
+    if any(key in (None, k) for k in (get(selector, "matchLabels", {}) or {})):
+        return True
+    return any(get(e, "operator") == "In" and key in (None, get(e, "key"))
+               for e in items(get(selector, "matchExpressions", [])))
+
+
+def _names(selector: Mapping[str, Any], key: str) -> set[str]:
+    """The values a selector requires of ``key`` (matchLabels, ``In`` terms)."""
+    out = {str(v) for k, v in (get(selector, "matchLabels", {}) or {}).items() if k == key}
+    for e in items(get(selector, "matchExpressions", [])):
+        if get(e, "operator") == "In" and get(e, "key") == key:
+            out |= {str(v) for v in items(get(e, "values", []))}
+    return out
+
+
+def _narrow(peer: Mapping[str, Any], namespace: str) -> bool:
+    if get(peer, "ipBlock") is not None:
+        return False
+    ns_selector, pod_selector = get(peer, "namespaceSelector"), get(peer, "podSelector")
+    if ns_selector is not None:
+        # The policy's own namespace named: the same as no namespaceSelector, its pods must be named too.
+        if namespace in _names(ns_selector, _NAMESPACE_NAME) and not _names_something(pod_selector or {}):
+            return False
+        return _names_something(ns_selector, _NAMESPACE_NAME)
+    return pod_selector is not None and _names_something(pod_selector)
+
+
+def _restricts(policy: Mapping[str, Any], namespace: str) -> bool:
+    """Every ingress rule of the policy names its sources (a rule without "from" admits every source)."""
+    return all(items(get(rule, "from", [])) and all(_narrow(peer, namespace) for peer in items(get(rule, "from", [])))
+               for rule in items(get(policy, "spec.ingress", [])))
+
+
+def _ingress_selects(policy: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     types = items(get(policy, "spec.policyTypes", [])) or ["Ingress"]
-    return ("Ingress" in types and _selects(get(policy, "spec.podSelector", {}) or {}, labels)
-            and all(items(get(rule, "from", [])) for rule in items(get(policy, "spec.ingress", []))))
+    return "Ingress" in types and _selects(get(policy, "spec.podSelector", {}) or {}, labels)
+
+
+def _guarded(policies: list[Res], namespace: str, labels: Mapping[str, str]) -> bool:
+    """Some NetworkPolicy of the namespace selects the pod, and every one that does restricts its ingress:
+    policies are additive ("the union of what the applicable policies allow", the page above), so a second policy
+    that allows every source opens the pod whatever the first one says."""
+    applying = [p for p in policies if get(p.props, "metadata.namespace", "default") == namespace
+                and _ingress_selects(p.props, labels)]
+    return bool(applying) and all(_restricts(p.props, namespace) for p in applying)
 
 
 def ray_head_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Res | None, str]]:
@@ -276,8 +326,7 @@ def ray_head_network_policy(resources: list[Res], ctx: Context) -> list[tuple[Re
     policies = [r for r in resources if r.type == NETWORK_POLICY]
     out = []
     for r, ns, labels in _heads(resources):
-        if not any(_guards(p.props, labels) and get(p.props, "metadata.namespace", "default") == ns
-                   for p in policies):
+        if not _guarded(policies, ns, labels):
             kind = "RayCluster" if r.type == RAY_CLUSTER else "RayJob's own RayCluster"
             out.append((r, f"{kind} {k8s_name(r.props)}: no NetworkPolicy in namespace {ns} restricts "
                            "ingress to its head (GCS, client and dashboard ports open to every pod)"))
@@ -307,8 +356,7 @@ def ray_worker_network_policy(resources: list[Res], ctx: Context) -> list[tuple[
     policies = [r for r in resources if r.type == NETWORK_POLICY]
     out = []
     for r, ns, group, labels in _workers(resources):
-        if not any(_guards(p.props, labels) and get(p.props, "metadata.namespace", "default") == ns
-                   for p in policies):
+        if not _guarded(policies, ns, labels):
             kind = "RayCluster" if r.type == RAY_CLUSTER else "RayJob's own RayCluster"
             out.append((r, f"{kind} {k8s_name(r.props)}: no NetworkPolicy in namespace {ns} restricts ingress to "
                            f"its worker group {group} (any pod reaches the raylet and runs tasks as the trainer)"))
