@@ -421,10 +421,6 @@ def stacks_of(c: BootstrapConfig, of: str) -> tuple[Stack, ...]:
     return c.stacks if of == EVERY else (c.stack(of),)
 
 
-def role_name(role: str, project: str) -> str:
-    return f"projects/{project}/roles/{role.removeprefix(CUSTOM)}" if role.startswith(CUSTOM) else role
-
-
 # APIs the identities and the stacks call (kept enabled on destroy: other things may use them).
 # The CI project: the token exchange, the state and keys, and the APIs a caller's own project
 # serves (Service Usage and Resource Manager bill the caller's project).

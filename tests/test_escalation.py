@@ -47,9 +47,9 @@ rendering above has a path that is neither refused nor accepted below, and when 
 `stacks/` (whatever stacks it holds) with `bootstrap/Pulumi.example.yaml` has any unaccepted path; it runs in
 `pr.yml`'s `check` job, which branch protection requires, so a pull request that adds or widens a stack is
 checked before it merges. The check does not run on an operator's own bootstrap stack file, inside `pulumi up`,
-or against the live projects: it sees what the programs declare, not grants made by hand, and not the RBAC
-inside the Kueue Helm chart (the chart's controller roles; only its metrics-reader role, which the stacks
-bind, is vendored and read).
+or against the live projects: it sees what the programs declare, not grants made by hand. Kueue's release
+manifest, which the program applies object by object, is read like the stacks' own RBAC: its controller's
+roles are paths accepted by name, each with its reason below.
 
 Kubernetes reach is per cluster and per namespace: `maxtext@maxtext-east1.my-tpu-project-multi` is the `maxtext`
 namespace of that cluster (of that project), and a cluster's service account is its project's workload identity

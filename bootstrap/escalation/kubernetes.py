@@ -4,7 +4,7 @@ https://cloud.google.com/kubernetes-engine/docs/how-to/iam); and who can become 
 so its GKE workload identity principal): a subject that runs pods, or mints tokens, in its namespace.
 
 A binding to a role no manifest defines is refused unless the role is vendored in ``bootstrap/data/
-kubernetes_roles.json`` (the API server's cluster-admin/admin/edit/view, the Kueue chart's metrics reader; each
+kubernetes_roles.json`` (the API server's cluster-admin/admin/edit/view, Kueue's metrics reader; each
 with its source).
 """
 
