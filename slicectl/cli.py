@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import sys
 
@@ -26,12 +25,23 @@ COMMANDS = ("preview", "lint", "drill", "train", "cost", "lifecycle", "jobs", "l
             "bootstrap")
 
 
+class _Version(argparse.Action):
+    """``--version``, its distribution metadata read only when asked: ``argparse``'s own version action takes the
+    string up front, and ``importlib.metadata.version`` scans the installed distributions on every command."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import importlib.metadata  # noqa: PLC0415 (only ``--version`` reads the metadata)
+
+        sys.stdout.write(f"slicectl {importlib.metadata.version('slicectl')}\n")  # as argparse's action: stdout
+        parser.exit()
+
+
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only``, just that command's module is imported (the others stay
     names: a preview need not import the drills' Kubernetes and Ray clients)."""
     p = argparse.ArgumentParser(prog="slicectl", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"slicectl {importlib.metadata.version('slicectl')}")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         if only is not None and name != only:
