@@ -440,3 +440,13 @@ def test_a_collection_as_a_key_is_refused_as_yaml_refuses_it():
 
     with pytest.raises(yaml.constructor.ConstructorError, match="unhashable key"):
         kueue_install._documents(b"? [1, 2]\n: x\n")
+
+
+def test_a_value_key_reads_as_yaml_loads_it():
+    """A plain ``=`` resolves to YAML's ``value`` tag, which SafeConstructor's ``flatten_mapping`` turns into the
+    string key ``"="`` (PyYAML constructor.py, ``flatten_mapping``); left to ``construct_object`` it has no
+    constructor and raises."""
+    from workloads import kueue_install
+
+    raw = b"a:\n  =: x\n---\n=: 1\n"
+    assert kueue_install._documents(raw) == list(yaml.load_all(raw, Loader=kueue_install._LOADER))

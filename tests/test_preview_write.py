@@ -62,3 +62,21 @@ def test_a_second_preview_leaves_none_of_the_lasts_other_files(tmp_path):
     cmd_preview.write(rendering, tmp_path)
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml")) == first
     assert "stale" not in (tmp_path / first[0]).read_text()
+
+
+def test_a_manifest_path_that_is_a_symlink_is_replaced_not_written_through(tmp_path):
+    """Overwriting in place must not follow a symlink left at a manifest's path (a checked-out output folder can
+    hold one): the link is replaced by the manifest, and its target, outside the folder, is untouched (as when
+    every old file was removed first)."""
+    rendering = rendered("dev")
+    out = tmp_path / "out"
+    cmd_preview.write(rendering, out)
+    first = sorted((out / "manifests").rglob("*.yaml"))[0]
+    text = first.read_text()
+    target = tmp_path / "outside.txt"
+    target.write_text("not a manifest\n")
+    first.unlink()
+    first.symlink_to(target)
+    cmd_preview.write(rendering, out)
+    assert target.read_text() == "not a manifest\n"
+    assert not first.is_symlink() and first.read_text() == text
