@@ -185,20 +185,28 @@ def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> 
         (mdir / cluster).mkdir(exist_ok=True)
         for i, doc in enumerate(docs, start=1):
             path = mdir / cluster / manifest_filename(i, doc)
-            path.write_text(yaml_text(doc))
+            _write_manifest(path, doc)
             written.add(path)
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
     for i, doc in enumerate(rendering.held, start=1):
         hdir.mkdir(exist_ok=True)
         path = hdir / manifest_filename(i, doc)
-        path.write_text(yaml_text(doc))
+        _write_manifest(path, doc)
         written.add(path)
     # The last preview's files that this one did not write again, flat or per cluster (each one rewritten is
     # overwritten in place, not removed first: a hundred file removals fewer per preview).
     for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:
         if old not in written:
             old.unlink()
+
+
+def _write_manifest(path: Path, doc: dict) -> None:
+    """``doc`` as ``path``'s text, overwriting a file in place; a symlink at ``path`` is removed first, not written
+    through (its target is not the preview's: the manifests are rewritten, never their links' targets)."""
+    if path.is_symlink():
+        path.unlink()
+    path.write_text(yaml_text(doc))
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:
