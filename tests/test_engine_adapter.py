@@ -359,3 +359,24 @@ def test_plain_data_serializes_without_the_sdks_walk_only_while_a_program_runs(m
     seen = []
     _deploy(lambda: seen.append(rpc.serialize_property) or _Thing("t", {"n": {"a": [1, "b"]}}))
     assert seen == [pulumi_runtime._serialize_property] and rpc.serialize_property is original
+
+
+@pytest.mark.parametrize("kind", ["args", "dict"])
+def test_plain_data_with_a_type_takes_the_sdks_walk(kind):
+    """With type metadata (``typ``: a pulumi-gcp ``...Args`` input type, or a ``dict[str, T]``) the SDK's walk
+    translates keys by the type (rpc.serialize_property's ``is_input_type(typ)`` branch): a plain dict with a
+    type is not answered as it is."""
+    from pulumi_gcp.container import NodePoolAutoscalingArgs  # an @input_type: keys become the schema's camelCase
+
+    typ = {"args": NodePoolAutoscalingArgs, "dict": dict[str, int]}[kind]
+    pulumi_runtime._ensure_event_loop()
+    value = {"min_node_count": 1, "total_max_node_count": 4}
+
+    async def both():
+        return (await rpc.serialize_property(value, [], "autoscaling", None, None, typ),
+                await pulumi_runtime._serialize_property(value, [], "autoscaling", None, None, typ))
+
+    sdk, ours = asyncio.get_event_loop().run_until_complete(both())
+    assert ours == sdk
+    if kind == "args":
+        assert sdk == {"minNodeCount": 1, "totalMaxNodeCount": 4}
