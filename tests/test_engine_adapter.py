@@ -380,3 +380,25 @@ def test_plain_data_with_a_type_takes_the_sdks_walk(kind):
     assert ours == sdk
     if kind == "args":
         assert sdk == {"minNodeCount": 1, "totalMaxNodeCount": 4}
+
+
+@pytest.mark.parametrize("shortcuts", [True, False])
+def test_a_mock_that_raises_fails_the_run_the_same_way_inline_or_not(shortcuts):
+    """A registration answered on the loop's thread (``_InlineFirst``) hands its exception to the SDK as a pool's
+    worker does: the run raises the mock's own error, and the other resources are still registered."""
+    class Refusing(_Echo):
+        def new_resource(self, args):
+            if args.name == "t1":
+                raise ValueError("the mock refused t1")
+            return super().new_resource(args)
+
+    def program():
+        for i in range(3):
+            _Thing(f"t{i}", {"n": i})
+
+    mocks, registered = Refusing(), []
+    monitor = pulumi_runtime.RecordingMonitor(mocks, registered.append, shortcuts=shortcuts)
+    pulumi_runtime.start(mocks, monitor, project="adapter-test", stack="refusing", config={})
+    with pytest.raises(ValueError, match="the mock refused t1"):
+        pulumi_runtime.run(program, shortcuts=shortcuts)
+    assert sorted(r.name for r in registered) == ["adapter-test-refusing", "t0", "t2"]
