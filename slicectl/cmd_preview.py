@@ -182,23 +182,41 @@ def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> 
     written = set()
     # One folder per cluster the objects are applied to (a multi-region stack: the manager and each region).
     for cluster, docs in manifests_by_cluster(rendering).items():
-        (mdir / cluster).mkdir(exist_ok=True)
+        _own_folder(mdir / cluster)
         for i, doc in enumerate(docs, start=1):
             path = mdir / cluster / manifest_filename(i, doc)
-            path.write_text(yaml_text(doc))
+            _write_manifest(path, doc)
             written.add(path)
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
     for i, doc in enumerate(rendering.held, start=1):
-        hdir.mkdir(exist_ok=True)
+        _own_folder(hdir)
         path = hdir / manifest_filename(i, doc)
-        path.write_text(yaml_text(doc))
+        _write_manifest(path, doc)
         written.add(path)
     # The last preview's files that this one did not write again, flat or per cluster (each one rewritten is
     # overwritten in place, not removed first: a hundred file removals fewer per preview).
-    for old in [*mdir.glob("*.yaml"), *mdir.glob("*/*.yaml")]:
+    # A linked folder's files are not swept: the preview makes no link, so what is behind one is not its own.
+    for old in [*mdir.glob("*.yaml"), *(f for d in mdir.iterdir() if d.is_dir() and not d.is_symlink()
+                                        for f in d.glob("*.yaml"))]:
         if old not in written:
             old.unlink()
+
+
+def _own_folder(path: Path) -> None:
+    """``path`` as a folder of the preview's own: a symlink there (to a folder elsewhere) is replaced, not written
+    through."""
+    if path.is_symlink():
+        path.unlink()
+    path.mkdir(exist_ok=True)
+
+
+def _write_manifest(path: Path, doc: dict) -> None:
+    """``doc`` as ``path``'s text, overwriting a file in place; a symlink at ``path`` is removed first, not written
+    through (its target is not the preview's: the manifests are rewritten, never their links' targets)."""
+    if path.is_symlink():
+        path.unlink()
+    path.write_text(yaml_text(doc))
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:

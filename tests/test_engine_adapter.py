@@ -359,3 +359,46 @@ def test_plain_data_serializes_without_the_sdks_walk_only_while_a_program_runs(m
     seen = []
     _deploy(lambda: seen.append(rpc.serialize_property) or _Thing("t", {"n": {"a": [1, "b"]}}))
     assert seen == [pulumi_runtime._serialize_property] and rpc.serialize_property is original
+
+
+@pytest.mark.parametrize("kind", ["args", "dict"])
+def test_plain_data_with_a_type_takes_the_sdks_walk(kind):
+    """With type metadata (``typ``: a pulumi-gcp ``...Args`` input type, or a ``dict[str, T]``) the SDK's walk
+    translates keys by the type (rpc.serialize_property's ``is_input_type(typ)`` branch): a plain dict with a
+    type is not answered as it is."""
+    from pulumi_gcp.container import NodePoolAutoscalingArgs  # an @input_type: keys become the schema's camelCase
+
+    typ = {"args": NodePoolAutoscalingArgs, "dict": dict[str, int]}[kind]
+    pulumi_runtime._ensure_event_loop()
+    value = {"min_node_count": 1, "total_max_node_count": 4}
+
+    async def both():
+        return (await rpc.serialize_property(value, [], "autoscaling", None, None, typ),
+                await pulumi_runtime._serialize_property(value, [], "autoscaling", None, None, typ))
+
+    sdk, ours = asyncio.get_event_loop().run_until_complete(both())
+    assert ours == sdk
+    if kind == "args":
+        assert sdk == {"minNodeCount": 1, "totalMaxNodeCount": 4}
+
+
+@pytest.mark.parametrize("shortcuts", [True, False])
+def test_a_mock_that_raises_fails_the_run_the_same_way_inline_or_not(shortcuts):
+    """A registration answered on the loop's thread (``_InlineFirst``) hands its exception to the SDK as a pool's
+    worker does: the run raises the mock's own error, and the other resources are still registered."""
+    class Refusing(_Echo):
+        def new_resource(self, args):
+            if args.name == "t1":
+                raise ValueError("the mock refused t1")
+            return super().new_resource(args)
+
+    def program():
+        for i in range(3):
+            _Thing(f"t{i}", {"n": i})
+
+    mocks, registered = Refusing(), []
+    monitor = pulumi_runtime.RecordingMonitor(mocks, registered.append, shortcuts=shortcuts)
+    pulumi_runtime.start(mocks, monitor, project="adapter-test", stack="refusing", config={})
+    with pytest.raises(ValueError, match="the mock refused t1"):
+        pulumi_runtime.run(program, shortcuts=shortcuts)
+    assert sorted(r.name for r in registered) == ["adapter-test-refusing", "t0", "t2"]

@@ -416,6 +416,15 @@ def test_the_vendored_release_installs_the_crds_the_tests_validate_against():
         assert (d["spec"]["names"], d["spec"]["versions"]) == (want["names"], want["versions"]), d["metadata"]["name"]
 
 
+def _typed(value):
+    """``value`` with every scalar paired with its exact type, dict keys included."""
+    if isinstance(value, dict):
+        return [(_typed(k), _typed(v)) for k, v in value.items()]  # key order too
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return type(value), value
+
+
 @pytest.mark.parametrize("text", [
     None,  # the vendored release manifest itself
     "a: &x {b: 1}\nc: *x\nd: [*x, *x]\n",
@@ -431,6 +440,7 @@ def test_the_release_manifest_reads_as_yaml_loads_it(text):
     expected = list(yaml.load_all(raw, Loader=kueue_install._LOADER))
     got = kueue_install._documents(raw)
     assert got == expected
+    assert _typed(got) == _typed(expected)  # ``==`` alone takes 1 == 1.0 == True and "1" apart only by type
     if text and "*x" in text:
         assert got[0]["c"] is got[0]["a"] and got[0]["d"][0] is got[0]["a"]
 
@@ -440,3 +450,13 @@ def test_a_collection_as_a_key_is_refused_as_yaml_refuses_it():
 
     with pytest.raises(yaml.constructor.ConstructorError, match="unhashable key"):
         kueue_install._documents(b"? [1, 2]\n: x\n")
+
+
+def test_a_value_key_reads_as_yaml_loads_it():
+    """A plain ``=`` resolves to YAML's ``value`` tag, which SafeConstructor's ``flatten_mapping`` turns into the
+    string key ``"="`` (PyYAML constructor.py, ``flatten_mapping``); left to ``construct_object`` it has no
+    constructor and raises."""
+    from workloads import kueue_install
+
+    raw = b"a:\n  =: x\n---\n=: 1\n"
+    assert kueue_install._documents(raw) == list(yaml.load_all(raw, Loader=kueue_install._LOADER))

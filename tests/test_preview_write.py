@@ -62,3 +62,46 @@ def test_a_second_preview_leaves_none_of_the_lasts_other_files(tmp_path):
     cmd_preview.write(rendering, tmp_path)
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "manifests").rglob("*.yaml")) == first
     assert "stale" not in (tmp_path / first[0]).read_text()
+
+
+def test_a_manifest_path_that_is_a_symlink_is_replaced_not_written_through(tmp_path):
+    """Overwriting in place must not follow a symlink left at a manifest's path (a checked-out output folder can
+    hold one): the link is replaced by the manifest, and its target, outside the folder, is untouched (as when
+    every old file was removed first)."""
+    rendering = rendered("dev")
+    out = tmp_path / "out"
+    cmd_preview.write(rendering, out)
+    first = sorted((out / "manifests").rglob("*.yaml"))[0]
+    text = first.read_text()
+    target = tmp_path / "outside.txt"
+    target.write_text("not a manifest\n")
+    first.unlink()
+    first.symlink_to(target)
+    cmd_preview.write(rendering, out)
+    assert target.read_text() == "not a manifest\n"
+    assert not first.is_symlink() and first.read_text() == text
+
+
+def test_a_linked_folder_in_the_manifests_folder_is_neither_swept_nor_written_through(tmp_path):
+    """A symlink to a folder outside, under ``manifests/`` (a cluster's name or another): the sweep of the last
+    preview's files does not follow it (the preview never makes a link, so what is behind one is not its own), and
+    a cluster's folder that is a link is replaced by a folder of its own, not written through."""
+    rendering = rendered("dev")
+    out = tmp_path / "out"
+    cmd_preview.write(rendering, out)
+    mdir = out / "manifests"
+    cluster = sorted(p for p in mdir.iterdir() if p.is_dir() and p.name != "held")[0]
+    files = sorted(p.name for p in cluster.glob("*.yaml"))
+    elsewhere, theirs = tmp_path / "elsewhere", tmp_path / "theirs"
+    for d in (elsewhere, theirs):
+        d.mkdir()
+        (d / "user.yaml").write_text("mine: true\n")
+    (mdir / "linked").symlink_to(theirs)
+    for f in cluster.glob("*.yaml"):
+        f.unlink()
+    cluster.rmdir()
+    cluster.symlink_to(elsewhere)
+    cmd_preview.write(rendering, out)
+    assert [p.name for p in theirs.iterdir()] == ["user.yaml"], "the sweep followed a link out of the folder"
+    assert [p.name for p in elsewhere.iterdir()] == ["user.yaml"], "a cluster's manifests went through a link"
+    assert not cluster.is_symlink() and sorted(p.name for p in cluster.glob("*.yaml")) == files

@@ -48,6 +48,7 @@ def release_objects() -> tuple[dict[str, Any], ...]:
 
 
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+_FLATTENED = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")  # keys flatten_mapping rewrites
 
 
 def _documents(raw: bytes) -> list[Any]:
@@ -70,7 +71,7 @@ def _documents(raw: bytes) -> list[Any]:
 
 
 class _Unusual(Exception):
-    """A ``<<`` key (SafeConstructor's ``flatten_mapping`` applies) or a key that is a collection."""
+    """A ``<<`` or ``=`` key (SafeConstructor's ``flatten_mapping`` applies) or a key that is a collection."""
 
 
 def _build(node: yaml.Node, loader: yaml.BaseLoader, built: dict[int, Any]) -> Any:
@@ -89,7 +90,9 @@ def _build(node: yaml.Node, loader: yaml.BaseLoader, built: dict[int, Any]) -> A
         mapping: dict[Any, Any] = {}
         built[id(node)] = mapping
         for key, value in node.value:
-            if key.tag == "tag:yaml.org,2002:merge" or type(key) is not yaml.ScalarNode:
+            # ``=`` (YAML's ``value`` tag) is made the string key "=" by ``flatten_mapping`` (PyYAML 6.0.3
+            # constructor.py, SafeConstructor.flatten_mapping): the constructor's own path, as ``<<`` is.
+            if key.tag in _FLATTENED or type(key) is not yaml.ScalarNode:
                 raise _Unusual
             mapping[_build(key, loader, built)] = _build(value, loader, built)
         return mapping
