@@ -598,8 +598,8 @@ def train_loop_per_worker(config: dict) -> None:
             seen["last_step"] = int(step)
             seen["steps_run"] += 1
             emit("step", step=int(step))
-            if local and rank == 0 and seen["steps_run"] == 1 and world > 1 and config.get("warm_workers"):
-                # The restart after one lost slice runs on world - 1 workers: its train step is compiled now,
+            if local and rank == 0 and seen["steps_run"] == 1 and world == 2 and config.get("warm_workers"):
+                # The restart after one lost slice runs on one worker: its train step is compiled now,
                 # in a process of that shape, into the persistent cache the restart reads (the 10 s of
                 # "imported -> restored" of a cold cache, drills' figures), while this run trains.
                 precompile_restart_shape(argv_for(world - 1), world - 1)
