@@ -192,6 +192,9 @@ class _Timeline:
     spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
     spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
     spare_requested_at: list[float] = field(default_factory=list)  # when (rank 0's clock)
+    # The restart shape's train step compiled into the persistent cache (the trainer's precompile_restart_shape)
+    precompile_started: bool = False
+    precompiled_s: float | None = None
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -211,6 +214,10 @@ class _Timeline:
             elif e["event"] == "spare_requested":
                 self.spares_requested += 1
                 self.spare_requested_at.append(e["t"])
+            elif e["event"] == "precompile_started":
+                self.precompile_started = True
+            elif e["event"] == "precompiled":
+                self.precompiled_s = e["s"]
             elif e["event"] == "spare_refused":
                 self.spares_refused.append(e.get("error", "?"))
             elif e["event"] == "done":
@@ -448,7 +455,8 @@ class LocalDrill:
 
         def ready():
             marks = self.cluster.spare_ready_marks()
-            if all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
+            compiled = not self.timeline.precompile_started or self.timeline.precompiled_s is not None
+            if compiled and all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
                 return "ready"
             step = self.timeline.last_step()
             return "run ending" if step is not None and step >= last_kill else None
@@ -461,6 +469,8 @@ class LocalDrill:
         if why != "ready":
             self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
         self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
+        if self.timeline.precompile_started:
+            self.report.figures["restart shape's train step precompiled (s)"] = self.timeline.precompiled_s
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -397,6 +398,65 @@ def _init_local_jax_distributed() -> None:
     jax.distributed.initialize(coordinator_address=address, num_processes=world, process_id=rank)
 
 
+def precompile_restart_shape(argv: list[str], world: int) -> subprocess.Popen:
+    """Compile MaxText's train step for a ``world``-worker restart into the persistent compilation cache, in a
+    background process (local CPU runs, one process per worker: ``world`` must be 1, the shape after a two-slice
+    job loses one).
+
+    JAX's persistent cache keys an executable by its HLO, compile options, devices and backend
+    (``jax/_src/cache_key.py``), so the process is shaped as the restarted worker is: CPU JAX with the same
+    flags, ``jax.distributed`` initialised for one process, MaxText's own ``initialize`` and ``setup_train_loop``
+    from the same arguments, then the ``lower(...).compile()`` MaxText's ``train_loop`` does. Checkpointing is
+    off in it (the train step does not depend on it; the run's checkpoints are not touched)."""
+    if world != 1:
+        raise ValueError(f"precompile_restart_shape: local runs precompile the one-worker shape, not {world}")
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import maxtext_trainer; "
+        "maxtext_trainer._precompile(json.loads(sys.argv[2]))"
+    )
+    argv = [a for a in argv if not a.startswith("enable_checkpointing=")] + ["enable_checkpointing=false"]
+    env = os.environ | {"JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)),
+                             json.dumps(argv)], env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _precompile(argv: list[str]) -> None:
+    import socket
+
+    import jax
+
+    defer_unused_imports()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1, process_id=0)
+    from flax.linen import partitioning as nn_partitioning
+    from maxtext.trainers.pre_train import train
+    from maxtext.utils import maxtext_utils, sharding, train_utils
+
+    t = time.time()
+    config, recorder, _ = train.initialize(argv)
+    (init_rng, _, state_mesh_shardings, model, mesh, _, _, _, _, eval_data_iterator,
+     state) = train_utils.setup_train_loop(config, recorder)
+    params_shardings, state_mesh_shardings = sharding.maybe_update_params_sharding_with_opt(
+        config, state_mesh_shardings)
+    p_train_step, _ = train_utils.jit_train_and_eval_step(
+        config, model, mesh, state, state_mesh_shardings, train.train_step, train.eval_step, eval_data_iterator,
+        params_shardings)
+    with jax.set_mesh(mesh), nn_partitioning.axis_rules(config.logical_axis_rules):
+        if config.shard_optimizer_over_data:
+            state = sharding.maybe_shard_with_name(state, state_mesh_shardings, config.shard_mode)
+        p_train_step.lower(state, maxtext_utils.get_shaped_batch(config), init_rng).compile()
+    # The drill waits for this line (its progress stream: this process writes to the worker's stdout) before
+    # its kill, as it waits for the spares.
+    line = json.dumps({"event": "precompiled", "t": round(time.time(), 3), "world": 1,
+                       "s": round(time.time() - t, 3)})
+    print(f"{PROGRESS} {line}", flush=True)
+    jax.distributed.shutdown()
+
+
 def delay_checkpoint_commits(seconds: float, held: dict) -> None:
     """--save-commit-delay: Orbax renames ``<step>.orbax-checkpoint-tmp-*`` to ``<step>`` only
     after this pause (a slow bucket), so a drill can kill a worker with a save in flight.
@@ -538,6 +598,12 @@ def train_loop_per_worker(config: dict) -> None:
             seen["last_step"] = int(step)
             seen["steps_run"] += 1
             emit("step", step=int(step))
+            if local and rank == 0 and seen["steps_run"] == 1 and world == 2 and config.get("warm_workers"):
+                # The restart after one lost slice runs on one worker: its train step is compiled now,
+                # in a process of that shape, into the persistent cache the restart reads (the 10 s of
+                # "imported -> restored" of a cold cache, drills' figures), while this run trains.
+                precompile_restart_shape(argv_for(world - 1), world - 1)
+                emit("precompile_started", shape=world - 1)
             if config.get("warm_workers") and seen["steps_run"] == 1:
                 # After this attempt's first step, not at its start: the spare's import (seconds of CPU) then
                 # competes with training, not with this restore. A raylet's refusal (grpc.RpcError: auth, an
@@ -571,15 +637,37 @@ def train_loop_per_worker(config: dict) -> None:
         emit("checkpoint_read", read_s=round(time.time() - t, 3))
         return out
 
+    # Where a (re)start's setup goes (the drill's "imported -> restored" phase): MaxText's config and
+    # initialisation, setup_train_loop (mesh, state init, the checkpoint restore), then the train step's
+    # lowering and compilation (from setup_train_loop's return to get_first_step). Progress events only.
+    orig_initialize = maxtext_train.initialize
+    orig_setup = maxtext_train.train_utils.setup_train_loop
+
+    def timed(name, fn):
+        def run(*a, **kw):
+            t = time.time()
+            out = fn(*a, **kw)
+            emit("phase", phase=name, s=round(time.time() - t, 3))
+            return out
+        return run
+
+    maxtext_train.initialize = timed("maxtext_initialize", orig_initialize)
+    maxtext_train.train_utils.setup_train_loop = timed("setup_train_loop", orig_setup)
     maxtext_train.get_first_step = first_step
     checkpointing.maybe_save_checkpoint = config["lease_guard"](save) if config.get("lease_guard") else save
     checkpointing.load_state_if_possible = load_state
     MetricLogger.log_metrics = log_metrics
-    argv = ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in settings.items()]
+    def argv_for(n: int) -> list[str]:
+        shaped = settings | ({"per_device_batch_size": str(max(1, LOCAL_GLOBAL_BATCH // n))} if local else {})
+        return ["maxtext_trainer.py", base] + [f"{k}={v}" for k, v in shaped.items()]
+
+    argv = argv_for(world)
     try:
         maxtext_train.main(argv)
     finally:
         maxtext_train.get_first_step = orig_first_step
+        maxtext_train.initialize = orig_initialize
+        maxtext_train.train_utils.setup_train_loop = orig_setup
         checkpointing.maybe_save_checkpoint = orig_save
         checkpointing.load_state_if_possible = orig_load
         MetricLogger.log_metrics = orig_log
