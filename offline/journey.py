@@ -459,6 +459,14 @@ def webhook_races(ns: Mapping[str, Node], ops: Mapping[str, str]) -> list[Violat
                 closure[urn] |= {w, *waits_for(w)}
         return closure[urn]
 
+    parsed: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
+
+    def obj(urn: str, n: Node) -> tuple[str, str, str, dict[str, Any]]:
+        """``_object`` of a node, once per node (read only here): the loops below visit each node per hook."""
+        if urn not in parsed:
+            parsed[urn] = _object(n)
+        return parsed[urn]
+
     out: list[Violation] = []
     flagged: set[tuple[str, str]] = set()  # (object, Deployment): one violation each, the first hook named
     k8s = {u: n for u, n in ns.items() if n.custom and n.type.startswith("kubernetes:") and n.type != CHILDREN}
@@ -467,13 +475,14 @@ def webhook_races(ns: Mapping[str, Node], ops: Mapping[str, str]) -> list[Violat
             continue
         for hook in _plain(w.inputs).get("webhooks") or []:
             svc = (hook.get("clientConfig") or {}).get("service") or {}
-            services = [n for n in k8s.values() if n.provider == w.provider and n.type == "kubernetes:core/v1:Service"
-                        and _object(n)[3].get("metadata", {}).get("name") == svc.get("name")
-                        and _object(n)[2] == svc.get("namespace")]
-            for s in services:
-                selector = (_object(s)[3].get("spec") or {}).get("selector") or {}
+            services = [(u, n) for u, n in k8s.items()
+                        if n.provider == w.provider and n.type == "kubernetes:core/v1:Service"
+                        and obj(u, n)[3].get("metadata", {}).get("name") == svc.get("name")
+                        and obj(u, n)[2] == svc.get("namespace")]
+            for s_urn, s in services:
+                selector = (obj(s_urn, s)[3].get("spec") or {}).get("selector") or {}
                 for d_urn, d in k8s.items():
-                    _, _, d_ns, dobj = _object(d)
+                    _, _, d_ns, dobj = obj(d_urn, d)
                     template = ((dobj.get("spec") or {}).get("template") or {}).get("metadata") or {}
                     labels = template.get("labels") or {}
                     if not (d.provider == w.provider and d.type == "kubernetes:apps/v1:Deployment"
@@ -486,7 +495,7 @@ def webhook_races(ns: Mapping[str, Node], ops: Mapping[str, str]) -> list[Violat
                         if x_urn == d_urn or x.provider != w.provider or ops.get(x_urn) in (None, "same", "delete"):
                             continue
                         operation = "UPDATE" if ops[x_urn] == "update" else "CREATE"
-                        group, plural, namespace, _ = _object(x)
+                        group, plural, namespace, _ = obj(x_urn, x)
                         if not _intercepts(hook, group, plural, namespace, operation):
                             continue
                         if (d_urn in waits_for(x_urn) and skip.lower() != "true") or (x_urn, d_urn) in flagged:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,17 @@ class Manifests(list):
         return out
 
 
+def _copy(x):
+    """A deep copy of plain rendered data (dicts, lists, strings, numbers; a ``Manifests`` with its placements), as
+    ``copy.deepcopy`` makes it, through pickle: several times faster on these records, which every mutation copies
+    whole (``Rendered.copy``: about 2 s a case with ``copy.deepcopy``, most of a catalogue case's time)."""
+    if isinstance(x, Manifests):
+        docs = pickle.loads(pickle.dumps(list(x), pickle.HIGHEST_PROTOCOL))
+        return Manifests(docs, {id(n): x.home[id(d)] for d, n in zip(x, docs, strict=True) if id(d) in x.home},
+                         x.default)
+    return pickle.loads(pickle.dumps(x, pickle.HIGHEST_PROTOCOL))
+
+
 def stack_manifests(r) -> Manifests:
     """A rendering's manifests placed in their clusters: an object's provider is ``<cluster>-k8s`` (its URN's name),
     the cluster the GKE Cluster resource of that name declares, in its project."""
@@ -123,10 +135,9 @@ class Rendered:
     """The records the check reads, as plain data (copied for each mutation)."""
 
     def __init__(self, boot_resources, boot_exports, stacks):
-        self.boot = [(t, copy.deepcopy(i)) for t, i in boot_resources]
+        self.boot = [(t, _copy(i)) for t, i in boot_resources]
         self.exports = boot_exports
-        self.stacks = {k: ([(t, copy.deepcopy(i)) for t, i in res], copy.deepcopy(man)) for k, (res, man) in
-                       stacks.items()}
+        self.stacks = {k: ([(t, _copy(i)) for t, i in res], _copy(man)) for k, (res, man) in stacks.items()}
         self._baseline: frozenset[str] | None = None
         self._reach = None
 

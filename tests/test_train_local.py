@@ -147,35 +147,6 @@ def test_a_trainer_the_spec_cannot_run_is_refused_at_its_key(tmp_path, trainer, 
     assert any(p.startswith("tpu-multislice:jobs[0].trainer") and message in p for p in rendered), rendered
 
 
-@pytest.mark.slow
-def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cluster):
-    """``trainers/tiny_jax.py`` under the real JaxTrainer on the local Ray cluster (two slice nodes, two
-    workers): every step reported, the loss falls, rank 0's checkpoints land in Ray Train's storage, and a second run
-    of the same job with more steps resumes after the last checkpoint instead of starting over."""
-    spec, job = load_job("own", "tiny-own", FIXTURES)
-    (ROOT / "build").mkdir(exist_ok=True)
-    run_dir = Path(tempfile.mkdtemp(prefix="to-", dir=ROOT / "build"))
-    steps, period = 12, 4
-    try:
-        first = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps, checkpoint_period=period,
-                            timeout=900, cluster=local_cluster)
-        assert first["ok"], first
-        assert first["steps"] == list(range(steps)) and first["world_size"] == 2
-        losses = first["losses"]
-        assert all(math.isfinite(v) for v in losses.values()) and losses[steps - 1] < losses[0]
-        assert first["checkpoint_step"] == steps - 1
-        # Ray Train's checkpoint directories (beside them it keeps checkpoint_manager_snapshot.json).
-        stored = [p for p in (run_dir / "out" / "ray-results" / job.run_name).glob("checkpoint_*") if p.is_dir()]
-        assert len(stored) == steps // period  # steps 3, 7, 11
-        second = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps + 4, checkpoint_period=period,
-                             timeout=900, cluster=local_cluster)
-        assert second["ok"], second
-        assert second["steps"] == list(range(steps, steps + 4)), second["steps"]  # resumed, not restarted
-        assert second["losses"][steps] < losses[steps - 1]
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
 def test_submit_renders_a_one_off_rayjob_of_a_stack_job(tmp_path, capsys):
     """``slicectl submit``: the job's RayJob under a name of its own, a fresh run, the steps asked for, queued like the
     job (same Kueue queue and priority), its own trainer script found under the ConfigMap key the stack deploys."""
