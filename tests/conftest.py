@@ -293,6 +293,7 @@ def local_cluster():
 LONGEST_FIRST = (
     "test_train_local.py",
     "test_drill_local.py",
+    "test_drill_region_loss.py",
     "test_train_local_own.py",
     "test_warm_spares.py",
     "test_train_local_process.py",

@@ -1,7 +1,7 @@
 """``slicectl drill --local --scenario region-loss``: what the drill judges by, without Ray.
 
 The drill itself (two real local Ray clusters, one lost whole) is the slow test in
-test_drill_local.py, where the module's local cluster stands in for region B.
+test_drill_region_loss.py, where the module's local cluster stands in for region B.
 """
 
 from __future__ import annotations
