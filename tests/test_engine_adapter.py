@@ -401,4 +401,8 @@ def test_a_mock_that_raises_fails_the_run_the_same_way_inline_or_not(shortcuts):
     pulumi_runtime.start(mocks, monitor, project="adapter-test", stack="refusing", config={})
     with pytest.raises(ValueError, match="the mock refused t1"):
         pulumi_runtime.run(program, shortcuts=shortcuts)
-    assert sorted(r.name for r in registered) == ["adapter-test-refusing", "t0", "t2"]
+    names = sorted(r.name for r in registered)
+    if shortcuts:  # answered on the loop's thread: every other registration is done when the run raises
+        assert names == ["adapter-test-refusing", "t0", "t2"]
+    else:  # the pool's workers: the run raises as soon as t1 fails, t0's or t2's answer may still be in flight
+        assert "t1" not in names and {"adapter-test-refusing"} <= set(names) <= {"adapter-test-refusing", "t0", "t2"}
