@@ -296,6 +296,11 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
     original_save = checkpointing.maybe_save_checkpoint
     train = types.ModuleType("maxtext.trainers.pre_train.train")
     train.get_first_step = lambda state: 0
+    # The names the trainer times a (re)start's setup through, as MaxText's train module has them
+    # (maxtext/trainers/pre_train/train.py: `def initialize`, `from maxtext.utils import train_utils`).
+    train.initialize = lambda argv: (None, None, None)
+    train.train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None)
+    original_initialize = train.initialize
 
     def main(argv):
         cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
@@ -323,7 +328,7 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
     with pytest.raises(wl.LeaseLost, match="taken over by east1"):
         maxtext_trainer.train_loop_per_worker(config)
     assert saved == []
-    assert checkpointing.maybe_save_checkpoint is original_save
+    assert checkpointing.maybe_save_checkpoint is original_save and train.initialize is original_initialize
     # Without a lease (a single-region job) the same call saves.
     with pytest.raises(RuntimeError):  # the stand-in's run ends before its last step: the trainer says so
         maxtext_trainer.train_loop_per_worker(config | {"lease_guard": None})
