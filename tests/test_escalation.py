@@ -254,6 +254,15 @@ def refused(findings: list[esc.Finding]) -> list[str]:
     return [str(f) for f in findings if not f.accepted]
 
 
+def refused_after(rendered: Rendered, mutate, keep) -> list[str]:
+    """The refused findings a mutation of a copy of ``rendered`` adds to its unmutated baseline, those ``keep``
+    selects (the identity or object the mutation is about)."""
+    x = rendered.copy()
+    before = rendered.baseline()
+    mutate(x)
+    return refused([f for f in x.findings() if str(f) not in before and keep(f)])
+
+
 def test_the_vendored_roles_are_the_catalogs_files():
     doc = json.loads(esc.ROLES_FILE.read_text())
     assert doc["_source"]["repository"] == "https://github.com/iann0036/iam-dataset"

@@ -20,7 +20,7 @@ import pytest
 import test_escalation as te
 import test_escalation_catalogues as cat
 import test_escalation_widenings as wid
-from test_escalation import Rendered, refused, rendered  # noqa: F401  (the module-scoped fixture)
+from test_escalation import Rendered, refused_after, rendered  # noqa: F401  (the module-scoped fixture)
 
 TESTS = Path(__file__).resolve().parent
 PAGE = TESTS.parent / "docs" / "review-blind-spots.md"
@@ -207,12 +207,8 @@ def test_every_row_names_what_answers_it():
 @pytest.mark.parametrize("mutation", list(HERE))
 def test_each_blind_spot_no_table_held_is_refused(rendered, mutation):  # noqa: F811
     mutate, who = HERE[mutation]
-    x = rendered.copy()
-    before = rendered.baseline()
-    mutate(x)
-    new = refused([f for f in x.findings() if str(f) not in before and (who is None or who in (f.identity, f.what)
-                                                                        or who in str(f))])
-    assert new, f"{mutation}: not refused"
+    assert refused_after(rendered, mutate, lambda f: who is None or who in (f.identity, f.what) or who in str(f)), (
+        f"{mutation}: not refused")
 
 
 def _answer(answer) -> tuple[str, str]:
