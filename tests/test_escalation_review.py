@@ -169,10 +169,8 @@ LEDGER: dict[str, tuple[str, object]] = {
            Case("catalogues.K8S_CASES", "a pod template patched (CronJob) -> kueue-metrics-token")),
     "K8": ("patch configmaps/multikueue-token (the script)",
            Case("catalogues.K8S_CASES", "the token jobs' ConfigMaps (their scripts) -> kueue-metrics-token")),
-    "K9": ("view in kube-system for system:unauthenticated", Accepted(
-        "reads only: the built-in view role reads no Secret (https://kubernetes.io/docs/reference/access-authn-authz/"
-        "rbac/#user-facing-roles), so it reaches no token and no identity; the review rated it INFO, not an "
-        "escalation. An unauthenticated binding that writes or reads Secrets is refused (K1, 'Listing secrets')")),
+    "K9": ("view in kube-system for system:unauthenticated", CheckTest(
+        "test_escalation_widenings.py::test_a_binding_to_kubernetes_public_subjects_is_refused_reads_too")),
     "K10": ("create secrets (a service-account-token Secret)",
             Case("catalogues.K8S_CASES", "Secrets created (a service-account-token Secret) -> kueue-metrics-token")),
     "K11": ("patch a kubeconfig Secret", CheckTest(

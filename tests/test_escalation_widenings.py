@@ -556,3 +556,15 @@ def test_writing_the_kubeconfig_secrets_kueue_reads_is_refused(rendered):  # noq
                for f in new), new
     assert "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/multikueue-token" in \
         rendered.reach().token_jobs
+
+
+@pytest.mark.parametrize("subject", [
+    {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:unauthenticated"},
+    {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"},
+    {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "system:anonymous"}])
+def test_a_binding_to_kubernetes_public_subjects_is_refused_reads_too(rendered, subject):  # noqa: F811
+    """K9: view in kube-system for system:unauthenticated. Read-only, but on GKE system:authenticated is any Google
+    account and the other two are anyone: what they read is public, as allUsers on a bucket is (refused alike)."""
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+    new = _new_refused(rendered, _role_in("prod", "kube-system", subject, [rule]))
+    assert any("public Kubernetes access" in f and subject["name"] in f for f in new), new

@@ -181,6 +181,12 @@ def _projects(grants: set) -> set[str]:
 # Data: what a bucket, an object or a repository grant reaches (checkpoints, state, images).
 DATA_KINDS = ("bucket", "object", "repository")
 PUBLIC = ("allUsers", "allAuthenticatedUsers")
+# Kubernetes' own public subjects. "system:authenticated ... includes any user with a Google account" on GKE, and
+# "Avoid default roles and groups": bind nothing to system:authenticated, system:unauthenticated or system:anonymous
+# (https://cloud.google.com/kubernetes-engine/docs/best-practices/rbac#default-roles-groups; the groups are
+# Kubernetes', https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-subjects). Any verb,
+# reads included: what anyone can read is public data.
+K8S_PUBLIC = re.compile(r"^k8s:(Group:[^/]*/system:(unauthenticated|authenticated)|User:[^/]*/system:anonymous)$")
 
 
 def _data(grants: set) -> set[str]:
@@ -355,6 +361,10 @@ def check(reach: Reaches, envs: Environments, attribute_condition: str,
         if member in PUBLIC and r.grants:
             out.append(Finding(member, f"public access: {len(r.grants)} permissions, e.g. "
                                        f"{sorted(r.grants, key=str)[0][0]} on {sorted(r.grants, key=str)[0][1]}"))
+        if K8S_PUBLIC.match(member) and r.rbac:
+            ns, res, verb, names = sorted(r.rbac)[0]
+            out.append(Finding(member, f"public Kubernetes access: {len(r.rbac)} RBAC rules, e.g. {verb} {res} in "
+                                       f"{ns}{f' ({names})' if names else ''}"))
         if not ci:
             if member in reach.accounts:
                 out += [Finding(who, p) for p in _principal_problems(member, r, reach)]
