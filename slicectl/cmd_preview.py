@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     # The policy pack's rules on the same rendering; a mandatory violation fails the preview. What `pulumi up`
     # would refuse, the program's warnings and the violations print first, before the long plan.
     violations = policy_rules.evaluate(rendering, policy_config)
-    policies.write_policy_json(violations, out / policies.POLICY_FILE)
+    policies.write_policy_json(violations, own_file(out / policies.POLICY_FILE))
     print(markdown(rendering, violations, costs) if args.format == "markdown" else plain(rendering, violations, costs))
     failed = any(v.mandatory for v in violations)
     print(
@@ -173,26 +173,26 @@ def _yaml_node(value: object, dumper: yaml.CSafeDumper, seen: set[int]) -> yaml.
 def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> None:
     """The preview's files under ``out``; ``costs``: ``cost.compute`` of the rendering's spec, if already made."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "resources.json").write_text(json_text([r.to_json() for r in rendering.resources]), encoding="utf-8")
-    (out / "outputs.json").write_text(json_text(rendering.outputs, sort_keys=False), encoding="utf-8")
+    _write_own(out / "resources.json", json_text([r.to_json() for r in rendering.resources]))
+    _write_own(out / "outputs.json", json_text(rendering.outputs, sort_keys=False))
     costs = costs if costs is not None else cost.compute(rendering.spec)
-    (out / "cost.json").write_text(json_text(costs, sort_keys=False), encoding="utf-8")
+    _write_own(out / "cost.json", json_text(costs, sort_keys=False))
     mdir = out / "manifests"
-    mdir.mkdir(exist_ok=True)
+    _own_folder(mdir)  # a link here would take the writes and the sweep below out of the folder
     written = set()
     # One folder per cluster the objects are applied to (a multi-region stack: the manager and each region).
     for cluster, docs in manifests_by_cluster(rendering).items():
         _own_folder(mdir / cluster)
         for i, doc in enumerate(docs, start=1):
             path = mdir / cluster / manifest_filename(i, doc)
-            _write_manifest(path, doc)
+            _write_own(path, yaml_text(doc))
             written.add(path)
     # Suspended shared jobs: what they would submit, for review; not applied.
     hdir = mdir / "held"
     for i, doc in enumerate(rendering.held, start=1):
         _own_folder(hdir)
         path = hdir / manifest_filename(i, doc)
-        _write_manifest(path, doc)
+        _write_own(path, yaml_text(doc))
         written.add(path)
     # The last preview's files that this one did not write again, flat or per cluster (each one rewritten is
     # overwritten in place, not removed first: a hundred file removals fewer per preview).
@@ -211,12 +211,19 @@ def _own_folder(path: Path) -> None:
     path.mkdir(exist_ok=True)
 
 
-def _write_manifest(path: Path, doc: dict) -> None:
-    """``doc`` as ``path``'s text, overwriting a file in place; a symlink at ``path`` is removed first, not written
-    through (its target is not the preview's: the manifests are rewritten, never their links' targets)."""
+def own_file(path: Path) -> Path:
+    """``path``, a file of the preview's own: a symlink there is removed first, so what is written next is not
+    written through it (its target is not the preview's: the preview's files are rewritten, never their links'
+    targets). Every file of the preview's goes through this: the manifests, ``resources.json``, ``outputs.json``,
+    ``cost.json`` and the policy report."""
     if path.is_symlink():
         path.unlink()
-    path.write_text(yaml_text(doc))
+    return path
+
+
+def _write_own(path: Path, text: str) -> None:
+    """``text`` as ``path``'s, overwriting a file in place (:func:`own_file`: never through a link)."""
+    own_file(path).write_text(text, encoding="utf-8")
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:

@@ -105,3 +105,39 @@ def test_a_linked_folder_in_the_manifests_folder_is_neither_swept_nor_written_th
     assert [p.name for p in theirs.iterdir()] == ["user.yaml"], "the sweep followed a link out of the folder"
     assert [p.name for p in elsewhere.iterdir()] == ["user.yaml"], "a cluster's manifests went through a link"
     assert not cluster.is_symlink() and sorted(p.name for p in cluster.glob("*.yaml")) == files
+
+
+def test_no_file_of_the_previews_is_written_through_a_symlink(tmp_path, capsys):
+    """``resources.json``, ``outputs.json``, ``cost.json``, the policy report and the ``manifests`` folder: a
+    symlink left at any of their paths (a checked-out output folder can hold one) is replaced by the preview's
+    own, and its target, outside the folder, is untouched. Through the CLI, as a user runs it."""
+    from slicectl import cli
+    out = tmp_path / "out"
+    argv = ["preview", "--stack", "dev", "--out", str(out)]
+    assert cli.main(argv) == 0
+    files = ["resources.json", "outputs.json", "cost.json", "policy.json"]
+    texts = {name: (out / name).read_text() for name in files}
+    manifests = sorted(p.relative_to(out) for p in (out / "manifests").rglob("*.yaml"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in files:
+        (outside / name).write_text("theirs\n")
+        (out / name).unlink()
+        (out / name).symlink_to(outside / name)
+    theirs = tmp_path / "theirs"
+    (theirs / "default").mkdir(parents=True)
+    (theirs / "user.yaml").write_text("mine: true\n")
+    (theirs / "default" / "user.yaml").write_text("mine: true\n")
+    for f in sorted((out / "manifests").rglob("*"), reverse=True):
+        f.unlink() if f.is_file() else f.rmdir()
+    (out / "manifests").rmdir()
+    (out / "manifests").symlink_to(theirs)
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    assert {p.name: p.read_text() for p in outside.iterdir()} == dict.fromkeys(files, "theirs\n")
+    assert sorted(p.relative_to(theirs).as_posix() for p in theirs.rglob("*")) == [
+        "default", "default/user.yaml", "user.yaml"], "the manifests went through a link, or its files were swept"
+    for name in files:
+        assert not (out / name).is_symlink() and (out / name).read_text() == texts[name], name
+    assert not (out / "manifests").is_symlink()
+    assert sorted(p.relative_to(out) for p in (out / "manifests").rglob("*.yaml")) == manifests
