@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import signal
+import threading
 
 import pulumi
 import pulumi.runtime
@@ -21,6 +23,40 @@ from pulumi.runtime.proto import resource_pb2
 from offline import pulumi_runtime
 
 UPGRADE = "a Pulumi upgrade changed what offline/pulumi_runtime.py relies on: "
+# A run whose answer never comes waits for good: a registration's exception dropped on its way to the SDK (a
+# future answered with None instead, rev-pview's mutation of ``_InlineFirst.submit``) hung the test rather than
+# failing it. Each test here has this deadline: an interval timer, nothing to pay until it fires, whose signal
+# raises in the main thread (where the loop waits; pytest-xdist runs its tests there too). At load 26 every test
+# here but the thousand invokes took under 2 s; that one, 15 s, has a deadline of its own (``deadline``).
+DEADLINE_S = 20
+
+
+def deadline(seconds: float):
+    """A test's own deadline, for one that renders more than a few resources."""
+    def mark(test):
+        test.deadline_s = seconds
+        return test
+    return mark
+
+
+@pytest.fixture(autouse=True)
+def _deadline(request):
+    if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
+        yield
+        return
+    seconds = getattr(request.function, "deadline_s", DEADLINE_S)
+
+    def expired(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s: the run waits on a registration whose answer (or "
+                           "error) was lost")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_public_runtime_api_is_there():
@@ -255,6 +291,7 @@ for i in range(int(os.environ["MANY_INVOKES"])):
 """
 
 
+@deadline(300)
 def test_a_program_with_a_thousand_invokes_renders(tmp_path, monkeypatch):
     """Each invoke answers through ``MockMonitor.Invoke``, which waits on the event loop (``_sync_await``):
     monitor calls must not run on the loop's own thread, or each pending one nests a pump of the loop
