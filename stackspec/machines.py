@@ -10,8 +10,8 @@ reservation ("Standard cluster architecture: node allocatable resources"):
   kubelet's 100 MiB eviction threshold.
 
 GKE's own DaemonSets (logging, metadata server, netd, CSI drivers) take a little more on
-every node; :data:`DAEMONSET_ALLOWANCE` keeps room for them. Shapes: Compute Engine's
-machine-type tables (general-purpose and TPU).
+every node; :data:`DAEMONSET_ALLOWANCE_CPU` and :data:`DAEMONSET_ALLOWANCE_MEMORY` keep room
+for them. Shapes: Compute Engine's machine-type tables (general-purpose and TPU).
 """
 
 from __future__ import annotations

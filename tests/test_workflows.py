@@ -1165,10 +1165,11 @@ def _executed_here() -> tuple[str, ...]:
 
 
 def test_code_owners_cover_what_credentialed_jobs_execute():
-    """Branch protection requires a code owner's review for TRUST_PATHS only. They include every path the
-    credentialed jobs execute, computed from the workflows (bootstrap/workflow_scan.py executed_paths): the program
-    `pulumi preview`/`up` run (__main__.py, Pulumi.yaml), `slicectl preview`/`drill` (slicectl/ and what it imports:
-    offline/, drills/), the image's build context (.dockerignore), and the tests the required checks run."""
+    """Branch protection requires a code owner's review for the trust paths only (``workflow_scan.trust_paths``).
+    They include every path the credentialed jobs execute, computed from the workflows
+    (bootstrap/workflow_scan.py executed_paths): the program `pulumi preview`/`up` run (__main__.py, Pulumi.yaml),
+    `slicectl preview`/`drill` (slicectl/ and what it imports: offline/, drills/), the image's build context
+    (.dockerignore), and the tests the required checks run."""
     executed = _executed_here()
     assert {"/__main__.py", "/Pulumi.yaml", "/slicectl/", "/offline/", "/drills/", "/tests/", "/.dockerignore",
             "/.github/", "/policies/", "/stacks/", "/Dockerfile", "/uv.lock", "/base-image.digest"} <= set(executed)
