@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from . import tpu
+from . import gke, machines, tpu
 
 NS = "tpu-multislice"
 # Capacity type -> the quota type it draws on (and the spec key that declares it).
@@ -63,6 +63,8 @@ class QuotaEntry(BaseModel):
     on_demand: int | None = Field(None, ge=0)
     preemptible: int | None = Field(None, ge=0)
     reserved: int | None = Field(None, ge=0)
+    # The region's Compute Engine CPUs quota (``CPUS``), in vCPUs: checked against the system pools (cpu_needs).
+    cpus: int | None = Field(None, ge=0)
 
 
 @dataclass
@@ -105,6 +107,38 @@ def needs(spec: Any) -> list[Need]:
         if e is not None:
             n.declared = getattr(e, {"onDemand": "on_demand"}.get(qtype, qtype))
     return list(out.values())
+
+
+# The system pools' VMs draw on the region's Compute Engine CPUs quota (``CPUS``: the vCPUs of a project's VMs in
+# a region; https://cloud.google.com/compute/resource-usage, paraphrased). A regional Standard cluster runs each pool
+# in three zones (stackspec.gke.REGIONAL_NODE_ZONES), and so needs more of it: "In Standard mode, regional clusters
+# require more of your project's regional quotas than a similar zonal or multi-zonal cluster"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters, read in its Japanese edition,
+# translated here; the error it names, "Insufficient regional quota to satisfy request for resource", verbatim).
+# TPU hosts are left out: they draw on the TPU quota above, and whether their vCPUs count against CPUS too is not
+# stated in a source read here. An Autopilot manager has no pool of the stack's to count.
+def cpu_needs(spec: Any) -> dict[str, tuple[int, list[str]]]:
+    """Region -> the vCPUs the stack's system pools hold there, and what holds them: each region's cluster (zonal:
+    its pool in one zone) and a Standard manager (regional: its pool in each of its region's zones)."""
+    pools = [(v.region, v.cluster.system_machine_type, v.cluster.system_node_count,
+              1 if _is_zone(v.cluster.location or v.zone) else gke.REGIONAL_NODE_ZONES, v.cluster.name)
+             for v in spec.region_views()]
+    m = spec.manager
+    if m is not None and not m.autopilot:
+        pools.append((m.region or spec.region, m.system_machine_type, m.system_node_count, gke.REGIONAL_NODE_ZONES,
+                      m.name))
+    out: dict[str, tuple[int, list[str]]] = {}
+    for region, machine, nodes, zones, name in pools:
+        vcpus = machines.MACHINES[machine].vcpus * nodes * zones
+        total, what = out.get(region, (0, []))
+        where = f" in each of {zones} zones" if zones > 1 else ""
+        out[region] = (total + vcpus, [*what, f"{name}: {nodes} x {machine}{where}, {vcpus} vCPUs"])
+    return out
+
+
+def _is_zone(location: str) -> bool:
+    """``us-east5-b`` (a zone), not ``us-east5`` (a region)."""
+    return location.count("-") >= 2
 
 
 def slices_text(n: Need) -> str:

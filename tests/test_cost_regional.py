@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from offline import engine
-from stackspec import cost, spec
+from stackspec import cost, errors, machines, quota, spec
 
 NS = spec.PROJECT
 PRICE = 0.5  # USD per machine-hour, given through the spec so no table figure is assumed
@@ -37,3 +39,36 @@ def test_a_standard_managers_pool_is_priced_per_zone_of_its_regional_cluster():
         [row] = [r for r in doc["standing"] if r["item"].startswith("manager ")]
         assert row["usdPerHour"] == round(3 * nodes * PRICE, 4), row
         assert "3 zones" in row["what"], row["what"]
+
+
+def _with_cpu_quota(config: dict, region: str, cpus: int) -> tuple[dict, int]:
+    """``config`` declaring the TPU quota its slices need (a ``quota`` section checks every region's chips) and
+    ``cpus`` as ``region``'s CPUs quota; and the index of the entry that declares it."""
+    entries: dict[tuple[str, str], dict] = {}
+    for n in quota.needs(spec.load("multi", config)):
+        if n.quota_type != "reserved":
+            entries.setdefault((n.region, n.generation), {"region": n.region, "generation": n.generation})[
+                n.quota_type] = n.chips
+    listed = list(entries.values())
+    at = next((k for k, e in enumerate(listed) if e["region"] == region), len(listed))
+    listed[at:at + 1] = [{**(listed[at] if at < len(listed) else {"region": region}), "cpus": cpus}]
+    return {**config, f"{NS}:quota": json.dumps(listed)}, at
+
+
+def test_a_standard_managers_pool_counts_against_the_cpu_quota_in_each_zone():
+    """The declared CPUs quota of the manager's region holds its pool in each of three zones (8 vCPUs x nodes x 3),
+    beside the zonal system pool of a region cluster there (one zone): one vCPU less is refused, naming the key."""
+    for nodes in (1, 2):
+        config = _standard_manager(nodes)
+        plain = spec.load("multi", config)
+        region = plain.manager.region or plain.region
+        zonal = sum(machines.MACHINES[v.cluster.system_machine_type].vcpus * v.cluster.system_node_count
+                    for v in plain.region_views() if v.region == region)
+        need = 8 * nodes * 3 + zonal
+        spec.load("multi", _with_cpu_quota(config, region, need)[0])  # exactly enough: accepted
+        short, at = _with_cpu_quota(config, region, need - 1)
+        with pytest.raises(errors.SpecError) as refused:
+            spec.load("multi", short)
+        assert [p.key for p in refused.value.problems] == [f"{NS}:quota[{at}].cpus"], refused.value
+        message = refused.value.problems[0].message
+        assert f"need {need} vCPUs" in message and "in each of 3 zones" in message, message

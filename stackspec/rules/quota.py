@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..quota import DOC, LABEL, NS, needs, slices_text
+from ..quota import DOC, LABEL, NS, cpu_needs, needs, slices_text
 
 
 def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
@@ -38,3 +38,12 @@ def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
             fail(f"{NS}:quota[{i}].{n.quota_type}", n.declared,
                  f"{slices_text(n)} in {n.region} need {n.chips} {n.generation} chips of {LABEL[n.quota_type]} quota, "
                  f"{n.short} more than declared: request an increase ({DOC}) or list fewer slices")
+    for region, (vcpus, pools) in cpu_needs(spec).items():
+        # Compute Engine's CPUs quota, where the stack declares it (stackspec.quota.cpu_needs quotes the sources: a
+        # Standard manager's pool counts in each of its region's three zones).
+        for i, e in enumerate(spec.quota):
+            if (e.region or spec.region) == region and e.cpus is not None and vcpus > e.cpus:
+                fail(f"{NS}:quota[{i}].cpus", e.cpus,
+                     f"the system pools in {region} need {vcpus} vCPUs of Compute Engine's CPUs quota "
+                     f"({'; '.join(pools)}), {vcpus - e.cpus} more than declared: request an increase ({DOC}) or "
+                     "fewer or smaller system nodes")
