@@ -102,6 +102,15 @@ def _imported(node: ast.AST, module: str, is_package: bool, known: dict[str, Pat
     if isinstance(node, ast.Import):
         candidates = [a.name for a in node.names]
         return [_longest(c, known) for c in candidates if _longest(c, known)]
+    if isinstance(node, ast.Call):  # importlib.import_module("a.b") or (f"a.cmd_{name}"): every module it may load
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        arg = node.args[0] if name == "import_module" and node.args else None
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return [m for m in [_longest(arg.value, known)] if m]
+        if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+            return sorted(m for m in known if m.startswith(arg.values[0].value))
+        return []
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:
@@ -194,3 +203,8 @@ def test_the_cycle_finder_sees_deferred_and_relative_imports(tmp_path):
     assert graph == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
     assert cycles(graph) == [("pkg.a", "pkg.b", "pkg.c")]
     assert cycles({"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": set()}) == []
+    # importlib's import by name, plain or built from a prefix (as slicectl/cli.py loads its commands), is an import.
+    loader = ast.parse("import importlib\ndef f(n):\n    importlib.import_module(f'pkg.{n}')\n"
+                       "    return importlib.import_module('pkg.c')\n")
+    assert {t for node in ast.walk(loader) for t in _imported(node, "pkg.a", False, known)} == {
+        "pkg.a", "pkg.b", "pkg.c"}
