@@ -110,16 +110,23 @@ def needs(spec: Any) -> list[Need]:
 
 
 # The system pools' VMs draw on the region's Compute Engine CPUs quota (``CPUS``: the vCPUs of a project's VMs in
-# a region; https://cloud.google.com/compute/resource-usage, paraphrased). A regional Standard cluster runs each pool
-# in three zones (stackspec.gke.REGIONAL_NODE_ZONES), and so needs more of it: "In Standard mode, regional clusters
-# require more of your project's regional quotas than a similar zonal or multi-zonal cluster"
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters, read in its Japanese edition,
-# translated here; the error it names, "Insufficient regional quota to satisfy request for resource", verbatim).
+# a region; https://cloud.google.com/compute/resource-usage, paraphrased). Only the N1 series' do: the API's regional
+# quota metrics list ``CPUS`` ("Guest CPUs") beside a family's own, ``N2_CPUS`` and ``E2_CPUS`` among them
+# (https://cloud.google.com/dotnet/docs/reference/Google.Cloud.Compute.V1/latest/Google.Cloud.Compute.V1.Quota.Types.Metric),
+# so an n2 or e2 pool is not counted against the declared ``cpus`` (whose family quota it is, unverified here).
+# A regional Standard cluster runs each pool in three zones (stackspec.gke.REGIONAL_NODE_ZONES), and so needs more
+# of it: "Using regional clusters requires more of your project's regional quotas" and "the default configuration,
+# which replicates each node pool across three zones of the control plane's region"
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters, English editions, verbatim).
 # TPU hosts are left out: they draw on the TPU quota above, and whether their vCPUs count against CPUS too is not
 # stated in a source read here. An Autopilot manager has no pool of the stack's to count.
+CPUS_FAMILIES = ("n1-",)
+
+
 def cpu_needs(spec: Any) -> dict[str, tuple[int, list[str]]]:
-    """Region -> the vCPUs the stack's system pools hold there, and what holds them: each region's cluster (zonal:
-    its pool in one zone) and a Standard manager (regional: its pool in each of its region's zones)."""
+    """Region -> the vCPUs of Compute Engine's CPUs quota the stack's system pools hold there (an N1 pool's), and
+    what holds them: each region's cluster (zonal: its pool in one zone) and a Standard manager (regional: its pool
+    in each of its region's zones)."""
     pools = [(v.region, v.cluster.system_machine_type, v.cluster.system_node_count,
               1 if _is_zone(v.cluster.location or v.zone) else gke.REGIONAL_NODE_ZONES, v.cluster.name)
              for v in spec.region_views()]
@@ -129,6 +136,8 @@ def cpu_needs(spec: Any) -> dict[str, tuple[int, list[str]]]:
                       m.name))
     out: dict[str, tuple[int, list[str]]] = {}
     for region, machine, nodes, zones, name in pools:
+        if not machine.startswith(CPUS_FAMILIES):
+            continue  # its family's own quota, not CPUS (above)
         vcpus = machines.MACHINES[machine].vcpus * nodes * zones
         total, what = out.get(region, (0, []))
         where = f" in each of {zones} zones" if zones > 1 else ""

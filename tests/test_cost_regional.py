@@ -22,13 +22,15 @@ NS = spec.PROJECT
 PRICE = 0.5  # USD per machine-hour, given through the spec so no table figure is assumed
 
 
-def _standard_manager(nodes: int) -> dict:
+def _standard_manager(nodes: int, machine: str = "n2-standard-8", region: str | None = None) -> dict:
     out = dict(engine.stack_config("multi"))
     manager = json.loads(out[f"{NS}:manager"])
-    manager.update(autopilot=False, systemMachineType="n2-standard-8", systemNodeCount=nodes)
+    manager.update(autopilot=False, systemMachineType=machine, systemNodeCount=nodes)
+    if region:  # the stack's us-east5 offers no N1 machine
+        manager["region"] = region
     out[f"{NS}:manager"] = json.dumps(manager)
     prices = json.loads(out.get(f"{NS}:prices", "{}"))
-    prices.setdefault("machines", {})["n2-standard-8"] = PRICE
+    prices.setdefault("machines", {})[machine] = PRICE
     out[f"{NS}:prices"] = json.dumps(prices)
     return out
 
@@ -56,14 +58,15 @@ def _with_cpu_quota(config: dict, region: str, cpus: int) -> tuple[dict, int]:
 
 
 def test_a_standard_managers_pool_counts_against_the_cpu_quota_in_each_zone():
-    """The declared CPUs quota of the manager's region holds its pool in each of three zones (8 vCPUs x nodes x 3),
+    """The declared CPUs quota of the manager's region holds its n1 pool in each of three zones (8 vCPUs x nodes x 3),
     beside the zonal system pool of a region cluster there (one zone): one vCPU less is refused, naming the key."""
     for nodes in (1, 2):
-        config = _standard_manager(nodes)
+        config = _standard_manager(nodes, "n1-standard-8", "us-east1")
         plain = spec.load("multi", config)
         region = plain.manager.region or plain.region
         zonal = sum(machines.MACHINES[v.cluster.system_machine_type].vcpus * v.cluster.system_node_count
-                    for v in plain.region_views() if v.region == region)
+                    for v in plain.region_views()
+                    if v.region == region and v.cluster.system_machine_type.startswith("n1-"))
         need = 8 * nodes * 3 + zonal
         spec.load("multi", _with_cpu_quota(config, region, need)[0])  # exactly enough: accepted
         short, at = _with_cpu_quota(config, region, need - 1)
@@ -72,3 +75,15 @@ def test_a_standard_managers_pool_counts_against_the_cpu_quota_in_each_zone():
         assert [p.key for p in refused.value.problems] == [f"{NS}:quota[{at}].cpus"], refused.value
         message = refused.value.problems[0].message
         assert f"need {need} vCPUs" in message and "in each of 3 zones" in message, message
+
+
+def test_a_pool_of_a_family_with_its_own_cpu_quota_is_not_counted_against_cpus():
+    """An n2 (or e2) pool draws on its family's quota (``N2_CPUS``, ``E2_CPUS``), not on ``CPUS``: a Standard
+    manager of n2-standard-8 nodes is not refused for the CPUs quota its region declares, however small."""
+    config = _standard_manager(2, "n2-standard-8")
+    plain = spec.load("multi", config)
+    region = plain.manager.region or plain.region
+    n1 = sum(machines.MACHINES[v.cluster.system_machine_type].vcpus * v.cluster.system_node_count
+             for v in plain.region_views() if v.region == region and v.cluster.system_machine_type.startswith("n1-"))
+    loaded = spec.load("multi", _with_cpu_quota(config, region, n1)[0])  # the n1 pools' vCPUs only: accepted
+    assert plain.manager.name not in "; ".join(quota.cpu_needs(loaded).get(region, (0, []))[1])
