@@ -90,6 +90,22 @@ def _option_types(slice_: Any) -> list[str]:
     return [getattr(c, "type", c) for c in items]
 
 
+def entries(spec: Any) -> dict[tuple[str, str], int]:
+    """(region, generation) -> the index of its entry in ``spec.quota``: the last one declaring chips. An entry
+    declaring only ``cpus`` (its generation left at the default) stands in only where none declares chips, so a
+    region's CPUs entry of its own does not hide its TPU entry."""
+    out: dict[tuple[str, str], int] = {}
+    for i, e in enumerate(spec.quota):
+        key = (e.region or spec.region, e.generation)
+        if key not in out or _declares_chips(e) or not _declares_chips(spec.quota[out[key]]):
+            out[key] = i
+    return out
+
+
+def _declares_chips(e: QuotaEntry) -> bool:
+    return any(v is not None for v in (e.on_demand, e.preemptible, e.reserved))
+
+
 def needs(spec: Any) -> list[Need]:
     """What every region's slices need of each quota type, in region, generation, type order; with the declared
     quota where there is one."""
@@ -101,9 +117,9 @@ def needs(spec: Any) -> list[Need]:
                 n = out.setdefault((view.region, gen, qtype), Need(view.region, gen, qtype))
                 n.chips += s.shape.chips
                 n.slices.append(s.name)
-    declared = {(e.region or spec.region, e.generation): e for e in spec.quota}
+    declared = entries(spec)
     for (region, gen, qtype), n in out.items():
-        e = declared.get((region, gen))
+        e = spec.quota[declared[region, gen]] if (region, gen) in declared else None
         if e is not None:
             n.declared = getattr(e, {"onDemand": "on_demand"}.get(qtype, qtype))
     return list(out.values())

@@ -87,3 +87,16 @@ def test_a_pool_of_a_family_with_its_own_cpu_quota_is_not_counted_against_cpus()
              for v in plain.region_views() if v.region == region and v.cluster.system_machine_type.startswith("n1-"))
     loaded = spec.load("multi", _with_cpu_quota(config, region, n1)[0])  # the n1 pools' vCPUs only: accepted
     assert plain.manager.name not in "; ".join(quota.cpu_needs(loaded).get(region, (0, []))[1])
+
+
+def test_an_entry_declaring_only_cpus_does_not_hide_the_regions_tpu_entry():
+    """``{region, cpus}`` as an entry of its own (as docs/quota.md shows it), beside the region's TPU entry: its
+    generation is the default one, yet the chips are checked against the entry that declares them."""
+    config = _standard_manager(1, "n1-standard-8", "us-east1")
+    with_tpu, _ = _with_cpu_quota(config, "us-east1", 10_000)
+    listed = json.loads(with_tpu[f"{NS}:quota"])
+    for e in listed:
+        e.pop("cpus", None)
+    for at in (0, len(listed)):  # before and after the TPU entries
+        entries = [*listed[:at], {"region": "us-east1", "cpus": 10_000}, *listed[at:]]
+        spec.load("multi", {**config, f"{NS}:quota": json.dumps(entries)})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..quota import DOC, LABEL, NS, cpu_needs, needs, slices_text
+from ..quota import DOC, LABEL, NS, cpu_needs, entries, needs, slices_text
 
 
 def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
@@ -17,7 +17,7 @@ def check(spec: Any, fail: Callable[[str, Any, str], None]) -> None:
     covers the chips its slices need (the slices named). Nothing without one (the preview warns instead)."""
     if not spec.quota:
         return
-    index = {(e.region or spec.region, e.generation): i for i, e in enumerate(spec.quota)}
+    index = entries(spec)
     seen: set[tuple[str, str]] = set()
     for n in needs(spec):
         i = index.get((n.region, n.generation))
