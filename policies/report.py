@@ -52,10 +52,15 @@ def policy_document(violations: Sequence[Violation]) -> dict[str, Any]:
     }
 
 
+def policy_json(violations: Sequence[Violation]) -> str:
+    """The policy report's text, as :func:`write_policy_json` writes it."""
+    return json.dumps(policy_document(violations), indent=2) + "\n"
+
+
 def write_policy_json(violations: Sequence[Violation], path: Path | str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(policy_document(violations), indent=2) + "\n")
+    path.write_text(policy_json(violations))
     return path
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     # The policy pack's rules on the same rendering; a mandatory violation fails the preview. What `pulumi up`
     # would refuse, the program's warnings and the violations print first, before the long plan.
     violations = policy_rules.evaluate(rendering, policy_config)
-    policies.write_policy_json(violations, own_file(out / policies.POLICY_FILE))
+    _write_own(out / policies.POLICY_FILE, policies.policy_json(violations))
     print(markdown(rendering, violations, costs) if args.format == "markdown" else plain(rendering, violations, costs))
     failed = any(v.mandatory for v in violations)
     print(
@@ -211,19 +213,28 @@ def _own_folder(path: Path) -> None:
     path.mkdir(exist_ok=True)
 
 
-def own_file(path: Path) -> Path:
-    """``path``, a file of the preview's own: a symlink there is removed first, so what is written next is not
-    written through it (its target is not the preview's: the preview's files are rewritten, never their links'
-    targets). Every file of the preview's goes through this: the manifests, ``resources.json``, ``outputs.json``,
-    ``cost.json`` and the policy report."""
-    if path.is_symlink():
-        path.unlink()
-    return path
-
-
 def _write_own(path: Path, text: str) -> None:
-    """``text`` as ``path``'s, overwriting a file in place (:func:`own_file`: never through a link)."""
-    own_file(path).write_text(text, encoding="utf-8")
+    """``text`` as ``path``'s, a file of the preview's own, overwriting a file in place; never written through a
+    symlink there (its target is not the preview's: the preview's files are rewritten, never their links' targets).
+    The open itself refuses a link (``O_NOFOLLOW``), so one made between a check and the write is not followed
+    either; a link found is removed and the open tried again. Every file of the preview's goes through this: the
+    manifests, ``resources.json``, ``outputs.json``, ``cost.json`` and the policy report."""
+    data = text.encode("utf-8")
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            path.unlink()  # the link, not its target
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return
+    raise OSError(errno.ELOOP, "a symbolic link keeps reappearing at a file of the preview's; not written", str(path))
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows makes no symlink in a checkout without privilege
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:

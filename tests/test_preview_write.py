@@ -141,3 +141,33 @@ def test_no_file_of_the_previews_is_written_through_a_symlink(tmp_path, capsys):
         assert not (out / name).is_symlink() and (out / name).read_text() == texts[name], name
     assert not (out / "manifests").is_symlink()
     assert sorted(p.relative_to(out) for p in (out / "manifests").rglob("*.yaml")) == manifests
+
+
+def test_a_link_made_between_the_check_and_the_write_is_not_followed(tmp_path, monkeypatch):
+    """The race a check-then-write leaves open: a link put back at the path right after the preview removed one (what
+    another process writing in the folder could do). The write refuses it at the open; the target, outside the
+    folder, is never written, and a link that keeps coming back is an error naming the file, not a write through."""
+    from pathlib import Path
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs\n")
+    path = tmp_path / "cost.json"
+    path.symlink_to(outside)
+    unlink = Path.unlink
+    relinked = []
+
+    def racing_unlink(self, missing_ok=False):
+        unlink(self, missing_ok=missing_ok)
+        if self == path and len(relinked) < 1:  # the attacker's move, once
+            relinked.append(self)
+            self.symlink_to(outside)
+
+    monkeypatch.setattr(Path, "unlink", racing_unlink)
+    cmd_preview._write_own(path, "ours\n")
+    assert outside.read_text() == "theirs\n", "written through a link made after the check"
+    assert not path.is_symlink() and path.read_text() == "ours\n"
+    relinked.clear()
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (unlink(self), self.symlink_to(outside)))
+    path.unlink()
+    with pytest.raises(OSError, match="keeps reappearing"):
+        cmd_preview._write_own(path, "ours\n")
+    assert outside.read_text() == "theirs\n"
