@@ -18,12 +18,19 @@ Run: ``uv run python benchmarks/preview.py [--pairs 7] [--xpk PATH | --install-x
 - ``--first``: one fresh process first, reported on its own (nothing of this benchmark imported yet).
 - ``--scale``: ``benchmarks/scale.py``'s run (three capacity options per slice), one process per size.
 - ``--repeat``: in process, the first render (paying the imports), then prod's and dev's renders again.
+- ``--profile N``: where prod's preview spends its CPU, in fresh processes: ``python -X importtime`` (the N
+  slowest top-level imports, cumulative, and the N slowest modules by their own time), then cProfile of the CLI in
+  process (self time by package or project folder, N rows). cProfile's overhead inflates many small calls (the
+  ``typing`` module's), so its shares rank; the side-by-side figures measure.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import pstats
+import re
 import resource
 import statistics
 import subprocess
@@ -167,9 +174,44 @@ def in_process(repeat: int) -> None:
     print(f"in process, peak RSS: {rss:.0f} MiB")
 
 
+CLI = "import sys; from slicectl.cli import main; sys.exit(main())"
+
+
+def profile(top: int, tmp: Path) -> None:
+    """Prod's preview profiled (see ``--profile`` above)."""
+    argv = ["preview", "--stack", "prod", "--out", str(tmp / "profile")]
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI, *argv], cwd=ROOT, capture_output=True,
+                          text=True)
+    rows = [(int(m[1]), int(m[2]), len(m[3]), m[4]) for m in
+            re.finditer(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$", proc.stderr, re.MULTILINE)]
+    total = sum(own for own, _, _, _ in rows)
+    print(f"imports (python -X importtime, load {load()}): {total / 1e3:.0f} ms in {len(rows)} modules")
+    tops = sorted(((cum, name) for _, cum, depth, name in rows if depth == 0), reverse=True)[:top]
+    print("  slowest top-level imports (cumulative): " + ", ".join(f"{n} {c / 1e3:.0f} ms" for c, n in tops))
+    owns = sorted(((own, name) for own, _, _, name in rows), reverse=True)[:top]
+    print("  slowest modules (own time): " + ", ".join(f"{n} {o / 1e3:.0f} ms" for o, n in owns))
+    stats = tmp / "preview.prof"
+    code = f"import cProfile, sys; from slicectl.cli import main; cProfile.run('main()', {str(stats)!r})"
+    subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, check=False)
+    by: collections.Counter[str] = collections.Counter()
+    for (path, _, name), (_, _, own, _, _) in pstats.Stats(str(stats)).stats.items():
+        if "site-packages/" in path:
+            key = path.split("site-packages/")[1].split("/")[0].removesuffix(".py")
+        elif path.startswith(str(ROOT)):
+            key = "ours: " + Path(path).relative_to(ROOT).parts[0]
+        elif path == "~":
+            key = "builtin " + name.strip("<>").removeprefix("built-in method ").split(" of ")[0]
+        else:
+            key = "stdlib " + Path(path).stem.strip("<>")
+        by[key] += own
+    whole = sum(by.values())
+    print(f"cProfile of the CLI in process, own time by package ({whole:.2f} s under the profiler): "
+          + ", ".join(f"{k} {v / whole:.0%}" for k, v in by.most_common(top)))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=7, help="side-by-side pairs per size (default: 7)")
+    p.add_argument("--pairs", type=int, default=7, help="side-by-side pairs per size (default: 7; 0: none)")
     p.add_argument("--slices", type=int, default=1024, help="the large plan's slices (default: 1024; 0: none)")
     p.add_argument("--xpk", default=os.environ.get("XPK"),
                    help=f"an xpk {XPK_VERSION} executable (default: $XPK, else build/xpk-venv/bin/xpk)")
@@ -177,6 +219,8 @@ def main() -> None:
     p.add_argument("--first", action="store_true", help="one fresh process first, reported apart")
     p.add_argument("--scale", default="", help="benchmarks/scale.py's slice counts, e.g. 2,64,1024 (default: none)")
     p.add_argument("--repeat", type=int, default=0, help="in-process renders per stack (default: 0, none)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="profile prod's preview (imports, cProfile), N rows each (default: 0, none)")
     args = p.parse_args()
     xpk = install_xpk() if args.install_xpk and not args.xpk else None
     xpk = find_xpk(str(xpk) if xpk else args.xpk)
@@ -187,7 +231,10 @@ def main() -> None:
         if args.first:
             wall, cpu = whole_process("prod", Path(tmp) / "first")
             print(f"whole process, first run: slicectl preview --stack prod: {wall:.2f} s wall, {cpu:.2f} s CPU")
-        side_by_side(xpk, args.pairs, args.slices, Path(tmp))
+        if args.profile:
+            profile(args.profile, Path(tmp))
+        if args.pairs:
+            side_by_side(xpk, args.pairs, args.slices, Path(tmp))
         if args.scale:
             scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
     if args.repeat:

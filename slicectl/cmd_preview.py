@@ -120,56 +120,87 @@ def yaml_text(doc: dict) -> str:
     (0.05 s of prod's 0.07). Its line folding of long strings differs from the pure-Python emitter's; the
     documents read back the same (``tests/test_preview_write.py``).
 
-    The text of ``yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)``, the nodes built
-    by :func:`_yaml_node` instead of the representer's generic dispatch (its alias bookkeeping and type lookups
-    per value: a third of the write; ``tests/test_preview_write.py`` compares the two on every manifest). A
-    document holding one dict or list twice (which the representer writes as an anchor and an alias) takes
-    ``yaml.dump`` itself."""
+    The text of ``yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)``: the events that
+    libyaml's serializer would make of the representer's nodes are handed to its emitter directly (:func:`_emit`).
+    The serializer builds no node here and calls back into Python's resolver twice per scalar and once per
+    collection to learn whether a tag may be left implicit (two thirds of prod's 2 MB of manifests are Kueue's
+    CRDs: 66,000 such calls); :func:`_plain_ok` answers that from the resolver's own table.
+    ``tests/test_preview_write.py`` compares the two on every manifest. A document holding one dict or list twice
+    (which the representer writes as an anchor and an alias) takes ``yaml.dump`` itself."""
     stream = io.StringIO()
     dumper = yaml.CSafeDumper(stream, default_flow_style=False, sort_keys=False, allow_unicode=False)
     try:
         try:
-            node = _yaml_node(doc, dumper, set())
+            emit = dumper.emit
+            emit(yaml.StreamStartEvent())
+            emit(yaml.DocumentStartEvent(explicit=False))
+            _emit(doc, dumper, emit, set())
+            emit(yaml.DocumentEndEvent(explicit=False))
+            emit(yaml.StreamEndEvent())
         except _Shared:
             return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=False)
-        dumper.open()
-        dumper.serialize(node)
-        dumper.close()
         return stream.getvalue()
     finally:
         dumper.dispose()
 
 
 _STR, _MAP, _SEQ, _INT, _BOOL, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq", "int", "bool", "null"))
+# The serializer's answer for an ``int``/``bool``/``null`` node of the representer's canonical text: plain, tag
+# implicit (the resolver reads it back as that tag); quoted, explicit (a quoted scalar resolves to ``str``).
+_TYPED = (True, False)
+_RESOLVERS = yaml.CSafeDumper.yaml_implicit_resolvers  # first character -> [(tag, pattern)]; None: any character
 
 
 class _Shared(Exception):
     """A dict or list met twice in one document."""
 
 
-def _yaml_node(value: object, dumper: yaml.CSafeDumper, seen: set[int]) -> yaml.Node:
-    """The node ``SafeRepresenter`` makes of ``value`` with ``default_flow_style=False``: block collections, plain
-    scalar style; any other type through the representer itself."""
+def _plain_ok(value: str, dumper: yaml.CSafeDumper) -> bool:
+    """Whether a plain ``value`` reads back as a string (the serializer's ``resolve(ScalarNode, value, (True,
+    False)) == str``): only a string whose first character starts one of the resolver's implicit patterns (a
+    digit, ``~``, ``y``/``n``/``t``/``f``/``o``, ...), or the empty string, needs the resolver itself."""
+    if None in _RESOLVERS or not value or value[0] in _RESOLVERS:
+        return dumper.resolve(yaml.ScalarNode, value, (True, False)) == _STR
+    return True
+
+
+def _emit(value: object, dumper: yaml.CSafeDumper, emit, seen: set[int]) -> None:
+    """The events libyaml's serializer emits for the node ``SafeRepresenter`` makes of ``value`` with
+    ``default_flow_style=False`` (``_yaml.pyx`` ``CEmitter._serialize_node``): block collections with implicit
+    tags, plain scalar style, each scalar's (plain, quoted) implicit flags as the resolver gives them; a float
+    through the representer itself; any other type (tuples, sets, objects) raises :class:`_Shared`, for
+    ``yaml.dump`` to write the whole document."""
     kind = type(value)
     if kind is str:
-        return yaml.ScalarNode(_STR, value)
-    if kind is dict or kind is list:
+        emit(yaml.ScalarEvent(None, _STR, (_plain_ok(value, dumper), True), value))
+    elif kind is dict or kind is list:
         if id(value) in seen:
             raise _Shared
         seen.add(id(value))
         if kind is dict:
-            return yaml.MappingNode(_MAP, [(_yaml_node(k, dumper, seen), _yaml_node(v, dumper, seen))
-                                           for k, v in value.items()], flow_style=False)
-        return yaml.SequenceNode(_SEQ, [_yaml_node(v, dumper, seen) for v in value], flow_style=False)
-    if kind is bool:
-        return yaml.ScalarNode(_BOOL, "true" if value else "false")
-    if kind is int:
-        return yaml.ScalarNode(_INT, str(value))
-    if value is None:
-        return yaml.ScalarNode(_NULL, "null")
-    if kind is float:
-        return dumper.represent_data(value)  # SafeRepresenter's own (.inf, .nan, 1.0e-05)
-    raise _Shared  # tuples, sets, objects: left to yaml.dump whole
+            emit(yaml.MappingStartEvent(None, _MAP, True, flow_style=False))
+            for k, v in value.items():
+                _emit(k, dumper, emit, seen)
+                _emit(v, dumper, emit, seen)
+            emit(yaml.MappingEndEvent())
+        else:
+            emit(yaml.SequenceStartEvent(None, _SEQ, True, flow_style=False))
+            for v in value:
+                _emit(v, dumper, emit, seen)
+            emit(yaml.SequenceEndEvent())
+    elif kind is bool:
+        emit(yaml.ScalarEvent(None, _BOOL, _TYPED, "true" if value else "false"))
+    elif kind is int:
+        emit(yaml.ScalarEvent(None, _INT, _TYPED, str(value)))
+    elif value is None:
+        emit(yaml.ScalarEvent(None, _NULL, _TYPED, "null"))
+    elif kind is float:
+        node = dumper.represent_data(value)  # SafeRepresenter's own text (.inf, .nan, 1.0e-05)
+        implicit = (dumper.resolve(yaml.ScalarNode, node.value, (True, False)) == node.tag,
+                    dumper.resolve(yaml.ScalarNode, node.value, (False, True)) == node.tag)
+        emit(yaml.ScalarEvent(None, node.tag, implicit, node.value, style=node.style))
+    else:
+        raise _Shared
 
 
 def write(rendering: engine.Rendering, out: Path, costs: dict | None = None) -> None:
@@ -218,17 +249,26 @@ def _write_own(path: Path, text: str) -> None:
     symlink there (its target is not the preview's: the preview's files are rewritten, never their links' targets).
     The open itself refuses a link (``O_NOFOLLOW``), so one made between a check and the write is not followed
     either; a link found is removed and the open tried again. Every file of the preview's goes through this: the
-    manifests, ``resources.json``, ``outputs.json``, ``cost.json`` and the policy report."""
+    manifests, ``resources.json``, ``outputs.json``, ``cost.json`` and the policy report.
+
+    A file that already holds the text is left as it is, read through the same descriptor: reading and comparing
+    costs a few milliseconds for all of prod's 2 MB, where truncating and rewriting a file makes ext4 flush it on
+    close (its ``auto_da_alloc``), a second of wall time on a busy disk for a preview that changed nothing; the
+    file's time stays that of its last change."""
     data = text.encode("utf-8")
     for _ in range(3):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
         except OSError as e:
             if e.errno != errno.ELOOP:
                 raise
             path.unlink()  # the link, not its target
             continue
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "r+b") as f:
+            if f.read(len(data) + 1) == data:
+                return
+            f.seek(0)
+            f.truncate()
             f.write(data)
         return
     raise OSError(errno.ELOOP, "a symbolic link keeps reappearing at a file of the preview's; not written", str(path))

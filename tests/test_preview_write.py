@@ -171,3 +171,24 @@ def test_a_link_made_between_the_check_and_the_write_is_not_followed(tmp_path, m
     with pytest.raises(OSError, match="keeps reappearing"):
         cmd_preview._write_own(path, "ours\n")
     assert outside.read_text() == "theirs\n"
+
+
+def test_a_manifest_already_holding_its_text_is_left_untouched_and_a_changed_one_rewritten(tmp_path):
+    """A preview that changes nothing rewrites no manifest (truncating a file makes ext4 flush it on close): each
+    file keeps its inode and its time; one edited since (same length, other text) is written again."""
+    import os
+
+    rendering = rendered("dev")
+    cmd_preview.write(rendering, tmp_path)
+    files = sorted((tmp_path / "manifests").rglob("*.yaml"))
+    old = 1_000_000_000_000_000_000  # 2001, in nanoseconds
+    for f in files:
+        os.utime(f, ns=(old, old))
+    text = files[0].read_bytes()
+    files[0].write_bytes(text.replace(b"a", b"b"))  # same length: only the content tells
+    os.utime(files[0], ns=(old, old))
+    inodes = [f.stat().st_ino for f in files]
+    cmd_preview.write(rendering, tmp_path)
+    assert files[0].read_bytes() == text and files[0].stat().st_mtime_ns != old
+    assert [f.stat().st_mtime_ns for f in files[1:]] == [old] * (len(files) - 1)
+    assert [f.stat().st_ino for f in files] == inodes
