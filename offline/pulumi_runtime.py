@@ -56,12 +56,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi.resource as sdk_resource
 import pulumi.runtime
 from google.protobuf import struct_pb2
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2, source_pb2
+
+from offline import registration
 
 _ABSENT = object()
 # Fields of ``pulumirpc.RegisterResourceRequest`` the engine reads.
@@ -145,18 +148,24 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterStackInvokeTransform(request)
 
     def _register(self, request) -> tuple[Answer, dict[str, Any], bool]:
-        """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back.
+        """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back
+        (:meth:`_answer`)."""
+        inputs, plain = deserialize_properties(request.object)
+        return self._answer(request.type, request.name, request.parent, request.custom or False, request.provider,
+                            request.importId, inputs), inputs, plain
+
+    def _answer(self, type_: str, name: str, parent: str, custom: bool, provider: str, import_id: str,
+                inputs: dict[str, Any]) -> Answer:
+        """What ``MockMonitor.RegisterResource`` answers (``pulumi/runtime/mocks.py:308-334``).
 
         The answer is the request's own properties with what the mocks changed: the same values
         ``MockMonitor`` would serialize back for the SDK to deserialize (the mocks return plain data and
         never change an input in place), handed over deserialized (:class:`Answer`). Only what the mocks
         changed takes the round trip, so it reads back exactly as through a Struct.
         """
-        urn = self.make_urn(request.parent, request.type, request.name)
-        inputs, plain = deserialize_properties(request.object)
+        urn = self.make_urn(parent, type_, name)
         id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
-            typ=request.type, name=request.name, inputs=dict(inputs), provider=request.provider,
-            resource_id=request.importId, custom=request.custom or False))
+            typ=type_, name=name, inputs=dict(inputs), provider=provider, resource_id=import_id, custom=custom))
         changed = {k: v for k, v in state.items() if inputs.get(k, _ABSENT) != v}
         outputs = {k: v for k, v in state.items() if k not in changed}
         if changed:
@@ -164,7 +173,20 @@ class RecordingMonitor(MockMonitor):
             struct.update(changed)
             outputs.update(rpc.deserialize_properties(struct))
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, id_, state)
-        return Answer(urn=urn, id=id_ or "", object=outputs), inputs, plain
+        return Answer(urn=urn, id=id_ or "", object=outputs)
+
+    def answer(self, *, type_: str, name: str, parent: str, custom: bool, provider: str, inputs: dict[str, Any],
+               plain: bool, protect: bool, retain_on_delete: bool, dependencies: tuple[str, ...],
+               ignore_changes: tuple[str, ...], replace_on_changes: tuple[str, ...]) -> Answer:
+        """A registration made by the engine itself (``offline/registration.py``): answered as :meth:`_register`
+        answers the request it stands for, and recorded as :meth:`RegisterResource` records that request."""
+        response = self._answer(type_, name, parent, custom, provider, "", inputs)
+        self._on_register(Registration(
+            urn=response.urn, type=type_, name=name, parent=parent or None, custom=custom, inputs=inputs,
+            provider=provider or None, protect=protect, retain_on_delete=retain_on_delete,
+            dependencies=dependencies, ignore_changes=ignore_changes, replace_on_changes=replace_on_changes,
+            plain=plain))
+        return response
 
 
 class _Special(Exception):
@@ -346,12 +368,14 @@ def _lean(shortcuts: bool = True):
     executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
     rpc.serialize_property = _serialize_property
+    sdk_resource.register_resource = registration.register_resource
     executor.inline = True
     gc.disable()
     try:
         yield
     finally:
         executor.inline = False
+        sdk_resource.register_resource = registration.SDK_REGISTER
         rpc.serialize_property = _SERIALIZE_PROPERTY
         runtime_resource._get_stack_trace = stack_trace
         if collecting:
