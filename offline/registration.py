@@ -7,9 +7,10 @@ While a program runs with the shortcuts, the engine puts :func:`register_resourc
 whose options it handles (:func:`_handled`) it does what the SDK's does (``pulumi/runtime/resource.py:1115-1426``),
 in the same order and with the SDK's own helpers:
 
-- the URN and id outputs and the per-property outputs, made and resolved by the SDK's own ``resource_output``
-  (``runtime/resource.py:556``), ``rpc.transfer_properties`` (``rpc.py:1187``) and ``rpc.resolve_outputs``
-  (``rpc.py:1480``, with the state deserialized, as :class:`offline.pulumi_runtime.Answer` hands it);
+- the URN and id outputs, made by the SDK's own ``resource_output`` (``runtime/resource.py:556``); an output per
+  property (:func:`transfer_properties`, one future each where the SDK's ``rpc.transfer_properties`` makes four
+  and a task), resolved by the SDK's own ``rpc.resolve_outputs`` (``rpc.py:1480``, with the state deserialized,
+  as :class:`offline.pulumi_runtime.Answer` hands it);
 - one coroutine per resource under the SDK's RPC manager (``_get_rpc_manager().do_rpc("register resource", ...)``,
   ``runtime/resource.py:1426``), failing each output with the exception and re-raising it as the SDK does
   (``runtime/resource.py:1361-1369`` and ``1415-1424``), with ``prepare_resource``'s wrapping of a ``ValueError`` or
@@ -38,12 +39,14 @@ path, every registration through ``MockMonitor.RegisterResource``, by ``tests/te
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import abc
 from typing import Any, get_args, get_origin
 
 import pulumi
 from google.protobuf import struct_pb2
 from pulumi import _types
+from pulumi.output import _OutputData
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc, settings
 from pulumi.runtime._depends_on import _resolve_depends_on_urns
@@ -98,7 +101,7 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
     resolve_id = None
     if custom:
         resolve_id, res.__dict__["id"] = runtime_resource.resource_output(res)
-    resolvers = rpc.transfer_properties(res, props, custom)
+    resolvers = transfer_properties(res, props, custom)
 
     async def do_register() -> None:
         try:
@@ -144,6 +147,31 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             raise
 
     asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
+
+
+def transfer_properties(res, props, custom: bool) -> dict[str, Any]:
+    """``rpc.transfer_properties`` (rpc.py:1187-1247): an output on ``res`` for each property, resolved later by
+    its resolver ``(value, is_known, is_secret, deps, failed)``, but one future per property where the SDK makes
+    four and a task that gathers them (``Output.__init__``, output.py:139-156). The SDK's task builds the
+    ``_OutputData`` from the four; here the resolver builds it, from the same values: the dependencies and the
+    resource itself, the value, known and secret, or the resolver's exception (rpc.py:1204-1226)."""
+    resolvers: dict[str, Any] = {}
+    for name in props:
+        if name == "urn" or (name == "id" and custom):
+            continue  # rpc.py:1195-1197: handled apart
+        data: asyncio.Future = asyncio.Future()
+        resolvers[name] = functools.partial(_resolve, res, data)
+        res.__dict__[name] = pulumi.Output._from_data(data)
+    return resolvers
+
+
+def _resolve(res, data: asyncio.Future, value, is_known: bool, is_secret: bool, deps, failed) -> None:
+    if failed is not None:
+        data.set_exception(failed)
+        return
+    resources = set(deps) if deps else set()
+    resources.add(res)
+    data.set_result(_OutputData(resources=resources, value=value, is_known=is_known, is_secret=is_secret))
 
 
 async def _prepare(res, ty, custom, props, opts, typ):
