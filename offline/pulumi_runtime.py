@@ -167,11 +167,12 @@ class RecordingMonitor(MockMonitor):
         id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
             typ=type_, name=name, inputs=dict(inputs), provider=provider, resource_id=import_id, custom=custom))
         changed = {k: v for k, v in state.items() if inputs.get(k, _ABSENT) != v}
-        outputs = {k: v for k, v in state.items() if k not in changed}
+        # What came back unchanged is read as through the response's Struct (a dict's keys in its order).
+        outputs = {k: _struct_ordered(v) for k, v in state.items() if k not in changed}
         if changed:
             struct = struct_pb2.Struct()
             struct.update(changed)
-            outputs.update(rpc.deserialize_properties(struct))
+            outputs.update(rpc.deserialize_properties(resource_pb2.RegisterResourceResponse(object=struct).object))
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, id_, state)
         return Answer(urn=urn, id=id_ or "", object=outputs)
 
@@ -187,6 +188,17 @@ class RecordingMonitor(MockMonitor):
             dependencies=dependencies, ignore_changes=ignore_changes, replace_on_changes=replace_on_changes,
             plain=plain))
         return response
+
+
+def _struct_ordered(value: Any) -> Any:
+    """Plain data as it reads back from a Struct copied into a message: each dict in
+    :func:`offline.registration.struct_order` (new objects only where an order changes)."""
+    if type(value) is dict:
+        items = {k: _struct_ordered(v) for k, v in value.items()}
+        return registration.ordered(items)
+    if type(value) is list:
+        return [_struct_ordered(v) for v in value]
+    return value
 
 
 class _Special(Exception):
@@ -365,6 +377,7 @@ def _lean(shortcuts: bool = True):
         yield
         return
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
+    register = sdk_resource.register_resource
     executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
     rpc.serialize_property = _serialize_property
@@ -375,7 +388,7 @@ def _lean(shortcuts: bool = True):
         yield
     finally:
         executor.inline = False
-        sdk_resource.register_resource = registration.SDK_REGISTER
+        sdk_resource.register_resource = register
         rpc.serialize_property = _SERIALIZE_PROPERTY
         runtime_resource._get_stack_trace = stack_trace
         if collecting:

@@ -221,6 +221,31 @@ async def _inputs(res, props, typ) -> tuple[dict[str, Any], dict[str, list], boo
     return rpc.deserialize_properties(struct), property_deps, False  # as MockMonitor reads it (mocks.py:317)
 
 
+_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def struct_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The order a dict with ``keys`` (in this order) reads back in after the SDK's path: written into a Struct
+    (``rpc.serialize_properties``, ``struct[k] = v``; a nested dict by ``Struct.update``), copied into the
+    request or response message, read by ``rpc.deserialize_properties``. Protobuf's map (upb's hash table)
+    does not keep insertion order, and a manifest is written in its object's order; found once per key
+    sequence by protobuf itself."""
+    order = _ORDERS.get(keys)
+    if order is None:
+        struct = struct_pb2.Struct()
+        struct.update({"k": dict.fromkeys(keys)})
+        copied = resource_pb2.RegisterResourceRequest(object=struct).object
+        order = _ORDERS[keys] = tuple(copied.fields["k"].struct_value.fields)
+    return order
+
+
+def ordered(value: dict) -> dict:
+    """``value`` in :func:`struct_order`: the same object if that is its order already."""
+    keys = tuple(value)
+    order = struct_order(keys)
+    return value if order == keys else {k: value[k] for k in order}
+
+
 def _serialize_top(res, props, translate, typ):
     # rpc.py:214-254
     if translate is not None and getattr(translate, "__func__", None) is not _IDENTITY:
@@ -242,7 +267,7 @@ def _serialize_top(res, props, translate, typ):
                 raise _Fallback
             out[key] = value
             property_deps[key] = deps
-    return out, property_deps
+    return ordered(out), property_deps
 
 
 def _no_type(_key):
@@ -331,7 +356,7 @@ def _serialize(value: Any, deps: list, typ) -> Any:
             serialized = _serialize(v, deps, _unwrap(types.get(k)))
             if serialized is not None:  # a Struct's null, dropped when read back
                 out[k] = serialized
-        return out
+        return ordered(out)
     raise _Fallback  # a subclass, a resource, an asset, an unknown, an awaitable, ...
 
 
@@ -360,4 +385,4 @@ def _serialize_dict(value: dict, deps: list, typ) -> dict:
         serialized = _serialize(value[k], deps, _unwrap(get_type(key)))
         if serialized is not None:
             out[key] = serialized
-    return out
+    return ordered(out)
