@@ -3,7 +3,7 @@
 The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
 ``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
 public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
-``RegisterResource`` request) and ``logger=``. Beyond that public path it takes five shortcuts, each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes six shortcuts, each
 on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
 by a test:
 
