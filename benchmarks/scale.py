@@ -1,6 +1,7 @@
 """Benchmark: what one more slice costs the whole ``slicectl preview`` process.
 
-Run: ``uv run python benchmarks/scale.py [--slices 2,64,256,1024] [--runs 3] [--on-demand-only] [--compare DIR]``.
+Run: ``uv run python benchmarks/scale.py [--slices 2,64,256,1024] [--runs 3] [--on-demand-only] [--compare DIR]
+[--xpk build/xpk-venv/bin/xpk]``.
 Prints figures; asserts nothing.
 
 The stack is prod with ``n`` copies of its first slice (``v6e-16-<i>``), each with three capacity options
@@ -103,23 +104,46 @@ def compiled(checkout: Path) -> None:
     compileall.compile_file(checkout / "__main__.py", quiet=1)
 
 
+def xpk_process(xpk: Path, slices: int, stack: str = "prod") -> tuple[float, float]:
+    """Wall and CPU seconds of xpk's ``cluster create --dry-run`` of ``slices`` slices of ``stack``'s first slice's
+    TPU type (its project, zone and cluster; ``--project-number`` so xpk asks gcloud nothing), as
+    ``benchmarks/preview.py`` runs it (whose ``--install-xpk`` makes ``build/xpk-venv``)."""
+    from stackspec import spec as stack_spec
+
+    spec = stack_spec.load_stack(stack)
+    shape = spec.slices[0].shape
+    command = [str(xpk), "cluster", "create", "--dry-run", "--cluster", spec.cluster.name, "--tpu-type",
+               f"{shape.generation.name}-{shape.chips}", "--num-slices", str(slices), "--project", spec.project,
+               "--project-number", "123456789012", "--zone", spec.zone, "--on-demand"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(command)} exited {os.waitstatus_to_exitcode(status)}:\n{proc.stderr.read()[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
 def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = ROOT,
-        compare: Path | None = None) -> list[tuple]:
+        compare: Path | None = None, xpk: Path | None = None) -> list[tuple]:
     """For each slice count: (slices, resources, median wall s, median CPU s, peak RSS MiB); printed as they come.
 
     ``compare``: another checkout, run alternately with ``root`` (this run, that run, ...), so both meet the
-    same machine; its figures print on a line of their own with the ratio of the medians."""
+    same machine; its figures print on a line of their own with the ratio of the medians. ``xpk``: an xpk executable,
+    its dry run of the same number of slices run after each of ours (CPU and wall ratios of the medians)."""
     rows = []
     for checkout in filter(None, (root, compare)):
         compiled(checkout)
     for n in counts:
         stacks_dir = scaled_stack(n, tmp / f"stacks-{n}", fallbacks=fallbacks).parent
         out = tmp / f"out-{n}"
-        figures, other = [], []
+        figures, other, theirs = [], [], []
         for _ in range(runs):
             figures.append(preview_process(root, stacks_dir, out))
             if compare is not None:
                 other.append(preview_process(compare, stacks_dir, tmp / f"out-{n}-compare"))
+            if xpk is not None:
+                theirs.append(xpk_process(xpk, n))
         if other:
             wall, cpu = statistics.median(f[0] for f in other), statistics.median(f[1] for f in other)
             ratio = wall / statistics.median(f[0] for f in figures)
@@ -136,6 +160,10 @@ def run(counts: list[int], runs: int, fallbacks: bool, tmp: Path, root: Path = R
         print(f"scale, {n:5d} slices ({n * (3 if fallbacks else 1):5d} TPU node pools): {resources:5d} resources, "
               f"whole process median of {runs}: {wall:.2f} s wall, {cpu:.2f} s CPU, "
               f"{wall / resources * 1000:.2f} ms per resource{marginal}; peak RSS {rss:.0f} MiB", flush=True)
+        if theirs:
+            xwall, xcpu = statistics.median(f[0] for f in theirs), statistics.median(f[1] for f in theirs)
+            print(f"xpk,   {n:5d} slices, dry run median of {runs}: {xwall:.2f} s wall, {xcpu:.2f} s CPU; ours / xpk: "
+                  f"wall {wall / xwall:.2f}, CPU {cpu / xcpu:.2f} (load {os.getloadavg()[0]:.1f})", flush=True)
     return rows
 
 
@@ -148,12 +176,15 @@ def main() -> None:
                    help="the checkout whose slicectl runs (default: this one)")
     p.add_argument("--compare", type=Path, default=None,
                    help="another checkout (say a worktree of an older commit), its runs alternated with --root's")
+    p.add_argument("--xpk", type=Path, default=None,
+                   help="an xpk executable (benchmarks/preview.py --install-xpk makes build/xpk-venv/bin/xpk): its dry "
+                        "run of each size beside ours")
     args = p.parse_args()
     print(f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}, "
           f"a fixed 2,000,000-step Python loop {machine_speed():.0f} ms; {args.root}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         run([int(n) for n in args.slices.split(",") if n], args.runs, not args.on_demand_only, Path(tmp),
-            args.root.resolve(), args.compare.resolve() if args.compare else None)
+            args.root.resolve(), args.compare.resolve() if args.compare else None, args.xpk)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The engine runs the program the way Pulumi's unit-testing guide does (``pulumi.runtime.set_mocks`` with
 ``Mocks``, ``pulumi.runtime.test``), on a fresh default asyncio event loop, with two of ``set_mocks``'
 public parameters: ``monitor=`` (a :class:`RecordingMonitor`, a ``MockMonitor`` subclass that sees each
-``RegisterResource`` request) and ``logger=``. Beyond that public path it takes five shortcuts, each
+``RegisterResource`` request) and ``logger=``. Beyond that public path it takes six shortcuts, each
 on only while a program runs (``shortcuts=True``, the default) and each compared with the SDK's own path
 by a test:
 
@@ -28,14 +28,18 @@ by a test:
 - **no cyclic garbage collection** (``gc.disable``): the SDK's futures and outputs live until the program ends,
   and each full collection walks them all.
 
-- **registrations on the loop's thread**: the SDK hands each monitor call to the loop's default executor; the
-  engine's executor (:class:`_InlineFirst`, a ``ThreadPoolExecutor``) runs a call that needs nothing of the loop
-  (its own ``RegisterResource`` answer) at once on the loop's thread, and every call that waits on the loop
-  (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``) on a thread of the pool, as under
-  ``pulumi up`` (an executor running every call inline made each ``Invoke`` nest a pump of the loop: about 300
-  invokes raised ``RecursionError``). Checked: ``tests/test_engine_adapter.py`` (which thread each call ran on).
+- **monitor calls on the loop's thread**: the SDK hands each monitor call to the loop's default executor; the
+  engine's executor (:class:`_InlineFirst`, a ``ThreadPoolExecutor``) runs it at once on the loop's thread, and the
+  part that waits on an event loop (``MockMonitor.Invoke``, ``ReadResource``, ``RegisterResource``) on a thread of
+  the pool (:func:`_off_the_loop`), as under ``pulumi up`` (an executor running every call inline made each
+  ``Invoke`` nest a pump of the loop: about 300 invokes raised ``RecursionError``), with no exception raised
+  through the SDK's ``except grpc.RpcError``. Checked: ``tests/test_engine_adapter.py`` (which thread each call
+  ran on);
+- **the engine's own registration** of the program's resources (``offline/registration.py``: one coroutine per
+  resource, no request message, no Struct round trip, one future per property output), checked by
+  ``tests/test_engine_registration.py`` and ``tests/test_engine_differential.py``.
 
-Nothing else of the SDK is replaced: the SDK's type analysis and per-output bookkeeping are its own.
+Nothing else of the SDK is replaced: the SDK's type analysis and output translation are its own.
 ``shortcuts=False`` is the SDK's plain path, the differential test's reference.
 
 The engine is process-global and not re-entrant: ``set_mocks`` and the SDK's settings are globals, the
@@ -47,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import gc
 import logging
 import threading
@@ -56,12 +61,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi.resource as sdk_resource
 import pulumi.runtime
 from google.protobuf import struct_pb2
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2, source_pb2
+
+from offline import registration
 
 _ABSENT = object()
 # Fields of ``pulumirpc.RegisterResourceRequest`` the engine reads.
@@ -103,8 +111,8 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         if not self.shortcuts or request.type == "pulumi:pulumi:Stack" or request.transforms:
-            _off_the_loop()  # MockMonitor's path waits on the event loop: a thread of the pool
-            response = super().RegisterResource(request)
+            # MockMonitor's path waits on an event loop: a thread of the pool.
+            response = _off_the_loop(super().RegisterResource, request)
             inputs, plain = rpc.deserialize_properties(request.object), False
         else:
             response, inputs, plain = self._register(request)
@@ -129,42 +137,69 @@ class RecordingMonitor(MockMonitor):
 
     # MockMonitor's calls that wait on the event loop (``_sync_await``) or hand back callbacks: never inline.
     def Invoke(self, request):  # noqa: N802
-        _off_the_loop()
-        return super().Invoke(request)
+        return _off_the_loop(super().Invoke, request)
 
     def ReadResource(self, request):  # noqa: N802
-        _off_the_loop()
-        return super().ReadResource(request)
+        return _off_the_loop(super().ReadResource, request)
 
     def RegisterStackTransform(self, request):  # noqa: N802
-        _off_the_loop()
-        return super().RegisterStackTransform(request)
+        return _off_the_loop(super().RegisterStackTransform, request)
 
     def RegisterStackInvokeTransform(self, request):  # noqa: N802
-        _off_the_loop()
-        return super().RegisterStackInvokeTransform(request)
+        return _off_the_loop(super().RegisterStackInvokeTransform, request)
 
     def _register(self, request) -> tuple[Answer, dict[str, Any], bool]:
-        """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back.
+        """``MockMonitor.RegisterResource`` with one deserialization, no event loop and no Struct back
+        (:meth:`_answer`)."""
+        inputs, plain = deserialize_properties(request.object)
+        return self._answer(request.type, request.name, request.parent, request.custom or False, request.provider,
+                            request.importId, inputs), inputs, plain
+
+    def _answer(self, type_: str, name: str, parent: str, custom: bool, provider: str, import_id: str,
+                inputs: dict[str, Any]) -> Answer:
+        """What ``MockMonitor.RegisterResource`` answers (``pulumi/runtime/mocks.py:308-334``).
 
         The answer is the request's own properties with what the mocks changed: the same values
         ``MockMonitor`` would serialize back for the SDK to deserialize (the mocks return plain data and
         never change an input in place), handed over deserialized (:class:`Answer`). Only what the mocks
         changed takes the round trip, so it reads back exactly as through a Struct.
         """
-        urn = self.make_urn(request.parent, request.type, request.name)
-        inputs, plain = deserialize_properties(request.object)
+        urn = self.make_urn(parent, type_, name)
         id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
-            typ=request.type, name=request.name, inputs=dict(inputs), provider=request.provider,
-            resource_id=request.importId, custom=request.custom or False))
+            typ=type_, name=name, inputs=dict(inputs), provider=provider, resource_id=import_id, custom=custom))
         changed = {k: v for k, v in state.items() if inputs.get(k, _ABSENT) != v}
-        outputs = {k: v for k, v in state.items() if k not in changed}
+        # What came back unchanged is read as through the response's Struct (a dict's keys in its order).
+        outputs = {k: _struct_ordered(v) for k, v in state.items() if k not in changed}
         if changed:
             struct = struct_pb2.Struct()
             struct.update(changed)
-            outputs.update(rpc.deserialize_properties(struct))
+            outputs.update(rpc.deserialize_properties(resource_pb2.RegisterResourceResponse(object=struct).object))
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, id_, state)
-        return Answer(urn=urn, id=id_ or "", object=outputs), inputs, plain
+        return Answer(urn=urn, id=id_ or "", object=outputs)
+
+    def answer(self, *, type_: str, name: str, parent: str, custom: bool, provider: str, inputs: dict[str, Any],
+               plain: bool, protect: bool, retain_on_delete: bool, dependencies: tuple[str, ...],
+               ignore_changes: tuple[str, ...], replace_on_changes: tuple[str, ...]) -> Answer:
+        """A registration made by the engine itself (``offline/registration.py``): answered as :meth:`_register`
+        answers the request it stands for, and recorded as :meth:`RegisterResource` records that request."""
+        response = self._answer(type_, name, parent, custom, provider, "", inputs)
+        self._on_register(Registration(
+            urn=response.urn, type=type_, name=name, parent=parent or None, custom=custom, inputs=inputs,
+            provider=provider or None, protect=protect, retain_on_delete=retain_on_delete,
+            dependencies=dependencies, ignore_changes=ignore_changes, replace_on_changes=replace_on_changes,
+            plain=plain))
+        return response
+
+
+def _struct_ordered(value: Any) -> Any:
+    """Plain data as it reads back from a Struct copied into a message: each dict in
+    :func:`offline.registration.struct_order` (new objects only where an order changes)."""
+    if type(value) is dict:
+        items = {k: _struct_ordered(v) for k, v in value.items()}
+        return registration.ordered(items)
+    if type(value) is list:
+        return [_struct_ordered(v) for v in value]
+    return value
 
 
 class _Special(Exception):
@@ -214,47 +249,53 @@ def _value(value: struct_pb2.Value) -> Any:
 
 # --------------------------------------------------------------------------- monitor calls on the loop's thread
 
-_here = threading.local()  # ``inline``: a monitor call running on the loop's own thread (:class:`_InlineFirst`)
+_here = threading.local()  # ``executor``: a monitor call running on the loop's own thread (:class:`_InlineFirst`)
 
 
-class _NeedsThread(Exception):
-    """A monitor call that must not run on the loop's thread, raised before it does anything."""
+def _off_the_loop(call: Callable[[Any], Any], request: Any) -> Any:
+    """``call(request)`` on a thread of the loop's executor when it was asked of the loop's own thread (inline), its
+    result (or its exception) back here: ``MockMonitor``'s calls that wait on an event loop (``_sync_await``) run on a
+    thread with a loop of its own, as every call does without the shortcuts, never pumping the program's loop from
+    inside one of its callbacks (which nested: about 300 invokes raised ``RecursionError``).
 
-
-def _off_the_loop() -> None:
-    if getattr(_here, "inline", False):
-        raise _NeedsThread
+    Nothing is raised through the SDK's ``except grpc.RpcError`` around a monitor call (``pulumi/runtime/invoke.py``,
+    ``resource.py``): an exception passing one evaluates ``grpc.RpcError``, which would load grpc
+    (``offline/sdk_modules.py`` defers it) on every invoke."""
+    executor = getattr(_here, "executor", None)
+    if executor is None:
+        return call(request)
+    # In this call's context (the SDK's settings are context variables; its own hand-off wraps the call in it).
+    return executor.on_a_thread(contextvars.copy_context().run, call, request).result()
 
 
 class _InlineFirst(concurrent.futures.ThreadPoolExecutor):
-    """The loop's default executor while a program runs with the shortcuts: a monitor call that needs nothing of
-    the event loop (the engine's own ``RegisterResource`` answer, ``SupportsFeature``, ``RegisterResourceOutputs``)
-    runs at once on the loop's thread, its future done when ``submit`` returns; one that waits on the loop
-    (``MockMonitor.Invoke``, ``ReadResource``, its own ``RegisterResource``: ``_sync_await``) raises
-    :class:`_NeedsThread` before it starts and runs on a thread of the pool, as every call does without the
-    shortcuts. A thread hand-off per registration (its wake-up of the loop, the GIL passed back and forth) was a
-    fifth of a 1,024-slice preview."""
+    """The loop's default executor while a program runs with the shortcuts: a monitor call (``SupportsFeature``,
+    ``RegisterResourceOutputs``, an invoke) runs at once on the loop's thread, its future done when ``submit``
+    returns; the part of one that waits on an event loop (``MockMonitor.Invoke``, ``ReadResource``,
+    ``RegisterResource``: ``_sync_await``) runs on a thread of the pool (:func:`_off_the_loop`), as every call does
+    without the shortcuts. A thread hand-off per call (its wake-up of the loop, the GIL passed back and forth) was a
+    fifth of a 1,024-slice preview, when registrations went through here."""
 
     def __init__(self) -> None:
         super().__init__(thread_name_prefix="asyncio")
         self.inline = False
 
+    def on_a_thread(self, fn, /, *args, **kwargs) -> concurrent.futures.Future:
+        return super().submit(fn, *args, **kwargs)
+
     def submit(self, fn, /, *args, **kwargs):
-        if self.inline and not getattr(_here, "inline", False):
+        if self.inline and getattr(_here, "executor", None) is None:
             future: concurrent.futures.Future = concurrent.futures.Future()
-            _here.inline = True
+            _here.executor = self
             try:
                 result = fn(*args, **kwargs)
-            except _NeedsThread:
-                pass  # started nothing: to a thread below
             except BaseException as e:  # noqa: BLE001 (as a pool's worker hands any exception to the future)
                 future.set_exception(e)
-                return future
             else:
                 future.set_result(result)
-                return future
             finally:
-                _here.inline = False
+                _here.executor = None
+            return future
         return super().submit(fn, *args, **kwargs)
 
 
@@ -343,15 +384,18 @@ def _lean(shortcuts: bool = True):
         yield
         return
     stack_trace, collecting = runtime_resource._get_stack_trace, gc.isenabled()
+    register = sdk_resource.register_resource
     executor = _inline_first(asyncio.get_event_loop())
     runtime_resource._get_stack_trace = _NO_STACK_TRACE
     rpc.serialize_property = _serialize_property
+    sdk_resource.register_resource = registration.register_resource
     executor.inline = True
     gc.disable()
     try:
         yield
     finally:
         executor.inline = False
+        sdk_resource.register_resource = register
         rpc.serialize_property = _SERIALIZE_PROPERTY
         runtime_resource._get_stack_trace = stack_trace
         if collecting:

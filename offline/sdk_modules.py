@@ -5,7 +5,10 @@
 (``pulumi.automation``: workspaces, the CLI wrapper, its gRPC server), no dynamic provider is declared
 (``pulumi.dynamic``, which imports ``dill``), and ``_instrumentation`` only sets up OpenTelemetry tracing when
 ``TRACEPARENT`` is set (``pulumi/runtime/_instrumentation.py``, ``_initialize_tracing``): together about a third
-of ``import pulumi`` (``python -X importtime``: 32, 11 and 32 ms of 215 on this project's machine).
+of ``import pulumi`` (``python -X importtime``: 32, 11 and 32 ms of 215 on this project's machine). grpc (and
+``grpc.aio``, which ``pulumi/runtime/_callbacks.py`` takes by ``from grpc import aio``) is imported by the SDK's
+runtime modules but only used to talk to a real engine, or when an exception passes an ``except grpc.RpcError``
+(``offline/pulumi_runtime.py`` raises none through one): deferred too.
 
 :func:`install` puts a :class:`Deferred` stand-in for each into ``sys.modules`` before ``pulumi`` is imported.
 Its first use of a name (``pulumi.automation.LocalWorkspace``) runs the module's own code into the stand-in, which
@@ -24,7 +27,7 @@ import threading
 import types
 
 # The modules ``pulumi/__init__.py`` imports that a preview does not use (see the module docstring).
-DEFERRED = ("pulumi.automation", "pulumi.dynamic", "pulumi.runtime._instrumentation")
+DEFERRED = ("pulumi.automation", "pulumi.dynamic", "pulumi.runtime._instrumentation", "grpc", "grpc.aio")
 
 _lock = threading.RLock()
 
@@ -39,6 +42,9 @@ class Deferred(types.ModuleType):
             here = self.__dict__
             if name in here:
                 return here[name]  # another thread loaded the module while this one waited
+            child = sys.modules.get(f"{self.__name__}.{name}")
+            if isinstance(child, Deferred) and not here.get("_deferred_loaded"):
+                return child  # ``from grpc import aio``: the deferred submodule, its parent still unloaded
             if not here.get("_deferred_loaded"):
                 here["_deferred_loaded"] = True
                 try:
@@ -63,11 +69,17 @@ def install(modules: tuple[str, ...] = DEFERRED) -> list[str]:
         top = importlib.util.find_spec("pulumi")  # a top-level find_spec imports nothing
         if top is None or not top.submodule_search_locations:
             return done
-        (root,) = top.submodule_search_locations
+        (pulumi_root,) = top.submodule_search_locations
         for name in modules:
             if name in sys.modules or (name.endswith("._instrumentation") and os.environ.get("TRACEPARENT")):
                 continue
-            relative = name.split(".")[1:]
+            root, relative = pulumi_root, name.split(".")[1:]
+            if not name.startswith("pulumi."):  # a package of its own (grpc): where it is installed
+                top_name, *relative = name.split(".")
+                found = importlib.util.find_spec(top_name)
+                if found is None or not found.submodule_search_locations:
+                    continue
+                (root,) = found.submodule_search_locations
             package = os.path.join(root, *relative)
             is_package = os.path.isfile(os.path.join(package, "__init__.py"))
             origin = os.path.join(package, "__init__.py") if is_package else package + ".py"

@@ -1,0 +1,149 @@
+"""The engine's own registration (``offline/registration.py``) against the SDK's ``register_resource``, on programs
+that reach every branch of it: the same registrations (URN, parent, inputs, dependencies, provider, options), the
+same values read back by the program, and the same errors. The shipped stacks and a 64-slice stack are
+``tests/test_engine_differential.py``'s.
+
+Only the Pulumi engine is mocked (``set_mocks`` with the engine's recording monitor), as in the engine itself;
+``shortcuts=False`` is the SDK's plain path, every registration through ``MockMonitor.RegisterResource``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+from pulumi.runtime import rpc
+
+from offline import engine, pulumi_runtime, registration
+
+
+class _Echo(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        state = dict(args.inputs)
+        if args.typ == "test:index:Thing":
+            state["computed"] = {"endpoint": "E", "ports": [1, 2]}
+        return f"{args.name}-id", state
+
+    def call(self, args):
+        return {}
+
+
+class _Thing(pulumi.CustomResource):
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("test:index:Thing", name, {**props, "computed": None}, opts)
+
+
+class _Provider(pulumi.ProviderResource):
+    def __init__(self, name: str):
+        super().__init__("test", name, {"region": "r"})
+
+
+_ODD = object()  # one object, so both paths' messages name the same one
+
+
+def _deploy(program, shortcuts: bool) -> tuple[list[dict], dict, dict]:
+    """The registrations as JSON text, the exports, and which path each registration took."""
+    seen: list[pulumi_runtime.Registration] = []
+    mocks = _Echo()
+    monitor = pulumi_runtime.RecordingMonitor(mocks, seen.append, shortcuts=shortcuts)
+    pulumi_runtime.start(mocks, monitor, project="registration-test", stack="diff", config={})
+    paths = {"engine": 0, "sdk": 0}
+    handled = registration._handled
+
+    def counting(*args):
+        took = handled(*args)
+        paths["engine" if took else "sdk"] += 1
+        return took
+
+    registration._handled = counting
+    try:
+        exports = pulumi_runtime.run(program, shortcuts=shortcuts)
+    finally:
+        registration._handled = handled
+    registrations = []
+    for reg in sorted(seen, key=lambda r: r.urn):
+        registrations.append(json.dumps({
+            "urn": reg.urn, "type": reg.type, "name": reg.name, "parent": reg.parent, "custom": reg.custom,
+            "inputs": engine._plain(reg.inputs, keep_secrets=True), "provider": reg.provider,
+            "protect": reg.protect, "retainOnDelete": reg.retain_on_delete,
+            "dependencies": sorted(reg.dependencies), "ignoreChanges": list(reg.ignore_changes),
+            "replaceOnChanges": list(reg.replace_on_changes)}))
+    return registrations, json.dumps(exports, default=repr), paths
+
+
+def _everything():
+    """A program reaching each branch of the engine's registration and its fall-backs to the SDK."""
+    import pulumi_gcp as gcp
+
+    group = pulumi.ComponentResource("test:index:Group", "group")
+    a = _Thing("a", {"n": 2, "f": 0.5, "b": True, "none": None, "s": "x", "l": [1, None, "y", [2, {"z": None}]],
+                     "d": {"k": None, "j": 1, "deep": {"e": {}}}, "t": (1, 2), "big": 2 ** 60, "empty": []},
+               pulumi.ResourceOptions(parent=group, protect=True, retain_on_delete=True,
+                                      ignore_changes=["n"], replace_on_changes=["s"]))
+    other = pulumi.ComponentResource("test:index:Group", "other")
+    _Thing("child", {"n": 1}, pulumi.ResourceOptions(parent=other))
+    _Thing("b", {"fromA": a.n, "nested": {"x": a.l, "y": [a.id, a.urn]}, "computed": a.computed},
+           pulumi.ResourceOptions(parent=group, depends_on=[other]))  # a component: its children
+    _Thing("pending", {"applied": a.n.apply(lambda v: v + 1), "all": pulumi.Output.all(a.s, a.f)},
+           pulumi.ResourceOptions(depends_on=[a]))
+    # Left to the SDK's own serializer: a secret, an unknown's sentinel, a resource reference, a tuple of secrets.
+    _Thing("secret", {"token": pulumi.Output.secret("s3cret"), "plain": 1})
+    _Thing("sentinel", {"later": rpc.UNKNOWN})
+    _Thing("reference", {"ref": a})
+    _Thing("aliased", {"n": 1}, pulumi.ResourceOptions(aliases=[pulumi.Alias(name="old")],
+                                                        additional_secret_outputs=["n"]))
+    provider = _Provider("prov")
+    _Thing("provided", {"n": 1}, pulumi.ResourceOptions(provider=provider))
+    # Typed inputs: ``...Args`` classes, and a dict where the type expects one (keys translated by its metadata;
+    # a ``dict[str, str]``'s keys not).
+    pool = gcp.container.NodePool(
+        "pool", cluster=a.s, location="us-east5-b", node_count=4,
+        node_config=gcp.container.NodePoolNodeConfigArgs(
+            machine_type="ct6e-standard-4t", labels={"a_b": "c"},
+            taints=[gcp.container.NodePoolNodeConfigTaintArgs(key="k", value="v", effect="NO_SCHEDULE")],
+            advanced_machine_features={"threads_per_core": 1}),
+        autoscaling={"min_node_count": 0, "max_node_count": a.n, "location_policy": None},
+        opts=pulumi.ResourceOptions(parent=group))
+    pulumi.export("a", {"l": a.l, "d": a.d, "computed": a.computed, "id": a.id, "urn": a.urn})
+    pulumi.export("pool", {"nodeConfig": pool.node_config.apply(lambda c: [c.machine_type, c.labels,
+                                                                           c.taints[0].effect]),
+                           "autoscaling": pool.autoscaling.apply(lambda c: c.max_node_count)})
+
+
+def test_every_branch_registers_as_the_sdk_registers():
+    ours, our_exports, paths = _deploy(_everything, shortcuts=True)
+    sdks, sdk_exports, sdk_paths = _deploy(_everything, shortcuts=False)
+    # As JSON text in the order read: key order is part of what a manifest writes.
+    assert len(ours) == len(sdks) > 10
+    assert [o for o, s in zip(ours, sdks, strict=True) if o != s] == [], "registered differently"
+    assert our_exports == sdk_exports
+    assert json.loads(our_exports)["pool"]["nodeConfig"] == ["ct6e-standard-4t", {"a_b": "c"}, "NO_SCHEDULE"]
+    # Not two runs of one path: the engine took every resource of the program (the root stack is registered
+    # before it runs); without the shortcuts its registration is not in place.
+    assert paths == {"engine": len(ours) - 1, "sdk": 0}, paths
+    assert sdk_paths == {"engine": 0, "sdk": 0}
+
+
+@pytest.mark.parametrize("case", ["failed-output", "illegal-input", "bad-list-type", "missing-dependency"])
+def test_an_error_reads_as_the_sdks(case):
+    """Every input gets the SDK's answer: the same exception type and message, from either path."""
+    def program():
+        import pulumi_gcp as gcp
+
+        if case == "failed-output":
+            _Thing("t", {"x": pulumi.Output.from_input(1).apply(lambda v: v / 0)})
+        elif case == "illegal-input":
+            _Thing("t", {"x": {"y": _ODD}})
+        elif case == "bad-list-type":
+            gcp.container.NodePool("p", cluster="c", node_config={"oauth_scopes": {"not": "a list"}})
+        else:
+            _Thing("t", {"n": 1}, pulumi.ResourceOptions(depends_on=["not a resource"]))
+
+    errors = []
+    for shortcuts in (True, False):
+        with pytest.raises(Exception) as caught:  # noqa: PT011 (compared below, type and text)
+            _deploy(program, shortcuts=shortcuts)
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][1]
