@@ -308,6 +308,7 @@ def jax_cache(tmp_path_factory) -> Path:
 LONGEST_FIRST = (
     "test_train_local.py",
     "test_drill_local.py",
+    "test_drill_warm_spares.py",  # its own cluster and a 120-step run (its spares' window): it was scheduled last
     "test_drill_region_loss.py",
     "test_train_local_own.py",
     "test_warm_spares.py",
