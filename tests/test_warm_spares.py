@@ -9,6 +9,7 @@ process).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -134,19 +135,22 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares, auth):
 
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="ws-", dir=ROOT / "build"))
-    with LocalRayCluster(run_dir, slices=1, spares=spares, auth=auth) as cluster:
-        assert cluster.spares_refused == []
-        env = cluster.env | {"RAY_ADDRESS": cluster.address}
-        if spares:
-            # The spare imports MaxText as it starts (seconds of CPU): wait for the node's mark that it is done, the
-            # one warm_worker writes after its import (the drills wait on the same mark). The actor's own check below
-            # is exact: its process was started, and done importing, before the job.
-            node, deadline = cluster.workers()[0], time.time() + 400
-            while not cluster.spare_ready_marks().get(node.name) and time.time() < deadline:
-                time.sleep(0.2)
-            assert cluster.spare_ready_marks().get(node.name), f"no spare of {node.name} ready in 400 s"
-        out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
-                             cwd=run_dir, stdin=subprocess.DEVNULL)
+    try:
+        with LocalRayCluster(run_dir, slices=1, spares=spares, auth=auth) as cluster:
+            assert cluster.spares_refused == []
+            env = cluster.env | {"RAY_ADDRESS": cluster.address}
+            if spares:
+                # The spare imports MaxText as it starts (seconds of CPU): wait for the node's mark that it is done,
+                # the one warm_worker writes after its import (the drills wait on the same mark). The actor's own
+                # check below is exact: its process was started, and done importing, before the job.
+                node, deadline = cluster.workers()[0], time.time() + 400
+                while not cluster.spare_ready_marks().get(node.name) and time.time() < deadline:
+                    time.sleep(0.2)
+                assert cluster.spare_ready_marks().get(node.name), f"no spare of {node.name} ready in 400 s"
+            out = subprocess.run([sys.executable, "-c", ACTOR], env=env, capture_output=True, text=True, timeout=300,
+                                 cwd=run_dir, stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)  # the cluster's logs: gone with it, as in the drills' tests
     expected = "started_before_job=True imported=True" if spares else "started_before_job=False imported=False"
     assert expected in out.stdout, out.stdout + out.stderr[-3000:]
 
