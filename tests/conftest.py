@@ -287,12 +287,28 @@ def local_cluster():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def jax_cache(tmp_path_factory) -> Path:
+    """The persistent JAX compilation cache every real run of this test run shares (MaxText's ``jax_cache_dir``): a
+    run that compiles a shape another run compiled (same model, steps and worker count) loads it instead. In pytest's
+    base temporary directory, shared by the xdist workers (each worker's base is a folder of it), so a run starts from
+    an empty cache as a fresh clone does and nothing persists past it (not ``build/jax-cache``, which the CLI keeps
+    between a person's runs). JAX reads a half-written entry as a miss and compiles."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 # The modules that take longest, longest first (measured: ``--durations``, docs/tests.md "Time"): the real Ray runs
 # (wall: each waits on its cluster), then the fast tier's heaviest. A module not listed comes after them; a name
 # listed but gone changes nothing.
 LONGEST_FIRST = (
     "test_train_local.py",
     "test_drill_local.py",
+    "test_drill_warm_spares.py",  # its own cluster and a 120-step run (its spares' window): it was scheduled last
     "test_drill_region_loss.py",
     "test_train_local_own.py",
     "test_warm_spares.py",
@@ -308,7 +324,7 @@ def pytest_collection_modifyitems(config, items):
     cluster, test_train_local's trained run), and a module's own module fixtures (test_bootstrap's rendered
     bootstrap) are built once; the two workers take the files. Each run waits much of its time (cluster start,
     Ray Train's controller, the kill and the failure verdict), so two side by side use the two cores. All share the
-    persistent compilation cache (build/jax-cache); JAX reads a half-written entry as a miss and compiles.
+    persistent compilation cache (:func:`jax_cache`).
     (``--dist loadgroup`` would schedule by ``xdist_group`` marks, but under pytest 9.2 it silently spreads every
     group over the workers: pytest-dev/pytest-xdist#1386, reproduced here.)
 

@@ -89,7 +89,8 @@ def test_timeline_reads_ray_trains_failure_lines():
 
 
 @pytest.mark.slow
-def test_local_drill_kills_a_node_mid_save_and_training_resumes_from_the_last_whole_checkpoint(local_cluster):
+def test_local_drill_kills_a_node_mid_save_and_training_resumes_from_the_last_whole_checkpoint(
+        local_cluster, jax_cache):
     """A Spot-style SIGKILL of a slice node while checkpoint 10 is being written (Orbax's commit is
     held 4 s, slow storage): Ray Train restarts the elastic job on the remaining node, MaxText
     restores checkpoint 5 (never the half-written 10, never step 0), at most a period plus the
@@ -102,7 +103,7 @@ def test_local_drill_kills_a_node_mid_save_and_training_resumes_from_the_last_wh
     run_dir = Path(tempfile.mkdtemp(prefix="td-", dir=ROOT / "build"))  # short: Ray's sockets
     # 0.15 s a step and commits held 2.5 s: room to kill inside a save, little time spent waiting.
     opts = LocalDrillOptions(scenario="mid-save", steps=20, checkpoint_period=5, step_delay=0.15,
-                             save_commit_delay_s=2.5, timeout_s=1200)
+                             save_commit_delay_s=2.5, timeout_s=1200, jax_cache_dir=jax_cache)
     try:
         live_before = {n.pid for n in local_cluster.live_workers()}
         drill = LocalDrill(dev, job, run_dir, opts, cluster=local_cluster)

@@ -25,7 +25,7 @@ def _spec(stack: str) -> stack_spec.StackSpec:
 
 
 @pytest.mark.slow
-def test_region_loss_drill_resumes_in_another_region_from_the_shared_bucket(local_cluster):
+def test_region_loss_drill_resumes_in_another_region_from_the_shared_bucket(local_cluster, jax_cache):
     """``--scenario region-loss``: the job trains in region A (its own local cluster, 2 slices) into the
     shared bucket; region A is lost whole between checkpoints (head, slice nodes and driver SIGKILLed);
     the job is dispatched to region B (the module's cluster) on 1 slice under the same run name and
@@ -38,7 +38,7 @@ def test_region_loss_drill_resumes_in_another_region_from_the_shared_bucket(loca
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="tr-", dir=ROOT / "build"))
     opts = RegionLossOptions(region_a=Region("region-a", 2), region_b=Region("region-b", 1), steps=20,
-                             checkpoint_period=5, step_delay=0.15, timeout_s=600)
+                             checkpoint_period=5, step_delay=0.15, timeout_s=600, jax_cache_dir=jax_cache)
     try:
         drill = RegionLossDrill(dev, job, run_dir, opts, cluster_b=local_cluster)
         report = drill.run()

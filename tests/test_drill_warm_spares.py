@@ -92,7 +92,7 @@ def test_a_restart_in_a_process_ready_before_the_jobs_spare_request_is_not_the_j
 
 
 @pytest.mark.slow
-def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
+def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare(jax_cache):
     """prod's settings (Ray token auth) with unverified.warmSpares on: the training workers ask their raylet for a
     spare after their first step, the drill kills once it is ready, and the elastic restart runs in that process
     (started and done importing MaxText before the kill). Breaking keep_warm_spare (a no-op, or a raw gRPC channel
@@ -102,7 +102,7 @@ def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare():
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="tw-", dir=ROOT / "build"))  # short: Ray's sockets
     # Steps enough for the spare the workers ask for after their first step to import MaxText on a loaded machine.
-    opts = LocalDrillOptions(steps=120, checkpoint_period=5, step_delay=0.5, timeout_s=1500)
+    opts = LocalDrillOptions(steps=120, checkpoint_period=5, step_delay=0.5, timeout_s=1500, jax_cache_dir=jax_cache)
     try:
         drill = LocalDrill(spec, pick_job(spec, None), run_dir, opts)
         report = drill.run()

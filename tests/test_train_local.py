@@ -27,19 +27,20 @@ def test_parse_line_reads_progress_through_rays_prefixes():
 # reference (its losses and the checkpoints two workers wrote). 20 steps, a checkpoint every 5:
 # the drills in test_drill_local.py run 20 steps too, so every run compiles the same train step
 # (the learning-rate schedule, which spans the steps, is part of it) and the persistent
-# compilation cache (build/jax-cache) serves all but the first.
+# compilation cache (conftest.jax_cache, shared by the run's drills) serves all but the first.
 STEPS, PERIOD = 20, 5
 
 
 @pytest.fixture(scope="module")
-def trained_run(local_cluster):
+def trained_run(local_cluster, jax_cache):
     spec, job = load_job("dev", None)
     # Short path: Ray's Unix sockets live under the run directory.
     (ROOT / "build").mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="tt-", dir=ROOT / "build"))
     try:
         summary = train_local(spec, job, slices=2, run_dir=run_dir, steps=STEPS,
-                              checkpoint_period=PERIOD, timeout=900, cluster=local_cluster)
+                              checkpoint_period=PERIOD, timeout=900, cluster=local_cluster,
+                              jax_cache_dir=jax_cache)
         yield spec, job, run_dir, summary
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -67,7 +68,7 @@ def test_train_local_dev_two_slices_trains_and_checkpoints(trained_run):
 
 
 @pytest.mark.slow
-def test_reshard_drill_restores_two_worker_checkpoints_on_one_and_back(trained_run, local_cluster):
+def test_reshard_drill_restores_two_worker_checkpoints_on_one_and_back(trained_run, local_cluster, jax_cache):
     """``slicectl drill --local --scenario reshard`` with the module's run as its reference: the
     checkpoint two workers wrote at step 5 restores on one worker, which trains to the end; its
     step-10 checkpoint restores on two; both continue the reference's loss curve."""
@@ -76,7 +77,7 @@ def test_reshard_drill_restores_two_worker_checkpoints_on_one_and_back(trained_r
     spec, job, ref_dir, _ = trained_run
     run_dir = Path(tempfile.mkdtemp(prefix="tr-", dir=ROOT / "build"))
     opts = LocalDrillOptions(scenario="reshard", steps=STEPS, checkpoint_period=PERIOD, step_delay=0,
-                             reference_dir=ref_dir, timeout_s=900)
+                             reference_dir=ref_dir, timeout_s=900, jax_cache_dir=jax_cache)
     try:
         drill = LocalDrill(spec, job, run_dir, opts, cluster=local_cluster)
         report = drill.run()

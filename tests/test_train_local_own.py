@@ -19,7 +19,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "rough"  # Pulumi.own.yaml: job tiny-ow
 
 
 @pytest.mark.slow
-def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cluster):
+def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cluster, jax_cache):
     """``trainers/tiny_jax.py`` under the real JaxTrainer on the local Ray cluster (two slice nodes, two
     workers): every step reported, the loss falls, rank 0's checkpoints land in Ray Train's storage, and a second run
     of the same job with more steps resumes after the last checkpoint instead of starting over."""
@@ -29,7 +29,7 @@ def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cl
     steps, period = 12, 4
     try:
         first = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps, checkpoint_period=period,
-                            timeout=900, cluster=local_cluster)
+                            timeout=900, cluster=local_cluster, jax_cache_dir=jax_cache)
         assert first["ok"], first
         assert first["steps"] == list(range(steps)) and first["world_size"] == 2
         losses = first["losses"]
@@ -39,7 +39,7 @@ def test_a_teams_own_jax_trainer_trains_checkpoints_and_resumes_locally(local_cl
         stored = [p for p in (run_dir / "out" / "ray-results" / job.run_name).glob("checkpoint_*") if p.is_dir()]
         assert len(stored) == steps // period  # steps 3, 7, 11
         second = train_local(spec, job, slices=2, run_dir=run_dir, steps=steps + 4, checkpoint_period=period,
-                             timeout=900, cluster=local_cluster)
+                             timeout=900, cluster=local_cluster, jax_cache_dir=jax_cache)
         assert second["ok"], second
         assert second["steps"] == list(range(steps, steps + 4)), second["steps"]  # resumed, not restarted
         assert second["losses"][steps] < losses[steps - 1]
