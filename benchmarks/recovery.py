@@ -203,6 +203,7 @@ def main() -> None:
     p.add_argument("--job", default="", help="default: the stack's drill job")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--region", action="store_true", help="also the region-loss drill, warm and cold standby")
+    p.add_argument("--standbys", default="warm,cold", help="region loss: which standbys to drill (warm, cold)")
     p.add_argument("--region-stack", default="dev", help="stack for the region-loss drill (multi: its regions)")
     p.add_argument("--skip-base", action="store_true", help="this checkout only")
     p.add_argument("--base-only", action="store_true", help="the base commit only")
@@ -246,7 +247,7 @@ def main() -> None:
                 # The base drills dev's stand-ins only (a multi-region spec failed in its trainer arguments).
                 results["region-loss"][f"base {args.base} (standby up)"] = run_drill(
                     BASE_DIR, REGION, ["dev", "", "warm"], work / "rb", "region-loss, base")
-            for standby in () if args.base_only else ("warm", "cold"):
+            for standby in () if args.base_only else args.standbys.split(","):
                 results["region-loss"][f"{standby} standby"] = run_drill(
                     ROOT, REGION, [args.region_stack, "", standby], work / f"r{standby[0]}",
                     f"region-loss, {standby} standby")
