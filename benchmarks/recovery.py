@@ -12,9 +12,16 @@ at the end; the base runs with this environment's Python and ``PYTHONPATH`` at t
 - with ``--region``: the region-loss drill, loss -> first step in the other region, with a warm standby
   and a cold one (this checkout; the base ran the warm case only, its standby cluster up).
 
-Wall-clock figures move with the machine's load (printed, 1-minute load average before and after each
-drill); the phase breakdown, the steps lost and the goodput computed from the steps' own timestamps
-move much less. Asserts nothing: the drills' own pass criteria are their verdicts (the "result" row).
+Fair by construction: every drill (each side, each scenario) starts with an empty JAX compilation cache
+directory of its own under the run's work directory (checked empty and printed as "JAX cache at start"), so
+neither side loads a compilation the other paid for, and no earlier run's cache is read; what a drill compiles
+during its own run (the first attempt's steps, the restart shape's precompile, region A's steps for region B)
+is that drill's. ``--pairs N`` runs the base and this checkout N times each, alternating which goes first.
+
+Wall-clock figures move with the machine's load (printed: the 1-minute load average before and after each drill,
+and its lowest and highest, sampled every 5 s while the drill ran); the phase breakdown, the steps lost and
+the goodput computed from the steps' own timestamps move much less. Asserts nothing: the drills' own pass
+criteria are their verdicts (the "result" row).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -36,8 +44,6 @@ sys.path.insert(0, str(ROOT))
 from drills.report import PHASES, goodput_from_first_step  # noqa: E402
 
 BASE_DIR = Path(f"/tmp/wt-recovery-base-{os.getpid()}")  # one per run: several people benchmark on one machine
-# One compilation cache for every run: neither side pays a compile the other has cached.
-JAX_CACHE = ROOT / "build" / "jax-cache"
 
 # Run inside a child Python whose PYTHONPATH selects the code (this checkout or the base worktree).
 PREEMPTION = textwrap.dedent("""
@@ -80,16 +86,50 @@ def load() -> float:
 ATTEMPTS = 3
 
 
+class LoadSampler:
+    """The 1-minute load average every ``period`` seconds while a drill runs (a thread): its lowest and highest."""
+
+    def __init__(self, period: float = 5.0):
+        self.period, self.samples = period, [load()]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.samples.append(load())
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(load())
+
+
+def empty_cache(cache: Path) -> Path:
+    """A new, empty JAX compilation cache directory for one drill (fails loudly if anything is in it)."""
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    if any(cache.iterdir()):
+        raise SystemExit(f"recovery.py: {cache} is not empty: the run would not be fair")
+    return cache
+
+
 def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label: str) -> dict:
-    """One drill in a child process with ``code_dir`` first on its path; its drill.json plus the load."""
+    """One drill in a child process with ``code_dir`` first on its path, with an empty JAX cache of its own (a
+    sibling of ``run_dir``); its drill.json plus the load and the cache's state before and after."""
     env = os.environ | {"PYTHONPATH": str(code_dir)}
     env.pop("VIRTUAL_ENV", None)
+    cache = run_dir.parent / f"{run_dir.name}-jax-cache"
     for attempt in range(1, ATTEMPTS + 1):
         before = load()
-        print(f"== {label}: {run_dir} (load {before:.1f}, attempt {attempt})", flush=True)
+        print(f"== {label}: {run_dir} (load {before:.1f}, attempt {attempt}, empty JAX cache {cache})", flush=True)
         shutil.rmtree(run_dir, ignore_errors=True)
-        with open(run_dir.parent / f"{run_dir.name}.log", "w") as log:
-            rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(JAX_CACHE)], env=env,
+        empty_cache(cache)
+        with LoadSampler() as sampler, open(run_dir.parent / f"{run_dir.name}.log", "w") as log:
+            rc = subprocess.run([sys.executable, "-c", script, *args, str(run_dir), str(cache)], env=env,
                                 cwd=code_dir, stdout=log, stderr=subprocess.STDOUT).returncode
         report = run_dir / "drill.json"
         started = report.exists() and json.loads(report.read_text()).get("steps_run")
@@ -97,6 +137,8 @@ def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label
             break
     out = json.loads(report.read_text()) if report.exists() else {"ok": False, "notes": [f"no report (exit {rc})"]}
     out["_load"] = f"{before:.1f} -> {load():.1f}"
+    out["_load_range"] = f"{min(sampler.samples):.1f} - {max(sampler.samples):.1f}"
+    out["_cache"] = f"empty, own dir ({sum(1 for _ in cache.iterdir())} entries after)"
     out["_dir"] = str(run_dir)
     return out
 
@@ -125,6 +167,8 @@ def figures(r: dict) -> dict[str, str]:
         "goodput (steps)": "-" if r.get("goodput") is None else f"{r['goodput']:.1%}",
         "steps run / final step": f"{r.get('steps_run')} / {r.get('final_step')}",
         "load (1 min, before -> after)": r["_load"],
+        "load (1 min, lowest - highest during)": r.get("_load_range", "-"),
+        "JAX cache at start": r.get("_cache", "-"),
         "timeline": str(Path(r["_dir"]) / "timeline.png"),
     }
     return rows
@@ -159,10 +203,13 @@ def main() -> None:
     p.add_argument("--job", default="", help="default: the stack's drill job")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--region", action="store_true", help="also the region-loss drill, warm and cold standby")
+    p.add_argument("--standbys", default="warm,cold", help="region loss: which standbys to drill (warm, cold)")
     p.add_argument("--region-stack", default="dev", help="stack for the region-loss drill (multi: its regions)")
     p.add_argument("--skip-base", action="store_true", help="this checkout only")
     p.add_argument("--base-only", action="store_true", help="the base commit only")
     p.add_argument("--skip-preemption", action="store_true")
+    p.add_argument("--pairs", type=int, default=1,
+                   help="preemption drills per side, alternating which side runs first (paired runs)")
     p.add_argument("--from-json", nargs="+", type=Path, default=None, metavar="RESULTS",
                    help="print the tables of earlier runs' results (build/bench-recovery/*.json) side by side, "
                         "running nothing")
@@ -180,25 +227,27 @@ def main() -> None:
         return
     # Short run directories: the base commit kept Ray's sockets under its run directory (50 characters).
     work = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
-    JAX_CACHE.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, dict]] = {"preemption": {}, "region-loss": {}}
     try:
         if not args.skip_base:
             add_base(args.base)
         if not args.skip_preemption:
             pre = [args.stack, args.job, str(args.steps)]
-            if not args.skip_base:
-                results["preemption"][f"base {args.base}"] = run_drill(BASE_DIR, PREEMPTION, pre, work / "pb",
-                                                                       "preemption, base")
-            if not args.base_only:
-                results["preemption"]["this checkout"] = run_drill(ROOT, PREEMPTION, pre, work / "pn",
-                                                                   "preemption, this checkout")
+            for i in range(1, args.pairs + 1):
+                sides = [] if args.skip_base else [("base", BASE_DIR, "pb", f"base {args.base}")]
+                sides += [] if args.base_only else [("this checkout", ROOT, "pn", "this checkout")]
+                if i % 2 == 0:  # alternate the order: neither side always runs on the machine the other left
+                    sides.reverse()
+                for label, code, short, column in sides:
+                    tag = f" #{i}" if args.pairs > 1 else ""
+                    results["preemption"][column + tag] = run_drill(
+                        code, PREEMPTION, pre, work / f"{short}{i}", f"preemption, {label}{tag}")
         if args.region:
             if not args.skip_base:
                 # The base drills dev's stand-ins only (a multi-region spec failed in its trainer arguments).
                 results["region-loss"][f"base {args.base} (standby up)"] = run_drill(
                     BASE_DIR, REGION, ["dev", "", "warm"], work / "rb", "region-loss, base")
-            for standby in () if args.base_only else ("warm", "cold"):
+            for standby in () if args.base_only else args.standbys.split(","):
                 results["region-loss"][f"{standby} standby"] = run_drill(
                     ROOT, REGION, [args.region_stack, "", standby], work / f"r{standby[0]}",
                     f"region-loss, {standby} standby")

@@ -296,10 +296,11 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
     original_save = checkpointing.maybe_save_checkpoint
     train = types.ModuleType("maxtext.trainers.pre_train.train")
     train.get_first_step = lambda state: 0
-    # The names the trainer times a (re)start's setup through, as MaxText's train module has them
-    # (maxtext/trainers/pre_train/train.py: `def initialize`, `from maxtext.utils import train_utils`).
+    # The names the trainer times a (re)start's setup through and takes the train step from, as MaxText's train
+    # module has them (maxtext/trainers/pre_train/train.py: `def initialize`, `from maxtext.utils import train_utils`).
     train.initialize = lambda argv: (None, None, None)
-    train.train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None)
+    train.train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None,
+                                              jit_train_and_eval_step=lambda *a, **kw: (None, None))
     original_initialize = train.initialize
 
     def main(argv):

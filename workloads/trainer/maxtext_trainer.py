@@ -438,7 +438,7 @@ def _precompile(argv: list[str]) -> None:
 
     t = time.time()
     config, recorder, _ = train.initialize(argv)
-    (init_rng, _, state_mesh_shardings, model, mesh, _, _, _, _, eval_data_iterator,
+    (init_rng, _, state_mesh_shardings, model, mesh, _, _, data_loader, rampup_manager, eval_data_iterator,
      state) = train_utils.setup_train_loop(config, recorder)
     params_shardings, state_mesh_shardings = sharding.maybe_update_params_sharding_with_opt(
         config, state_mesh_shardings)
@@ -449,12 +449,61 @@ def _precompile(argv: list[str]) -> None:
         if config.shard_optimizer_over_data:
             state = sharding.maybe_shard_with_name(state, state_mesh_shardings, config.shard_mode)
         p_train_step.lower(state, maxtext_utils.get_shaped_batch(config), init_rng).compile()
+        # What train_loop's first step compiles besides the step (its synthetic batch and its step's rng, MaxText
+        # 0.2.1 train.py:541-543), done once here so that they are in the persistent cache too: measured, a fresh
+        # cache's restart otherwise compiles both before its first step (0.7 and 2.2 s at load 20).
+        data_loader.load_next_batch(rampup_manager=rampup_manager)
+        jax.jit(jax.random.fold_in)(init_rng, 0)
     # The drill waits for this line (its progress stream: this process writes to the worker's stdout) before
     # its kill, as it waits for the spares.
     line = json.dumps({"event": "precompiled", "t": round(time.time(), 3), "world": 1,
                        "s": round(time.time() - t, 3)})
     print(f"{PROGRESS} {line}", flush=True)
     jax.distributed.shutdown()
+
+
+class CompiledStep:
+    """MaxText's jitted train step, called through the executable its train loop compiled ahead of the loop.
+
+    MaxText 0.2.1's ``train_loop`` compiles the step with ``p_train_step.lower(state, shaped_batch, rng).compile()``
+    (train.py:522-523) and then calls the jitted function itself (train.py:548). The call's arguments (a real batch,
+    the step's rng) do not hit the trace cache of the shaped ones, so the first step traces, lowers and looks the
+    step up again (measured on a fresh cache: ``jit(train_step)`` traced twice, the second lowering a persistent-cache
+    hit with the first one's key, i.e. the same HLO), before every (re)start's first step. This keeps the ``Compiled``
+    that ``lower(...).compile()`` returned and calls it (``jax.stages.Compiled.__call__``); a call it refuses
+    (``Compiled.call`` raises TypeError for another pytree, before running anything) goes to the jitted function,
+    as before, from then on."""
+
+    def __init__(self, jitted):
+        self.jitted = jitted
+        self.compiled = None
+
+    def lower(self, *args, **kwargs):
+        lowered = self.jitted.lower(*args, **kwargs)
+        step = self
+
+        class Lowered:
+            def compile(self, *a, **kw):
+                step.compiled = lowered.compile(*a, **kw)
+                return step.compiled
+
+            def __getattr__(self, name):
+                return getattr(lowered, name)
+
+        return Lowered()
+
+    def __call__(self, *args, **kwargs):
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args, **kwargs)
+            except TypeError as e:
+                print(f"maxtext_trainer: the train step's arguments differ from the compiled ones ({str(e)[:200]}): "
+                      "calling the jitted step", flush=True)
+                self.compiled = None
+        return self.jitted(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.jitted, name)
 
 
 def delay_checkpoint_commits(seconds: float, held: dict) -> None:
@@ -504,9 +553,15 @@ def defer_unused_imports() -> None:
 
 def preimport() -> None:
     """Import what a Train worker's training function imports (``warm_worker.py`` runs this in idle
-    worker processes, so a restarted worker group finds it done)."""
+    worker processes, so a restarted worker group finds it done), and what Ray Train's worker group start imports
+    in the process it takes: the RayTrainWorker actor's module (its class is unpickled by reference as the actor is
+    created) and the JAX trainer's backend, whose setup runs on the workers (Ray 2.60 ``ray/train/v2/jax/config.py``).
+    Measured after the MaxText imports, at load 28: 2.9 s and 1.2 s, otherwise paid in the restart's "failure -> new
+    workers up" ("worker actors created" and "train context initialized" in Ray Train's controller log)."""
     defer_unused_imports()
     import jax  # noqa: F401
+    import ray.train.v2._internal.execution.worker_group.worker  # noqa: F401
+    import ray.train.v2.jax  # noqa: F401
     from maxtext.common import checkpointing  # noqa: F401
     from maxtext.common.metric_logger import MetricLogger  # noqa: F401
     from maxtext.trainers.pre_train import train  # noqa: F401
@@ -651,6 +706,13 @@ def train_loop_per_worker(config: dict) -> None:
             return out
         return run
 
+    orig_jit_steps = maxtext_train.train_utils.jit_train_and_eval_step
+
+    def jit_steps(*a, **kw):
+        p_train_step, p_eval_step = orig_jit_steps(*a, **kw)
+        return CompiledStep(p_train_step), p_eval_step
+
+    maxtext_train.train_utils.jit_train_and_eval_step = jit_steps
     maxtext_train.initialize = timed("maxtext_initialize", orig_initialize)
     maxtext_train.train_utils.setup_train_loop = timed("setup_train_loop", orig_setup)
     maxtext_train.get_first_step = first_step
@@ -668,6 +730,7 @@ def train_loop_per_worker(config: dict) -> None:
         maxtext_train.get_first_step = orig_first_step
         maxtext_train.initialize = orig_initialize
         maxtext_train.train_utils.setup_train_loop = orig_setup
+        maxtext_train.train_utils.jit_train_and_eval_step = orig_jit_steps
         checkpointing.maybe_save_checkpoint = orig_save
         checkpointing.load_state_if_possible = orig_load
         MetricLogger.log_metrics = orig_log
