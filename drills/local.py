@@ -95,6 +95,37 @@ def served_by_own_spare(ready: float | None, t_kill: float, asked: list[float]) 
     return ready is not None and bool(asked) and min(asked) <= ready < t_kill
 
 
+def restart_on_own_spares(ups: list[dict], world: int, t_kill: float, t_start: float,
+                          asked: list[tuple[float, str | None]]) -> tuple[bool | None, list[str]]:
+    """Whether every rank of the worker group that restarted after ``t_kill`` (and started training at
+    ``t_start``, on ``world`` workers) ran in a spare its own node was asked for (:func:`served_by_own_spare`).
+
+    ``ups``: the workers' ``worker_up`` events (every rank reports its own, with its node); ``asked``: (when, node)
+    of each spare request. A rank is judged by its last ``worker_up`` between the kill and the start (an earlier
+    failed start's workers are not the restart). (True/False, or None when some rank's line is missing: the
+    restart cannot be called warm; one line per rank saying how it started)."""
+    restart: dict[int, dict] = {}
+    for e in sorted(ups, key=lambda e: e["t_up"]):
+        if t_kill <= e["t_up"] <= t_start:
+            restart[int(e.get("rank", 0))] = e
+    lines, verdict = [], True
+    for rank in range(world):
+        e = restart.get(rank)
+        if e is None:
+            lines.append(f"rank {rank}: no worker_up line after the kill")
+            verdict = None if verdict is not False else False
+            continue
+        own = [t for t, node in asked if node == e.get("node")]
+        served = served_by_own_spare(e.get("ready_at"), t_kill, own)
+        how = ("its node's spare" if served else
+               "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else
+               "a process its node's spare request did not start")
+        lines.append(f"rank {rank}: {how}")
+        if not served:
+            verdict = False
+    return verdict, lines
+
+
 class DrillFailed(RuntimeError):
     """The drill could not go on (timeout, a run that ended early): the report says how far."""
 
@@ -185,13 +216,15 @@ class _Timeline:
     done: dict | None = None
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
-    # (t_up, the worker process's start, when its MaxText preload was done or None): was it a spare, ready before?
-    warm_ups: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    # Every rank's worker_up (t_up, its process's start, when its MaxText preload was done or None, rank, node):
+    # was each a spare, ready before?
+    warm_ups: list[dict] = field(default_factory=list)
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
     spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
     spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
-    spare_requested_at: list[float] = field(default_factory=list)  # when (rank 0's clock)
+    spare_requested_at: list[float] = field(default_factory=list)  # when (each rank's request)
+    spare_asked: list[tuple[float, str | None]] = field(default_factory=list)  # (when, the asking rank's node)
     # The restart shape's train step compiled into the persistent cache (the trainer's precompile_restart_shape)
     precompile_started: bool = False
     precompiled_s: float | None = None
@@ -202,7 +235,7 @@ class _Timeline:
                 self.steps.append((e["t"], e["step"], e["world"]))
             elif e["event"] == "worker_up":
                 self.ups.append(e["t_up"])
-                self.warm_ups.append((e["t_up"], e.get("proc_start"), e.get("ready_at")))
+                self.warm_ups.append(e)
             elif e["event"] == "imported":
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
@@ -214,6 +247,7 @@ class _Timeline:
             elif e["event"] == "spare_requested":
                 self.spares_requested += 1
                 self.spare_requested_at.append(e["t"])
+                self.spare_asked.append((e["t"], e.get("node")))
             elif e["event"] == "precompile_started":
                 self.precompile_started = True
             elif e["event"] == "precompiled":
@@ -575,21 +609,7 @@ class LocalDrill:
             read = next((s for t, s in tl.reads if t >= t_kill), None)
         if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
             r.figures["checkpoint read in the restore (s)"] = read
-        with tl.lock:
-            restarted = next(((start, ready) for t, start, ready in tl.warm_ups if t >= t_kill), None)
-        if restarted is not None:
-            # A spare served the restart only if the restarted rank 0's process was started, and its MaxText preload
-            # done, before the kill: on a warm node a process started for the restart preloads too (after it).
-            start, ready = restarted
-            with tl.lock:
-                asked = list(tl.spare_requested_at)
-            r.figures["restarted on a warm spare"] = served_by_own_spare(ready, t_kill, asked)
-            if start is not None:
-                r.figures["restarted process started (s from the kill)"] = round(start - t_kill, 1)
-        else:
-            # Resumed, but the restarted rank 0 never said how its process started: with spares on, that is a
-            # restart nobody can call warm, never a pass by silence (_spare_problems).
-            self.restart_unseen = True
+        self._judge_restart(t_kill, t_start, world)
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)
@@ -606,6 +626,27 @@ class LocalDrill:
         self.say(f"resumed on {world} worker(s) from checkpoint {r.restored_step}: first step "
                  f"{first_step[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone); "
                  f"phases {r.phases}")
+
+    def _judge_restart(self, t_kill: float, t_start: float, world: int) -> None:
+        """The restart's figures: how each restarted rank's process started, and whether all ran in their own
+        node's spare (``restart_on_own_spares``; ``_spare_problems`` fails the drill on a cold or silent rank)."""
+        r, tl = self.report, self.timeline
+        with tl.lock:
+            ups, asked = list(tl.warm_ups), list(tl.spare_asked)
+        # A spare served the restart only if every restarted rank's process was started, and its MaxText preload done,
+        # before the kill, after its own node was asked for a spare: on a warm node a process started for the restart
+        # preloads too (after it).
+        served, how = restart_on_own_spares(ups, world, t_kill, t_start, asked)
+        r.figures["restarted ranks"] = "; ".join(how)
+        if served is None:
+            # Resumed, but a restarted rank never said how its process started: with spares on, that is a restart
+            # nobody can call warm, never a pass by silence (_spare_problems).
+            self.restart_unseen = True
+        else:
+            r.figures["restarted on a warm spare"] = served
+        starts = [e["proc_start"] for e in ups if t_kill <= e["t_up"] <= t_start and e.get("proc_start")]
+        if starts:
+            r.figures["restarted process started (s from the kill)"] = round(max(starts) - t_kill, 1)
 
     def _repeated(self, deadline: float) -> None:
         """Kill a worker's node ``max_failures`` times (a replacement joins after each: capacity
@@ -852,10 +893,11 @@ class LocalDrill:
         r.figures["spare requests refused"] = len(refused)
         problems = [f"warm spare refused: {e}" for e in refused[:3]]
         if r.figures.get("restarted on a warm spare") is False:
-            problems.append("warm spares on, but the restarted worker started a cold process")
+            problems.append("warm spares on, but a restarted rank did not run in its node's spare: "
+                            f"{r.figures.get('restarted ranks', '?')}")
         elif self.restart_unseen:
-            problems.append("warm spares on, but the restarted rank 0 reported no worker_up line: whether a spare "
-                            "served the restart is unknown")
+            problems.append("warm spares on, but a restarted rank reported no worker_up line: whether a spare "
+                            f"served the restart is unknown ({r.figures.get('restarted ranks', '?')})")
         return problems
 
 

@@ -465,9 +465,12 @@ class RegionLossDrill:
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
         with b.timeline.lock:
-            restarted = next(((st, ready) for t, st, ready in b.timeline.warm_ups if t >= t_dispatch), None)
-        # A spare: the restarted rank 0's process started, and its preload done, before the loss.
-        spare = None if restarted is None else restarted[1] is not None and restarted[1] < t_kill
+            ups = [e for e in b.timeline.warm_ups if t_dispatch <= e["t_up"] <= t_start]
+        # A spare: every rank of region B's first worker group ran in a process started, and done preloading,
+        # before the loss (the standby's own spares: no job asked for them). None: no rank said.
+        by_rank = {int(e.get("rank", 0)): e for e in ups}
+        spare = None if not by_rank else len(by_rank) >= world and all(
+            e.get("ready_at") is not None and e["ready_at"] < t_kill for e in by_rank.values())
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
                  f"{first[1]} {rep.resume_s} s after the loss")
         self._wait(f"the job to end in {b.region.name}", lambda: b.driver.proc.poll() is not None, deadline)

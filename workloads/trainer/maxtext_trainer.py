@@ -564,13 +564,17 @@ def train_loop_per_worker(config: dict) -> None:
     delay = config["step_delay"]
     seen: dict = {"start_step": None, "last_step": None, "loss": None, "steps_run": 0, "cfg": None}
 
-    def emit(kind: str, **fields) -> None:
-        if rank == 0:
-            line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
+    def emit(kind: str, every_rank: bool = False, **fields) -> None:
+        """A progress line: rank 0's, or with ``every_rank`` each rank's (stamped with its rank)."""
+        if rank == 0 or every_rank:
+            line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world, "rank": rank} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
-    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid(), proc_start=round(process_start_time(), 3),
-         ready_at=None if ready_at is None else round(ready_at, 3))
+    # Every rank's process and spare request, with its node: the drills judge each restarted rank's process by the
+    # spare its own node was asked for (drills.local.restart_on_own_spares), not rank 0's alone.
+    node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None  # never a Ray of its own
+    emit("worker_up", every_rank=True, t_up=round(t_up, 3), warm=warm, pid=os.getpid(), node=node_id,
+         proc_start=round(process_start_time(), 3), ready_at=None if ready_at is None else round(ready_at, 3))
     emit("imported", import_s=round(time.time() - t_import, 1), warm=warm)
     if local:
         _init_local_jax_distributed()
@@ -613,11 +617,11 @@ def train_loop_per_worker(config: dict) -> None:
 
                 try:
                     keep_warm_spare()
-                    emit("spare_requested")
+                    emit("spare_requested", every_rank=True, node=node_id)
                 except grpc.RpcError as e:
                     error = f"{e.code().name}: {e.details()}" if hasattr(e, "code") else str(e)
                     print(f"rank {rank}: warm spare refused by this node's raylet: {error}", flush=True)
-                    emit("spare_refused", error=error)
+                    emit("spare_refused", every_rank=True, node=node_id, error=error)
             if delay:
                 time.sleep(delay)
 
