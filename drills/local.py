@@ -228,6 +228,7 @@ class _Timeline:
     # The restart shape's train step compiled into the persistent cache (the trainer's precompile_restart_shape)
     precompile_started: bool = False
     precompiled_s: float | None = None
+    precompile_error: str | None = None  # its process's exit code and the end of its stderr (precompile_failed)
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -252,6 +253,8 @@ class _Timeline:
                 self.precompile_started = True
             elif e["event"] == "precompiled":
                 self.precompiled_s = e["s"]
+            elif e["event"] == "precompile_failed":
+                self.precompile_error = f"exit {e.get('rc')}: {e.get('error') or '(no stderr)'}"
             elif e["event"] == "spare_refused":
                 self.spares_refused.append(e.get("error", "?"))
             elif e["event"] == "done":
@@ -446,6 +449,9 @@ class LocalDrill:
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
+            if problems := self._precompile_problems():  # whatever else ended the drill
+                r.ok = False
+                r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)
             self._timeline_figures()
             self.files = r.publish(self.run_dir)
@@ -489,7 +495,8 @@ class LocalDrill:
 
         def ready():
             marks = self.cluster.spare_ready_marks()
-            compiled = not self.timeline.precompile_started or self.timeline.precompiled_s is not None
+            tl = self.timeline  # a failed precompile ends the wait too (reported by _precompile_problems)
+            compiled = not tl.precompile_started or tl.precompiled_s is not None or tl.precompile_error is not None
             if compiled and all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
                 return "ready"
             step = self.timeline.last_step()
@@ -503,8 +510,6 @@ class LocalDrill:
         if why != "ready":
             self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
         self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
-        if self.timeline.precompile_started:
-            self.report.figures["restart shape's train step precompiled (s)"] = self.timeline.precompiled_s
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
@@ -877,6 +882,22 @@ class LocalDrill:
         r.ok = not problems
         r.notes.append(f"checkpoints committed at the end: {committed}")
 
+
+    def _precompile_problems(self) -> list[str]:
+        """The restart shape's precompile (maxtext_trainer.precompile_restart_shape, warm local runs): its time in
+        the figures, or its failure, which fails the drill: a restart that was to load its train step from the
+        cache compiles it instead, and only the worker's log would say why."""
+        tl, figures = self.timeline, self.report.figures
+        with tl.lock:
+            started, took, error = tl.precompile_started, tl.precompiled_s, tl.precompile_error
+        if not started:
+            return []
+        key = "restart shape's train step precompiled (s)"
+        if error is not None:
+            figures[key] = f"failed ({error[:200]})"
+            return [f"the restart shape's precompile failed, {error}"]
+        figures[key] = took  # None: not done by the end of the drill
+        return []
 
     def _spare_problems(self) -> list[str]:
         """Warm spares that did not serve: a node's or a worker's spare request refused (e.g. Ray's token auth),

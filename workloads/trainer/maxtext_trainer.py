@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 PROGRESS = "slicectl-progress"
@@ -416,12 +417,38 @@ def precompile_restart_shape(argv: list[str], world: int) -> subprocess.Popen:
     )
     argv = [a for a in argv if not a.startswith("enable_checkpointing=")] + ["enable_checkpointing=false"]
     env = os.environ | {"JAX_PLATFORMS": "cpu"}
+    # stdout stays the worker's (its "precompiled" progress line reaches the driver); stderr is read by
+    # watch_precompile, which reports a failure as a progress event instead of leaving it in the worker's log.
     return subprocess.Popen([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)),
-                             json.dumps(argv)], env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+                             json.dumps(argv)], env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, errors="replace", start_new_session=True)
+
+
+PRECOMPILE_ERROR_CHARS = 600  # the end of a failed precompile's stderr carried in its progress event
+
+
+def watch_precompile(proc: subprocess.Popen, on_failure) -> threading.Thread:
+    """Wait for a :func:`precompile_restart_shape` process in a daemon thread, echoing its stderr to this worker's
+    (the log keeps it); when it exits non-zero, ``on_failure(returncode, the end of its stderr)``: the trainer emits
+    that as a ``precompile_failed`` progress event the drills report and fail on."""
+    def wait() -> None:
+        tail = ""
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail = (tail + line)[-PRECOMPILE_ERROR_CHARS:]
+        if (rc := proc.wait()) != 0:
+            on_failure(rc, tail.strip())
+
+    thread = threading.Thread(target=wait, name="precompile-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _precompile(argv: list[str]) -> None:
     import socket
+
+    if not os.path.isfile(argv[1]):  # before seconds of imports: a wrong path fails at once, and says so
+        raise SystemExit(f"precompile_restart_shape: no MaxText config at {argv[1]}")
 
     import jax
 
@@ -606,8 +633,10 @@ def train_loop_per_worker(config: dict) -> None:
                 # The restart after one lost slice runs on one worker: its train step is compiled now,
                 # in a process of that shape, into the persistent cache the restart reads (the 10 s of
                 # "imported -> restored" of a cold cache, drills' figures), while this run trains.
-                precompile_restart_shape(argv_for(world - 1), world - 1)
+                proc = precompile_restart_shape(argv_for(world - 1), world - 1)
                 emit("precompile_started", shape=world - 1)
+                watch_precompile(proc, lambda rc, error: emit("precompile_failed", shape=world - 1, rc=rc,
+                                                              error=error))
             if config.get("warm_workers") and seen["steps_run"] == 1:
                 # After this attempt's first step, not at its start: the spare's import (seconds of CPU) then
                 # competes with training, not with this restore. A raylet's refusal (grpc.RpcError: auth, an
