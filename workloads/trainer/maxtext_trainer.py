@@ -129,6 +129,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--lease", default=None,
                    help="a writer lease on the run's checkpoints (gs://bucket/run/.writer-lease or a path): wait "
                         "while another copy holds it, stop before a save once it is lost (lease.py beside this script)")
+    p.add_argument("--lease-ttl", type=float, default=None,
+                   help="--local only: the lease's life in seconds (its save budget and clock-skew margin scaled "
+                        "alike), so a drill sees a takeover in seconds, not lease.TTL_S")
     p.add_argument("--verdict-wait", type=float, default=VERDICT_WAIT_S,
                    help="elastic: longest wait, after a failure, for the cluster to declare an "
                         "unreachable node dead before restarting without it")
@@ -145,6 +148,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.warm_workers and not (args.local or args.prebuilt_image):
         p.error("--warm-workers needs --local or --prebuilt-image: an idle process serves a worker only if the worker "
                 "has no runtime env, and without the image the workers install MaxText through one")
+    if args.lease_ttl is not None and not (args.local and args.lease):
+        p.error("--lease-ttl scales a local drill's --lease; pass it with --local and --lease")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -624,6 +629,9 @@ def train_loop_per_worker(config: dict) -> None:
 
     def save(checkpoint_manager, state, cfg, data_iterator, step=None):
         seen["cfg"] = cfg
+        if config.get("lease_guard") and save_writes(checkpoint_manager, state, cfg, data_iterator, step):
+            # Past the lease's guard (which wraps this function): the drills check each against the driver's lease.
+            emit("saving", step=None if step is None else int(step))
         orig_save(checkpoint_manager, state, cfg, data_iterator, step)
         if step is not None:
             seen["last_step"] = int(step)
@@ -933,10 +941,43 @@ def hold_lease(args: argparse.Namespace):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(writer_lease)  # the workers have no copy of the module
-    lease = writer_lease.WriterLease(args.lease)
-    args.lease_guard = functools.partial(writer_lease.guarded, lease=lease.acquire(wait_s=writer_lease.WAIT_S))
-    lease.start_renewing()
+    ttl = args.lease_ttl or writer_lease.TTL_S  # a drill's shorter lease keeps the stack's proportions
+    lease = writer_lease.WriterLease(args.lease, ttl_s=ttl, save_budget_s=ttl * writer_lease.SAVE_BUDGET_S /
+                                     writer_lease.TTL_S, skew_s=ttl * writer_lease.SKEW_S / writer_lease.TTL_S)
+    started = time.time()
+
+    def report(error, waited_s: float) -> None:
+        # A progress line of the driver's (the drills' lease figures and their check that no save ran without it).
+        line = {"event": "lease", "t": round(time.time(), 3), "world": 0, "holder": lease.holder,
+                "state": "failed" if error else "acquired", "epoch": lease.epoch, "waited_s": round(waited_s, 3),
+                "expires": round(lease.expires, 3), "ttl_s": ttl, "skew_s": lease.skew_s}
+        print(f"{PROGRESS} {json.dumps(line | ({'error': str(error)} if error else {}))}", flush=True)
+        if error:
+            print(f"writer lease: {error}", file=sys.stderr, flush=True)
+
+    # The new holder restores while it waits: the workers' first save that writes waits for the lease (a pending
+    # token), the restore does not. Taken at once when free or released (one read, one conditional write).
+    writes = save_writes
+    if lease.try_acquire():
+        lease.start_renewing()
+        report(None, time.time() - started)
+        token = lease.token()
+    else:
+        token = lease.pending(writer_lease.WAIT_S)
+        lease.acquire_in_background(writer_lease.WAIT_S, report)
+    args.lease_guard = functools.partial(writer_lease.guarded, lease=token, writes=writes)
     return lease
+
+
+def save_writes(checkpoint_manager, state, config, data_iterator, step=None) -> bool:  # noqa: ARG001 - the hook's
+    """Whether a call of MaxText's ``maybe_save_checkpoint`` writes a checkpoint, so only such a call waits for the
+    lease: none without a checkpoint manager; the final call (no ``step``) may force one; any other writes only
+    if Orbax's ``CheckpointManager.save`` would (maxtext 0.2.1 common/checkpointing.py:714-732 and 747-800, which
+    ends in ``checkpoint_manager.save(step, ..., force)``; orbax checkpoint_manager.py:1417 ``if not force and not
+    self.should_save(step): return False``)."""
+    if checkpoint_manager is None:
+        return False
+    return step is None or bool(checkpoint_manager.should_save(int(step)))
 
 
 def lease_lost(lease, error: BaseException) -> bool:
@@ -945,6 +986,8 @@ def lease_lost(lease, error: BaseException) -> bool:
     lease now names another holder."""
     import lease as writer_lease
 
+    if isinstance(lease.lost, writer_lease.LeaseHeld):
+        return False  # never held: the wait for it ran out, the job's error
     if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
         return True
     try:
