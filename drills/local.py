@@ -164,6 +164,9 @@ class LocalDrillOptions:
     # environment and ask for the next spare after each attempt's first step (the trainer's --warm-workers).
     # A cluster passed in uses its own spares (LocalRayCluster(spares=...)).
     warm: bool | None = None
+    # The stack's writer lease (drills.writer_lease). None: the stack's own (its queued jobs hold one); True/False
+    # overrides it, and the report says so.
+    lease: bool | None = None
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -321,6 +324,10 @@ class LocalDrill:
         stack_says = "on" if spec.unverified.warm_spares else "off"
         self.warm_source = ("the stack's unverified.warmSpares" if options.warm is None else
                             f"overridden; the stack's unverified.warmSpares is {stack_says}")
+        from drills.writer_lease import drill_lease
+
+        self.lease, self.lease_source = drill_lease(spec, job, options.lease)
+        self.emulator = None  # drills.writer_lease.Emulator while the drill runs, with the lease on
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
         self.timeline = _Timeline()
@@ -379,6 +386,7 @@ class LocalDrill:
             time.sleep(POLL_S)
 
     def _start_driver(self, slices: int | None = None, data_dir: Path | None = None, name: str | None = None):
+        from drills import writer_lease
         from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
@@ -391,10 +399,13 @@ class LocalDrill:
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
             save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
             warm_workers=bool(self.warm and self.cluster.spares),
+            **({"lease": writer_lease.location(self.job.run_name), "lease_ttl": writer_lease.DRILL_TTL_S}
+               if self.emulator else {}),
         )
         if self.t_job is None:
             self.t_job = time.time()
         env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
+        env |= self.emulator.env() if self.emulator else {}
         log = self.run_dir / f"driver-{name or len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
                               on_line=self.timeline.on_line, env=env)
@@ -418,7 +429,7 @@ class LocalDrill:
                                                auth=self.spec.ray.auth)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
-            with self.cluster if self._own_cluster else contextlib.nullcontext():
+            with self.cluster if self._own_cluster else contextlib.nullcontext(), self._lease_server():
                 auth = self.cluster.auth_env["RAY_AUTH_MODE"]
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} "
                          "(the stack's ray.auth)")
@@ -449,7 +460,7 @@ class LocalDrill:
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
-            if problems := self._precompile_problems():  # whatever else ended the drill
+            if problems := self._precompile_problems() + self._lease_problems():  # whatever else ended the drill
                 r.ok = False
                 r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)
@@ -882,6 +893,27 @@ class LocalDrill:
         r.ok = not problems
         r.notes.append(f"checkpoints committed at the end: {committed}")
 
+
+    def _lease_server(self):
+        """The Cloud Storage emulator the drill's copies hold the writer lease on, with the lease on."""
+        self.report.figures["writer lease"] = self.lease_source
+        if not self.lease:
+            return contextlib.nullcontext()
+        from drills.writer_lease import Emulator
+
+        self.emulator = Emulator()
+        return self.emulator
+
+    def _lease_problems(self) -> list[str]:
+        """With the lease on: every save under its copy's lease, and the lease in the figures (drills.writer_lease).
+        The copies ran one after another (a resubmitted job's first copy released the lease as it failed)."""
+        if self.emulator is None:
+            return []
+        from drills.writer_lease import lease_problems
+
+        problems, figures = lease_problems([(f"copy {i + 1}", d.events) for i, d in enumerate(self.drivers)])
+        self.report.figures |= figures
+        return problems
 
     def _precompile_problems(self) -> list[str]:
         """The restart shape's precompile (maxtext_trainer.precompile_restart_shape, warm local runs): its time in
