@@ -402,6 +402,8 @@ class WriterLease:
             try:
                 self.acquire(wait_s, poll_s if poll_s is not None else min(10.0, self.ttl_s / 10))
             except (LeaseError, OSError) as e:
+                if self._stop.is_set():
+                    return  # released meanwhile (the fit ended): nothing to report
                 self.lost = e if isinstance(e, LeaseError) else LeaseError(str(e))
                 on_done(self.lost, self.clock() - started)
                 return
@@ -449,6 +451,8 @@ class WriterLease:
                                 f"until {held.get('expires', 0):.0f}, waited {wait_s:.0f} s: another copy of this "
                                 "run is writing its checkpoints")
             self.sleep(poll_s)
+            if self._stop.is_set():  # released while waiting (acquire_in_background): never take it now
+                raise LeaseError(f"{self.location}: released while waiting for the lease")
         return self.token()
 
     def renew(self) -> None:

@@ -986,8 +986,8 @@ def lease_lost(lease, error: BaseException) -> bool:
     lease now names another holder."""
     import lease as writer_lease
 
-    if isinstance(lease.lost, writer_lease.LeaseHeld):
-        return False  # never held: the wait for it ran out, the job's error
+    if isinstance(lease.lost, writer_lease.LeaseHeld) or (lease.epoch == 0 and lease.lost is None):
+        return False  # never held (the wait for it ran out, or the fit failed while waiting): the job's error
     if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
         return True
     try:
