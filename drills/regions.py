@@ -434,8 +434,14 @@ class RegionLossDrill:
             os.killpg(a.driver.proc.pid, signal.SIGKILL)
         lost = a.cluster.lose()
         t_kill = time.time()
-        # The lease as region A left it: region B may take it only past its expiry plus the skew.
-        lease_at_loss = self.emulator.read(self.job.run_name) if self.emulator else None
+        renewer = None
+        if self.emulator:
+            # Region A's copy as the manager sees it: maybe partitioned, still renewing its lease, until region B
+            # has resumed (drills.writer_lease.LostCopyRenewer); B may take the lease only past its expiry + skew.
+            from drills.writer_lease import LostCopyRenewer
+
+            renewer = LostCopyRenewer(self.emulator, self.job.run_name,
+                                      lambda: bool(b.timeline.steps_after(t_kill))).start()
         a.driver.wait(timeout=10)
         committed_at_kill, in_flight = checkpoint_dirs(self.ckpt_dir)
         in_flight_steps = sorted({int(n.split(".")[0]) for n in in_flight if n.split(".")[0].isdigit()})
@@ -514,6 +520,11 @@ class RegionLossDrill:
         if self.emulator is not None:
             from drills.writer_lease import lease_problems
 
+            renewer.join()
+            lease_at_loss = renewer.last  # A's lease as it was left: B may take it only past its expiry + skew
+            figures["region A's lease renewed after the loss (s)"] = round((renewer.stopped_at or t_kill) - t_kill, 1)
+            if renewer.error:
+                problems.append(f"region A's lease could not be kept after the loss: {renewer.error}")
             more, lease_figures = lease_problems([(a.region.name, a.driver.events), (b.region.name, b.driver.events)],
                                                  previous=lease_at_loss)
             problems += more

@@ -118,3 +118,54 @@ def drill_lease(spec, job, override: bool | None) -> tuple[bool, str]:
         return stack, (f"{'on' if stack else 'off'} (the stack's: its cluster's trainer runs "
                        f"{'with' if stack else 'without'} --lease)")
     return override, f"{'on' if override else 'off'} (overridden; the stack's is {'on' if stack else 'off'})"
+
+
+class LostCopyRenewer:
+    """After a region loss, region A's copy as the manager cannot tell it apart from a partitioned one, still alive
+    and renewing its lease: the drill renews A's lease as A's holder (a conditional write on its generation, as
+    ``lease.WriterLease.renew``) every third of its life until ``until()`` is true (region B's first step), then
+    stops, as a copy that lost its region at last does. Region B's first save must then wait for A's lease to run
+    out, past B's restore and first steps: a guard that does not wait saves before B holds the lease, whatever the
+    machine's load (a loaded machine's slow restore would otherwise outlast A's lease and hide it)."""
+
+    def __init__(self, emulator: Emulator, run_name: str, until, ttl_s: float = DRILL_TTL_S):
+        self.emulator, self.run_name, self.until, self.ttl_s = emulator, run_name, until, ttl_s
+        self.renewals = 0
+        self.last: dict | None = None  # A's lease as last written (or found): its holder and expiry
+        self.stopped_at: float | None = None
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="lost-copy-renewer", daemon=True)
+
+    def start(self) -> LostCopyRenewer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        import time
+
+        from workloads.trainer.lease import PreconditionFailed, store_for
+
+        store, key = store_for(location(self.run_name), self.emulator.url)
+        try:
+            while not self.until():
+                found = store.read(key)
+                if found is None or found[0].get("released"):
+                    break  # nothing of A's to keep alive
+                body, generation = found
+                self.last = body
+                renewed = {**body, "expires": time.time() + self.ttl_s, "renewed": time.time()}
+                try:
+                    store.write(key, renewed, generation)
+                    self.renewals += 1
+                    self.last = renewed
+                except PreconditionFailed:
+                    break  # taken over: A's renewals are refused from here on, as the lease's are
+                deadline = time.time() + self.ttl_s / 3
+                while time.time() < deadline and not self.until():
+                    time.sleep(0.05)
+        except Exception as e:  # noqa: BLE001 - reported in the drill's figures, never swallowed
+            self.error = f"{type(e).__name__}: {e}"
+        self.stopped_at = time.time()
+
+    def join(self, timeout: float = 10.0) -> None:
+        self._thread.join(timeout)
