@@ -101,6 +101,37 @@ def test_a_takeover_before_the_lost_copys_expiry_plus_skew_fails_the_drill():
     assert any("not taken: LeaseHeld" in p for p in problems)
 
 
+def test_the_lost_copys_lease_is_kept_alive_until_region_b_resumes_on_the_emulator():
+    """The region-loss drill's stand-in for a partitioned region A: on the emulator, A's lease is renewed as A's
+    holder while B waits (B cannot take it), and stops when told; the lease as last written is what B is judged
+    against. A lease taken over meanwhile is left alone (a refused conditional write)."""
+    import threading
+    import time
+
+    from drills.writer_lease import Emulator, LostCopyRenewer
+    from workloads.trainer import lease as wl
+
+    run = "r-1a2b3c4d"
+    with Emulator() as em:
+        store = wl.store_for(writer_lease.location(run), em.url)
+
+        def copy(holder: str) -> wl.WriterLease:
+            return wl.WriterLease(writer_lease.location(run), holder, ttl_s=writer_lease.DRILL_TTL_S, save_budget_s=8,
+                                  skew_s=2, store=store)
+
+        copy("a").acquire()
+        stop = threading.Event()
+        renewer = LostCopyRenewer(em, run, stop.is_set).start()
+        deadline = time.time() + 20
+        while renewer.renewals < 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert renewer.renewals >= 1 and not copy("b").try_acquire()
+        stop.set()
+        renewer.join()
+        assert renewer.error is None and renewer.last["holder"] == "a"
+        assert em.read(run)["expires"] == renewer.last["expires"] > time.time()
+
+
 @pytest.mark.slow
 def test_the_region_loss_drill_holds_the_lease_and_region_b_takes_it_before_its_first_save(local_cluster):
     """dev's region-loss drill with the lease on (an override: dev's jobs hold none), on the emulator: region A
