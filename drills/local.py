@@ -911,7 +911,8 @@ class LocalDrill:
             return []
         from drills.writer_lease import lease_problems
 
-        problems, figures = lease_problems([(f"copy {i + 1}", d.events) for i, d in enumerate(self.drivers)])
+        problems, figures = lease_problems([(f"copy {i + 1}", d.events) for i, d in enumerate(self.drivers)],
+                                           t0=self.t_job)
         self.report.figures |= figures
         return problems
 

@@ -72,10 +72,12 @@ def lease_events(events: list[dict]) -> tuple[list[dict], list[dict]]:
     return ([e for e in events if e.get("event") == "lease"], [e for e in events if e.get("event") == "saving"])
 
 
-def lease_problems(copies: list[tuple[str, list[dict]]], previous: dict | None = None) -> tuple[list[str], dict]:
+def lease_problems(copies: list[tuple[str, list[dict]]], previous: dict | None = None,
+                   t0: float | None = None) -> tuple[list[str], dict]:
     """The lease's verdict and figures over the copies of one run, in the order they ran: (name, that copy's
     progress events). ``previous``: the lease as a lost copy left it (its body, read at the loss), which the next
-    copy may take only past its ``expires`` plus the skew. (problems, figures)."""
+    copy may take only past its ``expires`` plus the skew; ``t0``: the drill's job start, for when each copy took
+    the lease. (problems, figures)."""
     problems: list[str] = []
     figures: dict = {}
     for n, (name, events) in enumerate(copies):
@@ -90,6 +92,8 @@ def lease_problems(copies: list[tuple[str, list[dict]]], previous: dict | None =
                 problems.append(f"{name}: {len(saves)} save(s) without the writer lease (steps "
                                 f"{[s.get('step') for s in saves][:5]})")
             continue
+        if t0 is not None:
+            figures[f"{name}: lease acquired (s from the job's start)"] = round(acquired["t"] - t0, 1)
         figures[f"{name}: lease waited (s)"] = acquired.get("waited_s")
         figures[f"{name}: lease epoch"] = acquired.get("epoch")
         early = [s for s in saves if s["t"] < acquired["t"]]

@@ -158,3 +158,25 @@ def test_the_region_loss_drill_holds_the_lease_and_region_b_takes_it_before_its_
         assert f["region-b: lease acquired (s from the loss)"] > report.resume_s, (f, report.resume_s)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_local_drill_on_a_stack_whose_jobs_hold_the_lease_reports_it_and_fails_a_save_without_it(tmp_path):
+    """The preemption drill of a queued job of multi holds the lease (the stack's own setting): its figures say so and
+    when each copy took it; a copy's save before its lease fails the drill's report."""
+    import types
+
+    from drills.local import LocalDrill, LocalDrillOptions
+
+    multi = _spec("multi")
+    job = next(j for j in multi.jobs if j.region is None)  # a multislice job its manager queues
+    cluster = types.SimpleNamespace(spares=0, spares_refused=[], live_workers=lambda: [1, 2])
+    drill = LocalDrill(multi, job, tmp_path, LocalDrillOptions(), cluster=cluster)
+    assert drill.lease
+    drill._lease_server()  # (not entered: no server needed to judge)
+    assert drill.report.figures["writer lease"].startswith("on (the stack's")
+    drill.t_job = 100.0
+    drill.drivers = [types.SimpleNamespace(events=[_lease(101.5, "a", 1), _saving(103.0, 0)])]
+    assert drill._lease_problems() == []
+    assert drill.report.figures["copy 1: lease acquired (s from the job's start)"] == 1.5
+    drill.drivers.append(types.SimpleNamespace(events=[_saving(200.0, 5), _lease(201.0, "b", 2)]))
+    assert any("copy 2: save of step 5" in p for p in drill._lease_problems())
