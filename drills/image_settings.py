@@ -35,7 +35,8 @@ CLUSTER_FLAGS = {
     "--prebuilt-image": "holds locally: the local workers install nothing at start either (they run this checkout's "
                         "environment, uv.lock)",
     "--warm-workers": "applied when the drill keeps warm spares (the stack's unverified.warmSpares)",
-    "--lease": "the stack's writer lease on a multi-region manager's queued job: not applied by this drill",
+    "--lease": "applied: the drill's copies hold the run's writer lease on a Cloud Storage emulator "
+               "(fake-gcs-server), its life scaled to the drill (drills.writer_lease)",
 }
 # MaxText settings only the cluster's run gets: key -> what a local drill does.
 CLUSTER_SETTINGS = {

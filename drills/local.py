@@ -95,6 +95,37 @@ def served_by_own_spare(ready: float | None, t_kill: float, asked: list[float]) 
     return ready is not None and bool(asked) and min(asked) <= ready < t_kill
 
 
+def restart_on_own_spares(ups: list[dict], world: int, t_kill: float, t_start: float,
+                          asked: list[tuple[float, str | None]]) -> tuple[bool | None, list[str]]:
+    """Whether every rank of the worker group that restarted after ``t_kill`` (and started training at
+    ``t_start``, on ``world`` workers) ran in a spare its own node was asked for (:func:`served_by_own_spare`).
+
+    ``ups``: the workers' ``worker_up`` events (every rank reports its own, with its node); ``asked``: (when, node)
+    of each spare request. A rank is judged by its last ``worker_up`` between the kill and the start (an earlier
+    failed start's workers are not the restart). (True/False, or None when some rank's line is missing: the
+    restart cannot be called warm; one line per rank saying how it started)."""
+    restart: dict[int, dict] = {}
+    for e in sorted(ups, key=lambda e: e["t_up"]):
+        if t_kill <= e["t_up"] <= t_start:
+            restart[int(e.get("rank", 0))] = e
+    lines, verdict = [], True
+    for rank in range(world):
+        e = restart.get(rank)
+        if e is None:
+            lines.append(f"rank {rank}: no worker_up line after the kill")
+            verdict = None if verdict is not False else False
+            continue
+        own = [t for t, node in asked if node == e.get("node")]
+        served = served_by_own_spare(e.get("ready_at"), t_kill, own)
+        how = ("its node's spare" if served else
+               "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else
+               "a process its node's spare request did not start")
+        lines.append(f"rank {rank}: {how}")
+        if not served:
+            verdict = False
+    return verdict, lines
+
+
 class DrillFailed(RuntimeError):
     """The drill could not go on (timeout, a run that ended early): the report says how far."""
 
@@ -133,6 +164,9 @@ class LocalDrillOptions:
     # environment and ask for the next spare after each attempt's first step (the trainer's --warm-workers).
     # A cluster passed in uses its own spares (LocalRayCluster(spares=...)).
     warm: bool | None = None
+    # The stack's writer lease (drills.writer_lease). None: the stack's own (its queued jobs hold one); True/False
+    # overrides it, and the report says so.
+    lease: bool | None = None
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -185,16 +219,19 @@ class _Timeline:
     done: dict | None = None
     ups: list[float] = field(default_factory=list)  # a worker group's train function entered
     imported: list[float] = field(default_factory=list)  # ... and MaxText imported
-    # (t_up, the worker process's start, when its MaxText preload was done or None): was it a spare, ready before?
-    warm_ups: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    # Every rank's worker_up (t_up, its process's start, when its MaxText preload was done or None, rank, node):
+    # was each a spare, ready before?
+    warm_ups: list[dict] = field(default_factory=list)
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
     reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
     spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
     spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
-    spare_requested_at: list[float] = field(default_factory=list)  # when (rank 0's clock)
+    spare_requested_at: list[float] = field(default_factory=list)  # when (each rank's request)
+    spare_asked: list[tuple[float, str | None]] = field(default_factory=list)  # (when, the asking rank's node)
     # The restart shape's train step compiled into the persistent cache (the trainer's precompile_restart_shape)
     precompile_started: bool = False
     precompiled_s: float | None = None
+    precompile_error: str | None = None  # its process's exit code and the end of its stderr (precompile_failed)
 
     def on_event(self, e: dict) -> None:
         with self.lock:
@@ -202,7 +239,7 @@ class _Timeline:
                 self.steps.append((e["t"], e["step"], e["world"]))
             elif e["event"] == "worker_up":
                 self.ups.append(e["t_up"])
-                self.warm_ups.append((e["t_up"], e.get("proc_start"), e.get("ready_at")))
+                self.warm_ups.append(e)
             elif e["event"] == "imported":
                 self.imported.append(e["t"])
             elif e["event"] == "loss":
@@ -214,10 +251,13 @@ class _Timeline:
             elif e["event"] == "spare_requested":
                 self.spares_requested += 1
                 self.spare_requested_at.append(e["t"])
+                self.spare_asked.append((e["t"], e.get("node")))
             elif e["event"] == "precompile_started":
                 self.precompile_started = True
             elif e["event"] == "precompiled":
                 self.precompiled_s = e["s"]
+            elif e["event"] == "precompile_failed":
+                self.precompile_error = f"exit {e.get('rc')}: {e.get('error') or '(no stderr)'}"
             elif e["event"] == "spare_refused":
                 self.spares_refused.append(e.get("error", "?"))
             elif e["event"] == "done":
@@ -284,6 +324,10 @@ class LocalDrill:
         stack_says = "on" if spec.unverified.warm_spares else "off"
         self.warm_source = ("the stack's unverified.warmSpares" if options.warm is None else
                             f"overridden; the stack's unverified.warmSpares is {stack_says}")
+        from drills.writer_lease import drill_lease
+
+        self.lease, self.lease_source = drill_lease(spec, job, options.lease)
+        self.emulator = None  # drills.writer_lease.Emulator while the drill runs, with the lease on
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
         self.timeline = _Timeline()
@@ -342,6 +386,7 @@ class LocalDrill:
             time.sleep(POLL_S)
 
     def _start_driver(self, slices: int | None = None, data_dir: Path | None = None, name: str | None = None):
+        from drills import writer_lease
         from drills.local_train import JAX_CACHE_DIR, start_driver
         from workloads.trainer_args import trainer_argv
 
@@ -354,10 +399,13 @@ class LocalDrill:
             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
             save_commit_delay=o.save_commit_delay_s or None, max_failures=o.max_failures,
             warm_workers=bool(self.warm and self.cluster.spares),
+            **({"lease": writer_lease.location(self.job.run_name), "lease_ttl": writer_lease.DRILL_TTL_S}
+               if self.emulator else {}),
         )
         if self.t_job is None:
             self.t_job = time.time()
         env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(self.opts.worker_group_start_timeout_s)}
+        env |= self.emulator.env() if self.emulator else {}
         log = self.run_dir / f"driver-{name or len(self.drivers)}.log"
         driver = start_driver(self.cluster, argv, log, self._on_event, echo=False,
                               on_line=self.timeline.on_line, env=env)
@@ -381,7 +429,7 @@ class LocalDrill:
                                                auth=self.spec.ray.auth)
             else:
                 self.cluster.peaks.clear()  # this drill's processes only
-            with self.cluster if self._own_cluster else contextlib.nullcontext():
+            with self.cluster if self._own_cluster else contextlib.nullcontext(), self._lease_server():
                 auth = self.cluster.auth_env["RAY_AUTH_MODE"]
                 self.say(f"local Ray cluster up: head + {o.slices} slice node(s), Ray auth {auth} "
                          "(the stack's ray.auth)")
@@ -412,6 +460,9 @@ class LocalDrill:
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
+            if problems := self._precompile_problems() + self._lease_problems():  # whatever else ended the drill
+                r.ok = False
+                r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)
             self._timeline_figures()
             self.files = r.publish(self.run_dir)
@@ -455,7 +506,8 @@ class LocalDrill:
 
         def ready():
             marks = self.cluster.spare_ready_marks()
-            compiled = not self.timeline.precompile_started or self.timeline.precompiled_s is not None
+            tl = self.timeline  # a failed precompile ends the wait too (reported by _precompile_problems)
+            compiled = not tl.precompile_started or tl.precompiled_s is not None or tl.precompile_error is not None
             if compiled and all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
                 return "ready"
             step = self.timeline.last_step()
@@ -469,8 +521,6 @@ class LocalDrill:
         if why != "ready":
             self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
         self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
-        if self.timeline.precompile_started:
-            self.report.figures["restart shape's train step precompiled (s)"] = self.timeline.precompiled_s
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
@@ -575,21 +625,7 @@ class LocalDrill:
             read = next((s for t, s in tl.reads if t >= t_kill), None)
         if read is not None:  # the restore phase's checkpoint read itself, apart from MaxText's setup and compile
             r.figures["checkpoint read in the restore (s)"] = read
-        with tl.lock:
-            restarted = next(((start, ready) for t, start, ready in tl.warm_ups if t >= t_kill), None)
-        if restarted is not None:
-            # A spare served the restart only if the restarted rank 0's process was started, and its MaxText preload
-            # done, before the kill: on a warm node a process started for the restart preloads too (after it).
-            start, ready = restarted
-            with tl.lock:
-                asked = list(tl.spare_requested_at)
-            r.figures["restarted on a warm spare"] = served_by_own_spare(ready, t_kill, asked)
-            if start is not None:
-                r.figures["restarted process started (s from the kill)"] = round(start - t_kill, 1)
-        else:
-            # Resumed, but the restarted rank 0 never said how its process started: with spares on, that is a
-            # restart nobody can call warm, never a pass by silence (_spare_problems).
-            self.restart_unseen = True
+        self._judge_restart(t_kill, t_start, world)
         if r.detect_s is None:
             # No failure-policy line reached the driver: the restart is the first sign.
             r.detect_s = round(t_start - t_kill, 1)
@@ -606,6 +642,27 @@ class LocalDrill:
         self.say(f"resumed on {world} worker(s) from checkpoint {r.restored_step}: first step "
                  f"{first_step[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone); "
                  f"phases {r.phases}")
+
+    def _judge_restart(self, t_kill: float, t_start: float, world: int) -> None:
+        """The restart's figures: how each restarted rank's process started, and whether all ran in their own
+        node's spare (``restart_on_own_spares``; ``_spare_problems`` fails the drill on a cold or silent rank)."""
+        r, tl = self.report, self.timeline
+        with tl.lock:
+            ups, asked = list(tl.warm_ups), list(tl.spare_asked)
+        # A spare served the restart only if every restarted rank's process was started, and its MaxText preload done,
+        # before the kill, after its own node was asked for a spare: on a warm node a process started for the restart
+        # preloads too (after it).
+        served, how = restart_on_own_spares(ups, world, t_kill, t_start, asked)
+        r.figures["restarted ranks"] = "; ".join(how)
+        if served is None:
+            # Resumed, but a restarted rank never said how its process started: with spares on, that is a restart
+            # nobody can call warm, never a pass by silence (_spare_problems).
+            self.restart_unseen = True
+        else:
+            r.figures["restarted on a warm spare"] = served
+        starts = [e["proc_start"] for e in ups if t_kill <= e["t_up"] <= t_start and e.get("proc_start")]
+        if starts:
+            r.figures["restarted process started (s from the kill)"] = round(max(starts) - t_kill, 1)
 
     def _repeated(self, deadline: float) -> None:
         """Kill a worker's node ``max_failures`` times (a replacement joins after each: capacity
@@ -837,6 +894,44 @@ class LocalDrill:
         r.notes.append(f"checkpoints committed at the end: {committed}")
 
 
+    def _lease_server(self):
+        """The Cloud Storage emulator the drill's copies hold the writer lease on, with the lease on."""
+        self.report.figures["writer lease"] = self.lease_source
+        if not self.lease:
+            return contextlib.nullcontext()
+        from drills.writer_lease import Emulator
+
+        self.emulator = Emulator()
+        return self.emulator
+
+    def _lease_problems(self) -> list[str]:
+        """With the lease on: every save under its copy's lease, and the lease in the figures (drills.writer_lease).
+        The copies ran one after another (a resubmitted job's first copy released the lease as it failed)."""
+        if self.emulator is None:
+            return []
+        from drills.writer_lease import lease_problems
+
+        problems, figures = lease_problems([(f"copy {i + 1}", d.events) for i, d in enumerate(self.drivers)],
+                                           t0=self.t_job)
+        self.report.figures |= figures
+        return problems
+
+    def _precompile_problems(self) -> list[str]:
+        """The restart shape's precompile (maxtext_trainer.precompile_restart_shape, warm local runs): its time in
+        the figures, or its failure, which fails the drill: a restart that was to load its train step from the
+        cache compiles it instead, and only the worker's log would say why."""
+        tl, figures = self.timeline, self.report.figures
+        with tl.lock:
+            started, took, error = tl.precompile_started, tl.precompiled_s, tl.precompile_error
+        if not started:
+            return []
+        key = "restart shape's train step precompiled (s)"
+        if error is not None:
+            figures[key] = f"failed ({error[:200]})"
+            return [f"the restart shape's precompile failed, {error}"]
+        figures[key] = took  # None: not done by the end of the drill
+        return []
+
     def _spare_problems(self) -> list[str]:
         """Warm spares that did not serve: a node's or a worker's spare request refused (e.g. Ray's token auth),
         or, with spares on, a restart that started a cold process. Each fails the drill: a spare that silently
@@ -852,10 +947,11 @@ class LocalDrill:
         r.figures["spare requests refused"] = len(refused)
         problems = [f"warm spare refused: {e}" for e in refused[:3]]
         if r.figures.get("restarted on a warm spare") is False:
-            problems.append("warm spares on, but the restarted worker started a cold process")
+            problems.append("warm spares on, but a restarted rank did not run in its node's spare: "
+                            f"{r.figures.get('restarted ranks', '?')}")
         elif self.restart_unseen:
-            problems.append("warm spares on, but the restarted rank 0 reported no worker_up line: whether a spare "
-                            "served the restart is unknown")
+            problems.append("warm spares on, but a restarted rank reported no worker_up line: whether a spare "
+                            f"served the restart is unknown ({r.figures.get('restarted ranks', '?')})")
         return problems
 
 

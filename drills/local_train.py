@@ -129,7 +129,7 @@ def start_driver(
                     run.result = payload
                     continue
                 # Ray forwards a line once per log monitor; keep each event once.
-                key = (payload.get("event"), payload.get("step"), payload.get("t"))
+                key = (payload.get("event"), payload.get("step"), payload.get("t"), payload.get("rank"))
                 if key in run._seen:
                     continue
                 run._seen.add(key)

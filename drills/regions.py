@@ -152,6 +152,9 @@ class RegionLossOptions:
     # cluster started once the loss is seen. In each, the job is submitted at the dispatch, as MultiKueue creates
     # it in the region it picks.
     standby: str = "up"
+    # The stack's writer lease (drills.writer_lease). None: the stack's own (its queued jobs hold one); True/False
+    # overrides it, and the report says so.
+    lease: bool | None = None
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -280,6 +283,10 @@ class RegionLossDrill:
         self.t0 = time.time()
         self.t_job: float | None = None
         self.files: dict = {}
+        from drills.writer_lease import drill_lease
+
+        self.lease, self.lease_source = drill_lease(spec, job, o.lease)
+        self.emulator = None  # drills.writer_lease.Emulator while the drill runs, with the lease on
 
     def say(self, msg: str) -> None:
         print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
@@ -308,7 +315,7 @@ class RegionLossDrill:
                             local_slices=r.workers, steps=o.steps, step_delay=o.step_delay,
                             checkpoint_period=o.checkpoint_period,
                             jax_cache_dir=str(o.jax_cache_dir or JAX_CACHE_DIR),
-                            warm_workers=bool(r.cluster.spares))
+                            warm_workers=bool(r.cluster.spares), **self._lease_args())
         if self.t_job is None:
             self.t_job = time.time()
 
@@ -320,7 +327,13 @@ class RegionLossDrill:
                 self.say(f"{r.region.name}: step {e['step']}")
 
         r.driver = start_driver(r.cluster, argv, self.run_dir / f"driver-{r.region.name}.log", on_event,
-                                on_line=r.timeline.on_line)
+                                on_line=r.timeline.on_line, env=self.emulator.env() if self.emulator else None)
+
+    def _lease_args(self) -> dict:
+        from drills import writer_lease
+
+        return {"lease": writer_lease.location(self.job.run_name), "lease_ttl": writer_lease.DRILL_TTL_S} \
+            if self.emulator else {}
 
     def run(self) -> DrillReport:
         from drills.localray import LocalRayCluster, LocalRayError
@@ -343,6 +356,11 @@ class RegionLossDrill:
         try:
             with contextlib.ExitStack() as stack:
                 self._stack = stack
+                rep.figures["writer lease"] = self.lease_source
+                if self.lease:
+                    from drills.writer_lease import Emulator
+
+                    self.emulator = stack.enter_context(Emulator())
                 stack.enter_context(self.a.cluster)
                 self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
                 self._submit(self.a)
@@ -416,6 +434,14 @@ class RegionLossDrill:
             os.killpg(a.driver.proc.pid, signal.SIGKILL)
         lost = a.cluster.lose()
         t_kill = time.time()
+        renewer = None
+        if self.emulator:
+            # Region A's copy as the manager sees it: maybe partitioned, still renewing its lease, until region B
+            # has resumed (drills.writer_lease.LostCopyRenewer); B may take the lease only past its expiry + skew.
+            from drills.writer_lease import LostCopyRenewer
+
+            renewer = LostCopyRenewer(self.emulator, self.job.run_name,
+                                      lambda: bool(b.timeline.steps_after(t_kill))).start()
         a.driver.wait(timeout=10)
         committed_at_kill, in_flight = checkpoint_dirs(self.ckpt_dir)
         in_flight_steps = sorted({int(n.split(".")[0]) for n in in_flight if n.split(".")[0].isdigit()})
@@ -465,9 +491,12 @@ class RegionLossDrill:
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
         with b.timeline.lock:
-            restarted = next(((st, ready) for t, st, ready in b.timeline.warm_ups if t >= t_dispatch), None)
-        # A spare: the restarted rank 0's process started, and its preload done, before the loss.
-        spare = None if restarted is None else restarted[1] is not None and restarted[1] < t_kill
+            ups = [e for e in b.timeline.warm_ups if t_dispatch <= e["t_up"] <= t_start]
+        # A spare: every rank of region B's first worker group ran in a process started, and done preloading,
+        # before the loss (the standby's own spares: no job asked for them). None: no rank said.
+        by_rank = {int(e.get("rank", 0)): e for e in ups}
+        spare = None if not by_rank else len(by_rank) >= world and all(
+            e.get("ready_at") is not None and e["ready_at"] < t_kill for e in by_rank.values())
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
                  f"{first[1]} {rep.resume_s} s after the loss")
         self._wait(f"the job to end in {b.region.name}", lambda: b.driver.proc.poll() is not None, deadline)
@@ -488,6 +517,22 @@ class RegionLossDrill:
             corrupt_end=corrupt_checkpoints(self.ckpt_dir), left_a=left,
             driver_ok=b.driver.proc.returncode == 0 and bool((b.driver.result or {}).get("ok")))
         rep.steps_lost = figures.pop("steps lost")
+        if self.emulator is not None:
+            from drills.writer_lease import lease_problems
+
+            renewer.join()
+            lease_at_loss = renewer.last  # A's lease as it was left: B may take it only past its expiry + skew
+            figures["region A's lease renewed after the loss (s)"] = round((renewer.stopped_at or t_kill) - t_kill, 1)
+            if renewer.error:
+                problems.append(f"region A's lease could not be kept after the loss: {renewer.error}")
+            more, lease_figures = lease_problems([(a.region.name, a.driver.events), (b.region.name, b.driver.events)],
+                                                 previous=lease_at_loss)
+            problems += more
+            figures |= lease_figures
+            taken = next((e["t"] for e in b.driver.events if e["event"] == "lease" and e.get("state") == "acquired"),
+                         None)
+            figures[f"{b.region.name}: lease acquired (s from the loss)"] = \
+                None if taken is None else round(taken - t_kill, 1)
         rep.figures = {"regions": f"{a.region.name} -> {b.region.name}",
                        "standby": o.standby + {"warm": " (cluster up, spare workers with MaxText imported)",
                                                "up": " (cluster up, the job submitted at the dispatch)",

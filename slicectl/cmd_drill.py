@@ -86,6 +86,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="slice nodes keep idle worker processes with MaxText imported, which a restarted worker "
                             "group takes (default: the stack's unverified.warmSpares; either flag overrides it and "
                             "the report says so; docs/recovery.md)")
+    local.add_argument("--lease", action=argparse.BooleanOptionalAction, default=None,
+                       help="the run's copies hold the stack's writer lease on a Cloud Storage emulator (default: "
+                            "the stack's own, its queued jobs' --lease; either flag overrides it and the report says "
+                            "so; docs/drills.md)")
     local.add_argument("-v", "--verbose", action="store_true", help="print every step")
 
     cluster = p.add_argument_group("cluster drill (default)")
@@ -196,7 +200,7 @@ def run_local(args: argparse.Namespace) -> int:
         timeout_s=args.timeout if args.timeout is not None else defaults.timeout_s, verbose=args.verbose,
         resubmit_delay_s=args.capacity_back_after,
         scenario=args.scenario, max_failures=args.max_failures, reference_dir=args.reference_run,
-        warm=args.warm_workers,
+        warm=args.warm_workers, lease=args.lease,
     )
     try:
         if args.step_delay is None and args.scenario == "reshard":
@@ -242,7 +246,7 @@ def run_region_loss(args: argparse.Namespace, spec, job) -> int:
         step_delay=args.step_delay if args.step_delay is not None else defaults.step_delay,
         kill_after_step=args.kill_after_step, worker_lost_timeout_s=args.worker_lost_timeout,
         timeout_s=args.timeout or defaults.timeout_s, verbose=args.verbose,
-        standby=args.standby or defaults.standby)
+        standby=args.standby or defaults.standby, lease=args.lease)
     try:
         drill = regions.RegionLossDrill(spec, job, args.run_dir or default_run_dir(args.stack, "region"), opts)
     except ValueError as e:

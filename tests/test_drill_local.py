@@ -300,7 +300,7 @@ def test_a_refused_or_cold_spare_fails_the_drill(tmp_path):
     assert drill.report.figures["spares requested by the workers"] == 1
     assert any("UNAUTHENTICATED: no token" in p for p in problems)
     assert any("slice-0: UNAUTHENTICATED" in p for p in problems)
-    assert any("started a cold process" in p for p in problems)
+    assert any("did not run in its node's spare" in p for p in problems)
     # Served by a spare, none refused: no problem.
     cluster.spares_refused.clear()
     drill.timeline.spares_refused.clear()

@@ -91,6 +91,43 @@ def test_a_restart_in_a_process_ready_before_the_jobs_spare_request_is_not_the_j
     assert not local.served_by_own_spare(None, t_kill=110.0, asked=asked)  # not preloaded
 
 
+def _up(rank: int, node: str, t_up: float, ready: float | None) -> dict:
+    return {"event": "worker_up", "t_up": t_up, "rank": rank, "node": node, "ready_at": ready, "proc_start": 1.0}
+
+
+def test_every_restarted_rank_must_run_in_its_own_nodes_spare():
+    """A restart of two ranks: each is judged by the spare its own node was asked for, not rank 0's alone. The
+    drill's default victim is the last slice, so rank 0 survives and its node's spare serves it whatever happens on
+    the other ranks: one rank restarting cold (or in a spare asked for on another node, or silent) fails the
+    verdict."""
+    asked = [(100.0, "n0"), (101.0, "n1")]
+    both = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, 105.0)]
+    assert local.restart_on_own_spares(both, 2, t_kill=110.0, t_start=120.0, asked=asked)[0] is True
+    cold = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, None)]
+    verdict, how = local.restart_on_own_spares(cold, 2, t_kill=110.0, t_start=120.0, asked=asked)
+    assert verdict is False and how == ["rank 0: its node's spare", "rank 1: a cold process"]
+    # Rank 1's process ready after n0's request, but its own node n1 never asked: not its own spare.
+    other = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, 105.0)]
+    assert local.restart_on_own_spares(other, 2, 110.0, 120.0, asked=[(100.0, "n0")])[0] is False
+    # Rank 1 silent: unknown, never a pass; a failed start's workers before the restart are not the restart.
+    assert local.restart_on_own_spares(both[:1], 2, 110.0, 120.0, asked)[0] is None
+    late = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 125.0, 105.0)]
+    assert local.restart_on_own_spares(late, 2, 110.0, 120.0, asked)[0] is None
+    # The same events through the drill's timeline: one cold rank fails the drill.
+    drill = LocalDrill(_warm_prod(), pick_job(_warm_prod(), None), Path(tempfile.mkdtemp()), LocalDrillOptions(),
+                       cluster=_Cluster(1))
+    for t, node in asked:
+        drill.timeline.on_event({"event": "spare_requested", "t": t, "world": 2, "rank": int(node[1]), "node": node})
+    for e in cold:
+        drill.timeline.on_event(e)
+    drill._judge_restart(t_kill=110.0, t_start=120.0, world=2)
+    assert drill.report.figures["restarted on a warm spare"] is False
+    assert any("rank 1: a cold process" in p for p in drill._spare_problems())
+    drill.timeline.warm_ups[1]["ready_at"] = 105.0  # rank 1 in its node's spare too: no problem
+    drill._judge_restart(t_kill=110.0, t_start=120.0, world=2)
+    assert drill.report.figures["restarted on a warm spare"] is True and drill._spare_problems() == []
+
+
 @pytest.mark.slow
 def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare(jax_cache):
     """prod's settings (Ray token auth) with unverified.warmSpares on: the training workers ask their raylet for a

@@ -271,23 +271,12 @@ def test_maxtext_saves_through_the_module_attribute_the_guard_replaces():
     assert not bare, f"{path}: maybe_save_checkpoint called by a bare name (line {bare[0].lineno}): unguarded"
 
 
-def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monkeypatch):
-    """train_loop_per_worker with the lease guard, MaxText's modules replaced by stand-ins whose ``main`` saves as
-    MaxText's train loop does (``checkpointing.maybe_save_checkpoint(...)`` through the module): a lease another
-    copy took over refuses the save before it runs, the worker's fit fails with LeaseLost, and MaxText's own
-    function is put back."""
-    import functools
+def _maxtext_standins(tmp_path, monkeypatch, main=None):
+    """MaxText's modules replaced by stand-ins whose ``main`` saves as MaxText's train loop does
+    (``checkpointing.maybe_save_checkpoint(...)`` through the module); (the saves that ran, checkpointing, train)."""
     import types
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
-    import maxtext_trainer
     import ray.train
-
-    location = str(tmp_path / wl.LEASE_NAME)
-    token = wl.WriterLease(location, "east5").acquire()
-    store, key = wl.store_for(location)
-    body, gen = store.read(key)
-    store.write(key, {**body, "holder": "east1", "epoch": body["epoch"] + 1}, gen)  # taken over
 
     saved: list[tuple] = []
     checkpointing = types.ModuleType("maxtext.common.checkpointing")
@@ -303,12 +292,12 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
                                               jit_train_and_eval_step=lambda *a, **kw: (None, None))
     original_initialize = train.initialize
 
-    def main(argv):
+    def save_once(argv):
         cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
                                     enable_checkpointing=True, save_checkpoint_on_completion=True)
         sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(None, None, cfg, None, 0)
 
-    train.main = main
+    train.main = main or save_once
     metric_logger = types.ModuleType("maxtext.common.metric_logger")
     metric_logger.MetricLogger = type("MetricLogger", (), {"log_metrics": lambda self, *a: None})
     common = types.ModuleType("maxtext.common")
@@ -323,6 +312,26 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the trainer's deferred-import finder
     context = types.SimpleNamespace(get_world_rank=lambda: 0, get_world_size=lambda: 1)
     monkeypatch.setattr(ray.train, "get_context", lambda: context)
+    return saved, checkpointing, train, original_save, original_initialize
+
+
+def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monkeypatch):
+    """train_loop_per_worker with the lease guard, MaxText's modules replaced by stand-ins whose ``main`` saves as
+    MaxText's train loop does (``checkpointing.maybe_save_checkpoint(...)`` through the module): a lease another
+    copy took over refuses the save before it runs, the worker's fit fails with LeaseLost, and MaxText's own
+    function is put back."""
+    import functools
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    token = wl.WriterLease(location, "east5").acquire()
+    store, key = wl.store_for(location)
+    body, gen = store.read(key)
+    store.write(key, {**body, "holder": "east1", "epoch": body["epoch"] + 1}, gen)  # taken over
+
+    saved, checkpointing, train, original_save, original_initialize = _maxtext_standins(tmp_path, monkeypatch)
     config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
               "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False,
               "lease_guard": functools.partial(wl.guarded, lease=token)}
@@ -334,3 +343,37 @@ def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monk
     with pytest.raises(RuntimeError):  # the stand-in's run ends before its last step: the trainer says so
         maxtext_trainer.train_loop_per_worker(config | {"lease_guard": None})
     assert len(saved) == 1
+
+
+def test_the_trainer_restores_while_its_lease_is_pending_and_its_first_save_waits_for_it(tmp_path, monkeypatch):
+    """The hook as the driver installs it for a copy whose lease is still another's (hold_lease: a pending token,
+    MaxText's own save decision): the steps that write nothing run at once (the restore and the first steps do not
+    wait), the first save that writes waits for the lease and, the lease still east5's when the wait runs out,
+    refuses before MaxText's save runs."""
+    import functools
+    import types
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    wl.WriterLease(location, "east5").acquire()  # the lost region's copy: its lease still live
+    token = wl.WriterLease(location, "east1").pending(wait_s=0.5, poll_s=0.1)
+
+    class Manager:  # Orbax's CheckpointManager as MaxText's save path asks it (should_save)
+        def should_save(self, step: int) -> bool:
+            return step % 5 == 0
+
+    def main(argv):
+        cfg = types.SimpleNamespace(steps=11, base_output_directory=str(tmp_path), run_name="r",
+                                    enable_checkpointing=True, save_checkpoint_on_completion=True)
+        for step in (6, 7, 10):
+            sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(Manager(), None, cfg, None, step)
+
+    saved, *_ = _maxtext_standins(tmp_path, monkeypatch, main)
+    config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
+              "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False,
+              "lease_guard": functools.partial(wl.guarded, lease=token, writes=maxtext_trainer.save_writes)}
+    with pytest.raises(wl.LeaseHeld, match="held by east5"):
+        maxtext_trainer.train_loop_per_worker(config)
+    assert [a[-1] for a in saved] == [6, 7]  # the steps ran; step 10's save never did

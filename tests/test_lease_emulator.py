@@ -355,3 +355,44 @@ def test_a_write_that_lands_after_retries_gives_a_whole_lease_from_when_it_lande
     saves: list[int] = []
     wl.guarded(saves.append, token, now=clock)(10)
     assert saves == [10]
+
+
+# --------------------------------------------------------------------------- restore while waiting
+
+
+def test_a_new_holder_restores_while_it_waits_and_takes_the_lease_before_its_first_save(proxy):
+    """A re-dispatched copy (east1) while the lost region's copy (east5) still holds a live lease: its driver waits
+    in the background; its workers' calls that write nothing pass at once (the restore and the steps before the
+    first checkpoint do not wait); its first save that writes waits until the lease is east1's, which comes only
+    past east5's expiry plus the skew (never at once: east5 may still be writing), then saves under it."""
+    clock = Clock()
+    first, second = _lease(proxy, "east5", clock), _lease(proxy, "east1", clock)
+    first.acquire()
+    lost_at = clock.t
+    token = second.pending(wait_s=wl.WAIT_S, poll_s=5.0)
+    saves: list[tuple[int, float]] = []
+    save = wl.guarded(lambda step: saves.append((step, clock.t)), token, now=clock, sleep=clock.sleep,
+                      writes=lambda step: step % 5 == 0)
+    save(6)  # the restore's first step writes nothing: no wait, no lease needed
+    assert saves == [(6, lost_at)] and token.epoch is None
+    acquired: list[tuple[object, float]] = []
+    second.acquire_in_background(wl.WAIT_S, lambda error, waited: acquired.append((error, waited)),
+                                 poll_s=5.0).join(timeout=120)
+    second._stop.set()  # no renewer on simulated time
+    assert acquired and acquired[0][0] is None and acquired[0][1] >= first.expires + first.skew_s - lost_at
+    save(10)  # the first save: under east1's lease, taken only past east5's expiry and the skew
+    assert saves[-1][0] == 10 and saves[-1][1] >= first.expires + first.skew_s
+    body, _ = _store(proxy).read(KEY)
+    assert (body["holder"], body["epoch"], token.epoch) == ("east1", 2, 2)
+
+
+def test_a_pending_save_waits_and_never_writes_while_another_copy_holds_the_lease(proxy):
+    """The workers' token before their driver holds the lease: a save that writes refuses (LeaseHeld) once its wait
+    runs out with the lease still another's, and never runs meanwhile."""
+    clock = Clock()
+    _lease(proxy, "east5", clock).acquire()
+    token = _lease(proxy, "east1", clock).pending(wait_s=30.0, poll_s=5.0)
+    saves: list[int] = []
+    with pytest.raises(wl.LeaseHeld, match="held by east5"):
+        wl.guarded(saves.append, token, now=clock, sleep=clock.sleep)(10)
+    assert saves == [] and token.epoch is None

@@ -109,6 +109,8 @@ def trainer_argv(
     save_commit_delay: float | None = None,
     max_failures: int | None = None,
     warm_workers: bool = False,
+    lease: str | None = None,
+    lease_ttl: float | None = None,
 ) -> list[str]:
     """The trainer script's arguments (everything after ``python maxtext_trainer.py``).
 
@@ -117,7 +119,8 @@ def trainer_argv(
     ``local_slices`` local slice nodes (default: the job's maximum slices), the compilation
     cache in ``jax_cache_dir`` (default: inside the run), ``max_failures`` overriding the job's
     (a drill that runs out of retries on purpose), ``warm_workers`` for a local cluster whose slice
-    nodes keep warm spares (``LocalRayCluster(spares=...)``).
+    nodes keep warm spares (``LocalRayCluster(spares=...)``), ``lease`` (with ``lease_ttl``) for a local drill that
+    holds the stack's writer lease (drills.writer_lease).
     """
     spec, job = job_site(spec, job)
     shape = spec.group(job.group).shape
@@ -160,6 +163,8 @@ def trainer_argv(
             argv += ["--save-commit-delay", _num(save_commit_delay)]
         if warm_workers:
             argv.append("--warm-workers")  # the local nodes keep MaxText-imported spares (drills.localray)
+        if lease:
+            argv += ["--lease", lease] + (["--lease-ttl", _num(lease_ttl)] if lease_ttl else [])
         defaults = {"jax_cache_dir": jax_cache_dir} if jax_cache_dir else {}
     else:
         if spec.prebuilt_image:

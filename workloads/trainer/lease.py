@@ -17,17 +17,19 @@ How. One small object next to the run's checkpoints, ``<base_output_directory>/<
 - on a local directory (``slicectl train --local``, the drills), the same contract emulated with an exclusive
   ``fcntl`` lock around read-compare-write, the generation kept in the object.
 
-The driver acquires the lease before training (waiting up to ``wait_s`` for a live holder's lease to expire) and
-renews it every ``ttl_s / 3``; every checkpoint save first checks the lease is still this holder's with at least
-``save_budget_s`` left (:func:`guarded`). Another copy takes over only after ``expires`` plus ``skew_s``. So two
-copies never write at once provided a save ends within ``save_budget_s`` of its check and the hosts' clocks differ
-by less than ``skew_s`` (GKE nodes keep time with Google's NTP). A save ends when its checkpoint is committed:
-with MaxText's default ``async_checkpointing: True`` (maxtext 0.2.1 configs/base.yml) Orbax goes on writing after
-the save call returns, so the budget has to cover that background commit, not the call. A copy that cannot renew
-(its lease taken over, or unreachable storage past expiry) raises :class:`LeaseLost` at its next save and its fit
-fails; the driver then waits for the lease like a new copy and trains again from the latest checkpoint
-(``maxtext_trainer.main``), rather than failing the job (a failed copy finishes the job on the manager, which then
-deletes every copy).
+The driver takes the lease while its workers restore (waiting up to ``wait_s`` for a live holder's lease to expire
+plus the skew: never at once, the previous holder, in a lost region say, may still be writing until then), and
+renews it every ``ttl_s / 3``; the first save waits until this copy holds it (:meth:`WriterLease.pending`), so the
+wait overlaps the restore instead of adding to it; every checkpoint save first checks the lease is still this
+holder's with at least ``save_budget_s`` left (:func:`guarded`). Another copy takes over only after ``expires`` plus
+``skew_s``. So two copies never write at once provided a save ends within ``save_budget_s`` of its check and the
+hosts' clocks differ by less than ``skew_s`` (GKE nodes keep time with Google's NTP). A save ends when its
+checkpoint is committed: with MaxText's default ``async_checkpointing: True`` (maxtext 0.2.1 configs/base.yml) Orbax
+goes on writing after the save call returns, so the budget has to cover that background commit, not the call. A copy
+that cannot renew (its lease taken over, or unreachable storage past expiry) raises :class:`LeaseLost` at its next
+save and its fit fails; the driver then waits for the lease like a new copy and trains again from the latest
+checkpoint (``maxtext_trainer.main``), rather than failing the job (a failed copy finishes the job on the manager,
+which then deletes every copy).
 
 Transient errors. Cloud Storage's retry strategy (https://cloud.google.com/storage/docs/retry-strategy) names
 "HTTP 408, 429, and 5xx response codes" and "Socket timeouts and TCP disconnects" as transient, and an insert with
@@ -271,13 +273,14 @@ def metadata_token() -> str:
         return json.loads(resp.read())["access_token"]
 
 
-def store_for(location: str) -> tuple[Store, str]:
-    """``gs://bucket/dir/.writer-lease`` or a local path -> (store, key)."""
+def store_for(location: str, emulator: str | None = None) -> tuple[Store, str]:
+    """``gs://bucket/dir/.writer-lease`` or a local path -> (store, key); ``emulator``: a storage emulator's endpoint
+    (default: ``STORAGE_EMULATOR_HOST``, when set)."""
     if location.startswith("gs://"):
         bucket, _, key = location[len("gs://"):].partition("/")
         if not bucket or not key:
             raise ValueError(f"lease location {location!r}: expected gs://<bucket>/<path>")
-        if emulator := os.environ.get(EMULATOR_ENV):
+        if emulator := emulator or os.environ.get(EMULATOR_ENV):
             return GcsStore(bucket, lambda: None, emulator), key  # an emulator takes no credentials
         return GcsStore(bucket), key
     root, key = os.path.split(os.path.abspath(location))
@@ -296,7 +299,10 @@ class Lease:
 
     location: str
     holder: str
-    epoch: int
+    # None: pending. The driver takes the lease in the background while the workers restore (a restart's or a
+    # re-dispatched copy's setup does not wait for it); the first save that writes waits until the lease names
+    # this holder (:meth:`_await_holder`), then holds that epoch.
+    epoch: int | None
     save_budget_s: float = SAVE_BUDGET_S
     # The expiry last read as ours: no other copy can take over before it (plus the skew), so until a save's
     # budget before it no read is needed (MaxText calls the save hook every step, on every worker).
@@ -305,11 +311,37 @@ class Lease:
     # meanwhile. Past it the copy stops as if it had lost the lease (the driver then takes the run over again)
     # rather than failing the job on storage that did not answer.
     read_retry_s: float = TTL_S / 3
+    # The driver's storage endpoint when it is an emulator (its STORAGE_EMULATOR_HOST): the workers reach the same
+    # server whatever their own environment holds.
+    emulator: str | None = None
+    wait_until: float = 0.0  # pending: a save waits for the driver's lease until then (the driver's own wait)
+    poll_s: float = 10.0  # pending: how often that wait reads the lease
+
+    def _await_holder(self, now: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        """Pending: wait until the lease names this holder (the driver took it), then hold its epoch. Never a write:
+        only the driver writes the lease; a save waits here, before anything of the checkpoint is written."""
+        store, key = store_for(self.location, self.emulator)
+        while True:
+            try:
+                found = retrying(lambda: store.read(key), now() + self.read_retry_s, f"read {self.location}", now,
+                                 sleep)
+            except TransientError:
+                found = None  # storage did not answer: still waiting, as long as the driver does
+            if found is not None and found[0]["holder"] == self.holder:
+                self.epoch = found[0]["epoch"]
+                return
+            if now() >= self.wait_until:
+                held = found[0] if found is not None else {}
+                raise LeaseHeld(f"{self.location}: still held by {held.get('holder', '?')} (epoch "
+                                f"{held.get('epoch')}); this copy's driver did not take it in time: no save without it")
+            sleep(self.poll_s)
 
     def check(self, now: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        if self.epoch is None:
+            self._await_holder(now, sleep)
         if now() <= self.known_expires - self.save_budget_s:
             return
-        store, key = store_for(self.location)
+        store, key = store_for(self.location, self.emulator)
         try:
             found = retrying(lambda: store.read(key), now() + self.read_retry_s, f"read {self.location}", now, sleep)
         except TransientError as e:
@@ -348,7 +380,39 @@ class WriterLease:
         self.lost: LeaseError | None = None
 
     def token(self) -> Lease:
-        return Lease(self.location, self.holder, self.epoch, self.save_budget_s)
+        return Lease(self.location, self.holder, self.epoch, self.save_budget_s, read_retry_s=self.ttl_s / 3,
+                     emulator=os.environ.get(EMULATOR_ENV))
+
+    def pending(self, wait_s: float, poll_s: float | None = None) -> Lease:
+        """The workers' token before this copy holds the lease (:meth:`acquire_in_background`): their first save
+        that writes waits until the lease names this holder, at most ``wait_s`` from now."""
+        return Lease(self.location, self.holder, None, self.save_budget_s, read_retry_s=self.ttl_s / 3,
+                     emulator=os.environ.get(EMULATOR_ENV), wait_until=self.clock() + wait_s,
+                     poll_s=poll_s if poll_s is not None else min(10.0, self.ttl_s / 10))
+
+    def acquire_in_background(self, wait_s: float, on_done: Callable[[LeaseError | None, float], None],
+                              poll_s: float | None = None) -> threading.Thread:
+        """Wait for the lease (:meth:`acquire`) in a daemon thread, then renew it; ``on_done(error or None, seconds
+        waited)``. Meanwhile the workers restore and train, their saves waiting on :meth:`pending`'s token: the wait
+        for the previous holder's expiry (a copy in a lost region may still be writing until then, so never a
+        takeover before it) overlaps the restore instead of adding to it."""
+        started = self.clock()
+
+        def run() -> None:
+            try:
+                self.acquire(wait_s, poll_s if poll_s is not None else min(10.0, self.ttl_s / 10))
+            except (LeaseError, OSError) as e:
+                if self._stop.is_set():
+                    return  # released meanwhile (the fit ended): nothing to report
+                self.lost = e if isinstance(e, LeaseError) else LeaseError(str(e))
+                on_done(self.lost, self.clock() - started)
+                return
+            self.start_renewing()
+            on_done(None, self.clock() - started)
+
+        thread = threading.Thread(target=run, name="writer-lease-acquire", daemon=True)
+        thread.start()
+        return thread
 
     def _body(self, epoch: int, expires: float) -> dict[str, Any]:
         return {"holder": self.holder, "epoch": epoch, "expires": expires, "renewed": self.clock()}
@@ -387,6 +451,8 @@ class WriterLease:
                                 f"until {held.get('expires', 0):.0f}, waited {wait_s:.0f} s: another copy of this "
                                 "run is writing its checkpoints")
             self.sleep(poll_s)
+            if self._stop.is_set():  # released while waiting (acquire_in_background): never take it now
+                raise LeaseError(f"{self.location}: released while waiting for the lease")
         return self.token()
 
     def renew(self) -> None:
@@ -429,7 +495,8 @@ class WriterLease:
 
 
 def guarded(save: Callable[..., Any], lease: Lease | None, now: Callable[[], float] = time.time,
-            sleep: Callable[[float], None] = time.sleep) -> Callable[..., Any]:
+            sleep: Callable[[float], None] = time.sleep,
+            writes: Callable[..., bool] | None = None) -> Callable[..., Any]:
     """``save`` that first checks ``lease`` (None: unguarded). A failed check raises :class:`LeaseLost` before
     MaxText's save runs, so MaxText's own handler (``maybe_save_checkpoint`` turns a failed save into
     StopTraining) never sees it and its train loop, which catches StopTraining only, fails: the fit fails without
@@ -438,7 +505,10 @@ def guarded(save: Callable[..., Any], lease: Lease | None, now: Callable[[], flo
         return save
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        lease.check(now, sleep)
+        # ``writes(...)``: whether this call writes anything (MaxText calls its save hook every step and saves every
+        # checkpoint_period): a call that writes nothing needs no lease, so it never waits for a pending one.
+        if writes is None or writes(*args, **kwargs):
+            lease.check(now, sleep)
         return save(*args, **kwargs)
 
     return wrapper

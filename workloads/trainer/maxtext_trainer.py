@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 PROGRESS = "slicectl-progress"
@@ -128,6 +129,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--lease", default=None,
                    help="a writer lease on the run's checkpoints (gs://bucket/run/.writer-lease or a path): wait "
                         "while another copy holds it, stop before a save once it is lost (lease.py beside this script)")
+    p.add_argument("--lease-ttl", type=float, default=None,
+                   help="--local only: the lease's life in seconds (its save budget and clock-skew margin scaled "
+                        "alike), so a drill sees a takeover in seconds, not lease.TTL_S")
     p.add_argument("--verdict-wait", type=float, default=VERDICT_WAIT_S,
                    help="elastic: longest wait, after a failure, for the cluster to declare an "
                         "unreachable node dead before restarting without it")
@@ -144,6 +148,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.warm_workers and not (args.local or args.prebuilt_image):
         p.error("--warm-workers needs --local or --prebuilt-image: an idle process serves a worker only if the worker "
                 "has no runtime env, and without the image the workers install MaxText through one")
+    if args.lease_ttl is not None and not (args.local and args.lease):
+        p.error("--lease-ttl scales a local drill's --lease; pass it with --local and --lease")
     if (args.step_delay or args.save_commit_delay) and not args.local:
         p.error("--step-delay and --save-commit-delay pace local drills only; pass them with --local")
     if args.hosts_per_slice < 1 or args.chips_per_host < 1:
@@ -416,12 +422,38 @@ def precompile_restart_shape(argv: list[str], world: int) -> subprocess.Popen:
     )
     argv = [a for a in argv if not a.startswith("enable_checkpointing=")] + ["enable_checkpointing=false"]
     env = os.environ | {"JAX_PLATFORMS": "cpu"}
+    # stdout stays the worker's (its "precompiled" progress line reaches the driver); stderr is read by
+    # watch_precompile, which reports a failure as a progress event instead of leaving it in the worker's log.
     return subprocess.Popen([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)),
-                             json.dumps(argv)], env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+                             json.dumps(argv)], env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, errors="replace", start_new_session=True)
+
+
+PRECOMPILE_ERROR_CHARS = 600  # the end of a failed precompile's stderr carried in its progress event
+
+
+def watch_precompile(proc: subprocess.Popen, on_failure) -> threading.Thread:
+    """Wait for a :func:`precompile_restart_shape` process in a daemon thread, echoing its stderr to this worker's
+    (the log keeps it); when it exits non-zero, ``on_failure(returncode, the end of its stderr)``: the trainer emits
+    that as a ``precompile_failed`` progress event the drills report and fail on."""
+    def wait() -> None:
+        tail = ""
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail = (tail + line)[-PRECOMPILE_ERROR_CHARS:]
+        if (rc := proc.wait()) != 0:
+            on_failure(rc, tail.strip())
+
+    thread = threading.Thread(target=wait, name="precompile-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _precompile(argv: list[str]) -> None:
     import socket
+
+    if not os.path.isfile(argv[1]):  # before seconds of imports: a wrong path fails at once, and says so
+        raise SystemExit(f"precompile_restart_shape: no MaxText config at {argv[1]}")
 
     import jax
 
@@ -619,13 +651,17 @@ def train_loop_per_worker(config: dict) -> None:
     delay = config["step_delay"]
     seen: dict = {"start_step": None, "last_step": None, "loss": None, "steps_run": 0, "cfg": None}
 
-    def emit(kind: str, **fields) -> None:
-        if rank == 0:
-            line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world} | fields)
+    def emit(kind: str, every_rank: bool = False, **fields) -> None:
+        """A progress line: rank 0's, or with ``every_rank`` each rank's (stamped with its rank)."""
+        if rank == 0 or every_rank:
+            line = json.dumps({"event": kind, "t": round(time.time(), 3), "world": world, "rank": rank} | fields)
             print(f"{PROGRESS} {line}", flush=True)
 
-    emit("worker_up", t_up=round(t_up, 3), warm=warm, pid=os.getpid(), proc_start=round(process_start_time(), 3),
-         ready_at=None if ready_at is None else round(ready_at, 3))
+    # Every rank's process and spare request, with its node: the drills judge each restarted rank's process by the
+    # spare its own node was asked for (drills.local.restart_on_own_spares), not rank 0's alone.
+    node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None  # never a Ray of its own
+    emit("worker_up", every_rank=True, t_up=round(t_up, 3), warm=warm, pid=os.getpid(), node=node_id,
+         proc_start=round(process_start_time(), 3), ready_at=None if ready_at is None else round(ready_at, 3))
     emit("imported", import_s=round(time.time() - t_import, 1), warm=warm)
     if local:
         _init_local_jax_distributed()
@@ -648,6 +684,9 @@ def train_loop_per_worker(config: dict) -> None:
 
     def save(checkpoint_manager, state, cfg, data_iterator, step=None):
         seen["cfg"] = cfg
+        if config.get("lease_guard") and save_writes(checkpoint_manager, state, cfg, data_iterator, step):
+            # Past the lease's guard (which wraps this function): the drills check each against the driver's lease.
+            emit("saving", step=None if step is None else int(step))
         orig_save(checkpoint_manager, state, cfg, data_iterator, step)
         if step is not None:
             seen["last_step"] = int(step)
@@ -657,8 +696,10 @@ def train_loop_per_worker(config: dict) -> None:
                 # The restart after one lost slice runs on one worker: its train step is compiled now,
                 # in a process of that shape, into the persistent cache the restart reads (the 10 s of
                 # "imported -> restored" of a cold cache, drills' figures), while this run trains.
-                precompile_restart_shape(argv_for(world - 1), world - 1)
+                proc = precompile_restart_shape(argv_for(world - 1), world - 1)
                 emit("precompile_started", shape=world - 1)
+                watch_precompile(proc, lambda rc, error: emit("precompile_failed", shape=world - 1, rc=rc,
+                                                              error=error))
             if config.get("warm_workers") and seen["steps_run"] == 1:
                 # After this attempt's first step, not at its start: the spare's import (seconds of CPU) then
                 # competes with training, not with this restore. A raylet's refusal (grpc.RpcError: auth, an
@@ -668,11 +709,11 @@ def train_loop_per_worker(config: dict) -> None:
 
                 try:
                     keep_warm_spare()
-                    emit("spare_requested")
+                    emit("spare_requested", every_rank=True, node=node_id)
                 except grpc.RpcError as e:
                     error = f"{e.code().name}: {e.details()}" if hasattr(e, "code") else str(e)
                     print(f"rank {rank}: warm spare refused by this node's raylet: {error}", flush=True)
-                    emit("spare_refused", error=error)
+                    emit("spare_refused", every_rank=True, node=node_id, error=error)
             if delay:
                 time.sleep(delay)
 
@@ -963,10 +1004,43 @@ def hold_lease(args: argparse.Namespace):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(writer_lease)  # the workers have no copy of the module
-    lease = writer_lease.WriterLease(args.lease)
-    args.lease_guard = functools.partial(writer_lease.guarded, lease=lease.acquire(wait_s=writer_lease.WAIT_S))
-    lease.start_renewing()
+    ttl = args.lease_ttl or writer_lease.TTL_S  # a drill's shorter lease keeps the stack's proportions
+    lease = writer_lease.WriterLease(args.lease, ttl_s=ttl, save_budget_s=ttl * writer_lease.SAVE_BUDGET_S /
+                                     writer_lease.TTL_S, skew_s=ttl * writer_lease.SKEW_S / writer_lease.TTL_S)
+    started = time.time()
+
+    def report(error, waited_s: float) -> None:
+        # A progress line of the driver's (the drills' lease figures and their check that no save ran without it).
+        line = {"event": "lease", "t": round(time.time(), 3), "world": 0, "holder": lease.holder,
+                "state": "failed" if error else "acquired", "epoch": lease.epoch, "waited_s": round(waited_s, 3),
+                "expires": round(lease.expires, 3), "ttl_s": ttl, "skew_s": lease.skew_s}
+        print(f"{PROGRESS} {json.dumps(line | ({'error': str(error)} if error else {}))}", flush=True)
+        if error:
+            print(f"writer lease: {error}", file=sys.stderr, flush=True)
+
+    # The new holder restores while it waits: the workers' first save that writes waits for the lease (a pending
+    # token), the restore does not. Taken at once when free or released (one read, one conditional write).
+    writes = save_writes
+    if lease.try_acquire():
+        lease.start_renewing()
+        report(None, time.time() - started)
+        token = lease.token()
+    else:
+        token = lease.pending(writer_lease.WAIT_S)
+        lease.acquire_in_background(writer_lease.WAIT_S, report)
+    args.lease_guard = functools.partial(writer_lease.guarded, lease=token, writes=writes)
     return lease
+
+
+def save_writes(checkpoint_manager, state, config, data_iterator, step=None) -> bool:  # noqa: ARG001 - the hook's
+    """Whether a call of MaxText's ``maybe_save_checkpoint`` writes a checkpoint, so only such a call waits for the
+    lease: none without a checkpoint manager; the final call (no ``step``) may force one; any other writes only
+    if Orbax's ``CheckpointManager.save`` would (maxtext 0.2.1 common/checkpointing.py:714-732 and 747-800, which
+    ends in ``checkpoint_manager.save(step, ..., force)``; orbax checkpoint_manager.py:1417 ``if not force and not
+    self.should_save(step): return False``)."""
+    if checkpoint_manager is None:
+        return False
+    return step is None or bool(checkpoint_manager.should_save(int(step)))
 
 
 def lease_lost(lease, error: BaseException) -> bool:
@@ -975,6 +1049,8 @@ def lease_lost(lease, error: BaseException) -> bool:
     lease now names another holder."""
     import lease as writer_lease
 
+    if isinstance(lease.lost, writer_lease.LeaseHeld) or (lease.epoch == 0 and lease.lost is None):
+        return False  # never held (the wait for it ran out, or the fit failed while waiting): the job's error
     if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
         return True
     try:
