@@ -115,7 +115,8 @@ def restart_on_own_spares(ups: list[dict], world: int, t_kill: float, t_start: f
             lines.append(f"rank {rank}: no worker_up line after the kill")
             verdict = None if verdict is not False else False
             continue
-        own = [t for t, node in asked if node == e.get("node")]
+        # A rank that did not say its node (None) has no spare of its own: None must not match another's None.
+        own = [t for t, node in asked if node is not None and node == e.get("node")]
         served = served_by_own_spare(e.get("ready_at"), t_kill, own)
         how = ("its node's spare" if served else
                "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else

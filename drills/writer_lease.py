@@ -80,17 +80,26 @@ def lease_problems(copies: list[tuple[str, list[dict]]], previous: dict | None =
     the lease. (problems, figures)."""
     problems: list[str] = []
     figures: dict = {}
+    judged, finished = 0, False  # saves the verdict saw; whether any copy finished the run
     for n, (name, events) in enumerate(copies):
         leases, saves = lease_events(events)
         acquired = next((e for e in leases if e.get("state") == "acquired"), None)
         failed = next((e for e in leases if e.get("state") == "failed"), None)
         if failed is not None:
             problems.append(f"{name}: the writer lease was not taken: {failed.get('error')}")
+        done = any(e.get("event") == "done" for e in events)
+        judged += len(saves)
+        finished = finished or done
         if acquired is None:
             figures[f"{name}: lease"] = "never acquired"
             if saves:
                 problems.append(f"{name}: {len(saves)} save(s) without the writer lease (steps "
                                 f"{[s.get('step') for s in saves][:5]})")
+            if done and failed is None:
+                # A finished run saved its last step (MaxText's save on completion): with the lease on, its driver
+                # reports the lease it held. No lease line at all is a trainer that ran without the lease.
+                problems.append(f"{name}: finished without ever reporting the writer lease: its trainer did not "
+                                "hold it")
             continue
         if t0 is not None:
             figures[f"{name}: lease acquired (s from the job's start)"] = round(acquired["t"] - t0, 1)
@@ -109,6 +118,10 @@ def lease_problems(copies: list[tuple[str, list[dict]]], previous: dict | None =
         elif n > 0 and previous is not None:
             problems.append(f"{name}: holds the lease as the lost copy's holder ({acquired.get('holder')}): a "
                             "same-holder takeover at once, while the lost copy may still be writing")
+    if finished and not judged:
+        # A run that finished saved at least its last step: no ``saving`` line at all means the saves were not
+        # reported (or not guarded), and a verdict over none would pass whatever the lease did.
+        problems.append("no save was reported under the writer lease: the verdict judged nothing")
     return problems, figures
 
 

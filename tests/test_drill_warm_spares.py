@@ -109,6 +109,9 @@ def test_every_restarted_rank_must_run_in_its_own_nodes_spare():
     # Rank 1's process ready after n0's request, but its own node n1 never asked: not its own spare.
     other = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, 105.0)]
     assert local.restart_on_own_spares(other, 2, 110.0, 120.0, asked=[(100.0, "n0")])[0] is False
+    # Ranks that did not report their node are served by no one's request (not any other None-node request).
+    nameless = [_up(0, None, 112.0, 104.0), _up(1, None, 112.5, 105.0)]
+    assert local.restart_on_own_spares(nameless, 2, 110.0, 120.0, asked=[(100.0, None)])[0] is False
     # Rank 1 silent: unknown, never a pass; a failed start's workers before the restart are not the restart.
     assert local.restart_on_own_spares(both[:1], 2, 110.0, 120.0, asked)[0] is None
     late = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 125.0, 105.0)]

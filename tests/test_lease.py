@@ -295,7 +295,8 @@ def _maxtext_standins(tmp_path, monkeypatch, main=None):
     def save_once(argv):
         cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
                                     enable_checkpointing=True, save_checkpoint_on_completion=True)
-        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(None, None, cfg, None, 0)
+        manager = types.SimpleNamespace(should_save=lambda step: True)  # step 0 is a checkpoint's step
+        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(manager, None, cfg, None, 0)
 
     train.main = main or save_once
     metric_logger = types.ModuleType("maxtext.common.metric_logger")
@@ -373,7 +374,64 @@ def test_the_trainer_restores_while_its_lease_is_pending_and_its_first_save_wait
     saved, *_ = _maxtext_standins(tmp_path, monkeypatch, main)
     config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
               "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False,
-              "lease_guard": functools.partial(wl.guarded, lease=token, writes=maxtext_trainer.save_writes)}
+              "lease_guard": functools.partial(wl.guarded, lease=token)}
     with pytest.raises(wl.LeaseHeld, match="held by east5"):
         maxtext_trainer.train_loop_per_worker(config)
     assert [a[-1] for a in saved] == [6, 7]  # the steps ran; step 10's save never did
+
+
+def test_orbax_asked_again_inside_its_save_cannot_write_past_the_lease(tmp_path, monkeypatch):
+    """Orbax's ``should_save`` is not a pure function of the step (it reads whether an async save is still in
+    progress, the time, the preemption sync point: orbax checkpoint_manager.py ``should_save``), and MaxText's
+    ``maybe_save_checkpoint`` leaves the decision to Orbax's ``save`` (``if not force and not
+    self.should_save(step)``). A manager that answers "no" to the trainer's question and "yes" inside its own save
+    (the async save finished in between) must not write while another copy holds the lease: the trainer's decision
+    is the one Orbax's save gets."""
+    import functools
+    import types
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    location = str(tmp_path / wl.LEASE_NAME)
+    wl.WriterLease(location, "east5").acquire()  # the other region's copy: its lease live
+    token = wl.WriterLease(location, "east1").pending(wait_s=0.3, poll_s=0.1)
+    written: list[int] = []
+
+    class Manager:  # Orbax's CheckpointManager: save asks should_save again unless forced
+        def __init__(self):
+            self.asked = 0
+
+        def should_save(self, step: int) -> bool:
+            self.asked += 1
+            return self.asked > 1  # "a save is in progress" first, finished by the second asking
+
+        def save(self, step, args=None, force=False):
+            if not force and not self.should_save(step):
+                return False
+            written.append(step)
+            return True
+
+    def maybe_save_checkpoint(checkpoint_manager, state, config, data_iterator, step=None):
+        # maxtext 0.2.1 common/checkpointing.py:714-732 -> save_checkpoint's checkpoint_manager.save(step, ..., force)
+        actual = int(state.step) - 1 if step is None else int(step)
+        force = step is None and actual != -1 and actual % config.checkpoint_period != 0
+        return checkpoint_manager.save(actual, args=None, force=force)
+
+    def main(argv):
+        cfg = types.SimpleNamespace(steps=11, base_output_directory=str(tmp_path), run_name="r",
+                                    enable_checkpointing=True, save_checkpoint_on_completion=True,
+                                    checkpoint_period=5)
+        manager = Manager()
+        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(manager, None, cfg, None, 5)
+        assert "should_save" not in vars(manager)  # the pinned decision lasts one call
+        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(manager, None, cfg, None, 6)
+
+    _, checkpointing, *_ = _maxtext_standins(tmp_path, monkeypatch, main)
+    checkpointing.maybe_save_checkpoint = maybe_save_checkpoint
+    config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
+              "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False,
+              "lease_guard": functools.partial(wl.guarded, lease=token)}
+    with pytest.raises(wl.LeaseHeld, match="held by east5"):  # step 6's save: Orbax says yes, the lease no
+        maxtext_trainer.train_loop_per_worker(config)
+    assert written == []  # step 5 was decided "no" once, and Orbax's save got that answer

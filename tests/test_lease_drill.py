@@ -101,6 +101,21 @@ def test_a_takeover_before_the_lost_copys_expiry_plus_skew_fails_the_drill():
     assert any("not taken: LeaseHeld" in p for p in problems)
 
 
+def test_a_drill_whose_trainer_ignored_the_lease_fails():
+    """With the lease on, a copy that finished its run reports the lease it held and its saves (its last step's at
+    least): a trainer that ran without the lease (no lease line, no saving line) must not pass a verdict that then
+    judged nothing."""
+    done = {"event": "done", "t": 30.0, "world": 2}
+    problems, _ = lease_problems([("copy 1", [done])])
+    assert any("finished without ever reporting the writer lease" in p for p in problems)
+    assert any("judged nothing" in p for p in problems)
+    # The lease held but no save reported (the saving line lost): still fails.
+    problems, _ = lease_problems([("copy 1", [_lease(1.0, "a", 1), done])])
+    assert problems == ["no save was reported under the writer lease: the verdict judged nothing"]
+    # Held, saved under it, finished: passes.
+    assert lease_problems([("copy 1", [_lease(1.0, "a", 1), _saving(2.0, 0), done])])[0] == []
+
+
 def test_the_lost_copys_lease_is_kept_alive_until_region_b_resumes_on_the_emulator():
     """The region-loss drill's stand-in for a partitioned region A: on the emulator, A's lease is renewed as A's
     holder while B waits (B cannot take it), and stops when told; the lease as last written is what B is judged

@@ -29,6 +29,7 @@ start) and the final ``slicectl-result {json}`` are for the runner to parse.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -682,12 +683,23 @@ def train_loop_per_worker(config: dict) -> None:
              if local else None)
         return step
 
+    guard = config.get("lease_guard")
+    check_lease = guard(lambda: None) if guard else None
+
     def save(checkpoint_manager, state, cfg, data_iterator, step=None):
         seen["cfg"] = cfg
-        if config.get("lease_guard") and save_writes(checkpoint_manager, state, cfg, data_iterator, step):
-            # Past the lease's guard (which wraps this function): the drills check each against the driver's lease.
-            emit("saving", step=None if step is None else int(step))
-        orig_save(checkpoint_manager, state, cfg, data_iterator, step)
+        if check_lease is None:
+            orig_save(checkpoint_manager, state, cfg, data_iterator, step)
+        else:
+            # Orbax's save decision taken once and pinned for MaxText's call (save_decided_once): asked again
+            # inside Orbax's save it may answer otherwise (an async save that finished meanwhile, a time-based
+            # policy, a preemption noticed in between) and write without the lease's check.
+            with save_decided_once(checkpoint_manager, state, cfg, step) as writes:
+                if writes:
+                    check_lease()  # raises before MaxText's save, outside its handler (lease.guarded)
+                    # Past the lease's check: the drills check each against the driver's lease.
+                    emit("saving", step=None if step is None else int(step))
+                orig_save(checkpoint_manager, state, cfg, data_iterator, step)
         if step is not None:
             seen["last_step"] = int(step)
             seen["steps_run"] += 1
@@ -757,7 +769,7 @@ def train_loop_per_worker(config: dict) -> None:
     maxtext_train.initialize = timed("maxtext_initialize", orig_initialize)
     maxtext_train.train_utils.setup_train_loop = timed("setup_train_loop", orig_setup)
     maxtext_train.get_first_step = first_step
-    checkpointing.maybe_save_checkpoint = config["lease_guard"](save) if config.get("lease_guard") else save
+    checkpointing.maybe_save_checkpoint = save
     checkpointing.load_state_if_possible = load_state
     MetricLogger.log_metrics = log_metrics
     def argv_for(n: int) -> list[str]:
@@ -1020,7 +1032,6 @@ def hold_lease(args: argparse.Namespace):
 
     # The new holder restores while it waits: the workers' first save that writes waits for the lease (a pending
     # token), the restore does not. Taken at once when free or released (one read, one conditional write).
-    writes = save_writes
     if lease.try_acquire():
         lease.start_renewing()
         report(None, time.time() - started)
@@ -1028,19 +1039,39 @@ def hold_lease(args: argparse.Namespace):
     else:
         token = lease.pending(writer_lease.WAIT_S)
         lease.acquire_in_background(writer_lease.WAIT_S, report)
-    args.lease_guard = functools.partial(writer_lease.guarded, lease=token, writes=writes)
+    # The workers check it before each save that writes (train_loop_per_worker's hook, save_decided_once).
+    args.lease_guard = functools.partial(writer_lease.guarded, lease=token)
     return lease
 
 
-def save_writes(checkpoint_manager, state, config, data_iterator, step=None) -> bool:  # noqa: ARG001 - the hook's
-    """Whether a call of MaxText's ``maybe_save_checkpoint`` writes a checkpoint, so only such a call waits for the
-    lease: none without a checkpoint manager; the final call (no ``step``) may force one; any other writes only
-    if Orbax's ``CheckpointManager.save`` would (maxtext 0.2.1 common/checkpointing.py:714-732 and 747-800, which
-    ends in ``checkpoint_manager.save(step, ..., force)``; orbax checkpoint_manager.py:1417 ``if not force and not
-    self.should_save(step): return False``)."""
+@contextlib.contextmanager
+def save_decided_once(checkpoint_manager, state, config, step=None):
+    """Whether this call of MaxText's ``maybe_save_checkpoint`` writes a checkpoint, decided once, the decision
+    pinned on the checkpoint manager while the call runs (yields it), so only a call that writes waits for the
+    lease and no call writes past it. MaxText saves its ``actual_step`` (the last completed one when ``step`` is
+    None) forced on the final call unless it is a period's step, else when Orbax's ``CheckpointManager.save``
+    decides to (maxtext 0.2.1 common/checkpointing.py:714-732 and 747-800, ``checkpoint_manager.save(step, ...,
+    force)``; orbax checkpoint_manager.py:1417 ``if not force and not self.should_save(step): return False``).
+    ``should_save`` is not a pure function of the step: it reads whether a save is in progress and the time
+    (orbax ``ContinuousCheckpointingPolicy``, MaxText's ``enable_continuous_checkpointing``) and the preemption
+    sync point. So its first answer is the one Orbax's save gets for this step (an instance attribute shadowing
+    the method), not a second asking that could write after a check that said no save."""
     if checkpoint_manager is None:
-        return False
-    return step is None or bool(checkpoint_manager.should_save(int(step)))
+        yield False
+        return
+    actual = (int(state.step) - 1) if step is None else int(step)
+    force = step is None and actual != -1 and actual % config.checkpoint_period != 0
+    should = bool(checkpoint_manager.should_save(actual))
+    real = checkpoint_manager.should_save
+    shadowed = "should_save" in vars(checkpoint_manager)
+    checkpoint_manager.should_save = lambda s: should if int(s) == actual else real(s)
+    try:
+        yield force or should
+    finally:
+        if shadowed:
+            checkpoint_manager.should_save = real
+        else:
+            del checkpoint_manager.should_save
 
 
 def lease_lost(lease, error: BaseException) -> bool:
