@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import io
 import json
+import os
 import re
+import stat
 import sys
 import time
 from pathlib import Path
@@ -244,22 +247,44 @@ def _own_folder(path: Path) -> None:
 
 def _write_manifest(path: Path, doc: dict) -> None:
     """``doc`` as ``path``'s text, overwriting a file in place; a symlink at ``path`` is removed first, not written
-    through (its target is not the preview's: the manifests are rewritten, never their links' targets).
+    through (its target is not the preview's: the manifests are rewritten, never their links' targets), and so is
+    a FIFO, socket or device there (reading or writing one would block or leave the folder).
 
     A file that already holds the text is left as it is: reading and comparing costs a few milliseconds for all of
     prod's 2 MB, where truncating and rewriting a file makes ext4 flush it on close (its ``auto_da_alloc``), a
     second of wall time on a busy disk for a preview that changed nothing; the file's time stays that of its last
-    change."""
+    change. The read and the write open the path with ``O_NOFOLLOW``: a link put there after the check is neither
+    read (compared with a file outside the folder) nor written through."""
     data = yaml_text(doc).encode()
-    if path.is_symlink():
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         path.unlink()
-    else:
-        try:
-            if path.read_bytes() == data:
-                return
-        except FileNotFoundError:
-            pass
-    path.write_bytes(data)
+    elif mode is not None and _holds(path, data):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        path.unlink()  # a link put there since the check: removed, and the file made anew (O_EXCL)
+        fd = os.open(path, flags | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is, not through a link, a regular file holding ``data``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False  # a link (ELOOP), gone, or unreadable: written anew
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and f.read() == data
 
 
 def manifests_by_cluster(rendering: engine.Rendering) -> dict[str, list[dict]]:
