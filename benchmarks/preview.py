@@ -7,9 +7,15 @@ Run: ``uv run python benchmarks/preview.py [--pairs 7] [--xpk PATH | --install-x
   (``benchmarks/scale.py``'s stack with prod's one on-demand option per slice), ``slicectl preview`` as a whole
   process beside ``xpk cluster create --dry-run --tpu-type v6e-16 --num-slices N`` (same project, zone and cluster
   name; ``--project-number`` so xpk asks gcloud nothing), each once to warm the OS file cache, then ``--pairs``
-  pairs, the order inside a pair alternating, so both meet the same machine. Per size: the median wall and CPU
-  (user + system) time of each, their ratios (ours / xpk), and the median of the per-pair wall ratios. The machine
-  is shared: each size's line carries the load average before and after it and a fixed Python loop's time.
+  rounds, xpk first in one round and last in the next, so all meet the same machine. Ours runs three ways per
+  round: in CI's light install (``build/light-venv``: ``uv sync --locked --no-default-groups --compile-bytecode``,
+  made offline from uv's cache, as ``.github/workflows/deploy.yml`` installs the preview) into a fresh, empty
+  output folder: the headline, the first preview a user or CI runs, with nothing left by an earlier one (xpk's
+  dry run keeps no folder); the same install again into the previous run's folder (its unchanged manifests are
+  not rewritten); and this environment (the dev install, whose test and training packages add start-up hooks)
+  into a fresh folder. Per size: the median wall and CPU (user + system) time of each, their ratios (ours / xpk),
+  and the median of the per-round wall ratios. The machine is shared: each size's line carries the load average
+  before and after it and a fixed Python loop's time. Without uv, ours runs in this environment only.
 - xpk (``XPK_VERSION``) cannot share this project's environment (it pins packaging 24.2, pulumi needs 26;
   google-api-core 2.24.1, MaxText needs 2.28.1), so it runs from its own virtualenv: ``--xpk PATH`` or ``$XPK`` (an
   xpk executable), else ``build/xpk-venv/bin/xpk`` if it exists; ``--install-xpk`` makes that virtualenv
@@ -38,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import scale
 
@@ -47,6 +54,7 @@ XPK_VERSION = "1.16.0"
 
 
 DEFAULT_XPK_VENV = ROOT / "build" / "xpk-venv"
+DEFAULT_LIGHT_VENV = ROOT / "build" / "light-venv"
 
 
 def install_xpk(venv: Path = DEFAULT_XPK_VENV) -> Path:
@@ -94,33 +102,67 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def paired(label: str, ours: list[str], theirs: list[str] | None, pairs: int) -> tuple[float, float] | None:
-    """``pairs`` pairs of (ours, xpk), alternating which runs first; prints one line; (wall ratio, CPU ratio)."""
+def light_venv(venv: Path = DEFAULT_LIGHT_VENV) -> Path | None:
+    """CI's light install (``.github/workflows/deploy.yml``: ``uv sync --locked --no-default-groups``, no test,
+    training or bootstrap tools, so none of their ``.pth`` start-up hooks) in ``build/light-venv``, made or brought
+    up to date offline from uv's cache, compiled to bytecode; its ``slicectl``. None (and why) if uv cannot."""
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
+    env.pop("VIRTUAL_ENV", None)
+    proc = subprocess.run(["uv", "sync", "--locked", "--no-default-groups", "--compile-bytecode", "--offline",
+                           "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        print(f"light install: uv sync failed, so ours in this environment only: {proc.stderr.strip()[-300:]}")
+        return None
+    return venv / "bin" / "slicectl"
+
+
+class Ours(NamedTuple):
+    """One way of running our preview: a label, the command without ``--out``, and whether each run gets a fresh,
+    empty output folder (the first preview a user or CI runs) or the folder of the previous run (a re-preview,
+    where manifests holding their text already are left unwritten: xpk's dry run has no such folder)."""
+
+    label: str
+    command: list[str]
+    fresh: bool
+
+
+def paired(label: str, ours: list[Ours], theirs: list[str] | None, pairs: int, tmp: Path) -> None:
+    """``pairs`` rounds of (each of ``ours``, xpk), alternating whether xpk runs first or last; one line each, the
+    first of ``ours`` the headline (its ratio to xpk first)."""
     before, speed = load(), scale.machine_speed()
-    measured(ours, ok=(0, 1))  # each once first: the OS file cache warm for both
+    runs = iter(range(10**9))
+
+    def command(o: Ours, i: int) -> list[str]:
+        out = tmp / (f"fresh-{next(runs)}" if o.fresh else f"again-{i}")
+        return [*o.command, "--out", str(out)]
+
+    for i, o in enumerate(ours):  # each once first: the OS file cache warm for all, the re-preview folders made
+        measured(command(o, i), ok=(0, 1))
     if theirs:
         measured(theirs)
-    a, b = [], []
-    for i in range(pairs):
-        if theirs and i % 2:
+    a: list[list[tuple[float, float]]] = [[] for _ in ours]
+    b = []
+    for n in range(pairs):
+        if theirs and n % 2:
             b.append(measured(theirs))
-        a.append(measured(ours, ok=(0, 1)))  # 1 is a policy verdict
-        if theirs and not i % 2:
+        for i, o in enumerate(ours):
+            a[i].append(measured(command(o, i), ok=(0, 1)))  # 1 is a policy verdict
+        if theirs and not n % 2:
             b.append(measured(theirs))
-    wall, cpu = statistics.median(w for w, _ in a), statistics.median(c for _, c in a)
-    line = f"{label}: slicectl preview {wall:.2f} s wall, {cpu:.2f} s CPU"
-    ratios = None
+    print(f"{label}  [medians of {pairs} rounds; load {before} -> {load()}, loop {speed:.0f} ms]", flush=True)
     if theirs:
         xwall, xcpu = statistics.median(w for w, _ in b), statistics.median(c for _, c in b)
-        per_pair = statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
-        ratios = wall / xwall, cpu / xcpu
-        line += (f"; xpk {XPK_VERSION} dry run {xwall:.2f} s wall, {xcpu:.2f} s CPU; ours / xpk: wall "
-                 f"{ratios[0]:.2f} (per pair {per_pair:.2f}), CPU {ratios[1]:.2f}")
-    print(f"{line}  [medians of {pairs} pairs; load {before} -> {load()}, loop {speed:.0f} ms]", flush=True)
-    return ratios
+        print(f"  xpk {XPK_VERSION} dry run: {xwall:.2f} s wall, {xcpu:.2f} s CPU")
+    for o, runs_of in zip(ours, a, strict=True):
+        wall, cpu = statistics.median(w for w, _ in runs_of), statistics.median(c for _, c in runs_of)
+        line = f"  ours, {o.label}: {wall:.2f} s wall, {cpu:.2f} s CPU"
+        if theirs:
+            per_pair = statistics.median(x[0] / y[0] for x, y in zip(runs_of, b, strict=True))
+            line += f"; ours / xpk: wall {wall / xwall:.2f} (per round {per_pair:.2f}), CPU {cpu / xcpu:.2f}"
+        print(line, flush=True)
 
 
-def side_by_side(xpk: Path | None, pairs: int, slices: int, tmp: Path) -> None:
+def side_by_side(xpk: Path | None, pairs: int, slices: int, tmp: Path, light: Path | None) -> None:
     from stackspec import spec as stack_spec
 
     if xpk is None:
@@ -129,12 +171,17 @@ def side_by_side(xpk: Path | None, pairs: int, slices: int, tmp: Path) -> None:
     else:
         print(f"xpk: {xpk} ({XPK_VERSION})")
     prod = stack_spec.load_stack("prod")
-    ours = [str(SLICECTL), "preview", "--stack", "prod", "--out", str(tmp / "prod")]
-    paired(f"prod ({len(prod.slices)} slices)", ours, xpk and xpk_command(xpk, prod, len(prod.slices)), pairs)
-    if slices:
-        stacks_dir = scale.scaled_stack(slices, tmp / f"stacks-{slices}").parent
-        ours = [*ours[:-2], "--stacks-dir", str(stacks_dir), "--out", str(tmp / f"out-{slices}")]
-        paired(f"{slices:,} slices", ours, xpk and xpk_command(xpk, prod, slices), pairs)
+    args = ["preview", "--stack", "prod"]
+    for size, extra, theirs in ((f"prod ({len(prod.slices)} slices)", [], len(prod.slices)),
+                                *(((f"{slices:,} slices", ["--stacks-dir", str(scale.scaled_stack(
+                                    slices, tmp / f"stacks-{slices}").parent)], slices),) if slices else ())):
+        ours = [Ours("light install (CI's), fresh output folder [the headline]", [str(light), *args, *extra], True),
+                Ours("light install, again into the last run's folder", [str(light), *args, *extra], False),
+                Ours("dev install (this venv: ray/jax start-up hooks), fresh output folder",
+                     [str(SLICECTL), *args, *extra], True)] if light else [
+                Ours("this venv, fresh output folder [the headline]", [str(SLICECTL), *args, *extra], True),
+                Ours("this venv, again into the last run's folder", [str(SLICECTL), *args, *extra], False)]
+        paired(size, ours, xpk and xpk_command(xpk, prod, theirs), pairs, tmp / size.split()[0])
 
 
 def whole_process(stack: str, out: Path) -> tuple[float, float]:
@@ -230,11 +277,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.first:
             wall, cpu = whole_process("prod", Path(tmp) / "first")
-            print(f"whole process, first run: slicectl preview --stack prod: {wall:.2f} s wall, {cpu:.2f} s CPU")
+            print(f"whole process, first run (this environment, a fresh folder): slicectl preview --stack prod: "
+                  f"{wall:.2f} s wall, {cpu:.2f} s CPU")
         if args.profile:
             profile(args.profile, Path(tmp))
         if args.pairs:
-            side_by_side(xpk, args.pairs, args.slices, Path(tmp))
+            side_by_side(xpk, args.pairs, args.slices, Path(tmp), light_venv())
         if args.scale:
             scale.run([int(n) for n in args.scale.split(",") if n], 1, True, Path(tmp))
     if args.repeat:

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 import time
 from pathlib import Path
@@ -246,32 +247,50 @@ def _own_folder(path: Path) -> None:
 
 def _write_own(path: Path, text: str) -> None:
     """``text`` as ``path``'s, a file of the preview's own, overwriting a file in place; never written through a
-    symlink there (its target is not the preview's: the preview's files are rewritten, never their links' targets).
-    The open itself refuses a link (``O_NOFOLLOW``), so one made between a check and the write is not followed
-    either; a link found is removed and the open tried again. Every file of the preview's goes through this: the
-    manifests, ``resources.json``, ``outputs.json``, ``cost.json`` and the policy report.
+    symlink there (its target is not the preview's: the preview's files are rewritten, never their links' targets),
+    and a FIFO, socket or device there is removed first (reading or writing one would block or leave the folder).
+    Every file of the preview's goes through this: the manifests, ``resources.json``, ``outputs.json``,
+    ``cost.json`` and the policy report.
 
-    A file that already holds the text is left as it is, read through the same descriptor: reading and comparing
-    costs a few milliseconds for all of prod's 2 MB, where truncating and rewriting a file makes ext4 flush it on
-    close (its ``auto_da_alloc``), a second of wall time on a busy disk for a preview that changed nothing; the
-    file's time stays that of its last change."""
+    A file that already holds the text is left as it is: reading and comparing costs a few milliseconds for all of
+    prod's 2 MB, where truncating and rewriting a file makes ext4 flush it on close (its ``auto_da_alloc``), a
+    second of wall time on a busy disk for a preview that changed nothing; the file's time stays that of its last
+    change. The read and the write open the path with ``O_NOFOLLOW``: a link put there after the check is neither
+    read (compared with a file outside the folder) nor written through; a link found at the open is removed and
+    the open tried again, and one that keeps coming back is an error naming the file."""
     data = text.encode("utf-8")
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        path.unlink()
+    elif mode is not None and _holds(path, data):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     for _ in range(3):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
+            fd = os.open(path, flags, 0o666)
         except OSError as e:
             if e.errno != errno.ELOOP:
                 raise
             path.unlink()  # the link, not its target
             continue
-        with os.fdopen(fd, "r+b") as f:
-            if f.read(len(data) + 1) == data:
-                return
-            f.seek(0)
-            f.truncate()
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         return
     raise OSError(errno.ELOOP, "a symbolic link keeps reappearing at a file of the preview's; not written", str(path))
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is, not through a link, a regular file holding ``data``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False  # a link (ELOOP), gone, or unreadable: written anew
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and f.read() == data
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows makes no symlink in a checkout without privilege

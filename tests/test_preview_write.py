@@ -192,3 +192,61 @@ def test_a_manifest_already_holding_its_text_is_left_untouched_and_a_changed_one
     assert files[0].read_bytes() == text and files[0].stat().st_mtime_ns != old
     assert [f.stat().st_mtime_ns for f in files[1:]] == [old] * (len(files) - 1)
     assert [f.stat().st_ino for f in files] == inodes
+
+
+def _race_a_link_in(monkeypatch, path, target):
+    """The first ``lstat`` of ``path`` (a regular file then) is followed at once by a symlink to ``target`` in its
+    place: a link put there between the preview's check and its read or write."""
+    import os
+
+    real, raced = os.stat, []
+
+    def stat(p, *args, follow_symlinks=True, **kw):
+        result = real(p, *args, follow_symlinks=follow_symlinks, **kw)
+        if not follow_symlinks and os.fspath(p) == os.fspath(path) and not raced:
+            raced.append(p)
+            os.unlink(path)
+            os.symlink(target, path)
+        return result
+
+    monkeypatch.setattr(os, "stat", stat)
+    return raced
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["target-holds-the-text", "target-holds-other-text"])
+def test_a_link_put_in_a_manifests_place_after_the_check_is_neither_read_nor_written_through(
+        tmp_path, monkeypatch, same):
+    rendering = rendered("dev")
+    cmd_preview.write(rendering, tmp_path)
+    path = sorted((tmp_path / "manifests").rglob("*.yaml"))[0]
+    text = path.read_bytes()
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.yaml"
+    outside.write_bytes(text if same else b"not the preview's\n")
+    path.write_bytes(text + b"# edited\n")
+    before = outside.read_bytes()
+    raced = _race_a_link_in(monkeypatch, path, outside)
+    cmd_preview._write_own(path, cmd_preview.yaml_text(yaml.safe_load(text)))
+    monkeypatch.undo()
+    assert raced, "the race was not staged: the write made no lstat of the path"
+    assert outside.read_bytes() == before, "the manifest was written through a link, out of the folder"
+    assert not path.is_symlink(), "a link to a file outside was left as the manifest (read through and compared)"
+    assert path.read_bytes() == text
+
+
+def test_a_fifo_in_a_manifests_place_is_replaced_not_opened(tmp_path):
+    """Opening a FIFO to read or write blocks until the other end opens: the preview would hang."""
+    import os
+    import threading
+
+    rendering = rendered("dev")
+    cmd_preview.write(rendering, tmp_path)
+    path = sorted((tmp_path / "manifests").rglob("*.yaml"))[0]
+    text = path.read_bytes()
+    path.unlink()
+    os.mkfifo(path)
+    done = threading.Thread(target=cmd_preview.write, args=(rendering, tmp_path), daemon=True)
+    done.start()
+    done.join(60)
+    if done.is_alive():  # the thread is a daemon: left blocked, the test fails
+        pytest.fail("the preview blocked on a FIFO at a manifest's path")
+    assert path.is_file() and path.read_bytes() == text
