@@ -147,3 +147,98 @@ def test_an_error_reads_as_the_sdks(case):
         errors.append((type(caught.value), str(caught.value)))
     assert errors[0] == errors[1]
     assert errors[0][1]
+
+
+class _Strict(_Echo):
+    """Mocks that drop an input, answer ``None`` for another, and fail one resource and one invoke."""
+
+    def new_resource(self, args):
+        if args.name == "boom":
+            raise RuntimeError("the mock refused boom")
+        id_, state = super().new_resource(args)
+        state.pop("dropped", None)
+        if "nulled" in state:
+            state["nulled"] = None
+        return id_, state
+
+    def call(self, args):
+        if args.token == "test:index:fail":
+            raise RuntimeError("the mock refused the invoke")
+        return {"echo": dict(args.args), "order": ["z", "a"]}
+
+
+class _Read(pulumi.CustomResource):
+    def __init__(self, name: str, id_: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("test:index:Thing", name, {"computed": None, "n": None},
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=id_)))
+
+
+def _deploy_with(mocks, program, shortcuts: bool):
+    seen: list[pulumi_runtime.Registration] = []
+    monitor = pulumi_runtime.RecordingMonitor(mocks, seen.append, shortcuts=shortcuts)
+    pulumi_runtime.start(mocks, monitor, project="registration-test", stack="diff", config={})
+    exports = pulumi_runtime.run(program, shortcuts=shortcuts)
+    return sorted(json.dumps({"urn": r.urn, "parent": r.parent, "provider": r.provider,
+                              "inputs": engine._plain(r.inputs, keep_secrets=True),
+                              "dependencies": sorted(r.dependencies)}) for r in seen), \
+        json.dumps(exports, default=repr)
+
+
+def _edges():
+    """The options and values the brief names beyond ``_everything``: a providers map on a component, aliases
+    with a parent, a secret inside a list, a component's reference, a mock's ``None`` and missing outputs, a read,
+    and invokes made from inside running callbacks (one nested in another's result)."""
+    provider = _Provider("mapped")
+    group = pulumi.ComponentResource("test:index:Group", "group",
+                                     opts=pulumi.ResourceOptions(providers={"test": provider}))
+    a = _Thing("a", {"n": 1, "dropped": "x", "nulled": "y", "l": [pulumi.Output.secret("s"), 1]},
+               pulumi.ResourceOptions(parent=group, aliases=[pulumi.Alias(name="old", parent=group)]))
+    _Thing("ref", {"component": group, "n": a.n}, pulumi.ResourceOptions(version="1.2.3",
+                                                                         plugin_download_url="https://x"))
+    read = _Read("read", "read-id", pulumi.ResourceOptions(parent=group))
+
+    def invoke(token, args):
+        return pulumi.runtime.invoke(token, args).value
+
+    first = a.n.apply(lambda n: invoke("test:index:echo", {"n": n}))
+    nested = first.apply(lambda r: invoke("test:index:echo", {"inner": r["echo"], "z": 1, "a": 2}))
+    after = _Thing("after", {"fromInvoke": nested, "read": read.computed})
+    # A preview reads a missing or ``None`` output as unknown (rpc.resolve_properties): not exported.
+    pulumi.export("a", {"l": a.l, "n": a.n})
+    pulumi.export("nested", nested)
+    pulumi.export("after", [after.fromInvoke, after.read])
+
+
+def test_the_edges_register_as_the_sdk_registers():
+    ours = _deploy_with(_Strict(), _edges, shortcuts=True)
+    sdks = _deploy_with(_Strict(), _edges, shortcuts=False)
+    assert [o for o, s in zip(ours[0], sdks[0], strict=True) if o != s] == [], "registered differently"
+    assert ours[1] == sdks[1]
+    exported = json.loads(ours[1])
+    assert exported["nested"]["echo"]["inner"] == {"n": 1.0}, exported
+
+
+@pytest.mark.parametrize("case", ["mock-raises", "invoke-raises", "failed-depends-on", "component-provider"])
+def test_an_error_from_the_mocks_or_an_option_reads_as_the_sdks(case):
+    def program():
+        if case == "mock-raises":
+            _Thing("boom", {"n": 1})
+        elif case == "invoke-raises":
+            a = _Thing("a", {"n": 1})
+            _Thing("b", {"n": a.n.apply(lambda _: pulumi.runtime.invoke("test:index:fail", {}).value)})
+        elif case == "failed-depends-on":
+            _Thing("t", {"n": 1}, pulumi.ResourceOptions(
+                depends_on=pulumi.Output.from_input(1).apply(lambda v: [v / 0])))
+        else:
+            bad = pulumi.Output.from_input(1).apply(lambda v: v / 0)
+            prov = _Provider("p")
+            prov.__dict__["urn"] = bad
+            pulumi.ComponentResource("test:index:Group", "g", opts=pulumi.ResourceOptions(providers=[prov]))
+
+    errors = []
+    for shortcuts in (True, False):
+        with pytest.raises(Exception) as caught:  # noqa: PT011 (compared below, type and text)
+            _deploy_with(_Strict(), program, shortcuts=shortcuts)
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][1]
