@@ -351,12 +351,8 @@ def _serialize(value: Any, deps: list, typ) -> Any:
         return out
     if _types.is_input_type(kind):  # rpc.py:704-721
         types = _types.input_type_types(kind)
-        out = {}
-        for k, v in _types.input_type_to_dict(value).items():
-            serialized = _serialize(v, deps, _unwrap(types.get(k)))
-            if serialized is not None:  # a Struct's null, dropped when read back
-                out[k] = serialized
-        return ordered(out)
+        out = {k: _serialize(v, deps, _unwrap(types.get(k))) for k, v in _types.input_type_to_dict(value).items()}
+        return _read_back(out)
     raise _Fallback  # a subclass, a resource, an asset, an unknown, an awaitable, ...
 
 
@@ -382,7 +378,16 @@ def _serialize_dict(value: dict, deps: list, typ) -> dict:
         key = translate(k) if translate is not None else k
         if type(key) is not str or key == rpc._special_sig_key:
             raise _Fallback
-        serialized = _serialize(value[k], deps, _unwrap(get_type(key)))
-        if serialized is not None:
-            out[key] = serialized
-    return ordered(out)
+        out[key] = _serialize(value[k], deps, _unwrap(get_type(key)))
+    return _read_back(out)
+
+
+def _read_back(value: dict) -> dict:
+    """A dict the SDK writes into a Struct as it is (rpc.py:704-786: a ``None`` becomes a null, a key of the map),
+    as ``rpc.deserialize_properties`` reads it back: in :func:`struct_order` of every key written, the nulls among
+    them included (they change where the others lie in upb's map), and the nulls dropped."""
+    keys = tuple(value)
+    order = struct_order(keys)
+    if order == keys and None not in value.values():
+        return value
+    return {k: value[k] for k in order if value[k] is not None}

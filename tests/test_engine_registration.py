@@ -251,3 +251,21 @@ def test_an_error_from_the_mocks_or_an_option_reads_as_the_sdks(case):
         errors.append((type(caught.value), re.sub(r"0x[0-9a-f]+", "0x", str(caught.value))))
     assert errors[0] == errors[1]
     assert errors[0][1]
+
+
+def _nones():
+    """A ``None`` inside a dict (written, or an output resolving to ``None``): the SDK's Struct holds it as a null,
+    a key of the map that changes where the others are read back from, and drops it when read back."""
+    keys = ["name", "zone", "labels", "taints", "machineType", "diskSizeGb", "spot", "tags", "image", "metadata"]
+    written = {k: i for i, k in enumerate(keys)}
+    nulled = {**dict(list(written.items())[:3]), "reservation": None, **dict(list(written.items())[3:])}
+    later = {**dict(list(written.items())[:3]), "reservation": pulumi.Output.from_input(None),
+             **dict(list(written.items())[3:])}
+    _Thing("nones", {"nulled": nulled, "later": later, "inList": [nulled]})
+
+
+def test_a_none_inside_a_dict_reads_back_in_the_sdks_order():
+    ours, _, paths = _deploy(_nones, shortcuts=True)
+    sdks, _, _ = _deploy(_nones, shortcuts=False)
+    assert paths == {"engine": 1, "sdk": 0}, paths
+    assert [o for o, s in zip(ours, sdks, strict=True) if o != s] == [], "registered differently"
