@@ -269,3 +269,25 @@ def test_a_none_inside_a_dict_reads_back_in_the_sdks_order():
     sdks, _, _ = _deploy(_nones, shortcuts=False)
     assert paths == {"engine": 1, "sdk": 0}, paths
     assert [o for o, s in zip(ours, sdks, strict=True) if o != s] == [], "registered differently"
+
+
+class _Ints(_Echo):
+    """Mocks answering with values equal to the inputs but not as a Struct reads them back: ints (a Struct's
+    numbers are floats), in a dict and in a list."""
+
+    def new_resource(self, args):
+        id_, state = super().new_resource(args)
+        state.update(n=4, d={"x": 2, "y": [3]})
+        return id_, state
+
+
+def test_an_answer_equal_to_the_inputs_reads_back_as_through_a_struct():
+    def program():
+        a = _Thing("a", {"n": 4, "d": {"x": 2, "y": [3]}})
+        pulumi.export("read", pulumi.Output.all(a.n, a.d).apply(repr))
+
+    ours = _deploy_with(_Ints(), program, shortcuts=True)
+    sdks = _deploy_with(_Ints(), program, shortcuts=False)
+    read = json.loads(sdks[1])["read"]
+    assert read.startswith("[4.0, {") and "'x': 2.0" in read and "[3.0]" in read, read
+    assert ours == sdks
