@@ -18,7 +18,8 @@ in the same order and with the SDK's own helpers:
 - the inputs: :func:`_serialize`, a synchronous walk that mirrors ``rpc.serialize_property`` (``rpc.py:355-824``)
   for what the program sends (dicts, lists, strings, numbers, booleans, ``None``, ``...Args`` input types and
   outputs already resolved with known, non-secret values) and gives the values the SDK's Struct round trip gives
-  (numbers as floats, a dict's ``None`` dropped: ``RegisterResourceRequest.object`` read back by
+  (numbers as floats, a nested dict's ``None`` dropped after its null moved the other keys in the map's order:
+  ``RegisterResourceRequest.object`` read back by
   ``rpc.deserialize_properties``); an output not resolved yet is awaited, then the walk starts again; anything
   else (a secret, an unknown, a resource reference, an asset, an awaitable, a translated key, a subclass) takes
   the SDK's own ``rpc.serialize_properties`` and the Struct round trip, so its value and its errors are the SDK's;
