@@ -118,7 +118,9 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             ignore_changes = runtime_resource._translate_ignore_changes(res, typ, opts.ignore_changes)
             replace_on_changes = runtime_resource._translate_replace_on_changes(res, typ, opts.replace_on_changes)
             # Sent to the engine, which the mocks leave alone (mocks.py:308-334): computed for their errors only.
-            runtime_resource._translate_additional_secret_outputs(res, typ, opts.additional_secret_outputs)
+            secret_outputs = runtime_resource._translate_additional_secret_outputs(res, typ,
+                                                                                   opts.additional_secret_outputs)
+            _check_options(opts, ignore_changes, secret_outputs, replace_on_changes)
             response = answer(type_=ty, name=name, parent=parent_urn or "", custom=custom,
                               provider=provider_ref or "", inputs=inputs, plain=plain,
                               protect=bool(opts.protect), retain_on_delete=bool(opts.retain_on_delete),
@@ -148,6 +150,31 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             raise
 
     asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
+
+
+def _check_options(opts, ignore_changes, secret_outputs, replace_on_changes) -> None:
+    """The options' fields of the SDK's ``RegisterResourceRequest`` (runtime/resource.py:1300-1340, the same
+    keywords in its order), made for protobuf's checks of their types: a ``protect="yes"`` or an ``ignore_changes``
+    of numbers fails the resource with the SDK's ``TypeError``, where the engine would record it. Built only when
+    a value is not of its field's type already (7 us a resource otherwise)."""
+    if (type(opts.protect) in _FLAG and type(opts.retain_on_delete) in _FLAG
+            and type(opts.delete_before_replace) in _FLAG and type(opts.version or "") is str
+            and type(opts.plugin_download_url or "") is str and not opts.hide_diffs and not opts.env_var_mappings
+            and _strings(ignore_changes) and _strings(secret_outputs) and _strings(replace_on_changes)):
+        return
+    resource_pb2.RegisterResourceRequest(
+        protect=opts.protect, deleteBeforeReplace=opts.delete_before_replace or False,
+        deleteBeforeReplaceDefined=opts.delete_before_replace is not None, ignoreChanges=ignore_changes,
+        version=opts.version or "", pluginDownloadURL=opts.plugin_download_url or "",
+        additionalSecretOutputs=secret_outputs, replaceOnChanges=replace_on_changes or [],
+        retainOnDelete=opts.retain_on_delete, hideDiffs=opts.hide_diffs, envVarMappings=opts.env_var_mappings or {})
+
+
+_FLAG = (bool, type(None))
+
+
+def _strings(values) -> bool:
+    return values is None or (type(values) is list and all(type(v) is str for v in values))
 
 
 def transfer_properties(res, props, custom: bool) -> dict[str, Any]:

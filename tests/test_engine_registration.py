@@ -222,11 +222,18 @@ def test_the_edges_register_as_the_sdk_registers():
 
 
 @pytest.mark.parametrize("case", ["mock-raises", "mock-value-error", "invoke-raises", "failed-depends-on",
-                                  "value-error-output", "component-provider"])
+                                  "value-error-output", "component-provider", "ignore-changes-not-str",
+                                  "protect-not-bool", "version-not-str"])
 def test_an_error_from_the_mocks_or_an_option_reads_as_the_sdks(case):
     def program():
         if case == "mock-raises":
             _Thing("boom", {"n": 1})
+        elif case == "ignore-changes-not-str":  # options only the request's fields check (protobuf's TypeError)
+            _Thing("t", {"n": 1}, pulumi.ResourceOptions(ignore_changes=[1]))
+        elif case == "protect-not-bool":
+            _Thing("t", {"n": 1}, pulumi.ResourceOptions(protect="yes"))
+        elif case == "version-not-str":
+            _Thing("t", {"n": 1}, pulumi.ResourceOptions(version=1))
         elif case == "mock-value-error":
             _Thing("valueless", {"n": 1})
         elif case == "value-error-output":
