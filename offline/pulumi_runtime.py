@@ -168,7 +168,8 @@ class RecordingMonitor(MockMonitor):
         id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
             typ=type_, name=name, inputs=dict(inputs), provider=provider, resource_id=import_id, custom=custom))
         changed = {k: v for k, v in state.items() if inputs.get(k, _ABSENT) != v}
-        # What came back unchanged is read as through the response's Struct (a dict's keys in its order).
+        # What came back unchanged is read as through the response's Struct (a dict's keys in its order, an int a
+        # float: equal to an input's float, it is not what the SDK hands back).
         outputs = {k: _struct_ordered(v) for k, v in state.items() if k not in changed}
         if changed:
             struct = struct_pb2.Struct()
@@ -193,11 +194,15 @@ class RecordingMonitor(MockMonitor):
 
 def _struct_ordered(value: Any) -> Any:
     """Plain data as it reads back from a Struct copied into a message: each dict in
-    :func:`offline.registration.struct_order` (new objects only where an order changes)."""
-    if type(value) is dict:
+    :func:`offline.registration.struct_order`, an int a float (a Struct's ``number_value``); new objects only
+    where that changes something. Any other value (a secret, a resource, ...) equal to its input is the input's."""
+    kind = type(value)
+    if kind is int:
+        return float(value)
+    if kind is dict:
         items = {k: _struct_ordered(v) for k, v in value.items()}
         return registration.ordered(items)
-    if type(value) is list:
+    if kind is list:
         return [_struct_ordered(v) for v in value]
     return value
 

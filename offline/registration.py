@@ -18,7 +18,8 @@ in the same order and with the SDK's own helpers:
 - the inputs: :func:`_serialize`, a synchronous walk that mirrors ``rpc.serialize_property`` (``rpc.py:355-824``)
   for what the program sends (dicts, lists, strings, numbers, booleans, ``None``, ``...Args`` input types and
   outputs already resolved with known, non-secret values) and gives the values the SDK's Struct round trip gives
-  (numbers as floats, a dict's ``None`` dropped: ``RegisterResourceRequest.object`` read back by
+  (numbers as floats, a nested dict's ``None`` dropped after its null moved the other keys in the map's order:
+  ``RegisterResourceRequest.object`` read back by
   ``rpc.deserialize_properties``); an output not resolved yet is awaited, then the walk starts again; anything
   else (a secret, an unknown, a resource reference, an asset, an awaitable, a translated key, a subclass) takes
   the SDK's own ``rpc.serialize_properties`` and the Struct round trip, so its value and its errors are the SDK's;
@@ -117,7 +118,9 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             ignore_changes = runtime_resource._translate_ignore_changes(res, typ, opts.ignore_changes)
             replace_on_changes = runtime_resource._translate_replace_on_changes(res, typ, opts.replace_on_changes)
             # Sent to the engine, which the mocks leave alone (mocks.py:308-334): computed for their errors only.
-            runtime_resource._translate_additional_secret_outputs(res, typ, opts.additional_secret_outputs)
+            secret_outputs = runtime_resource._translate_additional_secret_outputs(res, typ,
+                                                                                   opts.additional_secret_outputs)
+            _check_options(opts, ignore_changes, secret_outputs, replace_on_changes)
             response = answer(type_=ty, name=name, parent=parent_urn or "", custom=custom,
                               provider=provider_ref or "", inputs=inputs, plain=plain,
                               protect=bool(opts.protect), retain_on_delete=bool(opts.retain_on_delete),
@@ -147,6 +150,31 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             raise
 
     asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
+
+
+def _check_options(opts, ignore_changes, secret_outputs, replace_on_changes) -> None:
+    """The options' fields of the SDK's ``RegisterResourceRequest`` (runtime/resource.py:1300-1340, the same
+    keywords in its order), made for protobuf's checks of their types: a ``protect="yes"`` or an ``ignore_changes``
+    of numbers fails the resource with the SDK's ``TypeError``, where the engine would record it. Built only when
+    a value is not of its field's type already (7 us a resource otherwise)."""
+    if (type(opts.protect) in _FLAG and type(opts.retain_on_delete) in _FLAG
+            and type(opts.delete_before_replace) in _FLAG and type(opts.version or "") is str
+            and type(opts.plugin_download_url or "") is str and not opts.hide_diffs and not opts.env_var_mappings
+            and _strings(ignore_changes) and _strings(secret_outputs) and _strings(replace_on_changes)):
+        return
+    resource_pb2.RegisterResourceRequest(
+        protect=opts.protect, deleteBeforeReplace=opts.delete_before_replace or False,
+        deleteBeforeReplaceDefined=opts.delete_before_replace is not None, ignoreChanges=ignore_changes,
+        version=opts.version or "", pluginDownloadURL=opts.plugin_download_url or "",
+        additionalSecretOutputs=secret_outputs, replaceOnChanges=replace_on_changes or [],
+        retainOnDelete=opts.retain_on_delete, hideDiffs=opts.hide_diffs, envVarMappings=opts.env_var_mappings or {})
+
+
+_FLAG = (bool, type(None))
+
+
+def _strings(values) -> bool:
+    return values is None or (type(values) is list and all(type(v) is str for v in values))
 
 
 def transfer_properties(res, props, custom: bool) -> dict[str, Any]:
@@ -351,12 +379,8 @@ def _serialize(value: Any, deps: list, typ) -> Any:
         return out
     if _types.is_input_type(kind):  # rpc.py:704-721
         types = _types.input_type_types(kind)
-        out = {}
-        for k, v in _types.input_type_to_dict(value).items():
-            serialized = _serialize(v, deps, _unwrap(types.get(k)))
-            if serialized is not None:  # a Struct's null, dropped when read back
-                out[k] = serialized
-        return ordered(out)
+        out = {k: _serialize(v, deps, _unwrap(types.get(k))) for k, v in _types.input_type_to_dict(value).items()}
+        return _read_back(out)
     raise _Fallback  # a subclass, a resource, an asset, an unknown, an awaitable, ...
 
 
@@ -382,7 +406,16 @@ def _serialize_dict(value: dict, deps: list, typ) -> dict:
         key = translate(k) if translate is not None else k
         if type(key) is not str or key == rpc._special_sig_key:
             raise _Fallback
-        serialized = _serialize(value[k], deps, _unwrap(get_type(key)))
-        if serialized is not None:
-            out[key] = serialized
-    return ordered(out)
+        out[key] = _serialize(value[k], deps, _unwrap(get_type(key)))
+    return _read_back(out)
+
+
+def _read_back(value: dict) -> dict:
+    """A dict the SDK writes into a Struct as it is (rpc.py:704-786: a ``None`` becomes a null, a key of the map),
+    as ``rpc.deserialize_properties`` reads it back: in :func:`struct_order` of every key written, the nulls among
+    them included (they change where the others lie in upb's map), and the nulls dropped."""
+    keys = tuple(value)
+    order = struct_order(keys)
+    if order == keys and None not in value.values():
+        return value
+    return {k: value[k] for k in order if value[k] is not None}
