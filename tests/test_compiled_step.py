@@ -126,7 +126,7 @@ def test_a_tpu_run_keeps_maxtexts_jitted_step(tmp_path, monkeypatch):
 
     import ray.train
 
-    sys.path.insert(0, str(Path(TRAINER_SCRIPT).parent))
+    monkeypatch.syspath_prepend(str(Path(TRAINER_SCRIPT).parent))
     import maxtext_trainer
 
     def jit_train_and_eval_step(*a, **kw):
