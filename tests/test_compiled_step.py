@@ -89,3 +89,83 @@ def test_maxtext_train_loop_calls_what_the_hook_wraps():
     assert "p_train_step.lower(state, shaped_batch, init_rng).compile()" in source
     assert "p_train_step(state, example_batch, nextrng)" in source
     assert "p_train_step.lower(" in inspect.getsource(_load_script()._precompile)
+
+
+def test_a_sharding_the_executable_refuses_goes_to_the_jitted_step():
+    """An argument committed to another device than the one the executable was compiled for: Compiled.call raises
+    ValueError (pxla.check_array_xla_sharding_layout_match) where jit recompiles (its in_sharding unspecified, as
+    MaxText's rng is). Two CPU devices need a process of their own (the device count is fixed at JAX's start)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import jax, jax.numpy as jnp, maxtext_trainer as mt\n"
+        "step = mt.CompiledStep(jax.jit(lambda s, b: (s + b.sum(), {})))\n"
+        "step.lower(jnp.float32(0), jnp.ones(2)).compile()\n"
+        "d1 = jax.devices()[1]\n"
+        "s, _ = step(jax.device_put(jnp.float32(1), d1), jax.device_put(jnp.ones(2), d1))\n"
+        "print('state', float(s), 'compiled', step.compiled)\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    env |= {"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2"}
+    out = subprocess.run([sys.executable, "-c", script, str(Path(TRAINER_SCRIPT).parent)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "state 3.0 compiled None" in out.stdout
+    assert "differ from the compiled ones (Computation was compiled for input shardings" in out.stdout
+
+
+def test_a_tpu_run_keeps_maxtexts_jitted_step(tmp_path, monkeypatch):
+    """CompiledStep is for local runs (the drills that measured it); on a cluster (local false) the train loop gets
+    MaxText's own jit_train_and_eval_step, unwrapped (a path no TPU run here has tried). train_loop_per_worker runs
+    with MaxText's modules replaced by stand-ins whose ``main`` takes the step as MaxText's train_loop does."""
+    import sys
+    import types
+    from pathlib import Path
+
+    import ray.train
+
+    monkeypatch.syspath_prepend(str(Path(TRAINER_SCRIPT).parent))
+    import maxtext_trainer
+
+    def jit_train_and_eval_step(*a, **kw):
+        return "p_train_step", "p_eval_step"
+
+    seen = []
+    train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None,
+                                        jit_train_and_eval_step=jit_train_and_eval_step)
+    train = types.ModuleType("maxtext.trainers.pre_train.train")
+    train.get_first_step = lambda state: 0
+    train.initialize = lambda argv: (None, None, None)
+    train.train_utils = train_utils
+
+    def main(argv):  # as train_loop: `p_train_step, p_eval_step = train_utils.jit_train_and_eval_step(...)`
+        seen.append(train_utils.jit_train_and_eval_step()[0])
+        cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
+                                    enable_checkpointing=False, save_checkpoint_on_completion=False)
+        sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(None, None, cfg, None, 0)
+
+    train.main = main
+    checkpointing = types.ModuleType("maxtext.common.checkpointing")
+    checkpointing.maybe_save_checkpoint = lambda *a, **kw: None
+    checkpointing.load_state_if_possible = lambda *a, **kw: None
+    metric_logger = types.ModuleType("maxtext.common.metric_logger")
+    metric_logger.MetricLogger = type("MetricLogger", (), {"log_metrics": lambda self, *a: None})
+    common = types.ModuleType("maxtext.common")
+    common.checkpointing, common.metric_logger = checkpointing, metric_logger
+    pre_train = types.ModuleType("maxtext.trainers.pre_train")
+    pre_train.train = train
+    for name, module in {"maxtext.common": common, "maxtext.common.checkpointing": checkpointing,
+                         "maxtext.common.metric_logger": metric_logger, "maxtext.trainers": types.ModuleType("t"),
+                         "maxtext.trainers.pre_train": pre_train, "maxtext.trainers.pre_train.train": train}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the trainer's deferred-import finder
+    context = types.SimpleNamespace(get_world_rank=lambda: 0, get_world_size=lambda: 1)
+    monkeypatch.setattr(ray.train, "get_context", lambda: context)
+    monkeypatch.setattr(ray.train, "report", lambda metrics: None)
+    config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
+              "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False, "lease_guard": None}
+    maxtext_trainer.train_loop_per_worker(config)
+    assert seen == ["p_train_step"], f"a cluster run's train step was wrapped: {seen}"
+    assert train_utils.jit_train_and_eval_step is jit_train_and_eval_step

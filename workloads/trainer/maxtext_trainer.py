@@ -529,7 +529,13 @@ class CompiledStep:
         if self.compiled is not None:
             try:
                 return self.compiled(*args, **kwargs)
-            except TypeError as e:
+            except (TypeError, ValueError) as e:
+                # Compiled.call refuses another pytree with TypeError (jax/_src/stages.py), another shape/dtype
+                # with TypeError and a committed argument whose sharding or layout is not the compiled one with
+                # ValueError (jax/_src/interpreters/pxla.py MeshExecutable.call: check_arg_avals_for_call,
+                # check_array_xla_sharding_layout_match), all before it runs the executable (nothing donated yet).
+                # jit recompiles for some of these (an in_sharding left unspecified, as MaxText's rng is): the
+                # jitted step then runs or raises its own error.
                 print(f"maxtext_trainer: the train step's arguments differ from the compiled ones ({str(e)[:200]}): "
                       "calling the jitted step", flush=True)
                 self.compiled = None
@@ -765,7 +771,10 @@ def train_loop_per_worker(config: dict) -> None:
         p_train_step, p_eval_step = orig_jit_steps(*a, **kw)
         return CompiledStep(p_train_step), p_eval_step
 
-    maxtext_train.train_utils.jit_train_and_eval_step = jit_steps
+    if local:
+        # Local (CPU) runs only, the drills that measured it: on a TPU cluster MaxText's own jitted call stays (a
+        # path no TPU run here has tried: the project's rule for what cannot be verified here).
+        maxtext_train.train_utils.jit_train_and_eval_step = jit_steps
     maxtext_train.initialize = timed("maxtext_initialize", orig_initialize)
     maxtext_train.train_utils.setup_train_loop = timed("setup_train_loop", orig_setup)
     maxtext_train.get_first_step = first_step
