@@ -14,6 +14,7 @@ bootstrap/Pulumi.example.yaml, whatever stacks/ holds. docs/threat-model.md is g
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import pickle
@@ -87,6 +88,11 @@ class Manifests(list):
         self.home = dict(home or {})
         self.default = default
 
+    def __reduce__(self):
+        # Pickled (``Rendered.copy``) with each object's cluster by position: ``home`` is keyed by object identity,
+        # which a copy does not keep.
+        return (_manifests, (list(self), [self.home.get(id(d)) for d in self], self.default))
+
     def __deepcopy__(self, memo):
         docs = [copy.deepcopy(d, memo) for d in self]
         return Manifests(docs, {id(n): self.home[id(d)] for d, n in zip(self, docs, strict=True) if id(d) in self.home},
@@ -97,6 +103,16 @@ class Manifests(list):
         for d in self:
             out.setdefault(self.home.get(id(d), self.default), []).append(d)
         return out
+
+
+@functools.cache
+def _pulumi_project() -> str:
+    return yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
+
+
+def _manifests(docs: list[dict], homes: list[str | None], default: str | None) -> Manifests:
+    """A pickled :class:`Manifests` rebuilt: each object in the cluster its position had."""
+    return Manifests(docs, {id(d): h for d, h in zip(docs, homes, strict=True) if h is not None}, default)
 
 
 def _copy(x):
@@ -140,6 +156,7 @@ class Rendered:
         self.stacks = {k: ([(t, _copy(i)) for t, i in res], _copy(man)) for k, (res, man) in stacks.items()}
         self._baseline: frozenset[str] | None = None
         self._reach = None
+        self._pickled: bytes | None = None
 
     def baseline(self) -> frozenset[str]:
         """This rendering's findings, as text, computed once: a mutation test mutates a copy and compares its
@@ -155,7 +172,16 @@ class Rendered:
         return self._reach
 
     def copy(self) -> Rendered:
-        return Rendered(self.boot, self.exports, self.stacks)
+        """A deep copy, for a mutation: this rendering's records pickled once (it is never mutated itself: see
+        :meth:`baseline`), each copy one ``pickle.loads`` of them (a catalogue case used to pickle every record
+        again, a third of its time)."""
+        if self._pickled is None:
+            self._pickled = pickle.dumps((self.boot, self.stacks), pickle.HIGHEST_PROTOCOL)
+        out = Rendered.__new__(Rendered)
+        out.boot, out.stacks = pickle.loads(self._pickled)
+        out.exports = self.exports
+        out._baseline = out._reach = out._pickled = None
+        return out
 
     def resources(self):
         return [*self.boot, *(r for res, _ in self.stacks.values() for r in res)]
@@ -163,8 +189,7 @@ class Rendered:
     def objects(self):
         """The state bucket's representative objects, every stack's (``esc.state_objects``): the stacks' Pulumi
         project is the repository's Pulumi.yaml name."""
-        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
-        return esc.state_objects(self.exports["PULUMI_STATE_BUCKET"], project, self.stacks)
+        return esc.state_objects(self.exports["PULUMI_STATE_BUCKET"], _pulumi_project(), self.stacks)
 
     def reach(self):
         reach = esc.compute(self.resources(), objects=self.objects())
@@ -245,9 +270,17 @@ def render_all(stacks_dir: Path) -> Rendered:
     return Rendered([(r.type, r.inputs) for r in boot.resources], boot.exports, stacks)
 
 
+# render_all of the tests' stacks (deployed multi), once per test process: the four modules that import the
+# ``rendered`` fixture rendered it each (the bootstrap and four stacks, about 5 s of CPU a time).
+_RENDERED_ALL: list[Rendered] = []
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Rendered:
-    return render_all(_deploying_multi(tmp_path_factory.mktemp("stacks")))
+    """The bootstrap and the tests' stacks as the check reads them; each module its own deep copy."""
+    if not _RENDERED_ALL:
+        _RENDERED_ALL.append(render_all(_deploying_multi(tmp_path_factory.mktemp("stacks"))))
+    return _RENDERED_ALL[0].copy()
 
 
 def refused(findings: list[esc.Finding]) -> list[str]:
@@ -579,3 +612,36 @@ def test_the_ci_trust_page_names_what_exists():
 
     assert "binaryAuthorizationEnforce" in UNVERIFIED and "unverified.binaryAuthorizationEnforce" in text
     assert "../shared" not in text and "shared/" not in text
+
+
+def test_the_checks_memos_answer_as_the_functions_do():
+    """``is_read`` and ``gke_rbac`` are cached per permission name, ``load_roles`` per file: each answers for every
+    permission of the vendored roles (and a few that are no role's) as the uncached function does, and each caller
+    of ``load_roles`` gets a dict of its own."""
+    from bootstrap.escalation import gcp, kubernetes
+
+    roles = esc.load_roles()
+    fresh = {name: frozenset(r["permissions"]) for name, r in json.loads(esc.ROLES_FILE.read_text())["roles"].items()}
+    assert roles == fresh and roles is not esc.load_roles()
+    perms = sorted({p for ps in fresh.values() for p in ps} | {"container.secrets.get", "container.pods.getStatus",
+                                                                "container.clusters.update", "not.a.permission"})
+    assert len(perms) > 1000
+    for p in perms:
+        assert gcp.is_read(p) == gcp.is_read.__wrapped__(p), p
+        assert kubernetes.gke_rbac(p) == kubernetes.gke_rbac.__wrapped__(p), p
+
+
+def test_a_copy_is_a_deep_copy_with_each_object_in_its_cluster(rendered):
+    """``Rendered.copy`` (one pickle of the records, loaded per copy) gives what ``copy.deepcopy`` gives: equal
+    records, none shared, and each Kubernetes object in the cluster it was placed in."""
+    x, y = rendered.copy(), copy.deepcopy(rendered)
+    assert x.boot == y.boot == rendered.boot and x.exports == rendered.exports
+    for name, (res, manifests) in rendered.stacks.items():
+        (xres, xman), (_, yman) = x.stacks[name], y.stacks[name]
+        assert xres == res and list(xman) == list(manifests) and xman.default == manifests.default
+        assert xman.by_cluster() == yman.by_cluster() == manifests.by_cluster()
+        assert not {id(d) for d in xman} & {id(d) for d in manifests}
+        assert not {id(i) for _, i in xres} & {id(i) for _, i in res}
+    x.boot[0][1]["mutated"] = True
+    next(iter(x.stacks.values()))[1].append({"kind": "ConfigMap"})
+    assert "mutated" not in rendered.boot[0][1] and rendered.copy().stacks == rendered.stacks

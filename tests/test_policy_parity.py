@@ -175,7 +175,7 @@ def test_pack_and_offline_evaluation_agree(case, packs):
     config = engine.stack_config(stack)
     if edit:  # a variant of the stack file (capacity fallbacks)
         config = edit[0](config)
-    rendering = engine.render(stack, config)
+    rendering = rendered(stack, config)  # rendered once per config in this process (three configs, 13 cases)
     if mutate:
         rendering = mutate(rendering)
     pack = pack_for(packs, stack, config)

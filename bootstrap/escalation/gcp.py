@@ -7,6 +7,7 @@ Fail closed: a registration whose type names IAM or an ACL and that this module 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -93,6 +94,7 @@ READ_VERBS = re.compile(r"\.(?:(?:get|list|search|validate|analyze|test|view|que
                         r"|^container\.tokenReviews\.create$|^trafficdirector\.networks\.reportMetrics$")
 
 
+@functools.cache  # a pure function of the name, asked for every grant of every check (tests/test_escalation.py)
 def is_read(perm: str) -> bool:
     return bool(READ_VERBS.search(perm)) and not SECRET_READS.match(perm)
 
@@ -211,6 +213,13 @@ class Reaches(dict):
 
 
 def load_roles(path: Path = ROLES_FILE) -> dict[str, frozenset[str]]:
+    """The vendored roles: role -> its permissions. Read once per process and file (the check reads them per
+    cluster); each caller gets its own dict (the sets are frozen)."""
+    return dict(_roles(path, path.stat().st_mtime_ns))
+
+
+@functools.cache
+def _roles(path: Path, _mtime_ns: int) -> dict[str, frozenset[str]]:
     doc = json.loads(path.read_text())
     return {name: frozenset(r["permissions"]) for name, r in doc["roles"].items()}
 

@@ -10,6 +10,7 @@ with its source).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -104,6 +105,7 @@ def load_builtin_roles(path=K8S_ROLES_FILE) -> dict[str, list[dict]]:
     return {name: r["rules"] for name, r in json.loads(path.read_text())["roles"].items()}
 
 
+@functools.cache  # a pure function of the name, asked for every project grant of every check
 def gke_rbac(perm: str) -> tuple[str, str] | None:
     """(resource, verb) of a GKE IAM permission on Kubernetes objects, or None."""
     parts = perm.split(".")
