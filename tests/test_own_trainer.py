@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURE_STACKS
 from pydantic import ValidationError
 
 from slicectl import cli
@@ -151,3 +152,25 @@ def test_a_trainer_image_any_registry_client_parses_by_digest_is_accepted(image)
 def test_a_trainer_image_a_registry_refuses_or_without_a_digest_is_refused(image, words):
     with pytest.raises(ValidationError, match=words):
         own_trainer.Trainer(script="trainers/tiny_jax.py", image=image)
+
+
+def test_a_team_trainer_queued_through_the_multi_region_manager_is_refused(tmp_path):
+    """A queued multi-region job may run twice after a re-dispatch; the writer lease that keeps the second copy from
+    writing the run's checkpoints is MaxText's trainer's alone: a team's own loop there is refused at its key, and
+    the same job pinned to a region (no re-dispatch) is not."""
+    doc = yaml.safe_load((FIXTURE_STACKS / "Pulumi.multi.yaml").read_text())
+    jobs = doc["config"][f"{NS}:jobs"]
+    i = next(n for n, j in enumerate(jobs) if "region" not in j)
+    for key in ("model", "perDeviceBatchSize", "maxTargetLength", "ici", "dcn", "maxtext"):
+        jobs[i].pop(key, None)
+    jobs[i]["trainer"] = {"script": "trainers/tiny_jax.py"}
+    (tmp_path / "Pulumi.multi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(stack_spec.SpecError) as e:
+        stack_spec.load_stack("multi", tmp_path)
+    assert [p.key for p in e.value.problems if "writer lease" in p.message] == [f"{NS}:jobs[{i}].trainer"]
+    jobs[i]["region"] = "us-east1"
+    (tmp_path / "Pulumi.multi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        stack_spec.load_stack("multi", tmp_path)
+    except stack_spec.SpecError as e:
+        assert not [p for p in e.problems if "writer lease" in p.message], [p.render() for p in e.problems]

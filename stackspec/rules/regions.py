@@ -70,6 +70,15 @@ def check(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
             fail(key, MISSING, "only a queued job (cluster: dedicated, not suspended) goes through the manager: "
                  "a job on a shared RayCluster or held outside Kueue is created in one region; name it; allowed: "
                  f"{', '.join(listed)}")
+        elif j.region is None and j.trainer is not None:
+            # Queued through the manager: after a re-dispatch a second copy of the run may start in another region
+            # while the first still writes (docs/multikueue.md, "Two copies of one run"). The run's writer lease is
+            # held by MaxText's trainer alone (workloads/trainer/lease.py, around MaxText's save call); a team's own
+            # loop saves through ray.train.report, which nothing guards, so two copies could write one run's
+            # checkpoints. Refused rather than run unguarded.
+            fail(_ns(f"jobs[{k}].trainer"), j.trainer.script, "a job queued through the multi-region manager may "
+                 "run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; name the "
+                 f"region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
     return build_views(spec, fail, context)
 
 
