@@ -125,7 +125,13 @@ def test_local_drill_kills_a_node_mid_save_and_training_resumes_from_the_last_wh
         assert corrupt_checkpoints(drill.ckpt_dir) == []
         # Figures: phases, and goodput lowered by exactly the redone steps.
         assert 0 <= report.detect_s < report.resume_s
-        assert set(report.phases) == {"detect", "reschedule", "process_start", "restore", "first_step"}
+        if "detection time taken from the restart (no failure line in the log)" in report.notes:
+            # Ray Train's controller logs its [FailurePolicy] line through the log monitor, which can reach the
+            # driver after the restarted workers' progress (seen once in CI, at 11:58 on 2026-11-28): the drill
+            # then says so and splits no phases rather than invent a detection time.
+            assert report.phases == {}
+        else:
+            assert set(report.phases) == {"detect", "reschedule", "process_start", "restore", "first_step"}
         assert report.steps_run == opts.steps + report.steps_lost
         assert report.goodput == pytest.approx(opts.steps / report.steps_run)
         assert report.time_goodput is not None and 0 < report.time_goodput < 1
