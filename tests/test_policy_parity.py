@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -26,9 +26,12 @@ from conftest import rendered, with_fallbacks
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
+from pulumi_policy import proxy
+from pulumi_policy.proxy import UnknownValueError
 
 from offline import engine
 from policies import offline
+from policies import pack as crossguard
 from policies.registry import RULES
 from stackspec import spec as stack_spec
 
@@ -57,6 +60,9 @@ class PackProcess:
             raise AssertionError(f"the pack did not start: {line!r} {self.proc.stderr.read().decode()[-2000:]}")
         self.channel = grpc.insecure_channel(f"127.0.0.1:{line}")
         self.stub = analyzer_pb2_grpc.AnalyzerStub(self.channel)
+        self.configured = b""
+        # (Configure request, Analyze request) -> the pack's diagnostics, both as deterministic bytes.
+        self.answers: dict[tuple[bytes, bytes], list[proto.AnalyzeDiagnostic]] = {}
 
     def configure(self, policy_config: dict[str, Any]) -> None:
         """As the CLI does with --policy-pack-config: a level and properties per configured rule."""
@@ -70,6 +76,7 @@ class PackProcess:
             request.policyConfig[rule.name].CopyFrom(proto.PolicyConfig(
                 enforcementLevel=getattr(proto, level.upper()), properties=_struct(rule.settings(props))))
         self.stub.Configure(request)
+        self.configured = request.SerializeToString(deterministic=True)
 
     def verdict(self, rendering: engine.Rendering) -> Verdict:
         out: Verdict = set()
@@ -82,9 +89,17 @@ class PackProcess:
                 out.add((d.policyName, d.urn or default_urn, message, LEVELS[d.enforcementLevel]))
 
         for r in custom:
-            resp = self.stub.Analyze(proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn,
-                                                          name=r.name))
-            take(resp.diagnostics, r.urn)
+            request = proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+            # A resource this process was already sent, byte for byte, under the same Configure: its answer again.
+            # The pack keeps nothing between calls (pulumi_policy 1.21.0 policy.py ``Analyze`` reads the request,
+            # the config Configure stored and the stack config from PULUMI_CONFIG, fixed for the process), so the
+            # answer is the one it would give; every resource a case changes, and every request under another
+            # config, still goes to the pack, and AnalyzeStack always does. Most cases change one resource of
+            # about 150, and each Analyze is every policy deserializing the resource again (the pack's own cost).
+            key = (self.configured, request.SerializeToString(deterministic=True))
+            if key not in self.answers:
+                self.answers[key] = list(self.stub.Analyze(request).diagnostics)
+            take(self.answers[key], r.urn)
         # As the engine sends them: each resource with the URNs it waits for (stack rules read them).
         resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
                                             dependencies=list(r.dependencies))
@@ -200,6 +215,44 @@ def test_environment_comes_from_the_stack_config_on_both_paths(packs):
     as_prod = copy.copy(dev)
     as_prod.spec = dev.spec.model_copy(update={"environment": "prod"})  # the spec itself refuses dev as prod
     assert online == offline_verdict(as_prod)
+
+
+def _known_through_the_proxy(value):
+    """policies.pack.known as it was written first: every value read through pulumi_policy's proxy, each
+    UnknownValueError skipped (the reference its direct read of the proxies' containers must equal)."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key in value:
+            try:
+                out[key] = _known_through_the_proxy(value[key])
+            except UnknownValueError:
+                continue
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        items = []
+        for i in range(len(value)):
+            try:
+                items.append(_known_through_the_proxy(value[i]))
+            except UnknownValueError:
+                continue
+        return items
+    return value
+
+
+def test_known_reads_the_proxies_as_reading_through_them_does():
+    """The pack's ``known`` reads pulumi_policy's proxies' containers directly: the same plain data as reading
+    through the proxy, every unknown sentinel left out at any depth, on every rendered resource and on props
+    holding each kind of unknown (a preview's computed outputs)."""
+    unknowns = [proxy.UNKNOWN_BOOLEAN_VALUE, proxy.UNKNOWN_NUMBER_VALUE, proxy.UNKNOWN_STRING_VALUE,
+                proxy.UNKNOWN_ARRAY_VALUE, proxy.UNKNOWN_ASSET_VALUE, proxy.UNKNOWN_ARCHIVE_VALUE,
+                proxy.UNKNOWN_OBJECT_VALUE]
+    props = [r.inputs for r in rendered("prod").resources if r.custom]
+    props.append({"id": unknowns[2], "a": {"b": [1, unknowns[0], {"c": unknowns[1], "d": None}], "e": unknowns[3]},
+                  "f": [unknowns[4], [unknowns[5], "x", 2.5, True], {"g": unknowns[6]}], "h": "", "i": []})
+    for p in props:
+        want = _known_through_the_proxy(proxy.unknown_checking_proxy(copy.deepcopy(p)))
+        assert crossguard.known(proxy.unknown_checking_proxy(copy.deepcopy(p))) == want
+    assert want == {"a": {"b": [1, {"d": None}]}, "f": [["x", 2.5, True], {}], "h": "", "i": []}
 
 
 def test_the_pack_reads_the_environment_through_the_model():
