@@ -157,6 +157,7 @@ class Rendered:
         self._baseline: frozenset[str] | None = None
         self._reach = None
         self._pickled: bytes | None = None
+        self._parts: dict = {}  # (stack, cluster) -> (its objects, their reach): see _cluster_reach
 
     def baseline(self) -> frozenset[str]:
         """This rendering's findings, as text, computed once: a mutation test mutates a copy and compares its
@@ -181,7 +182,27 @@ class Rendered:
         out.boot, out.stacks = pickle.loads(self._pickled)
         out.exports = self.exports
         out._baseline = out._reach = out._pickled = None
+        out._parts = {}
         return out
+
+    def extended(self) -> Rendered:
+        """A copy for a mutation that only adds records (a grant, a Role and its binding), never edits one: new
+        lists holding this rendering's records themselves. The check only reads the records (``findings`` of a copy
+        leaves them as they were: ``test_escalation_catalogues`` compares this rendering with its pickle after every
+        case has run), so the findings are those of a deep copy, without the copy (a third of a catalogue case).
+        It shares this rendering's per-cluster reaches (:meth:`_cluster_reach`)."""
+        out = Rendered.__new__(Rendered)
+        out.boot = list(self.boot)
+        out.stacks = {k: (list(res), Manifests(man, man.home, man.default)) for k, (res, man) in self.stacks.items()}
+        out.exports = self.exports
+        out._baseline = out._reach = out._pickled = None
+        out._parts = self._parts
+        return out
+
+    def unchanged(self) -> bool:
+        """Whether this rendering's records are still those it was first copied from (:meth:`copy`'s pickle)."""
+        return self._pickled is None or pickle.dumps((self.boot, self.stacks), pickle.HIGHEST_PROTOCOL) == \
+            self._pickled
 
     def resources(self):
         return [*self.boot, *(r for res, _ in self.stacks.values() for r in res)]
@@ -193,10 +214,22 @@ class Rendered:
 
     def reach(self):
         reach = esc.compute(self.resources(), objects=self.objects())
-        for _, manifests in self.stacks.values():  # one cluster's roles, bindings and service accounts at a time
+        for stack, (_, manifests) in self.stacks.items():  # one cluster's roles, bindings and accounts at a time
             for cluster, docs in manifests.by_cluster().items():
-                reach.absorb(esc.compute([], docs, cluster=cluster))
+                reach.absorb(self._cluster_reach(stack, cluster, docs))
         return reach
+
+    def _cluster_reach(self, stack: str, cluster: str | None, docs: list[dict]):
+        """``esc.compute`` of one cluster's objects alone. Where they are the very objects, in order, a reach of
+        this rendering (or of the rendering an :meth:`extended` copy shares them with) was computed from, that reach
+        again: the same objects, which the check only reads, give the same reach, and ``absorb`` only reads it. A
+        mutation that adds an object to the cluster makes a list of other objects: computed anew."""
+        seen = self._parts.get((stack, cluster))
+        if seen is not None and len(seen[0]) == len(docs) and all(a is b for a, b in zip(seen[0], docs, strict=True)):
+            return seen[1]
+        part = esc.compute([], docs, cluster=cluster)
+        self._parts.setdefault((stack, cluster), (tuple(docs), part))
+        return part
 
     def envs(self):
         return esc.Environments.from_resources(self.boot)

@@ -132,8 +132,8 @@ def _grant_custom(member: str, project: str, permissions) -> callable:
 
 
 def _caught(rendered: Rendered, mutate, member: str) -> tuple[list[str], list[str]]:  # noqa: F811
-    """(new refused findings naming ``member``, new accepted ones) after ``mutate``."""
-    x = rendered.copy()
+    """(new refused findings naming ``member``, new accepted ones) after ``mutate``, which only adds records."""
+    x = rendered.extended()
     before = rendered.baseline()
     mutate(x)
     new = [f for f in x.findings() if str(f) not in before]
@@ -384,6 +384,15 @@ REVIEW = {
 def test_each_review_blind_spot_is_refused(rendered, mutation):  # noqa: F811
     mutate, who = REVIEW[mutation]
     assert refused_after(rendered, mutate, lambda f: f.identity == who), f"{mutation}: not refused"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _records_never_edited(rendered):  # noqa: F811
+    """After every case: the module's rendering is still what it was (its pickle), so each case's ``extended`` copy
+    (sharing its records) saw the unmutated records plus its own mutation only, as a deep copy would have."""
+    rendered.copy()  # pickles it now, before any case
+    yield
+    assert rendered.unchanged(), "a catalogue case edited the records it shares with the others"
 
 
 def test_a_role_not_in_the_vendored_data_fails_closed(rendered):  # noqa: F811
