@@ -155,6 +155,7 @@ class Rendered:
         self.exports = boot_exports
         self.stacks = {k: ([(t, _copy(i)) for t, i in res], _copy(man)) for k, (res, man) in stacks.items()}
         self._baseline: frozenset[str] | None = None
+        self._findings: tuple[esc.Finding, ...] | None = None
         self._reach = None
         self._pickled: bytes | None = None
         self._parts: dict = {}  # (stack, cluster) -> (its objects, their reach): see _cluster_reach
@@ -163,8 +164,15 @@ class Rendered:
         """This rendering's findings, as text, computed once: a mutation test mutates a copy and compares its
         findings with these (the module's rendering is never mutated itself)."""
         if self._baseline is None:
-            self._baseline = frozenset(map(str, self.findings()))
+            self._baseline = frozenset(map(str, self.findings_once()))
         return self._baseline
+
+    def findings_once(self) -> tuple[esc.Finding, ...]:
+        """This rendering's findings (frozen), computed once: for a test reading the module's rendering, which no
+        test mutates (a mutation works on a copy)."""
+        if self._findings is None:
+            self._findings = tuple(self.findings())
+        return self._findings
 
     def reach_once(self):
         """This rendering's reach, computed once, for reading only (``check`` links edges into what it is given)."""
@@ -181,8 +189,8 @@ class Rendered:
         out = Rendered.__new__(Rendered)
         out.boot, out.stacks = pickle.loads(self._pickled)
         out.exports = self.exports
-        out._baseline = out._reach = out._pickled = None
-        out._parts = {}
+        out._baseline = out._reach = out._pickled = out._findings = None
+        out._parts = self._parts
         return out
 
     def extended(self) -> Rendered:
@@ -195,7 +203,7 @@ class Rendered:
         out.boot = list(self.boot)
         out.stacks = {k: (list(res), Manifests(man, man.home, man.default)) for k, (res, man) in self.stacks.items()}
         out.exports = self.exports
-        out._baseline = out._reach = out._pickled = None
+        out._baseline = out._reach = out._pickled = out._findings = None
         out._parts = self._parts
         return out
 
@@ -220,15 +228,17 @@ class Rendered:
         return reach
 
     def _cluster_reach(self, stack: str, cluster: str | None, docs: list[dict]):
-        """``esc.compute`` of one cluster's objects alone. Where they are the very objects, in order, a reach of
-        this rendering (or of the rendering an :meth:`extended` copy shares them with) was computed from, that reach
-        again: the same objects, which the check only reads, give the same reach, and ``absorb`` only reads it. A
-        mutation that adds an object to the cluster makes a list of other objects: computed anew."""
+        """``esc.compute`` of one cluster's objects alone. Where they equal, in order, objects a reach was computed
+        from before (by this rendering or any copy of the same rendering: they share these), that reach again:
+        ``compute`` is a function of the objects, and ``absorb`` only reads it. The objects are kept as a copy, so a
+        later edit of the ones computed from cannot change what they are compared with. A mutation that adds or
+        edits an object in the cluster makes other objects: computed anew. Most mutations touch one cluster or none,
+        and the others' RBAC was about a sixth of a case."""
         seen = self._parts.get((stack, cluster))
-        if seen is not None and len(seen[0]) == len(docs) and all(a is b for a, b in zip(seen[0], docs, strict=True)):
+        if seen is not None and seen[0] == docs:  # equal objects: the same, or a deep copy's
             return seen[1]
         part = esc.compute([], docs, cluster=cluster)
-        self._parts.setdefault((stack, cluster), (tuple(docs), part))
+        self._parts.setdefault((stack, cluster), (_copy(docs), part))
         return part
 
     def envs(self):
@@ -308,11 +318,39 @@ def render_all(stacks_dir: Path) -> Rendered:
 _RENDERED_ALL: list[Rendered] = []
 
 
+def _rendered_once(tmp_path_factory) -> Rendered:
+    """render_all of the tests' stacks, once per test run: under xdist both workers run modules that read it, and
+    the first renders it (about 3 s of CPU) into pytest's base temporary directory, which the workers share (each
+    worker's base is a folder of it; conftest's ``jax_cache`` does the same), while the other waits on the lock and
+    loads it. The run's own directory: nothing outlives the run, a fresh run renders its own checkout again. The
+    pickle holds the rendering's records only, the same records a copy of it holds (``Rendered.copy``)."""
+    import fcntl
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = shared / "escalation-rendering.pickle"
+    with open(shared / "escalation-rendering.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            r = render_all(_deploying_multi(tmp_path_factory.mktemp("stacks")))
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps((r.boot, r.exports, r.stacks), pickle.HIGHEST_PROTOCOL))
+            tmp.rename(path)
+            return r
+        boot, exports, stacks = pickle.loads(path.read_bytes())
+    out = Rendered.__new__(Rendered)
+    out.boot, out.exports, out.stacks = boot, exports, stacks
+    out._baseline = out._reach = out._pickled = out._findings = None
+    out._parts = {}
+    return out
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Rendered:
     """The bootstrap and the tests' stacks as the check reads them; each module its own deep copy."""
     if not _RENDERED_ALL:
-        _RENDERED_ALL.append(render_all(_deploying_multi(tmp_path_factory.mktemp("stacks"))))
+        _RENDERED_ALL.append(_rendered_once(tmp_path_factory))
     return _RENDERED_ALL[0].copy()
 
 
@@ -338,7 +376,7 @@ def test_the_vendored_roles_are_the_catalogs_files():
 
 
 def test_nothing_escalates_on_the_shipped_stacks(rendered):
-    findings = rendered.findings()
+    findings = rendered.findings_once()
     assert refused(findings) == [], "\n".join(refused(findings))
     # The accepted paths are the design's, each for its one identity pattern.
     assert {f.accepted for f in findings if f.accepted} == set(esc.ACCEPTED.values())
@@ -572,7 +610,7 @@ def test_each_widening_fails_the_check(rendered, mutation):
 
 
 def generated(rendered: Rendered) -> str:
-    return HEADER + esc.threat_tables(rendered.reach(), rendered.envs(), rendered.findings())
+    return HEADER + esc.threat_tables(rendered.reach(), rendered.envs(), list(rendered.findings_once()))
 
 
 def test_the_threat_model_page_is_the_computation(rendered):

@@ -278,7 +278,7 @@ def test_the_multikueue_manager_is_accepted_in_job_namespaces_only(rendered):  #
     """The MultiKueue manager creates Ray jobs in the workers' job namespace (accepted: it has a LocalQueue); the same
     role in kube-system, where no job runs and whose service accounts are the cluster's own, is refused."""
     manager = "k8s:ServiceAccount:kueue-system@maxtext-east1.my-tpu-project-multi/multikueue"
-    assert any(f.identity == manager and f.accepted == esc.ACCEPTED["multikueue"] for f in rendered.findings())
+    assert any(f.identity == manager and f.accepted == esc.ACCEPTED["multikueue"] for f in rendered.findings_once())
 
     def to_kube_system(x):
         _, manifests = x.stacks["multi"]
@@ -312,7 +312,7 @@ def test_gke_iam_is_kubernetes_authority_accepted_for_the_reviewed_deployer_only
     it); without deploy-prod's reviewer the same paths are refused."""
     reach = rendered.reach()
     assert {"container.clusterRoles.escalate", "container.pods.create"} <= reach[DEPLOY].permissions
-    mine = [f for f in rendered.findings() if f.identity == "ci-deploy-prod"]
+    mine = [f for f in rendered.findings_once() if f.identity == "ci-deploy-prod"]
     gke = [f for f in mine if f.what.startswith("Kubernetes ")]
     assert any("'escalate'" in f.what for f in gke) and any("pod-making" in f.what for f in gke)
     assert all(f.accepted == esc.ACCEPTED["gke"] for f in gke)
@@ -329,7 +329,7 @@ def test_gke_iam_is_kubernetes_authority_accepted_for_the_reviewed_deployer_only
 def test_binary_authorization_policy_update_is_reported_and_gated(rendered):  # noqa: F811
     """ci-deploy-<stack> applies the stack's Binary Authorization policy, so it can switch attestation off: the check
     reports it, accepted only for the deployer behind its reviewed environment (docs/ci-trust.md says so)."""
-    (f,) = [f for f in rendered.findings() if f.identity == "ci-deploy-prod" and
+    (f,) = [f for f in rendered.findings_once() if f.identity == "ci-deploy-prod" and
             "binaryauthorization.policy.update" in f.what]
     assert f.accepted == esc.ACCEPTED["binauthz"]
 
@@ -370,7 +370,7 @@ def test_the_multikueue_allow_list_entry_is_exercised_and_compared(rendered):  #
     deploy_multi = "serviceAccount:ci-deploy-multi@my-tpu-ci.iam.gserviceaccount.com"
     assert any(p == "iam.serviceAccounts.setIamPolicy" and r.endswith(mk) for p, r, _, _ in reach[deploy_multi].grants)
     assert f"serviceAccount:{mk}" in esc.closure(reach, deploy_multi)
-    assert not [f for f in refused(rendered.findings()) if "ci-deploy-multi" in f]
+    assert not [f for f in refused(rendered.findings_once()) if "ci-deploy-multi" in f]
     new = _new_refused(rendered, _add_boot("gcp:serviceaccount/iAMMember:IAMMember", {
         "serviceAccountId": "projects/my-tpu-ci/serviceAccounts/ci-image-prod@my-tpu-ci.iam.gserviceaccount.com",
         "role": "roles/iam.serviceAccountTokenCreator", "member": f"serviceAccount:{mk}"}))
@@ -392,7 +392,7 @@ def test_authoritative_policies_read_like_members(rendered):  # noqa: F811
     assert members
     x.stacks["prod"] = ([r for r in res if r not in policies] + members, man)
     assert {m: r.grants for m, r in x.reach().items()} == {m: r.grants for m, r in rendered.reach().items()}
-    assert sorted(map(str, x.findings())) == sorted(map(str, rendered.findings()))
+    assert sorted(map(str, x.findings())) == sorted(map(str, rendered.findings_once()))
 
 
 def test_roles_drift_reports_a_predefined_role_that_grew(tmp_path):
@@ -482,7 +482,7 @@ def test_each_path_reaches_its_own_stacks_data_only(rendered):  # noqa: F811
     scopes = esc.stack_scopes(stacks)
     by_project = {p.split("/")[1]: s for s, scope in scopes.items() for p in scope if p.startswith("projects/")}
     checked = 0
-    for f in rendered.findings():
+    for f in rendered.findings_once():
         m = re.search(r"@[^./]+\.([a-z0-9-]+)/", f.identity)
         stack = by_project.get(m.group(1)) if m else (f.identity.removeprefix("ci-deploy-")
                                                       if f.identity.startswith("ci-deploy-") else None)
