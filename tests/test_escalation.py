@@ -716,3 +716,32 @@ def test_a_copy_is_a_deep_copy_with_each_object_in_its_cluster(rendered):
     x.boot[0][1]["mutated"] = True
     next(iter(x.stacks.values()))[1].append({"kind": "ConfigMap"})
     assert "mutated" not in rendered.boot[0][1] and rendered.copy().stacks == rendered.stacks
+
+
+def test_an_extended_copy_and_a_shared_cluster_reach_give_a_fresh_copys_findings(rendered):
+    """``Rendered.extended`` (the records shared, new lists) and the per-cluster reaches copies share
+    (``_cluster_reach``) give the findings a deep copy computing every reach anew gives, for a mutation that adds a
+    Role in one cluster (its reach computed anew, the others' reused) and one that adds a project grant (every
+    cluster's reused); the shared records are left as they were."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "m", "namespace": "maxtext"},
+            "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "m", "namespace": "maxtext"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "m"},
+               "subjects": [{"kind": "User", "name": "someone@example.com"}]}
+    grant = ("gcp:projects/iAMMember:IAMMember", {"project": "my-tpu-project", "role": "roles/iam.serviceAccountUser",
+                                                  "member": "user:someone@example.com"})
+
+    def add_role(x):
+        x.stacks["prod"][1].extend([copy.deepcopy(role), copy.deepcopy(binding)])
+
+    rendered.baseline()  # the unmutated clusters' reaches, shared from here on
+    for mutate in (add_role, lambda x: x.boot.append(copy.deepcopy(grant))):
+        shared, fresh = rendered.extended(), rendered.copy()
+        fresh._parts = {}
+        mutate(shared)
+        mutate(fresh)
+        found = sorted(map(str, shared.findings()))
+        assert found == sorted(map(str, fresh.findings())) and set(found) - rendered.baseline()
+    assert rendered.unchanged()
