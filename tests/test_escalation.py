@@ -392,7 +392,7 @@ def test_nothing_escalates_on_the_repositorys_stacks():
 
 
 def test_every_ci_identity_is_reached_through_one_reviewed_or_read_only_gate(rendered):
-    reach = rendered.reach()
+    reach = rendered.reach_once()
     ci = {m: r for m, r in reach.items() if esc.CI_ACCOUNT.match(m)}
     assert {esc.CI_ACCOUNT.match(m).group(1) for m in ci} >= {"ci-preview-prod", "ci-deploy-prod", "ci-drill-prod",
                                                             "ci-image-prod", "ci-image-multi"}

@@ -310,7 +310,7 @@ def test_gke_iam_is_kubernetes_authority_accepted_for_the_reviewed_deployer_only
     """GKE authorizes a request if IAM or RBAC allows it: ci-deploy-prod's roles/container.admin is cluster-admin in
     its project's clusters. The check reports it, accepted for the reviewed deployer (and the threat model lists
     it); without deploy-prod's reviewer the same paths are refused."""
-    reach = rendered.reach()
+    reach = rendered.reach_once()
     assert {"container.clusterRoles.escalate", "container.pods.create"} <= reach[DEPLOY].permissions
     mine = [f for f in rendered.findings_once() if f.identity == "ci-deploy-prod"]
     gke = [f for f in mine if f.what.startswith("Kubernetes ")]
@@ -365,7 +365,7 @@ def test_the_multikueue_allow_list_entry_is_exercised_and_compared(rendered):  #
     """The rendering deploys multi on push: ci-deploy-multi holds iam.serviceAccounts.setIamPolicy on the MultiKueue
     account (allowed: the token job's workload identity), which is becoming that account; give the account more than
     its holder and the path is refused."""
-    reach = rendered.reach()
+    reach = rendered.reach_once()
     mk = next(iter(rendered.exports["multikueueServiceAccounts"].values()))
     deploy_multi = "serviceAccount:ci-deploy-multi@my-tpu-ci.iam.gserviceaccount.com"
     assert any(p == "iam.serviceAccounts.setIamPolicy" and r.endswith(mk) for p, r, _, _ in reach[deploy_multi].grants)
@@ -391,7 +391,7 @@ def test_authoritative_policies_read_like_members(rendered):  # noqa: F811
                for _, i in policies for b in json.loads(i["policyData"])["bindings"] for m in b["members"]]
     assert members
     x.stacks["prod"] = ([r for r in res if r not in policies] + members, man)
-    assert {m: r.grants for m, r in x.reach().items()} == {m: r.grants for m, r in rendered.reach().items()}
+    assert {m: r.grants for m, r in x.reach().items()} == {m: r.grants for m, r in rendered.reach_once().items()}
     assert sorted(map(str, x.findings())) == sorted(map(str, rendered.findings_once()))
 
 
@@ -540,7 +540,7 @@ def test_the_declared_webhooks_backends_are_refused(rendered, res, names):  # no
 
 def test_the_declared_webhooks_are_read_from_the_manifests(rendered):  # noqa: F811
     """Every cluster with Kueue has its webhook Service in the model (read, not named by the check)."""
-    reach = rendered.reach()
+    reach = rendered.reach_once()
     clusters = {c for _, m in rendered.stacks.values() for c in m.by_cluster()}
     assert {(f"kueue-system@{c}", "kueue-webhook-service") for c in clusters} <= reach.webhook_services
 
@@ -555,7 +555,7 @@ def test_writing_the_kubeconfig_secrets_kueue_reads_is_refused(rendered):  # noq
     assert any(f.startswith(f"{METRICS_MEMBER}: Kubernetes the Secrets Kueue reads (maxtext-east1-multikueue")
                for f in new), new
     assert "k8s:ServiceAccount:kueue-system@tpu-manager.my-tpu-project-multi/multikueue-token" in \
-        rendered.reach().token_jobs
+        rendered.reach_once().token_jobs
 
 
 @pytest.mark.parametrize("subject", [
