@@ -138,21 +138,70 @@ def with_fallbacks(config: Mapping[str, str], capacity: Sequence[Mapping] = FALL
     return scale_from_zero({**config, key: json.dumps(slices)})
 
 
-# What rendered() rendered in this test process: (stack, its config as JSON or "") -> offline.engine.Rendering.
-_RENDERED: dict[tuple[str, str], Any] = {}
+# What rendered() rendered in this test process: (stack, its config as JSON or "") -> the offline.engine.Rendering,
+# pickled.
+_RENDERED: dict[tuple[str, str], bytes] = {}
+# Where the xdist workers of this run share their renders (pytest's base temporary directory: a new one each run);
+# set by _render_share at the start of a worker's session, None until then (a render is then this process's own).
+_RENDER_SHARE: Path | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _render_share(tmp_path_factory):
+    """The folder of this run's shared renders: in pytest's base temporary directory, which the xdist workers of
+    one run share (each worker's base is a folder of it, as :func:`jax_cache`'s), so both workers read one render
+    of each stack instead of each making its own, and a new run starts from none (nothing kept across runs)."""
+    import os
+
+    global _RENDER_SHARE
+    base = tmp_path_factory.getbasetemp()
+    _RENDER_SHARE = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "renders"
+    _RENDER_SHARE.mkdir(exist_ok=True)
+    yield
+    _RENDER_SHARE = None
+
+
+def _render_pickled(stack: str, config: Mapping[str, str] | None, key: tuple[str, str]) -> bytes:
+    """The render of ``key``, pickled: made here by the real engine, or by the other worker of this run, which
+    rendered the same stack files with the same config (a lock per key: one renders, the other waits and reads)."""
+    import fcntl
+    import hashlib
+    import pickle
+
+    from offline import engine
+
+    def render() -> bytes:
+        return pickle.dumps(engine.render(stack, None if config is None else dict(config)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    if _RENDER_SHARE is None:
+        return render()
+    name = hashlib.sha256(json.dumps(key).encode()).hexdigest()
+    path = _RENDER_SHARE / f"{name}.pickle"
+    with open(_RENDER_SHARE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():
+            return path.read_bytes()
+        data = render()
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(data)
+        partial.replace(path)  # whole or absent, whatever happens to this worker
+        return data
 
 
 def rendered(stack: str, config: Mapping[str, str] | None = None):
-    """``offline.engine.render(stack, config)`` of the tests' stacks, rendered once per test process: many modules
-    render the same stack, or the same edited config, and a render is most of a second (prod was rendered about 66
-    times a run). Each caller gets its own deep copy: a test that edits what it reads cannot leak into another.
+    """``offline.engine.render(stack, config)`` of the tests' stacks, rendered once per test run: many modules
+    render the same stack, or the same edited config, on both workers, and a render is most of a second (prod was
+    rendered about 66 times a run). Each caller gets its own copy, unpickled: a test that edits what it reads cannot
+    leak into another (``pickle.loads`` makes the same copy as ``copy.deepcopy``, shared references kept, in a fifth
+    of its time: ``test_a_shared_render_is_a_fresh_copy_of_the_engines``).
     Not for a test that changes what a render does (a monkeypatch): that one calls ``engine.render`` itself."""
-    from offline import engine
+    import pickle
 
     key = (stack, "" if config is None else json.dumps(dict(config), sort_keys=True))
     if key not in _RENDERED:
-        _RENDERED[key] = engine.render(stack, None if config is None else dict(config))
-    return copy.deepcopy(_RENDERED[key])
+        _RENDERED[key] = _render_pickled(stack, config, key)
+    return pickle.loads(_RENDERED[key])  # noqa: S301 (this run's own render)
 
 
 @pytest.fixture(scope="module")

