@@ -461,7 +461,10 @@ class LocalDrill:
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
-            if problems := self._precompile_problems() + self._lease_problems():  # whatever else ended the drill
+            # A driver's stream Ray's log deduplication folded: the steps counted (steps run, goodput, the kill
+            # step) are not the run's, whatever else passed.
+            folded = [p for d in self.drivers if (p := d.folded_problem())]
+            if problems := folded + self._precompile_problems() + self._lease_problems():  # whatever else ended it
                 r.ok = False
                 r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)

@@ -548,6 +548,8 @@ class RegionLossDrill:
             rep.figures["restarted on a warm spare"] = spare
         self._t = {"kill": t_kill, "detect": t_detect, "dispatch": t_dispatch, "start": t_start,
                    "end": time.time()}
+        # A driver's stream Ray's log deduplication folded: the steps counted are not the run's.
+        problems += [p for r in (a, b) if (p := r.driver.folded_problem())]
         rep.notes += problems
         rep.ok = not problems
         rep.notes.append(f"checkpoints committed at the end: {committed_end}")

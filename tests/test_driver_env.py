@@ -22,3 +22,73 @@ def test_the_driver_runs_with_rays_log_deduplication_off(tmp_path, monkeypatch):
     run = local_train.start_driver(cluster, [], tmp_path / "driver.log")
     assert run.wait(timeout=60) == 0
     assert [e["dedup"] for e in run.events if e["event"] == "env"] == ["0"], json.dumps(run.events)
+
+
+def rays_folded_output(lines: list[str]) -> list[str]:
+    """What Ray 2.60's driver prints for ``lines`` coming from two worker processes (a worker and its restarted
+    replacement) within its 5 s window, with deduplication on: Ray's own LogDeduplicator and its print path's
+    formatting, not ours (ray/_private/ray_logging/__init__.py, ray/_private/worker.py print_worker_logs)."""
+    from ray._private import ray_logging
+
+    clock = iter(float(t) for t in range(1000))
+    dedup = ray_logging.LogDeduplicator(5, None, None, _timesource=lambda: next(clock))
+    out = []
+    for i, line in enumerate(lines):
+        for batch in dedup.deduplicate({"ip": "10.0.0.1", "pid": 100 + (i > 0), "job": "01", "is_err": False,
+                                        "lines": [line], "actor_name": "RayTrainWorker", "task_name": None}):
+            out += [f"(RayTrainWorker pid={batch['pid']}) {x}" for x in batch["lines"]]
+    return out
+
+
+def test_a_folded_progress_stream_is_refused_by_name(tmp_path, monkeypatch):
+    """A progress line Ray folded ("[repeated Nx across cluster]") stands for lines the driver never printed: the
+    run records it and its verdict line names the cause and RAY_DEDUP_LOGS=0 (the drills fail on it)."""
+    from ray._private import ray_logging
+
+    monkeypatch.setattr(ray_logging, "RAY_DEDUP_LOGS", True)  # Ray's default, whatever this process was given
+    steps = [f"{PROGRESS} " + json.dumps({"event": "step", "t": 1000.0 + s, "world": 1, "rank": 0, "step": s})
+             for s in range(12)]
+    printed = rays_folded_output(steps)
+    assert len(printed) < len(steps) and any("repeated" in p for p in printed)  # Ray did fold them
+    script = tmp_path / "driver.py"
+    script.write_text(f"for line in {printed!r}:\n    print(line)\n")
+    monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
+    cluster = SimpleNamespace(env=dict(os.environ), run_dir=tmp_path)
+    run = local_train.start_driver(cluster, [], tmp_path / "driver.log")
+    assert run.wait(timeout=60) == 0
+    assert len(run.steps()) < len(steps) and run.folded
+    problem = run.folded_problem()
+    assert problem and "folded" in problem and "RAY_DEDUP_LOGS=0" in problem and str(run.log) in problem
+
+
+def test_an_unfolded_stream_has_no_problem(tmp_path, monkeypatch):
+    script = tmp_path / "driver.py"
+    script.write_text("import json\n"
+                      f"for s in range(12):\n    print({PROGRESS!r} + ' ' + json.dumps({{'event': 'step', "
+                      "'t': 1000.0 + s, 'world': 1, 'rank': 0, 'step': s}))\n")
+    monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
+    run = local_train.start_driver(SimpleNamespace(env=dict(os.environ), run_dir=tmp_path), [],
+                                   tmp_path / "driver.log")
+    assert run.wait(timeout=60) == 0
+    assert run.steps() == list(range(12)) and run.folded == [] and run.folded_problem() is None
+
+
+def test_the_cluster_drills_log_refuses_folded_lines():
+    """The cluster drill reads the RayJob's driver log (drills.cluster): Ray's folded lines there are recorded."""
+    from ray._private import ray_logging
+
+    from drills.train_log import TrainLog
+
+    steps = [f"completed step: {s}, seconds: 0.5, loss: 10.8" for s in range(12)]
+    saved = ray_logging.RAY_DEDUP_LOGS
+    ray_logging.RAY_DEDUP_LOGS = True
+    try:
+        printed = rays_folded_output(steps)
+    finally:
+        ray_logging.RAY_DEDUP_LOGS = saved
+    log = TrainLog()
+    log.feed("".join(p + "\n" for p in printed))
+    assert log.folded and log.steps_run < len(steps)
+    clean = TrainLog()
+    clean.feed("".join(s + "\n" for s in steps))
+    assert clean.folded == [] and clean.steps_run == len(steps)
