@@ -226,6 +226,41 @@ def judge(*, period: int, committed_at_kill: list[int], in_flight_at_kill: list[
     return problems, figures | {"steps lost": lost}
 
 
+def restart_on_standby_spares(ups: list[dict], world: int, t_loss: float, t_dispatch: float,
+                              t_start: float) -> tuple[bool | None, list[str]]:
+    """Whether every rank of region B's first worker group (dispatched at ``t_dispatch``, training from
+    ``t_start`` on ``world`` workers) ran in a standby spare: a process of region B started, and done preloading
+    MaxText (warm_worker's READY_AT, its ``ready_at``), before the loss at ``t_loss``. No job ran in B before, so
+    any such process is the standby's own.
+
+    A process started before the loss but still preloading at it is not a warm spare: Ray runs a worker's
+    preload before its main loop (Ray 2.60 ``_private/workers/default_worker.py``: ``try_import_each_module``,
+    then ``worker.main_loop()``), so the job's actor waited for the rest of the import. (True/False, or None when
+    a rank's ``worker_up`` line is missing; one line per rank saying how its process started.)"""
+    restart: dict[int, dict] = {}
+    for e in sorted(ups, key=lambda e: e["t_up"]):
+        if t_dispatch <= e["t_up"] <= t_start:
+            restart[int(e.get("rank", 0))] = e
+    lines, verdict = [], True
+    for rank in range(world):
+        e = restart.get(rank)
+        if e is None:
+            lines.append(f"rank {rank}: no worker_up line after the dispatch")
+            verdict = None if verdict is not False else False
+            continue
+        ready, started = e.get("ready_at"), e.get("proc_start")
+        if ready is not None and ready < t_loss:
+            lines.append(f"rank {rank}: a standby spare, ready {t_loss - ready:.1f} s before the loss")
+            continue
+        verdict = False
+        if started is not None and started < t_loss:
+            still = "not preloaded" if ready is None else f"ready {ready - t_loss:.1f} s after it"
+            lines.append(f"rank {rank}: a standby process still preloading at the loss ({still})")
+        else:
+            lines.append(f"rank {rank}: a process started after the loss (cold)")
+    return verdict, lines
+
+
 def gcs_reachable(address: str, timeout: float = 0.2) -> bool:
     """Whether a Ray head's GCS accepts a connection (the manager's view of a region)."""
     host, _, port = address.rpartition(":")
@@ -362,12 +397,15 @@ class RegionLossDrill:
 
                     self.emulator = stack.enter_context(Emulator())
                 stack.enter_context(self.a.cluster)
-                self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
-                self._submit(self.a)
                 if self._own_b and o.standby != "cold":
-                    # Region B comes up while the job starts in A: a standing region, as MultiKueue's workers are.
+                    # Region B stands before the job exists, as MultiKueue's worker clusters do: its spares preload
+                    # MaxText while the job cold-starts in A. (Started after the submission, as before, a warm
+                    # standby's spare was still importing at the loss of a 20-step run and the restart waited for
+                    # it, 2026-11-28: "restarted on a warm spare: no", rightly.)
                     stack.enter_context(self.b.cluster)
                     self.say(f"{self.b.region.name} up at {self.b.cluster.address} ({o.standby} standby)")
+                self.say(f"{self.a.region.name} up at {self.a.cluster.address}; job submitted")
+                self._submit(self.a)
 
                 self._drill(deadline)
         except (DrillFailed, LocalRayError) as e:
@@ -491,12 +529,8 @@ class RegionLossDrill:
             rep.phases = {k: round(max(0.0, v), 1) for k, v in rep.phases.items()}
         rep.restored_step = start_step - 1 if start_step > 0 else None
         with b.timeline.lock:
-            ups = [e for e in b.timeline.warm_ups if t_dispatch <= e["t_up"] <= t_start]
-        # A spare: every rank of region B's first worker group ran in a process started, and done preloading,
-        # before the loss (the standby's own spares: no job asked for them). None: no rank said.
-        by_rank = {int(e.get("rank", 0)): e for e in ups}
-        spare = None if not by_rank else len(by_rank) >= world and all(
-            e.get("ready_at") is not None and e["ready_at"] < t_kill for e in by_rank.values())
+            ups = list(b.timeline.warm_ups)
+        spare, spare_lines = restart_on_standby_spares(ups, world, t_kill, t_dispatch, t_start)
         self.say(f"{b.region.name}: resumed from checkpoint {rep.restored_step} on {world} worker(s), first step "
                  f"{first[1]} {rep.resume_s} s after the loss")
         self._wait(f"the job to end in {b.region.name}", lambda: b.driver.proc.poll() is not None, deadline)
@@ -544,8 +578,14 @@ class RegionLossDrill:
                        "loss -> dispatched (workerLostTimeout)": round(t_dispatch - t_detect, 1),
                        "region A processes left": len(left)} | rep.figures | figures
         rep.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
+        rep.figures["restarted ranks"] = "; ".join(spare_lines)
         if spare is not None:
             rep.figures["restarted on a warm spare"] = spare
+        if o.standby == "warm" and spare is not True:
+            # A warm standby's figure is a warm restart's, or the drill says it is not (as the preemption drill
+            # fails a cold restart with spares on): e.g. the standby's spares still importing at the loss.
+            problems.append("warm standby, but region B's restart did not run in ready spares: "
+                            + "; ".join(spare_lines))
         self._t = {"kill": t_kill, "detect": t_detect, "dispatch": t_dispatch, "start": t_start,
                    "end": time.time()}
         # A driver's stream Ray's log deduplication folded: the steps counted are not the run's.
