@@ -144,7 +144,7 @@ def test_local_drill_kills_a_node_mid_save_and_training_resumes_from_the_last_wh
         assert written["ok"] is True and written["restored_step"] == report.restored_step
         assert {"json", "markdown", "png"} <= set(drill.files)
         # The killed node and the drivers are gone, and a replacement joined: the cluster is
-        # whole for the next run (its own processes end with the module: conftest.local_cluster).
+        # whole for the next run (its own processes end with the session: conftest.local_cluster).
         killed = [n.pid for n in local_cluster.nodes if n.killed and n.pid in live_before]
         gone = killed + [d.proc.pid for d in drill.drivers]
         assert len(killed) == 1 and not any(pid_alive(p) for p in gone)

@@ -63,7 +63,7 @@ def test_train_local_dev_two_slices_trains_and_checkpoints(trained_run):
     # Two workers: real multi-process SPMD, one per local slice node.
     assert summary["world_size"] == 2
     assert summary["result"]["ok"] is True
-    # The driver is gone; the cluster's own processes end with the module (conftest.local_cluster).
+    # The driver is gone; the cluster's own processes end with the session (conftest.local_cluster).
     assert summary["driver_pid"] and not pid_alive(summary["driver_pid"])
 
 
