@@ -34,18 +34,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drills.local import (
-    CONTINUATION_LOSS_TOL,
-    FIRST_STEP_LOSS_TOL,
-    POLL_S,
-    SPARE_READY_TIMEOUT_S,
-    DrillFailed,
-    _Timeline,
-    checkpoint_dirs,
-    corrupt_checkpoints,
-)
+from drills.checkpoints import checkpoint_dirs, corrupt_checkpoints
+from drills.local import POLL_S
 from drills.localray import pid_alive
-from drills.report import DrillReport
+from drills.report import DrillFailed, DrillReport
+from drills.reshard import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
+from drills.spares import SPARE_READY_TIMEOUT_S, restart_on_standby_spares
+from drills.timeline import Timeline
 from stackspec.spec import Job, StackSpec
 
 SCENARIO = "region-loss"
@@ -226,41 +221,6 @@ def judge(*, period: int, committed_at_kill: list[int], in_flight_at_kill: list[
     return problems, figures | {"steps lost": lost}
 
 
-def restart_on_standby_spares(ups: list[dict], world: int, t_loss: float, t_dispatch: float,
-                              t_start: float) -> tuple[bool | None, list[str]]:
-    """Whether every rank of region B's first worker group (dispatched at ``t_dispatch``, training from
-    ``t_start`` on ``world`` workers) ran in a standby spare: a process of region B started, and done preloading
-    MaxText (warm_worker's READY_AT, its ``ready_at``), before the loss at ``t_loss``. No job ran in B before, so
-    any such process is the standby's own.
-
-    A process started before the loss but still preloading at it is not a warm spare: Ray runs a worker's
-    preload before its main loop (Ray 2.60 ``_private/workers/default_worker.py``: ``try_import_each_module``,
-    then ``worker.main_loop()``), so the job's actor waited for the rest of the import. (True/False, or None when
-    a rank's ``worker_up`` line is missing; one line per rank saying how its process started.)"""
-    restart: dict[int, dict] = {}
-    for e in sorted(ups, key=lambda e: e["t_up"]):
-        if t_dispatch <= e["t_up"] <= t_start:
-            restart[int(e.get("rank", 0))] = e
-    lines, verdict = [], True
-    for rank in range(world):
-        e = restart.get(rank)
-        if e is None:
-            lines.append(f"rank {rank}: no worker_up line after the dispatch")
-            verdict = None if verdict is not False else False
-            continue
-        ready, started = e.get("ready_at"), e.get("proc_start")
-        if ready is not None and ready < t_loss:
-            lines.append(f"rank {rank}: a standby spare, ready {t_loss - ready:.1f} s before the loss")
-            continue
-        verdict = False
-        if started is not None and started < t_loss:
-            still = "not preloaded" if ready is None else f"ready {ready - t_loss:.1f} s after it"
-            lines.append(f"rank {rank}: a standby process still preloading at the loss ({still})")
-        else:
-            lines.append(f"rank {rank}: a process started after the loss (cold)")
-    return verdict, lines
-
-
 def gcs_reachable(address: str, timeout: float = 0.2) -> bool:
     """Whether a Ray head's GCS accepts a connection (the manager's view of a region)."""
     host, _, port = address.rpartition(":")
@@ -275,7 +235,7 @@ def gcs_reachable(address: str, timeout: float = 0.2) -> bool:
 class _Region:
     region: Region
     workers: int
-    timeline: _Timeline = field(default_factory=_Timeline)
+    timeline: Timeline = field(default_factory=Timeline)
     cluster: object = None
     driver: object = None
 

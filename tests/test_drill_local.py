@@ -17,17 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from drills.local import (
-    CHECKPOINT_METADATA,
-    LocalDrill,
-    LocalDrillOptions,
-    _Timeline,
-    checkpoint_dirs,
-    corrupt_checkpoints,
-    pick_job,
-)
+from drills.checkpoints import CHECKPOINT_METADATA, checkpoint_dirs, corrupt_checkpoints
+from drills.local import LocalDrill, LocalDrillOptions, pick_job
 from drills.local_train import ROOT
 from drills.localray import pid_alive
+from drills.timeline import Timeline
 from offline import engine
 from slicectl import cli
 from stackspec import spec as stack_spec
@@ -77,7 +71,7 @@ def test_cli_names_the_stack_file_and_jobs_on_a_bad_job(capsys):
 
 
 def test_timeline_reads_ray_trains_failure_lines():
-    t = _Timeline()
+    t = Timeline()
     t.on_line("\x1b[36m(TrainController pid=7)\x1b[0m [FailurePolicy] RETRY")
     t.on_line("(TrainController pid=7) Detected ready resources for 2 workers in the cluster.")
     t.on_line("(TrainController pid=7) [FailurePolicy] RAISE")

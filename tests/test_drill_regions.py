@@ -16,8 +16,8 @@ import pytest
 from kubectl_standin import MultiRegion
 
 from drills import regions
-from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
 from drills.report import DrillReport
+from drills.reshard import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
 from offline import engine
 from slicectl import cli
 from stackspec import spec as stack_spec
