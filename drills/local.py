@@ -271,10 +271,7 @@ class LocalDrill(Reshard, SpareChecks):
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
-            # A driver's stream Ray's log deduplication folded: the steps counted (steps run, goodput, the kill
-            # step) are not the run's, whatever else passed.
-            folded = [p for d in self.drivers if (p := d.folded_problem())]
-            if problems := folded + self._precompile_problems() + self._lease_problems():  # whatever else ended it
+            if problems := self._folded_problems() + self._precompile_problems() + self._lease_problems():
                 r.ok = False
                 r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)
@@ -554,6 +551,11 @@ class LocalDrill(Reshard, SpareChecks):
         r.ok = not problems
         r.notes.append(f"checkpoints committed at the end: {committed}")
 
+
+    def _folded_problems(self) -> list[str]:
+        """A driver's stream Ray's log deduplication folded (DriverRun.folded): the steps counted (steps run,
+        goodput, the kill step) are not the run's, whatever else passed."""
+        return [p for d in self.drivers if (p := d.folded_problem())]
 
     def _lease_server(self):
         """The Cloud Storage emulator the drill's copies hold the writer lease on, with the lease on."""

@@ -92,3 +92,29 @@ def test_the_cluster_drills_log_refuses_folded_lines():
     clean = TrainLog()
     clean.feed("".join(s + "\n" for s in steps))
     assert clean.folded == [] and clean.steps_run == len(steps)
+
+
+def test_a_local_drill_fails_on_a_driver_stream_ray_folded(tmp_path, monkeypatch):
+    """The local drill's verdict (LocalDrill.run's end) takes every driver's folded lines as a problem, named."""
+    from ray._private import ray_logging
+
+    from drills.local import LocalDrill, LocalDrillOptions, pick_job
+    from offline import engine
+    from stackspec import spec as stack_spec
+
+    monkeypatch.setattr(ray_logging, "RAY_DEDUP_LOGS", True)
+    steps = [f"{PROGRESS} " + json.dumps({"event": "step", "t": 1000.0 + s, "world": 1, "rank": 0, "step": s})
+             for s in range(12)]
+    script = tmp_path / "driver.py"
+    script.write_text(f"for line in {rays_folded_output(steps)!r}:\n    print(line)\n")
+    monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
+    spec = stack_spec.load("dev", engine.stack_config("dev"))
+    # What LocalDrill reads of a running cluster before its run (a drill passed one does not start its own).
+    cluster = SimpleNamespace(spares=0, spares_refused=[], live_workers=lambda: [1, 2], env=dict(os.environ),
+                              run_dir=tmp_path)
+    drill = LocalDrill(spec, pick_job(spec, None), tmp_path, LocalDrillOptions(), cluster=cluster)
+    assert drill._folded_problems() == []
+    drill.drivers.append(local_train.start_driver(cluster, [], tmp_path / "driver-0.log"))
+    assert drill.drivers[0].wait(timeout=60) == 0
+    problems = drill._folded_problems()
+    assert len(problems) == 1 and "RAY_DEDUP_LOGS=0" in problems[0] and "driver-0.log" in problems[0]
