@@ -135,8 +135,7 @@ def test_a_warm_nodes_spare_serves_a_training_workers_actor(spares, auth):
     runtime env), created once the spare is up, runs in that process, which was started, and had imported MaxText's
     training loop, before the job. Without spares, the actor's process is one Ray starts as the job connects
     (measured: before the actor is created, so Ray prestarts a job's workers itself, but at the job's start, not
-    for a restart), without MaxText (the control). With Ray's token auth on (prod's ``ray.auth``), the same: the
-    node's spare request is sent as Ray's clients send theirs, and none is refused."""
+    for a restart), without MaxText (the control). With Ray's token auth: the warm-spare drill (comment above)."""
     from drills.localray import LocalRayCluster
 
     (ROOT / "build").mkdir(exist_ok=True)
