@@ -28,36 +28,47 @@ def served_by_own_spare(ready: float | None, t_kill: float, asked: list[float]) 
     return ready is not None and bool(asked) and min(asked) <= ready < t_kill
 
 
+def _every_rank(ups: list[dict], world: int, since: float, until: float, after: str,
+                judge) -> tuple[bool | None, list[str]]:
+    """The verdict over every rank of a worker group that started between ``since`` and ``until``: each rank by its
+    last ``worker_up`` in that window (an earlier failed start's workers are not this group), ``judge(e)`` giving
+    (served, how it started). True when all were served, False when one was not, None when a rank's line is
+    missing and none failed (nobody can call it warm); one line per rank."""
+    group: dict[int, dict] = {}
+    for e in sorted(ups, key=lambda e: e["t_up"]):
+        if since <= e["t_up"] <= until:
+            group[int(e.get("rank", 0))] = e
+    lines, verdict = [], True
+    for rank in range(world):
+        e = group.get(rank)
+        if e is None:
+            lines.append(f"rank {rank}: no worker_up line after the {after}")
+            verdict = None if verdict is not False else False
+            continue
+        served, how = judge(e)
+        lines.append(f"rank {rank}: {how}")
+        if not served:
+            verdict = False
+    return verdict, lines
+
+
 def restart_on_own_spares(ups: list[dict], world: int, t_kill: float, t_start: float,
                           asked: list[tuple[float, str | None]]) -> tuple[bool | None, list[str]]:
     """Whether every rank of the worker group that restarted after ``t_kill`` (and started training at
     ``t_start``, on ``world`` workers) ran in a spare its own node was asked for (:func:`served_by_own_spare`).
 
     ``ups``: the workers' ``worker_up`` events (every rank reports its own, with its node); ``asked``: (when, node)
-    of each spare request. A rank is judged by its last ``worker_up`` between the kill and the start (an earlier
-    failed start's workers are not the restart). (True/False, or None when some rank's line is missing: the
-    restart cannot be called warm; one line per rank saying how it started)."""
-    restart: dict[int, dict] = {}
-    for e in sorted(ups, key=lambda e: e["t_up"]):
-        if t_kill <= e["t_up"] <= t_start:
-            restart[int(e.get("rank", 0))] = e
-    lines, verdict = [], True
-    for rank in range(world):
-        e = restart.get(rank)
-        if e is None:
-            lines.append(f"rank {rank}: no worker_up line after the kill")
-            verdict = None if verdict is not False else False
-            continue
+    of each spare request. (True/False, or None when some rank's line is missing: :func:`_every_rank`.)"""
+
+    def judge(e: dict) -> tuple[bool, str]:
         # A rank that did not say its node (None) has no spare of its own: None must not match another's None.
         own = [t for t, node in asked if node is not None and node == e.get("node")]
         served = served_by_own_spare(e.get("ready_at"), t_kill, own)
-        how = ("its node's spare" if served else
-               "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else
-               "a process its node's spare request did not start")
-        lines.append(f"rank {rank}: {how}")
-        if not served:
-            verdict = False
-    return verdict, lines
+        return served, ("its node's spare" if served else
+                        "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else
+                        "a process its node's spare request did not start")
+
+    return _every_rank(ups, world, t_kill, t_start, "kill", judge)
 
 
 def restart_on_standby_spares(ups: list[dict], world: int, t_loss: float, t_dispatch: float,
@@ -70,29 +81,18 @@ def restart_on_standby_spares(ups: list[dict], world: int, t_loss: float, t_disp
     A process started before the loss but still preloading at it is not a warm spare: Ray runs a worker's
     preload before its main loop (Ray 2.60 ``_private/workers/default_worker.py``: ``try_import_each_module``,
     then ``worker.main_loop()``), so the job's actor waited for the rest of the import. (True/False, or None when
-    a rank's ``worker_up`` line is missing; one line per rank saying how its process started.)"""
-    restart: dict[int, dict] = {}
-    for e in sorted(ups, key=lambda e: e["t_up"]):
-        if t_dispatch <= e["t_up"] <= t_start:
-            restart[int(e.get("rank", 0))] = e
-    lines, verdict = [], True
-    for rank in range(world):
-        e = restart.get(rank)
-        if e is None:
-            lines.append(f"rank {rank}: no worker_up line after the dispatch")
-            verdict = None if verdict is not False else False
-            continue
+    a rank's ``worker_up`` line is missing: :func:`_every_rank`.)"""
+
+    def judge(e: dict) -> tuple[bool, str]:
         ready, started = e.get("ready_at"), e.get("proc_start")
         if ready is not None and ready < t_loss:
-            lines.append(f"rank {rank}: a standby spare, ready {t_loss - ready:.1f} s before the loss")
-            continue
-        verdict = False
+            return True, f"a standby spare, ready {t_loss - ready:.1f} s before the loss"
         if started is not None and started < t_loss:
             still = "not preloaded" if ready is None else f"ready {ready - t_loss:.1f} s after it"
-            lines.append(f"rank {rank}: a standby process still preloading at the loss ({still})")
-        else:
-            lines.append(f"rank {rank}: a process started after the loss (cold)")
-    return verdict, lines
+            return False, f"a standby process still preloading at the loss ({still})"
+        return False, "a process started after the loss (cold)"
+
+    return _every_rank(ups, world, t_dispatch, t_start, "dispatch", judge)
 
 
 class SpareChecks:

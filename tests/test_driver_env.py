@@ -12,15 +12,21 @@ from drills import local_train
 from workloads.trainer.maxtext_trainer import PROGRESS
 
 
-def test_the_driver_runs_with_rays_log_deduplication_off(tmp_path, monkeypatch):
+def driver(tmp_path, monkeypatch, code: str, **env: str) -> local_train.DriverRun:
+    """A real driver process through ``start_driver``, running ``code`` as the trainer script, to its end."""
     script = tmp_path / "driver.py"
-    script.write_text("import json, os\n"
-                      f"print({PROGRESS!r} + ' ' + json.dumps({{'event': 'env', 't': 0, "
-                      "'dedup': os.environ.get('RAY_DEDUP_LOGS')}))\n")
+    script.write_text(code)
     monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
-    cluster = SimpleNamespace(env={**os.environ, "RAY_DEDUP_LOGS": "1"}, run_dir=tmp_path)
-    run = local_train.start_driver(cluster, [], tmp_path / "driver.log")
+    run = local_train.start_driver(SimpleNamespace(env=os.environ | env, run_dir=tmp_path), [],
+                                   tmp_path / "driver.log")
     assert run.wait(timeout=60) == 0
+    return run
+
+
+def test_the_driver_runs_with_rays_log_deduplication_off(tmp_path, monkeypatch):
+    run = driver(tmp_path, monkeypatch, "import json, os\n"
+                 f"print({PROGRESS!r} + ' ' + json.dumps({{'event': 'env', 't': 0, "
+                 "'dedup': os.environ.get('RAY_DEDUP_LOGS')}))\n", RAY_DEDUP_LOGS="1")
     assert [e["dedup"] for e in run.events if e["event"] == "env"] == ["0"], json.dumps(run.events)
 
 
@@ -50,26 +56,16 @@ def test_a_folded_progress_stream_is_refused_by_name(tmp_path, monkeypatch):
              for s in range(12)]
     printed = rays_folded_output(steps)
     assert len(printed) < len(steps) and any("repeated" in p for p in printed)  # Ray did fold them
-    script = tmp_path / "driver.py"
-    script.write_text(f"for line in {printed!r}:\n    print(line)\n")
-    monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
-    cluster = SimpleNamespace(env=dict(os.environ), run_dir=tmp_path)
-    run = local_train.start_driver(cluster, [], tmp_path / "driver.log")
-    assert run.wait(timeout=60) == 0
+    run = driver(tmp_path, monkeypatch, f"for line in {printed!r}:\n    print(line)\n")
     assert len(run.steps()) < len(steps) and run.folded
     problem = run.folded_problem()
     assert problem and "folded" in problem and "RAY_DEDUP_LOGS=0" in problem and str(run.log) in problem
 
 
 def test_an_unfolded_stream_has_no_problem(tmp_path, monkeypatch):
-    script = tmp_path / "driver.py"
-    script.write_text("import json\n"
-                      f"for s in range(12):\n    print({PROGRESS!r} + ' ' + json.dumps({{'event': 'step', "
-                      "'t': 1000.0 + s, 'world': 1, 'rank': 0, 'step': s}))\n")
-    monkeypatch.setattr(local_train, "TRAINER_SCRIPT", script)
-    run = local_train.start_driver(SimpleNamespace(env=dict(os.environ), run_dir=tmp_path), [],
-                                   tmp_path / "driver.log")
-    assert run.wait(timeout=60) == 0
+    run = driver(tmp_path, monkeypatch, "import json\n"
+                 f"for s in range(12):\n    print({PROGRESS!r} + ' ' + json.dumps({{'event': 'step', "
+                 "'t': 1000.0 + s, 'world': 1, 'rank': 0, 'step': s}))\n")
     assert run.steps() == list(range(12)) and run.folded == [] and run.folded_problem() is None
 
 
