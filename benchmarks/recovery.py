@@ -120,7 +120,9 @@ def empty_cache(cache: Path) -> Path:
 def run_drill(code_dir: Path, script: str, args: list[str], run_dir: Path, label: str) -> dict:
     """One drill in a child process with ``code_dir`` first on its path, with an empty JAX cache of its own (a
     sibling of ``run_dir``); its drill.json plus the load and the cache's state before and after."""
-    env = os.environ | {"PYTHONPATH": str(code_dir)}
+    # RAY_DEDUP_LOGS=0 for both sides: a checkout whose drill driver leaves Ray's log deduplication on (the base
+    # before 885169d) would count its steps from folded lines (drills.train_log.FOLDED); its drivers inherit this.
+    env = os.environ | {"PYTHONPATH": str(code_dir), "RAY_DEDUP_LOGS": "0"}
     env.pop("VIRTUAL_ENV", None)
     cache = run_dir.parent / f"{run_dir.name}-jax-cache"
     for attempt in range(1, ATTEMPTS + 1):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from drills.report import DrillReport
-from drills.train_log import TrainLog
+from drills.train_log import TrainLog, folded_problem
 from stackspec import kube, names
 from stackspec.names import kube_context
 from stackspec.spec import PROJECT, Problem, SpecError, StackSpec, stack_file
@@ -492,6 +492,9 @@ def run_drill(kube: Kube, p: DrillPlan, opts: DrillOptions,
         report.steps_lost = max(0, report.kill_step - report.restored_step)
     report.steps_run = log.steps_run
     report.wall_s = clock() - started
+    if problem := folded_problem(log.folded, "the job's log"):
+        report.ok = False
+        report.notes.append(problem)
     if report.scale_up_s is None:
         report.notes.append(f"worker group not back at {full} pod(s) when the drill ended")
     return report

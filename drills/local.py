@@ -1,8 +1,8 @@
 """``slicectl drill --local``: a Spot preemption rehearsed on a local Ray cluster.
 
-(Over 600 lines, a reason: one scenario's steps and its pass criteria read top to bottom as the drill runs them;
-the cluster, the report and the regions live in localray.py, report.py and regions.py. Next to split: the
-preemption checks, should a scenario be added.)
+The preemption scenarios' steps and pass criteria live here, read top to bottom as the drill runs them; the cluster,
+the report, the checkpoints' state, the driver's timeline, the warm spares' checks, the reshard scenario and the
+region-loss drill in localray.py, report.py, checkpoints.py, timeline.py, spares.py, reshard.py and regions.py.
 
 Runs a stack's job with the real trainer script and a tiny MaxText on a local CPU
 cluster (a head plus one node per local "slice", separate processes), and while it
@@ -23,31 +23,23 @@ same host clock) and from the driver log (Ray Train's failure-policy lines).
 from __future__ import annotations
 
 import contextlib
-import json
-import shutil
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from drills import image_settings
-from drills.report import DrillReport
-from drills.train_log import FAILURE
+from drills.checkpoints import CHECKPOINT_METADATA, checkpoint_dirs, corrupt_checkpoints
+from drills.report import DrillFailed, DrillReport
+from drills.reshard import RESHARD_STEPS, Reshard
+from drills.spares import WARM_SPARES, SpareChecks
+from drills.timeline import RAISE, Timeline
 from stackspec.spec import Job, StackSpec
 
-# Orbax writes ``<step>.orbax-checkpoint-tmp-<n>`` and renames it to ``<step>`` when
-# every host has finished: a bare number is committed, anything else is in flight.
-TMP_MARK = ".orbax-checkpoint-tmp"
-# Orbax's per-checkpoint metadata file: a committed step without it is corrupt.
-CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"
 POLL_S = 0.02
 DRILL_STEPS = 40
 # Growing back takes a node start, a resize check and a worker-group restart (a MaxText
 # cold start, about a minute here): enough steps must be left to see it.
 SCALE_UP_STEPS = 150
-# The controller's lines for a failure it retries, and for one it gives up on (Ray Train 2.60).
-RETRY = "[FailurePolicy] RETRY"
-RAISE = "[FailurePolicy] RAISE"
 # Scenarios: one preemption (elastic restart or multislice resubmit); a kill while a
 # checkpoint is being written; kills up to max_failures and one more, which must fail the job.
 SCENARIOS = ("preemption", "mid-save", "repeated", "reshard")
@@ -56,79 +48,10 @@ SCENARIOS = ("preemption", "mid-save", "repeated", "reshard")
 MID_SAVE_COMMIT_DELAY_S = 4.0
 # repeated: the job must have ended this long after the kill that exhausts max_failures.
 FAIL_DEADLINE_S = 180.0
-# reshard: short runs (no kill window needed): checkpoints 0, 5, 10, 15, 19 at the default period.
-RESHARD_STEPS = 20
-# reshard: how far a resharded run's losses may stray from the reference run's.
-# The first step after the restore runs on the restored state itself, compared with the run that
-# wrote the checkpoint: only the reduction order of one forward pass differs between N and M
-# workers (measured: ~2e-6). Later steps add each
-# update's rounding, which Adam amplifies where a gradient entry is near zero (measured: ~1e-4
-# after one step, ~6e-4 after 10); a restore that lost the optimizer state or the step (learning-rate schedule)
-# or reloaded an older checkpoint strays by the loss change of a whole period, which the report
-# shows beside the tolerance.
-FIRST_STEP_LOSS_TOL = 1e-4
-CONTINUATION_LOSS_TOL = 2e-3
-
-
-# Idle processes each warm slice node starts with: one, for the first attempt's worker (Ray prestarts a job's workers
-# itself as the job starts; this one has MaxText imported). Every restart is served by the spare the job's own
-# training workers ask for after each attempt's first step (maxtext_trainer.keep_warm_spare, the trainer's
-# --warm-workers), as on the cluster under unverified.warmSpares: a drill whose restart started cold fails.
-WARM_SPARES = 1
-# How long a warm drill waits, before its kill, for the spares the workers asked for to finish importing MaxText. A
-# preemption of a real run comes minutes or hours after an attempt's first step; the drill kills seconds after it.
-SPARE_READY_TIMEOUT_S = 240.0
 
 
 def default_steps(scale_up: bool) -> int:
     return SCALE_UP_STEPS if scale_up else DRILL_STEPS
-
-
-def served_by_own_spare(ready: float | None, t_kill: float, asked: list[float]) -> bool:
-    """Whether the restarted worker's process was a spare the job asked for (``asked``: when its workers' spare
-    requests were sent) and ready before the kill (``ready``: when its MaxText preload finished, None: never).
-
-    Ready before the kill alone does not prove it: a node's start-up spare (WARM_SPARES) that the first attempt left
-    idle is ready long before, and would serve the restart with keep_warm_spare a no-op. A requested spare's
-    preload ends after the request (importing MaxText takes seconds; the drill's wait for spares uses the same
-    mark, ``_wait_for_spares``); both times are this machine's clock."""
-    return ready is not None and bool(asked) and min(asked) <= ready < t_kill
-
-
-def restart_on_own_spares(ups: list[dict], world: int, t_kill: float, t_start: float,
-                          asked: list[tuple[float, str | None]]) -> tuple[bool | None, list[str]]:
-    """Whether every rank of the worker group that restarted after ``t_kill`` (and started training at
-    ``t_start``, on ``world`` workers) ran in a spare its own node was asked for (:func:`served_by_own_spare`).
-
-    ``ups``: the workers' ``worker_up`` events (every rank reports its own, with its node); ``asked``: (when, node)
-    of each spare request. A rank is judged by its last ``worker_up`` between the kill and the start (an earlier
-    failed start's workers are not the restart). (True/False, or None when some rank's line is missing: the
-    restart cannot be called warm; one line per rank saying how it started)."""
-    restart: dict[int, dict] = {}
-    for e in sorted(ups, key=lambda e: e["t_up"]):
-        if t_kill <= e["t_up"] <= t_start:
-            restart[int(e.get("rank", 0))] = e
-    lines, verdict = [], True
-    for rank in range(world):
-        e = restart.get(rank)
-        if e is None:
-            lines.append(f"rank {rank}: no worker_up line after the kill")
-            verdict = None if verdict is not False else False
-            continue
-        # A rank that did not say its node (None) has no spare of its own: None must not match another's None.
-        own = [t for t, node in asked if node is not None and node == e.get("node")]
-        served = served_by_own_spare(e.get("ready_at"), t_kill, own)
-        how = ("its node's spare" if served else
-               "a cold process" if e.get("ready_at") is None or e["ready_at"] >= t_kill else
-               "a process its node's spare request did not start")
-        lines.append(f"rank {rank}: {how}")
-        if not served:
-            verdict = False
-    return verdict, lines
-
-
-class DrillFailed(RuntimeError):
-    """The drill could not go on (timeout, a run that ended early): the report says how far."""
 
 
 @dataclass(frozen=True)
@@ -188,120 +111,7 @@ class LocalDrillOptions:
         return self.checkpoint_period + max(1, self.checkpoint_period // 2)
 
 
-def checkpoint_dirs(path: Path) -> tuple[list[int], list[str]]:
-    """(committed steps, names of saves in flight) under a MaxText checkpoints directory."""
-    if not path.is_dir():
-        return [], []
-    committed, in_flight = [], []
-    for p in path.iterdir():
-        if p.name.isdigit() and p.is_dir():
-            committed.append(int(p.name))
-        elif TMP_MARK in p.name:
-            in_flight.append(p.name)
-    return sorted(committed), sorted(in_flight)
-
-
-def corrupt_checkpoints(path: Path) -> list[int]:
-    """Committed steps missing Orbax's metadata (a rename that should never have happened)."""
-    committed, _ = checkpoint_dirs(path)
-    return [s for s in committed if not (path / str(s) / CHECKPOINT_METADATA).exists()]
-
-
-@dataclass
-class _Timeline:
-    """What the driver has said, with the times the workers stamped on it."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    steps: list[tuple[float, int, int]] = field(default_factory=list)  # (t, step, world)
-    starts: list[tuple[float, int, int]] = field(default_factory=list)  # (t, start_step, world)
-    failures: list[float] = field(default_factory=list)  # seen_at of failure-policy lines
-    retries: int = 0  # failures Ray Train retried: each one spends one of max_failures
-    raised: int = 0  # failures Ray Train gave up on
-    done: dict | None = None
-    ups: list[float] = field(default_factory=list)  # a worker group's train function entered
-    imported: list[float] = field(default_factory=list)  # ... and MaxText imported
-    # Every rank's worker_up (t_up, its process's start, when its MaxText preload was done or None, rank, node):
-    # was each a spare, ready before?
-    warm_ups: list[dict] = field(default_factory=list)
-    losses: dict[int, float] = field(default_factory=dict)  # step -> loss (last run of it)
-    reads: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) of each checkpoint read
-    spares_requested: int = 0  # spares the training workers asked their raylet for (maxtext_trainer.keep_warm_spare)
-    spares_refused: list[str] = field(default_factory=list)  # ... and the raylets' refusals (auth, ...)
-    spare_requested_at: list[float] = field(default_factory=list)  # when (each rank's request)
-    spare_asked: list[tuple[float, str | None]] = field(default_factory=list)  # (when, the asking rank's node)
-    # The restart shape's train step compiled into the persistent cache (the trainer's precompile_restart_shape)
-    precompile_started: bool = False
-    precompiled_s: float | None = None
-    precompile_error: str | None = None  # its process's exit code and the end of its stderr (precompile_failed)
-
-    def on_event(self, e: dict) -> None:
-        with self.lock:
-            if e["event"] == "step":
-                self.steps.append((e["t"], e["step"], e["world"]))
-            elif e["event"] == "worker_up":
-                self.ups.append(e["t_up"])
-                self.warm_ups.append(e)
-            elif e["event"] == "imported":
-                self.imported.append(e["t"])
-            elif e["event"] == "loss":
-                self.losses[e["step"]] = e["loss"]
-            elif e["event"] == "checkpoint_read":
-                self.reads.append((e["t"], e["read_s"]))
-            elif e["event"] == "start":
-                self.starts.append((e["t"], e["start_step"], e["world"]))
-            elif e["event"] == "spare_requested":
-                self.spares_requested += 1
-                self.spare_requested_at.append(e["t"])
-                self.spare_asked.append((e["t"], e.get("node")))
-            elif e["event"] == "precompile_started":
-                self.precompile_started = True
-            elif e["event"] == "precompiled":
-                self.precompiled_s = e["s"]
-            elif e["event"] == "precompile_failed":
-                self.precompile_error = f"exit {e.get('rc')}: {e.get('error') or '(no stderr)'}"
-            elif e["event"] == "spare_refused":
-                self.spares_refused.append(e.get("error", "?"))
-            elif e["event"] == "done":
-                self.done = e
-
-    def on_line(self, line: str) -> None:
-        if FAILURE.search(line):
-            with self.lock:
-                self.failures.append(time.time())
-                self.retries += RETRY in line
-                self.raised += RAISE in line
-
-    def last_step(self) -> int | None:
-        with self.lock:
-            return self.steps[-1][1] if self.steps else None
-
-    def starts_after(self, t: float) -> list[tuple[float, int, int]]:
-        with self.lock:
-            return [s for s in self.starts if s[0] >= t]
-
-    def steps_after(self, t: float) -> list[tuple[float, int, int]]:
-        with self.lock:
-            return [s for s in self.steps if s[0] >= t]
-
-    def last_step_before(self, t: float) -> int | None:
-        """The last step a worker stamped before ``t`` (its line may reach the driver later)."""
-        with self.lock:
-            return max((s for ts, s, _ in self.steps if ts <= t), default=None)
-
-    def steps_before(self, t: float) -> list[tuple[float, int, int]]:
-        with self.lock:
-            return [s for s in self.steps if s[0] < t]
-
-    def failure_after(self, t: float) -> float | None:
-        with self.lock:
-            return next((f for f in self.failures if f >= t), None)
-
-    def first_after(self, name: str, t: float) -> float | None:
-        with self.lock:
-            return next((x for x in getattr(self, name) if x >= t), None)
-
-
-class LocalDrill:
+class LocalDrill(Reshard, SpareChecks):
     """One drill: ``LocalDrill(spec, job, run_dir, options).run()`` -> :class:`DrillReport`."""
 
     def __init__(self, spec: StackSpec, job: Job, run_dir: Path, options: LocalDrillOptions,
@@ -331,7 +141,7 @@ class LocalDrill:
         self.emulator = None  # drills.writer_lease.Emulator while the drill runs, with the lease on
         self.run_dir = Path(run_dir).resolve()
         self.ckpt_dir = self.run_dir / "out" / job.run_name / "checkpoints"
-        self.timeline = _Timeline()
+        self.timeline = Timeline()
         if options.scenario == "repeated" and not job.elastic:
             raise ValueError("the repeated-preemption drill needs an elastic job (a multislice job "
                              "fails on the first kill)")
@@ -461,7 +271,7 @@ class LocalDrill:
                 d.stop()
             if not self._own_cluster:
                 self.cluster.heal()
-            if problems := self._precompile_problems() + self._lease_problems():  # whatever else ended the drill
+            if problems := self._folded_problems() + self._precompile_problems() + self._lease_problems():
                 r.ok = False
                 r.notes += problems
             r.wall_s = round(time.time() - self.t0, 1)
@@ -486,42 +296,6 @@ class LocalDrill:
             r.job_wall_s = round(max(t for t, _, _ in steps) - t0, 1)
             r.productive_s = round(productive_seconds(steps, starts), 1)
             r.measure_from_first_step(steps, starts, t0)
-
-    def _wait_for_spares(self, deadline: float) -> None:
-        """With warm spares: wait until every live slice node has a spare that the job's workers asked for
-        (after their first step) and that is done importing MaxText (warm_worker's ready mark, written after the
-        request). Bounded by SPARE_READY_TIMEOUT_S: past it the drill kills anyway, and a restart that then starts
-        cold fails the drill (``_spare_problems``)."""
-        if not (self.warm and self.cluster.spares):
-            return
-        t = time.time()
-        self._wait("the workers' spare requests", lambda: self.timeline.spare_requested_at or
-                   self.timeline.spares_refused, deadline)
-        with self.timeline.lock:
-            if not self.timeline.spare_requested_at:
-                return  # refused: reported and failed on by _spare_problems
-            asked = self.timeline.spare_requested_at[0]
-        nodes = [n.name for n in self.cluster.live_workers()]
-        # The kill must leave a restart to see: past this step the drill kills whether the spares are ready or not.
-        last_kill = self.opts.steps - 2 * self.opts.checkpoint_period - 1
-
-        def ready():
-            marks = self.cluster.spare_ready_marks()
-            tl = self.timeline  # a failed precompile ends the wait too (reported by _precompile_problems)
-            compiled = not tl.precompile_started or tl.precompiled_s is not None or tl.precompile_error is not None
-            if compiled and all(any(at >= asked for at in marks.get(n, ())) for n in nodes):
-                return "ready"
-            step = self.timeline.last_step()
-            return "run ending" if step is not None and step >= last_kill else None
-
-        try:
-            why = self._wait("the workers' spares to be ready", ready,
-                             min(deadline, time.time() + SPARE_READY_TIMEOUT_S))
-        except DrillFailed:
-            why = f"not ready {SPARE_READY_TIMEOUT_S:.0f} s after their request"
-        if why != "ready":
-            self.report.notes.append(f"the workers' spares: {why}; killed anyway (use more --steps)")
-        self.report.figures["waited for the workers' spares before the kill (s)"] = round(time.time() - t, 1)
 
     def _kill_when_ready(self, deadline: float) -> float:
         o, r = self.opts, self.report
@@ -644,27 +418,6 @@ class LocalDrill:
                  f"{first_step[1]} {r.resume_s} s after the kill ({r.steps_lost} step(s) redone); "
                  f"phases {r.phases}")
 
-    def _judge_restart(self, t_kill: float, t_start: float, world: int) -> None:
-        """The restart's figures: how each restarted rank's process started, and whether all ran in their own
-        node's spare (``restart_on_own_spares``; ``_spare_problems`` fails the drill on a cold or silent rank)."""
-        r, tl = self.report, self.timeline
-        with tl.lock:
-            ups, asked = list(tl.warm_ups), list(tl.spare_asked)
-        # A spare served the restart only if every restarted rank's process was started, and its MaxText preload done,
-        # before the kill, after its own node was asked for a spare: on a warm node a process started for the restart
-        # preloads too (after it).
-        served, how = restart_on_own_spares(ups, world, t_kill, t_start, asked)
-        r.figures["restarted ranks"] = "; ".join(how)
-        if served is None:
-            # Resumed, but a restarted rank never said how its process started: with spares on, that is a restart
-            # nobody can call warm, never a pass by silence (_spare_problems).
-            self.restart_unseen = True
-        else:
-            r.figures["restarted on a warm spare"] = served
-        starts = [e["proc_start"] for e in ups if t_kill <= e["t_up"] <= t_start and e.get("proc_start")]
-        if starts:
-            r.figures["restarted process started (s from the kill)"] = round(max(starts) - t_kill, 1)
-
     def _repeated(self, deadline: float) -> None:
         """Kill a worker's node ``max_failures`` times (a replacement joins after each: capacity
         comes back), each kill must be retried and recovered from; then once more, which must
@@ -722,102 +475,6 @@ class LocalDrill:
 
     # ------------------------------------------------------------------ resharding
 
-    def _run_to_end(self, name: str, slices: int, data_dir: Path, deadline: float):
-        driver = self._start_driver(slices=slices, data_dir=data_dir, name=name)
-        self._wait(f"the {name} run to end", lambda: driver.proc.poll() is not None, deadline,
-                   driver_may_exit=True)
-        driver.wait(timeout=10)
-        if driver.proc.returncode != 0 or not (driver.result or {}).get("ok"):
-            raise DrillFailed(f"the {name} run failed (driver exit {driver.proc.returncode}); see {driver.log}")
-        return driver
-
-    def _reference(self, deadline: float) -> tuple[dict[int, float], Path, int]:
-        """(losses by step, checkpoints directory, workers) of an uninterrupted run."""
-        o = self.opts
-        if o.reference_dir is not None:
-            ref = Path(o.reference_dir)
-            summary = json.loads((ref / "summary.json").read_text())
-            losses = {int(k): v for k, v in summary["losses"].items()}
-            if not summary.get("ok") or max(losses, default=-1) != o.steps - 1:
-                raise DrillFailed(f"reference run {ref} is not a finished {o.steps}-step run")
-            self.say(f"reference: {ref} ({summary['world_size']} workers, {len(losses)} steps)")
-            return losses, ref / "out" / self.job.run_name / "checkpoints", summary["world_size"]
-        driver = self._run_to_end("reference", o.slices, self.run_dir / "reference", deadline)
-        self.say(f"reference run done on {o.slices} workers")
-        return driver.losses(), self.run_dir / "reference" / self.job.run_name / "checkpoints", o.slices
-
-    def _resharded(self, name: str, src: Path, src_losses: dict[int, float], step: int, workers: int,
-                   ref: dict[int, float], deadline: float) -> tuple[Path, dict[int, float], list[str]]:
-        """Restore checkpoint ``step`` of ``src`` on ``workers`` workers and train to the end. Its
-        first step runs on the restored state: compared with the run that wrote the checkpoint
-        (``src_losses``, same state, other worker count); every step is compared with the
-        uninterrupted ``ref``. (its checkpoints directory, its losses, problems)."""
-        o, r = self.opts, self.report
-        data_dir = self.run_dir / name
-        ckpt = data_dir / self.job.run_name / "checkpoints"
-        ckpt.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(src / str(step), ckpt / str(step))  # the latest there: MaxText restores it
-        t = time.time()
-        driver = self._run_to_end(name, workers, data_dir, deadline)
-        r.marks.append((f"{name} run", t))
-        starts = [e for e in driver.events if e["event"] == "start"]
-        losses = driver.losses()
-        problems = []
-        if not starts or starts[0]["start_step"] != step + 1 or starts[0]["world"] != workers:
-            got = (starts[0]["start_step"], starts[0]["world"]) if starts else None
-            problems.append(f"{name}: expected to resume at step {step + 1} on {workers} worker(s), got "
-                            f"(step, workers) {got}")
-        compared = sorted(s for s in losses if s > step and s in ref)
-        if compared != list(range(step + 1, o.steps)):
-            problems.append(f"{name}: losses for steps {compared}, expected {step + 1}..{o.steps - 1}")
-        diffs = {s: abs(losses[s] - ref[s]) for s in compared}
-        nxt = step + 1
-        first = abs(losses[nxt] - src_losses[nxt]) if nxt in losses and nxt in src_losses else None
-        worst = max(diffs.values(), default=None)
-        # What a wrong restore would look like: the reference's loss change over one period.
-        scale = min((abs(ref[s] - ref[s - o.checkpoint_period]) for s in compared
-                     if s - o.checkpoint_period in ref), default=None)
-        r.figures[f"{name}: restored step"] = step
-        r.figures[f"{name}: workers"] = f"{self._writers[src]} -> {workers}"
-        r.figures[f"{name}: first step |loss - writer's|"] = None if first is None else float(f"{first:.2e}")
-        r.figures[f"{name}: max |loss - ref|"] = None if worst is None else float(f"{worst:.2e}")
-        r.figures[f"{name}: one period's loss change"] = None if scale is None else round(scale, 4)
-        if first is not None and first > FIRST_STEP_LOSS_TOL:
-            problems.append(f"{name}: first step after the restore has loss {losses[nxt]:.6f}, the run that "
-                            f"wrote the checkpoint {src_losses[nxt]:.6f} (tolerance {FIRST_STEP_LOSS_TOL})")
-        if worst is not None and worst > CONTINUATION_LOSS_TOL:
-            s = max(diffs, key=diffs.get)
-            problems.append(f"{name}: step {s} loss {losses[s]:.6f}, the reference {ref[s]:.6f} "
-                            f"(tolerance {CONTINUATION_LOSS_TOL})")
-        self.say(f"{name}: checkpoint {step} restored on {workers} worker(s); first step |diff| {first}, "
-                 f"max {worst} over {len(diffs)} step(s)")
-        self._writers[ckpt] = workers
-        return ckpt, losses, problems
-
-    def _reshard(self, deadline: float) -> None:
-        """A checkpoint written by N workers restores on M, both ways, and the loss curve goes on
-        as an uninterrupted run's: reference on N, then N -> 1 (down) from its first checkpoint
-        past 0, then 1 -> N (up) from a checkpoint the down run wrote."""
-        o, r = self.opts, self.report
-        if o.slices < 2:
-            raise DrillFailed("the reshard drill needs at least 2 workers for its N")
-        ref, ref_ckpt, n = self._reference(deadline)
-        self._writers = {ref_ckpt: n}
-        committed, _ = checkpoint_dirs(ref_ckpt)
-        down_from = next((c for c in committed if c > 0), None)
-        if down_from is None or down_from >= o.steps - 2:
-            raise DrillFailed(f"the reference run has no checkpoint to restore early enough: {committed}")
-        down_ckpt, down_losses, problems = self._resharded("down", ref_ckpt, ref, down_from, 1, ref, deadline)
-        written, _ = checkpoint_dirs(down_ckpt)
-        up_from = next((c for c in written if c > down_from), None)
-        if up_from is None or up_from >= o.steps - 1:
-            raise DrillFailed(f"the down run wrote no checkpoint to restore from: {written}")
-        _, _, more = self._resharded("up", down_ckpt, down_losses, up_from, n, ref, deadline)
-        problems += more
-        r.figures["tolerance (first step, later steps)"] = f"{FIRST_STEP_LOSS_TOL}, {CONTINUATION_LOSS_TOL}"
-        r.final_step = o.steps - 1
-        r.notes += problems
-        r.ok = not problems
 
     def _scale_up(self, deadline: float) -> None:
         r = self.report
@@ -895,6 +552,11 @@ class LocalDrill:
         r.notes.append(f"checkpoints committed at the end: {committed}")
 
 
+    def _folded_problems(self) -> list[str]:
+        """A driver's stream Ray's log deduplication folded (DriverRun.folded): the steps counted (steps run,
+        goodput, the kill step) are not the run's, whatever else passed."""
+        return [p for d in self.drivers if (p := d.folded_problem())]
+
     def _lease_server(self):
         """The Cloud Storage emulator the drill's copies hold the writer lease on, with the lease on."""
         self.report.figures["writer lease"] = self.lease_source
@@ -932,28 +594,6 @@ class LocalDrill:
             return [f"the restart shape's precompile failed, {error}"]
         figures[key] = took  # None: not done by the end of the drill
         return []
-
-    def _spare_problems(self) -> list[str]:
-        """Warm spares that did not serve: a node's or a worker's spare request refused (e.g. Ray's token auth),
-        or, with spares on, a restart that started a cold process. Each fails the drill: a spare that silently
-        stops serving restarts is the failure this check exists for."""
-        r, tl = self.report, self.timeline
-        with tl.lock:
-            refused, requested = list(tl.spares_refused), tl.spares_requested
-        refused += [f"node {n}: {e}" for n, e in self.cluster.spares_refused]
-        if not self.cluster.spares:
-            return ["the stack keeps warm spares (unverified.warmSpares), this drill's cluster none: not drilled"
-                    ] if self.warm else []
-        r.figures["spares requested by the workers"] = requested
-        r.figures["spare requests refused"] = len(refused)
-        problems = [f"warm spare refused: {e}" for e in refused[:3]]
-        if r.figures.get("restarted on a warm spare") is False:
-            problems.append("warm spares on, but a restarted rank did not run in its node's spare: "
-                            f"{r.figures.get('restarted ranks', '?')}")
-        elif self.restart_unseen:
-            problems.append("warm spares on, but a restarted rank reported no worker_up line: whether a spare "
-                            f"served the restart is unknown ({r.figures.get('restarted ranks', '?')})")
-        return problems
 
 
 # --------------------------------------------------------------------------- CLI

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drills.localray import LocalRayCluster, deferred_interrupts
+from drills.train_log import folded_problem, is_folded
 from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
@@ -42,7 +43,8 @@ def parse_line(line: str) -> tuple[str, dict] | None:
         i = line.find(mark)
         if i >= 0:
             text = line[i + len(mark):].strip()
-            # Ray's log dedup may append " [repeated Nx across cluster]" plus colour codes.
+            # A line Ray's log deduplication folded ends in " [repeated Nx across cluster]" plus colour codes: it
+            # is read (DriverRun.folded records it, and the drills' verdicts refuse the run's counts).
             text = text[: text.rfind("}") + 1]
             try:
                 return kind, json.loads(text)
@@ -61,6 +63,12 @@ class DriverRun:
     result: dict | None = None
     _seen: set = field(default_factory=set)
     _reader: threading.Thread | None = None
+    # Progress and result lines Ray's log deduplication folded (drills.train_log.is_folded): each stood for lines
+    # that never reached this stream, so nothing counted from it is the run's (folded_problem).
+    folded: list[str] = field(default_factory=list)
+
+    def folded_problem(self) -> str | None:
+        return folded_problem(self.folded, f"the driver's output ({self.log})")
 
     def steps(self) -> list[int]:
         return [e["step"] for e in self.events if e["event"] == "step"]
@@ -129,6 +137,8 @@ def start_driver(
                 if parsed is None:
                     continue
                 kind, payload = parsed
+                if is_folded(line):
+                    run.folded.append(line)
                 if kind == "result":
                     run.result = payload
                     continue
@@ -234,6 +244,9 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         if starts and steps_first:
             summary["first_step_after_start_s"] = round(steps_first[0]["t"] - starts[0]["t"], 1)
         ok = summary.get("rc") == 0 and bool(driver.result and driver.result.get("ok"))
+        if problem := driver.folded_problem():  # the steps run printed below would not be the run's
+            summary["error"] = problem
+            ok = False
         summary["ok"] = ok
         # Ray Train V2 keeps only checkpointed reports in Result.metrics: use rank 0's line.
         done = [e for e in driver.events if e["event"] == "done"]
@@ -256,6 +269,7 @@ def train_local(spec: StackSpec, job: Job, *, slices: int, run_dir: Path,
         if summary.get("error") == "interrupted":
             print(f"interrupted; driver log {driver.log}")
         elif not ok:
-            print(f"FAILED (driver exit {summary.get('rc')}); see {driver.log}")
+            print(f"FAILED (driver exit {summary.get('rc')}){'; ' + summary['error'] if summary.get('error') else ''}; "
+                  f"see {driver.log}")
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary

@@ -13,6 +13,11 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+
+class DrillFailed(RuntimeError):
+    """The drill could not go on (timeout, a run that ended early): the report says how far."""
+
+
 # Recovery phases, in order: kill -> failure seen -> new workers running the train function ->
 # MaxText imported -> checkpoint restored (the loop's first step chosen) -> first step done.
 PHASES = (

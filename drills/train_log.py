@@ -31,6 +31,27 @@ FAILURE = re.compile(
     r"|Replacing failing replica groups|Preemption detected on ranks"
 )
 PROGRESS_PREFIX = PROGRESS + " "  # the trainer owns its protocol
+# Ray's log deduplication, in the driver process that prints its workers' lines (Ray 2.60
+# ray/_private/worker.py print_to_stdstream -> ray/_private/ray_logging/__init__.py LogDeduplicator): a line
+# whose words without digits match one another process printed within RAY_DEDUP_LOGS_AGG_WINDOW_S (5 s) is held
+# back, and every 5 s one of them is printed with DedupState.formatted's " [repeated Nx across cluster]" (in
+# colour). Every trainer step line is such a line, so a stream carrying the mark lost lines it would count.
+# Only RAY_DEDUP_LOGS=0 in the driver's environment turns it off (ray/_private/ray_constants.py, read at import).
+FOLDED = re.compile(r"\[repeated \d+x across cluster\]")
+
+
+def is_folded(text: str) -> bool:
+    """Whether ``text`` is a line Ray's log deduplication printed for several it held back."""
+    return FOLDED.search(text) is not None
+
+
+def folded_problem(lines: list[str], where: str) -> str | None:
+    """The verdict's line for a log whose counted lines Ray folded (:func:`is_folded`), or None."""
+    if not lines:
+        return None
+    return (f"Ray's log deduplication folded {len(lines)} counted line(s) of {where} (e.g. "
+            f"{lines[0].strip()[-160:]!r}): the steps counted are not the run's; the driver must run with "
+            "RAY_DEDUP_LOGS=0")
 
 
 @dataclass(frozen=True)
@@ -42,8 +63,9 @@ class Event:
 
 def parse_line(text: str, line: int) -> Event | None:
     if (i := text.find(PROGRESS_PREFIX)) >= 0:
+        body = text[i + len(PROGRESS_PREFIX):]
         try:
-            doc = json.loads(text[i + len(PROGRESS_PREFIX):])
+            doc = json.loads(body[: body.rfind("}") + 1])  # a folded line has Ray's mark after the JSON
         except ValueError:
             doc = {}
         if doc.get("event") == "step":
@@ -73,6 +95,9 @@ class TrainLog:
     attempts: int = 1  # one per (re)start of the training function
     _run: set[tuple[int, int]] = field(default_factory=set)  # (attempt, step) executed
     _stepped: bool = False  # a step ran since the last (re)start
+    # Lines Ray's log deduplication folded (``is_folded``) that would have been events: each stands for lines lost
+    # to the counts (steps run, the last step, attempts), so a drill must not judge from this log.
+    folded: list[str] = field(default_factory=list)
 
     def feed(self, text: str) -> list[Event]:
         """Parse the lines of ``text`` not seen yet; returns the new events."""
@@ -82,6 +107,8 @@ class TrainLog:
             if (e := parse_line(lines[n], n)) is not None:
                 new.append(e)
                 self._apply(e)
+                if is_folded(lines[n]):
+                    self.folded.append(lines[n])
         self._lines = max(self._lines, len(lines))
         self.events += new
         return new

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -55,6 +56,9 @@ class Sim:
     recover: bool = True
     fail_job: bool = False
     hosts_print: int = 2  # workers that print each step line (deduplicated by the drill)
+    # After the restart, each step's lines as a driver with Ray's log deduplication on prints them (one folded
+    # line standing for the hosts'); None: printed whole (RAY_DEDUP_LOGS=0).
+    fold: Callable[[str, int], str] | None = None
     job_id: str = "rayjob-llama3-8b-elastic-abcde"
     # The head serves requests without a token although the plan says ray.auth: token.
     open_head: bool = False
@@ -146,9 +150,14 @@ class Sim:
         if self.step >= self.plan.target_step + 1:
             self.status = "SUCCEEDED"
             return
-        for _ in range(self.hosts_print):
-            self._say(f"completed step: {self.step}, seconds: 0.512, TFLOP/s/device: 180.1, "
-                      f"Tokens/s/device: 8000.0, total_weights: 65536, loss: 10.8")
+        line = (f"completed step: {self.step}, seconds: 0.512, TFLOP/s/device: 180.1, "
+                f"Tokens/s/device: 8000.0, total_weights: 65536, loss: 10.8")
+        if self.fold is not None and self.restored is not None:
+            if self.step % 3 == 0:  # one line every few steps stands for the hosts' lines since
+                self._say(self.fold(line, 3 * self.hosts_print))
+        else:
+            for _ in range(self.hosts_print):
+                self._say(line)
         self.steps_run += 1
         if self.step % self.checkpoint_period == 0:
             self._say(f"Started an asynchronous checkpoint save for step {self.step}")

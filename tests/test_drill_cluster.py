@@ -305,6 +305,23 @@ def test_cli_drill_exit_codes_and_json_report(prod_plan, tmp_path, monkeypatch, 
 # --------------------------------------------------------------------------- the log
 
 
+def test_a_log_ray_folded_after_the_restart_fails_the_drill_by_name(prod_plan):
+    """The RayJob's driver prints its workers' lines with Ray's log deduplication on unless told otherwise: a
+    restarted worker's step lines, differing only in numbers, come as one line "[repeated Nx across cluster]"
+    every 5 s (Ray's own DedupState.formatted below). The steps counted from such a log are not the run's: the
+    drill fails and says why, even though it saw the job resume."""
+    from ray._private.ray_logging import DedupState
+
+    def fold(line: str, count: int) -> str:
+        return DedupState(0, count, line, {}, set()).formatted()
+
+    sim = Sim(prod_plan, prod_plan.ray_cluster, fold=fold)
+    report = drill(sim)
+    assert report.resume_s is not None  # it resumed; the verdict is about what can be counted
+    assert not report.ok
+    assert any("folded" in n and "RAY_DEDUP_LOGS=0" in n for n in report.notes), report.notes
+
+
 def test_train_log_commits_async_saves_only_when_the_next_starts():
     log = TrainLog()
     log.feed("completed step: 0, seconds: 1\nStarted an asynchronous checkpoint save for step 0\n"

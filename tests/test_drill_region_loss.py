@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.local import checkpoint_dirs, corrupt_checkpoints, pick_job
+from drills.checkpoints import checkpoint_dirs, corrupt_checkpoints
+from drills.local import pick_job
 from drills.local_train import ROOT
 from drills.localray import pid_alive
 from offline import engine

@@ -16,8 +16,8 @@ import pytest
 from kubectl_standin import MultiRegion
 
 from drills import regions
-from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
 from drills.report import DrillReport
+from drills.reshard import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
 from offline import engine
 from slicectl import cli
 from stackspec import spec as stack_spec
@@ -272,3 +272,41 @@ def test_rays_unix_sockets_fit_whatever_the_run_directory(tmp_path):
     with pytest.raises(OSError):  # what a temp dir inside the run directory gave
         bind(run_dir / "ray")
     assert not os.path.exists(clusters[1].temp_dir)  # made at start, not at construction
+
+
+# Region B's worker_up lines of two benchmark runs, 2026-11-28 (benchmarks/recovery.py --region --standbys warm):
+# the base's spare was done preloading 2.7 s before the loss; this checkout's was started 15.4 s before it but
+# still importing MaxText, ready 2.4 s after it, and the job's actor waited for it (Ray runs the preload first).
+UP_READY = {"event": "worker_up", "rank": 0, "t_up": 977.364, "proc_start": 957.84, "ready_at": 972.234}
+LOSS_READY = 974.9
+UP_PRELOADING = {"event": "worker_up", "rank": 0, "t_up": 1043.75, "proc_start": 1025.85, "ready_at": 1043.597}
+LOSS_PRELOADING = 1041.2
+
+
+def test_a_standby_spare_ready_before_the_loss_served_the_restart():
+    from drills.regions import restart_on_standby_spares
+
+    verdict, lines = restart_on_standby_spares([UP_READY], 1, LOSS_READY, LOSS_READY + 0.1, 980.0)
+    assert verdict is True and lines == ["rank 0: a standby spare, ready 2.7 s before the loss"]
+
+
+def test_a_standby_process_still_preloading_at_the_loss_is_not_a_warm_spare():
+    from drills.regions import restart_on_standby_spares
+
+    verdict, lines = restart_on_standby_spares([UP_PRELOADING], 1, LOSS_PRELOADING, LOSS_PRELOADING + 0.1, 1047.0)
+    assert verdict is False
+    assert lines == ["rank 0: a standby process still preloading at the loss (ready 2.4 s after it)"]
+
+
+def test_every_rank_of_region_bs_group_is_judged():
+    """A cold rank beside a spare fails the verdict; a rank without its line leaves it unknown, never a pass."""
+    from drills.regions import restart_on_standby_spares
+
+    cold = {"event": "worker_up", "rank": 1, "t_up": 979.0, "proc_start": 976.0, "ready_at": 978.5}
+    verdict, lines = restart_on_standby_spares([UP_READY, cold], 2, LOSS_READY, LOSS_READY + 0.1, 980.0)
+    assert verdict is False and lines[1] == "rank 1: a process started after the loss (cold)"
+    verdict, lines = restart_on_standby_spares([UP_READY], 2, LOSS_READY, LOSS_READY + 0.1, 980.0)
+    assert verdict is None and lines[1] == "rank 1: no worker_up line after the dispatch"
+    # A line from before the dispatch (region A's, or an earlier start) is not region B's restart.
+    verdict, _ = restart_on_standby_spares([UP_READY | {"t_up": 970.0}], 1, LOSS_READY, LOSS_READY + 0.1, 980.0)
+    assert verdict is None

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import opt_in
 
-from drills import local
+from drills import spares
 from drills.local import LocalDrill, LocalDrillOptions, pick_job
 from drills.local_train import ROOT
 from offline import engine
@@ -76,7 +76,7 @@ def test_a_stack_with_spares_drilled_on_a_cluster_without_any_fails_the_drill(tm
 def test_the_nodes_start_one_spare_the_restart_takes_the_jobs_own():
     """One start-up spare per node, the first attempt's: a second would serve the restart whatever the job does, and
     the drill could not see the job's own spare request (keep_warm_spare) break."""
-    assert local.WARM_SPARES == 1
+    assert spares.WARM_SPARES == 1
 
 
 def test_a_restart_in_a_process_ready_before_the_jobs_spare_request_is_not_the_jobs_own_spare():
@@ -84,11 +84,11 @@ def test_a_restart_in_a_process_ready_before_the_jobs_spare_request_is_not_the_j
     ready after the job's workers asked for it: a process preloaded earlier (a node's start-up spare the first
     attempt left idle, e.g. taken by no actor) would serve the restart with keep_warm_spare a no-op."""
     asked = [100.0]  # the workers' spare request, after the first step
-    assert local.served_by_own_spare(104.0, t_kill=110.0, asked=asked)  # the job's spare, ready before the kill
-    assert not local.served_by_own_spare(50.0, t_kill=110.0, asked=asked)  # the node's start-up spare
-    assert not local.served_by_own_spare(50.0, t_kill=110.0, asked=[])  # no request at all (a no-op)
-    assert not local.served_by_own_spare(112.0, t_kill=110.0, asked=asked)  # started for the restart: cold
-    assert not local.served_by_own_spare(None, t_kill=110.0, asked=asked)  # not preloaded
+    assert spares.served_by_own_spare(104.0, t_kill=110.0, asked=asked)  # the job's spare, ready before the kill
+    assert not spares.served_by_own_spare(50.0, t_kill=110.0, asked=asked)  # the node's start-up spare
+    assert not spares.served_by_own_spare(50.0, t_kill=110.0, asked=[])  # no request at all (a no-op)
+    assert not spares.served_by_own_spare(112.0, t_kill=110.0, asked=asked)  # started for the restart: cold
+    assert not spares.served_by_own_spare(None, t_kill=110.0, asked=asked)  # not preloaded
 
 
 def _up(rank: int, node: str, t_up: float, ready: float | None) -> dict:
@@ -102,20 +102,20 @@ def test_every_restarted_rank_must_run_in_its_own_nodes_spare():
     verdict."""
     asked = [(100.0, "n0"), (101.0, "n1")]
     both = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, 105.0)]
-    assert local.restart_on_own_spares(both, 2, t_kill=110.0, t_start=120.0, asked=asked)[0] is True
+    assert spares.restart_on_own_spares(both, 2, t_kill=110.0, t_start=120.0, asked=asked)[0] is True
     cold = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, None)]
-    verdict, how = local.restart_on_own_spares(cold, 2, t_kill=110.0, t_start=120.0, asked=asked)
+    verdict, how = spares.restart_on_own_spares(cold, 2, t_kill=110.0, t_start=120.0, asked=asked)
     assert verdict is False and how == ["rank 0: its node's spare", "rank 1: a cold process"]
     # Rank 1's process ready after n0's request, but its own node n1 never asked: not its own spare.
     other = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 112.5, 105.0)]
-    assert local.restart_on_own_spares(other, 2, 110.0, 120.0, asked=[(100.0, "n0")])[0] is False
+    assert spares.restart_on_own_spares(other, 2, 110.0, 120.0, asked=[(100.0, "n0")])[0] is False
     # Ranks that did not report their node are served by no one's request (not any other None-node request).
     nameless = [_up(0, None, 112.0, 104.0), _up(1, None, 112.5, 105.0)]
-    assert local.restart_on_own_spares(nameless, 2, 110.0, 120.0, asked=[(100.0, None)])[0] is False
+    assert spares.restart_on_own_spares(nameless, 2, 110.0, 120.0, asked=[(100.0, None)])[0] is False
     # Rank 1 silent: unknown, never a pass; a failed start's workers before the restart are not the restart.
-    assert local.restart_on_own_spares(both[:1], 2, 110.0, 120.0, asked)[0] is None
+    assert spares.restart_on_own_spares(both[:1], 2, 110.0, 120.0, asked)[0] is None
     late = [_up(0, "n0", 112.0, 104.0), _up(1, "n1", 125.0, 105.0)]
-    assert local.restart_on_own_spares(late, 2, 110.0, 120.0, asked)[0] is None
+    assert spares.restart_on_own_spares(late, 2, 110.0, 120.0, asked)[0] is None
     # The same events through the drill's timeline: one cold rank fails the drill.
     drill = LocalDrill(_warm_prod(), pick_job(_warm_prod(), None), Path(tempfile.mkdtemp()), LocalDrillOptions(),
                        cluster=_Cluster(1))
@@ -151,6 +151,9 @@ def test_a_drill_under_the_stacks_warm_spares_restarts_on_the_jobs_own_spare(jax
         assert report.figures["spares requested by the workers"] >= 1
         assert report.figures["spare requests refused"] == 0
         assert report.figures["restarted on a warm spare"] is True, report.notes
+        # The restart shape's real precompile (maxtext_trainer._precompile on the tiny CPU model) finished and said
+        # so before the kill (the drill waits for its "precompiled" line); a failed one fails the report.
+        assert isinstance(report.figures["restart shape's train step precompiled (s)"], float), report.figures
         assert report.ok, report.notes
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -63,7 +63,7 @@ def test_train_local_dev_two_slices_trains_and_checkpoints(trained_run):
     # Two workers: real multi-process SPMD, one per local slice node.
     assert summary["world_size"] == 2
     assert summary["result"]["ok"] is True
-    # The driver is gone; the cluster's own processes end with the module (conftest.local_cluster).
+    # The driver is gone; the cluster's own processes end with the session (conftest.local_cluster).
     assert summary["driver_pid"] and not pid_alive(summary["driver_pid"])
 
 
@@ -72,7 +72,8 @@ def test_reshard_drill_restores_two_worker_checkpoints_on_one_and_back(trained_r
     """``slicectl drill --local --scenario reshard`` with the module's run as its reference: the
     checkpoint two workers wrote at step 5 restores on one worker, which trains to the end; its
     step-10 checkpoint restores on two; both continue the reference's loss curve."""
-    from drills.local import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL, LocalDrill, LocalDrillOptions
+    from drills.local import LocalDrill, LocalDrillOptions
+    from drills.reshard import CONTINUATION_LOSS_TOL, FIRST_STEP_LOSS_TOL
 
     spec, job, ref_dir, _ = trained_run
     run_dir = Path(tempfile.mkdtemp(prefix="tr-", dir=ROOT / "build"))

@@ -1,8 +1,7 @@
 """A team's own JAX trainer (``trainers/tiny_jax.py``, issue 27) under ``slicectl train --local``: a real local Ray
-cluster, nothing mocked. Its own module, with its own cluster (``conftest.local_cluster``), not
-``tests/test_train_local.py``'s: that module's runs share one cluster in order (the trained run, then the reshard drill
-that reads it), and this run needs neither, so scheduled by file it runs on the other worker beside them instead of
-after them (a cluster start, ~15 s, bought back many times over)."""
+cluster, nothing mocked. Its own module, not ``tests/test_train_local.py``'s: that module's runs go in order (the
+trained run, then the reshard drill that reads it), and this run needs neither, so scheduled by file it can run on the
+other worker beside them. It runs on that worker's cluster (``conftest.local_cluster``, one per pytest process)."""
 
 from __future__ import annotations
 
