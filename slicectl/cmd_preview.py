@@ -156,6 +156,12 @@ class _Shared(Exception):
     """A dict or list met twice in one document."""
 
 
+# A string's scalar event, made once per process: the event depends on the string alone (the resolver's table is
+# CSafeDumper's, and the preview adds no resolver), the emitter only reads it, and most of a preview's strings
+# recur (prod's 2 MB of manifests: 28,900 string scalars, 2,100 distinct: ``type``, ``object``, ``description``).
+_STR_EVENTS: dict[str, yaml.ScalarEvent] = {}
+
+
 def _plain_ok(value: str, dumper: yaml.CSafeDumper) -> bool:
     """Whether a plain ``value`` reads back as a string (the serializer's ``resolve(ScalarNode, value, (True,
     False)) == str``): only a string whose first character starts one of the resolver's implicit patterns (a
@@ -173,7 +179,10 @@ def _emit(value: object, dumper: yaml.CSafeDumper, emit, seen: set[int]) -> None
     ``yaml.dump`` to write the whole document."""
     kind = type(value)
     if kind is str:
-        emit(yaml.ScalarEvent(None, _STR, (_plain_ok(value, dumper), True), value))
+        event = _STR_EVENTS.get(value)
+        if event is None:
+            event = _STR_EVENTS[value] = yaml.ScalarEvent(None, _STR, (_plain_ok(value, dumper), True), value)
+        emit(event)
     elif kind is dict or kind is list:
         if id(value) in seen:
             raise _Shared
