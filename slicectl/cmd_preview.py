@@ -160,6 +160,11 @@ class _Shared(Exception):
 # CSafeDumper's, and the preview adds no resolver), the emitter only reads it, and most of a preview's strings
 # recur (prod's 2 MB of manifests: 28,900 string scalars, 2,100 distinct: ``type``, ``object``, ``description``).
 _STR_EVENTS: dict[str, yaml.ScalarEvent] = {}
+# The other events are the same every time: made once.
+_MAP_START, _MAP_END = yaml.MappingStartEvent(None, _MAP, True, flow_style=False), yaml.MappingEndEvent()
+_SEQ_START, _SEQ_END = yaml.SequenceStartEvent(None, _SEQ, True, flow_style=False), yaml.SequenceEndEvent()
+_TRUE, _FALSE = (yaml.ScalarEvent(None, _BOOL, _TYPED, text) for text in ("true", "false"))
+_NONE = yaml.ScalarEvent(None, _NULL, _TYPED, "null")
 
 
 def _plain_ok(value: str, dumper: yaml.CSafeDumper) -> bool:
@@ -188,22 +193,22 @@ def _emit(value: object, dumper: yaml.CSafeDumper, emit, seen: set[int]) -> None
             raise _Shared
         seen.add(id(value))
         if kind is dict:
-            emit(yaml.MappingStartEvent(None, _MAP, True, flow_style=False))
+            emit(_MAP_START)
             for k, v in value.items():
                 _emit(k, dumper, emit, seen)
                 _emit(v, dumper, emit, seen)
-            emit(yaml.MappingEndEvent())
+            emit(_MAP_END)
         else:
-            emit(yaml.SequenceStartEvent(None, _SEQ, True, flow_style=False))
+            emit(_SEQ_START)
             for v in value:
                 _emit(v, dumper, emit, seen)
-            emit(yaml.SequenceEndEvent())
+            emit(_SEQ_END)
     elif kind is bool:
-        emit(yaml.ScalarEvent(None, _BOOL, _TYPED, "true" if value else "false"))
+        emit(_TRUE if value else _FALSE)
     elif kind is int:
         emit(yaml.ScalarEvent(None, _INT, _TYPED, str(value)))
     elif value is None:
-        emit(yaml.ScalarEvent(None, _NULL, _TYPED, "null"))
+        emit(_NONE)
     elif kind is float:
         node = dumper.represent_data(value)  # SafeRepresenter's own text (.inf, .nan, 1.0e-05)
         implicit = (dumper.resolve(yaml.ScalarNode, node.value, (True, False)) == node.tag,
