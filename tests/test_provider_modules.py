@@ -158,13 +158,83 @@ def test_sliced_type_modules_render_exactly_what_the_whole_modules_render(sliced
     whole = _run(_RENDER_ALL)
     assert sliced["misses"] == [] and whole["misses"] == []
     assert whole["sliced"] == {}
-    # compute (4.7 MB of types each) is cut to a small part; container's Cluster names most of its own.
-    for module in ("pulumi_gcp.compute._inputs", "pulumi_gcp.compute.outputs"):
+    # compute (4.7 MB of types each) is cut to a small part; container's Cluster names most of its own. core/v1's
+    # outputs too: its resources' docstrings name pods and containers, and a docstring is not a use.
+    for module in ("pulumi_gcp.compute._inputs", "pulumi_gcp.compute.outputs", "pulumi_kubernetes.core.v1.outputs"):
         kept, total = sliced["sliced"][module]
         assert 0 < kept < total / 10, (module, kept, total)
     assert all(kept <= total * sliced["worth"] for kept, total in sliced["sliced"].values())
-    assert "pulumi_gcp.container._inputs" not in sliced["sliced"]  # Cluster needs most of it: loaded whole
+    # Cluster needs most of container's input classes, but none of their TypedDict twins: sliced to under half.
+    kept, total = sliced["sliced"]["pulumi_gcp.container._inputs"]
+    assert 0 < kept < total / 2, (kept, total)
+    assert "pulumi_gcp.container.outputs" not in sliced["sliced"]  # Cluster needs half of it: loaded whole
     assert sliced["render"] == whole["render"]
+
+
+def test_a_slice_keeps_what_code_and_annotations_name_not_what_a_docstring_names():
+    from offline import provider_modules as pm
+
+    source = textwrap.dedent('''\
+        __all__ = [
+            'Root', 'Used', 'Nested', 'OnlyInProse',
+        ]
+
+        @pulumi.output_type
+        class Root(dict):
+            """A Root. See `OnlyInProse` and a "quoted" word; an escaped \\""" stays inside."""
+            def __init__(__self__, *, used: Optional['outputs.Used'] = None):
+                pulumi.set(__self__, "used", used)
+
+        class Used(dict):
+            """Holds a Nested."""
+            x: Nested
+
+        class Nested(dict):
+            pass
+
+        class OnlyInProse(dict):
+            pass
+        ''')
+    sliced, kept = pm.slice_source(source, {"Root"})
+    assert kept == ["Root", "Used", "Nested"]
+    assert "class OnlyInProse" not in sliced and "__all__ = ['Root', 'Used', 'Nested']" in sliced
+
+
+def test_a_slice_keeps_no_typeddict_and_a_program_naming_one_gets_the_whole_module():
+    """A TypedDict twin (``...ArgsDict``) is left out of a slice, even where a resource's annotations name it; asked
+    for by name, the slice completes itself from the real module and records the miss."""
+    from offline import provider_modules as pm
+
+    source = textwrap.dedent('''\
+        __all__ = [
+            'RootArgs', 'RootArgsDict',
+        ]
+
+        class RootArgsDict(TypedDict):
+            x: NotRequired[pulumi.Input[Optional['RootArgsDict']]]
+
+        @pulumi.input_type
+        class RootArgs:
+            def __init__(__self__, *, x: pulumi.Input[Optional['RootArgs']] = None):
+                pulumi.set(__self__, "x", x)
+        ''')
+    assert pm.slice_source(source, {"RootArgs", "RootArgsDict"})[1] == ["RootArgs"]
+    result = _run(
+        """
+        import json
+        from offline import provider_modules as pm
+        pm.install()
+        import pulumi_gcp as gcp
+        gcp.container.Cluster  # the package loaded, its _inputs sliced
+        before = "pulumi_gcp.container._inputs" in pm.SLICED
+        typed = gcp.container.ClusterAddonsConfigArgsDict
+        print(json.dumps({"before": before, "typed": typed.__name__, "required": sorted(typed.__required_keys__),
+                          "misses": pm.MISSES, "after": "pulumi_gcp.container._inputs" in pm.SLICED}))
+        """
+    )
+    assert result["before"] and not result["after"]
+    assert result["typed"] == "ClusterAddonsConfigArgsDict" and result["required"] == []  # NotRequired, as published
+    assert ["pulumi_gcp.container", "ClusterAddonsConfigArgsDict"] in result["misses"]
 
 
 def test_a_slice_completes_itself_for_a_name_or_a_module_outside_it():
