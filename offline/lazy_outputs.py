@@ -41,12 +41,16 @@ from pulumi.runtime import rpc
 class LazyOutputs(dict):
     """A resource's ``__dict__`` whose property outputs named in ``pending`` are made when first read."""
 
-    __slots__ = ("_res", "_pending", "_waiting", "_answer", "_failed")
+    __slots__ = ("_res", "_pending", "_order", "_head", "_waiting", "_answer", "_failed")
 
-    def __init__(self, res, contents: dict, pending: set[str]):
+    def __init__(self, res, contents: dict, pending: set[str], order: tuple[str, ...] = ()):
         super().__init__(contents)
         self._res = res
         self._pending = pending
+        # Where the SDK's dict holds each key: what the resource held when registered, then its properties in the
+        # order ``transfer_properties`` set them, then what came later.
+        self._head = tuple(contents)
+        self._order = order
         self._waiting: dict[str, asyncio.Future] = {}  # read before the answer: resolved when it comes
         self._answer: dict[str, tuple[str, Any]] | None = None  # Python name -> (the answer's key, its value)
         self._failed: BaseException | None = None
@@ -87,8 +91,17 @@ class LazyOutputs(dict):
 
     # ------------------------------------------------------------------ anything that walks it: every output first
     def _every(self) -> None:
-        for key in list(self._pending):
-            self._make(key)
+        if not self._pending:
+            return
+        for key in [*(k for k in self._order if k in self._pending), *self._pending]:
+            if key in self._pending:
+                self._make(key)
+        current = dict(dict.items(self))
+        dict.clear(self)
+        for key in (*self._head, *self._order):
+            if key in current:
+                dict.__setitem__(self, key, current.pop(key))
+        dict.update(self, current)
 
     def keys(self):
         self._every()

@@ -211,10 +211,11 @@ def _lazy(res, props, custom: bool, typ) -> lazy_outputs.LazyOutputs | None:
     if typ is None:
         return None
     getters = lazy_outputs.getters(type(res))
-    pending = {name for name in props if not (name == "urn" or (name == "id" and custom))}
+    order = tuple(name for name in props if not (name == "urn" or (name == "id" and custom)))
+    pending = set(order)
     if not pending <= getters:
         return None
-    lazy = lazy_outputs.LazyOutputs(res, res.__dict__, pending)
+    lazy = lazy_outputs.LazyOutputs(res, res.__dict__, pending, order)
     res.__dict__ = lazy
     return lazy
 
