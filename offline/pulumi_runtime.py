@@ -39,7 +39,8 @@ by a test:
   resource, no request message, no Struct round trip, one future per property output), checked by
   ``tests/test_engine_registration.py`` and ``tests/test_engine_differential.py``.
 
-Nothing else of the SDK is replaced: the SDK's type analysis and output translation are its own.
+Nothing else of the SDK is replaced: the SDK's type analysis and output translation are its own (the registration
+only defers a typed resource's translation to the program's first read of that output: ``offline/lazy_outputs.py``).
 ``shortcuts=False`` is the SDK's plain path, the differential test's reference.
 
 The engine is process-global and not re-entrant: ``set_mocks`` and the SDK's settings are globals, the

@@ -47,12 +47,13 @@ from typing import Any, get_args, get_origin
 import pulumi
 from google.protobuf import struct_pb2
 from pulumi import _types
-from pulumi.output import _OutputData
 from pulumi.runtime import resource as runtime_resource
 from pulumi.runtime import rpc, settings
 from pulumi.runtime._depends_on import _resolve_depends_on_urns
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import _get_rpc_manager
+
+from offline import lazy_outputs
 
 SDK_REGISTER = runtime_resource.register_resource
 _IDENTITY = pulumi.Resource.translate_input_property  # returns the name as it is; a resource may override it
@@ -102,7 +103,8 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
     resolve_id = None
     if custom:
         resolve_id, res.__dict__["id"] = runtime_resource.resource_output(res)
-    resolvers = transfer_properties(res, props, custom)
+    lazy = _lazy(res, props, custom, typ)
+    resolvers = {} if lazy is not None else transfer_properties(res, props, custom)
 
     async def do_register() -> None:
         try:
@@ -128,6 +130,8 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
                               replace_on_changes=tuple(replace_on_changes or ()))
         except Exception as exn:  # runtime/resource.py:1361-1369
             rpc.resolve_outputs_due_to_exception(resolvers, exn)
+            if lazy is not None:
+                lazy.failed(exn)
             resolve_urn(None, True, False, exn)
             if resolve_id is not None:
                 resolve_id(None, True, False, exn)
@@ -139,10 +143,18 @@ def register_resource(res, ty, name, custom, remote, new_dependency, props, opts
             if resolve_id is not None:
                 resolve_id(response.id, bool(response.id), False, None)
                 id_done = True
-            rpc.resolve_outputs(res, struct_pb2.Struct(), response.object, {}, resolvers, custom, typ is not None,
-                                True, resolve_missing_as_unknown=False)
+            read = None if lazy is None else lazy_outputs.answer_of(res, response.object)
+            if read is not None:
+                lazy.answered(read)
+            else:
+                if lazy is not None:  # a translation that may fail: every output made, the SDK's path for all
+                    resolvers.update(lazy.every(props))
+                rpc.resolve_outputs(res, struct_pb2.Struct(), response.object, {}, resolvers, custom,
+                                    typ is not None, True, resolve_missing_as_unknown=False)
         except Exception as exn:  # runtime/resource.py:1415-1424
             rpc.resolve_outputs_due_to_exception(resolvers, exn)
+            if lazy is not None:
+                lazy.failed(exn)
             if not urn_done:
                 resolve_urn(None, True, False, exn)
             if resolve_id is not None and not id_done:
@@ -188,18 +200,24 @@ def transfer_properties(res, props, custom: bool) -> dict[str, Any]:
         if name == "urn" or (name == "id" and custom):
             continue  # rpc.py:1195-1197: handled apart
         data: asyncio.Future = asyncio.Future()
-        resolvers[name] = functools.partial(_resolve, res, data)
+        resolvers[name] = functools.partial(lazy_outputs.resolve_data, res, data)
         res.__dict__[name] = pulumi.Output._from_data(data)
     return resolvers
 
 
-def _resolve(res, data: asyncio.Future, value, is_known: bool, is_secret: bool, deps, failed) -> None:
-    if failed is not None:
-        data.set_exception(failed)
-        return
-    resources = set(deps) if deps else set()
-    resources.add(res)
-    data.set_result(_OutputData(resources=resources, value=value, is_known=is_known, is_secret=is_secret))
+def _lazy(res, props, custom: bool, typ) -> lazy_outputs.LazyOutputs | None:
+    """The resource's ``__dict__`` made a :class:`offline.lazy_outputs.LazyOutputs` holding back every property
+    output, for a resource with type metadata whose every property the class reads through a getter; else None."""
+    if typ is None:
+        return None
+    getters = lazy_outputs.getters(type(res))
+    order = tuple(name for name in props if not (name == "urn" or (name == "id" and custom)))
+    pending = set(order)
+    if not pending <= getters:
+        return None
+    lazy = lazy_outputs.LazyOutputs(res, res.__dict__, pending, order)
+    res.__dict__ = lazy
+    return lazy
 
 
 async def _prepare(res, ty, custom, props, opts, typ):
