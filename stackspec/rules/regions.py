@@ -84,7 +84,7 @@ def jobs_in_regions(spec: StackSpec, fail) -> None:
             # held by MaxText's trainer alone (workloads/trainer/lease.py, around MaxText's save call); a team's own
             # loop saves through ray.train.report, which nothing guards, so two copies could write one run's
             # checkpoints. Refused rather than run unguarded.
-            fail(_ns(f"jobs[{k}].trainer"), j.trainer.script, "a job queued through the multi-region manager may "
+            fail(_ns(f"jobs[{k}].trainer.script"), j.trainer.script, "a job queued through the multi-region manager may "
                  "run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; name the "
                  f"region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
     queued = [k for k, j in enumerate(spec.jobs) if through_manager(j) and j.trainer is None]
