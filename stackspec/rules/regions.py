@@ -84,9 +84,9 @@ def jobs_in_regions(spec: StackSpec, fail) -> None:
             # held by MaxText's trainer alone (workloads/trainer/lease.py, around MaxText's save call); a team's own
             # loop saves through ray.train.report, which nothing guards, so two copies could write one run's
             # checkpoints. Refused rather than run unguarded.
-            fail(_ns(f"jobs[{k}].trainer.script"), j.trainer.script, "a job queued through the multi-region manager may "
-                 "run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; name the "
-                 f"region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
+            fail(_ns(f"jobs[{k}].trainer.script"), j.trainer.script, "a job queued through the multi-region "
+                 "manager may run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; "
+                 f"name the region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
     queued = [k for k, j in enumerate(spec.jobs) if through_manager(j) and j.trainer is None]
     if spec.unverified.multi_tier_checkpointing and queued:
         # The writer lease guards MaxText's save call with Orbax's own decision, taken once and pinned for that

@@ -1015,6 +1015,43 @@ def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict
 LEASE_RETAKES = 3
 
 
+class DriverVerdict:
+    """How a driver whose background wait for the lease ended in an error tells its workers at once: the error
+    under a key of this holder's in Ray's key-value store (the GCS's internal KV, which every process of the cluster
+    reads), which the workers' pending token reads while their first save waits (lease.Lease.driver_error).
+
+    Ray Train gives the driver no way to reach running workers, and only the driver writes the lease, so without it
+    a driver that gave up (say Cloud Storage answered 403 to its insert) left its workers waiting out the job's
+    deadline, then refusing with LeaseHeld. The error may come before the fit has connected this driver to Ray:
+    it is then put by a thread that waits for the connection (the fit's own ``ray.init``; this never starts one)."""
+
+    NAMESPACE = "tpu-multislice-writer-lease"
+
+    def __init__(self, holder: str):
+        self.key = f"driver-error/{holder}".encode()
+
+    def publish(self, error: BaseException) -> threading.Thread:
+        from ray.experimental import internal_kv
+
+        text = f"{type(error).__name__}: {error}".encode()
+
+        def put() -> None:
+            while not internal_kv._internal_kv_initialized():
+                time.sleep(0.1)
+            internal_kv._internal_kv_put(self.key, text, overwrite=True, namespace=self.NAMESPACE)
+
+        thread = threading.Thread(target=put, name="writer-lease-verdict", daemon=True)
+        thread.start()
+        return thread
+
+    def __call__(self) -> str | None:
+        """The driver's error, if it published one (read on a training worker, connected to Ray by Ray Train)."""
+        from ray.experimental import internal_kv
+
+        found = internal_kv._internal_kv_get(self.key, namespace=self.NAMESPACE)
+        return None if found is None else found.decode()
+
+
 def hold_lease(args: argparse.Namespace):
     """--lease: hold the run's writer lease (lease.py) for the whole fit; each worker's saves check it."""
     if not args.lease:
@@ -1025,10 +1062,14 @@ def hold_lease(args: argparse.Namespace):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(writer_lease)  # the workers have no copy of the module
+    if __name__ != "__main__":  # imported (a test), not run: DriverVerdict travels by value as lease.py does
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ttl = args.lease_ttl or writer_lease.TTL_S  # a drill's shorter lease keeps the stack's proportions
     lease = writer_lease.WriterLease(args.lease, ttl_s=ttl, save_budget_s=ttl * writer_lease.SAVE_BUDGET_S /
                                      writer_lease.TTL_S, skew_s=ttl * writer_lease.SKEW_S / writer_lease.TTL_S)
     started = time.time()
+
+    verdict = DriverVerdict(lease.holder)
 
     def report(error, waited_s: float) -> None:
         # A progress line of the driver's (the drills' lease figures and their check that no save ran without it).
@@ -1038,6 +1079,7 @@ def hold_lease(args: argparse.Namespace):
         print(f"{PROGRESS} {json.dumps(line | ({'error': str(error)} if error else {}))}", flush=True)
         if error:
             print(f"writer lease: {error}", file=sys.stderr, flush=True)
+            verdict.publish(error)  # the workers' first save stops with it at once (DriverVerdict)
 
     # The new holder restores while it waits: the workers' first save that writes waits for the lease (a pending
     # token), the restore does not. Taken at once when free or released (one read, one conditional write).
@@ -1046,7 +1088,7 @@ def hold_lease(args: argparse.Namespace):
         report(None, time.time() - started)
         token = lease.token()
     else:
-        token = lease.pending(writer_lease.WAIT_S)
+        token = lease.pending(writer_lease.WAIT_S, driver_error=verdict)
         lease.acquire_in_background(writer_lease.WAIT_S, report)
     # The workers check it before each save that writes (train_loop_per_worker's hook, save_decided_once).
     args.lease_guard = functools.partial(writer_lease.guarded, lease=token)
@@ -1089,8 +1131,8 @@ def lease_lost(lease, error: BaseException) -> bool:
     lease now names another holder."""
     import lease as writer_lease
 
-    if isinstance(lease.lost, writer_lease.LeaseHeld) or (lease.epoch == 0 and lease.lost is None):
-        return False  # never held (the wait for it ran out, or the fit failed while waiting): the job's error
+    if lease.epoch == 0:
+        return False  # never held (the wait for it ran out or failed, or the fit failed while waiting): the job's error
     if lease.lost is not None or "LeaseLost" in f"{type(error).__name__}: {error}":
         return True
     try:
@@ -1120,15 +1162,26 @@ def main(argv: list[str]) -> int:
     print(f"maxtext_trainer: {args.mode}, workers {num_workers(args)}, "
           f"{'local CPU' if args.local else f'{args.accelerator_type} {args.topology}'}", flush=True)
     started = time.time()
-    metrics = path = None
-    lease = hold_lease(args)
+    metrics = path = error = None
+    try:
+        lease = hold_lease(args)
+    except Exception as e:  # noqa: BLE001 - a permanent storage error on the first attempt: the job's error, reported
+        lease, error = None, e
     retakes = 0
-    while True:
+    training = error is None
+    while training:
         try:
             result = build_trainer(args, base_yml, settings).fit()
             error, metrics, path = result.error, result.metrics, getattr(result, "path", None)
         except Exception as e:  # noqa: BLE001 - Ray Train V2's fit raises when the job fails for good
             error = e
+        if error is not None and lease is not None and lease.epoch == 0 and lease.lost is not None:
+            # The driver's own wait for the lease failed (a permanent storage error, or the wait ran out) and its
+            # workers stopped at their first save on it (DriverVerdict): the job's error is the driver's, whose
+            # message carries Cloud Storage's status and words, not the workers' second-hand report of it.
+            print(f"training failed after the writer lease did: {error}", file=sys.stderr, flush=True)
+            error = lease.lost
+            break
         if lease is None or error is None or retakes >= LEASE_RETAKES or not lease_lost(lease, error):
             break
         retakes += 1
