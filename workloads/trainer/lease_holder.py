@@ -25,7 +25,11 @@ class DriverVerdict:
     Ray Train gives the driver no way to reach running workers, and only the driver writes the lease, so without it
     a driver that gave up (say Cloud Storage answered 403 to its insert) left its workers waiting out the job's
     deadline, then refusing with LeaseHeld. The error may come before the fit has connected this driver to Ray:
-    it is then put by a thread that waits for the connection (the fit's own ``ray.init``; this never starts one)."""
+    it is then put by a thread that waits for the connection (the fit's own ``ray.init``; this never starts one).
+    Ray's own libraries hand values between a job's processes the same way (ray 2.60
+    ``ray/util/collective/collective_group/torch_gloo_collective_group.py``: the rendezvous address put by rank 0
+    with ``internal_kv._internal_kv_put`` and polled by the others with ``_internal_kv_get``; ``ray/tune/registry.py``).
+    Underscored in Ray, so tests/test_lease_emulator.py runs it on a real Ray instance."""
 
     NAMESPACE = "tpu-multislice-writer-lease"
 
