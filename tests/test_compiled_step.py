@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 
+import maxtext_standin
 import pytest
 
 from workloads.trainer_args import TRAINER_SCRIPT
@@ -124,8 +125,6 @@ def test_a_tpu_run_keeps_maxtexts_jitted_step(tmp_path, monkeypatch):
     import types
     from pathlib import Path
 
-    import ray.train
-
     monkeypatch.syspath_prepend(str(Path(TRAINER_SCRIPT).parent))
     import maxtext_trainer
 
@@ -135,10 +134,6 @@ def test_a_tpu_run_keeps_maxtexts_jitted_step(tmp_path, monkeypatch):
     seen = []
     train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None,
                                         jit_train_and_eval_step=jit_train_and_eval_step)
-    train = types.ModuleType("maxtext.trainers.pre_train.train")
-    train.get_first_step = lambda state: 0
-    train.initialize = lambda argv: (None, None, None)
-    train.train_utils = train_utils
 
     def main(argv):  # as train_loop: `p_train_step, p_eval_step = train_utils.jit_train_and_eval_step(...)`
         seen.append(train_utils.jit_train_and_eval_step()[0])
@@ -146,24 +141,7 @@ def test_a_tpu_run_keeps_maxtexts_jitted_step(tmp_path, monkeypatch):
                                     enable_checkpointing=False, save_checkpoint_on_completion=False)
         sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(None, None, cfg, None, 0)
 
-    train.main = main
-    checkpointing = types.ModuleType("maxtext.common.checkpointing")
-    checkpointing.maybe_save_checkpoint = lambda *a, **kw: None
-    checkpointing.load_state_if_possible = lambda *a, **kw: None
-    metric_logger = types.ModuleType("maxtext.common.metric_logger")
-    metric_logger.MetricLogger = type("MetricLogger", (), {"log_metrics": lambda self, *a: None})
-    common = types.ModuleType("maxtext.common")
-    common.checkpointing, common.metric_logger = checkpointing, metric_logger
-    pre_train = types.ModuleType("maxtext.trainers.pre_train")
-    pre_train.train = train
-    for name, module in {"maxtext.common": common, "maxtext.common.checkpointing": checkpointing,
-                         "maxtext.common.metric_logger": metric_logger, "maxtext.trainers": types.ModuleType("t"),
-                         "maxtext.trainers.pre_train": pre_train, "maxtext.trainers.pre_train.train": train}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the trainer's deferred-import finder
-    context = types.SimpleNamespace(get_world_rank=lambda: 0, get_world_size=lambda: 1)
-    monkeypatch.setattr(ray.train, "get_context", lambda: context)
-    monkeypatch.setattr(ray.train, "report", lambda metrics: None)
+    maxtext_standin.install(monkeypatch, main, train_utils)
     config = {"base_yml": str(tmp_path / "base.yml"), "settings": {}, "local": False, "step_delay": 0,
               "hosts_per_slice": 1, "save_commit_delay": None, "warm_workers": False, "lease_guard": None}
     maxtext_trainer.train_loop_per_worker(config)

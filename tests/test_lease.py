@@ -14,6 +14,7 @@ import pickle
 import sys
 from pathlib import Path
 
+import maxtext_standin
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
@@ -272,25 +273,10 @@ def test_maxtext_saves_through_the_module_attribute_the_guard_replaces():
 
 
 def _maxtext_standins(tmp_path, monkeypatch, main=None):
-    """MaxText's modules replaced by stand-ins whose ``main`` saves as MaxText's train loop does
-    (``checkpointing.maybe_save_checkpoint(...)`` through the module); (the saves that ran, checkpointing, train)."""
+    """MaxText's modules replaced by stand-ins (tests/maxtext_standin.py) whose ``main`` saves as MaxText's train
+    loop does (``checkpointing.maybe_save_checkpoint(...)`` through the module); (the saves that ran, checkpointing,
+    train, MaxText's save and initialize as installed)."""
     import types
-
-    import ray.train
-
-    saved: list[tuple] = []
-    checkpointing = types.ModuleType("maxtext.common.checkpointing")
-    checkpointing.maybe_save_checkpoint = lambda *a, **kw: saved.append(a)
-    checkpointing.load_state_if_possible = lambda *a, **kw: None
-    original_save = checkpointing.maybe_save_checkpoint
-    train = types.ModuleType("maxtext.trainers.pre_train.train")
-    train.get_first_step = lambda state: 0
-    # The names the trainer times a (re)start's setup through and takes the train step from, as MaxText's train
-    # module has them (maxtext/trainers/pre_train/train.py: `def initialize`, `from maxtext.utils import train_utils`).
-    train.initialize = lambda argv: (None, None, None)
-    train.train_utils = types.SimpleNamespace(setup_train_loop=lambda *a, **kw: None,
-                                              jit_train_and_eval_step=lambda *a, **kw: (None, None))
-    original_initialize = train.initialize
 
     def save_once(argv):
         cfg = types.SimpleNamespace(steps=1, base_output_directory=str(tmp_path), run_name="r",
@@ -298,22 +284,8 @@ def _maxtext_standins(tmp_path, monkeypatch, main=None):
         manager = types.SimpleNamespace(should_save=lambda step: True)  # step 0 is a checkpoint's step
         sys.modules["maxtext.common"].checkpointing.maybe_save_checkpoint(manager, None, cfg, None, 0)
 
-    train.main = main or save_once
-    metric_logger = types.ModuleType("maxtext.common.metric_logger")
-    metric_logger.MetricLogger = type("MetricLogger", (), {"log_metrics": lambda self, *a: None})
-    common = types.ModuleType("maxtext.common")
-    common.checkpointing, common.metric_logger = checkpointing, metric_logger
-    pre_train = types.ModuleType("maxtext.trainers.pre_train")
-    pre_train.train = train
-    for name, module in {"maxtext.common": common, "maxtext.common.checkpointing": checkpointing,
-                         "maxtext.common.metric_logger": metric_logger, "maxtext.trainers": types.ModuleType("t"),
-                         "maxtext.trainers.pre_train": pre_train, "maxtext.trainers.pre_train.train": train,
-                         "jax": types.ModuleType("jax")}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the trainer's deferred-import finder
-    context = types.SimpleNamespace(get_world_rank=lambda: 0, get_world_size=lambda: 1)
-    monkeypatch.setattr(ray.train, "get_context", lambda: context)
-    return saved, checkpointing, train, original_save, original_initialize
+    s = maxtext_standin.install(monkeypatch, main or save_once)
+    return s.saved, s.checkpointing, s.train, s.original_save, s.original_initialize
 
 
 def test_the_trainer_refuses_maxtexts_save_once_the_lease_is_lost(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import sys
 import threading
 import time
@@ -396,3 +397,133 @@ def test_a_pending_save_waits_and_never_writes_while_another_copy_holds_the_leas
     with pytest.raises(wl.LeaseHeld, match="held by east5"):
         wl.guarded(saves.append, token, now=clock, sleep=clock.sleep)(10)
     assert saves == [] and token.epoch is None
+
+
+# --------------------------------------------------------------------------- a driver that gives up
+
+
+class Verdict:
+    """The trainer's DriverVerdict (workloads/trainer/maxtext_trainer.py) without Ray's key-value store: what the
+    driver publishes when its background wait ends in an error, read by the workers' pending token. The Ray half is
+    tests/test_lease.py's (a real Ray instance)."""
+
+    def __init__(self):
+        self.text: str | None = None
+
+    def publish(self, error: BaseException) -> None:
+        self.text = f"{type(error).__name__}: {error}"
+
+    def __call__(self) -> str | None:
+        return self.text
+
+
+def test_a_drivers_permanent_storage_error_stops_its_workers_first_save_at_once_with_that_error(proxy):
+    """The driver of a re-dispatched copy (east1) waits in the background while east5 holds the lease; when east5's
+    lease ends, Cloud Storage refuses east1's insert with 403 (a permanent error: never retried). The driver's wait
+    ends there, and its workers' first save, waiting for the lease, fails at once with the driver's error (its
+    status and Cloud Storage's message), not with LeaseHeld at the job's deadline (4 h): without the verdict the
+    worker below is still waiting when the test gives up on it."""
+    east5 = _lease(proxy, "east5")
+    east5.acquire()
+    east1 = _lease(proxy, "east1")
+    assert not east1.try_acquire()  # held: the driver waits in the background (maxtext_trainer.hold_lease)
+    verdict = Verdict()
+    token = east1.pending(wl.WAIT_S, poll_s=0.2, driver_error=verdict)
+    outcome: list[BaseException | str] = []
+
+    def first_save() -> None:
+        saves: list[int] = []
+        try:
+            wl.guarded(saves.append, token)(10)
+            outcome.append(f"saved {saves}")
+        except BaseException as e:  # noqa: BLE001 - the outcome is the assertion
+            outcome.append(e)
+
+    worker = threading.Thread(target=first_save, daemon=True)
+    worker.start()
+    done: list[tuple[object, float]] = []
+
+    def on_done(error, waited):
+        done.append((error, waited))
+        if error is not None:
+            verdict.publish(error)
+
+    east5.release()  # east5's copy ended: its lease is free, and east1's driver's next attempt writes
+    Proxy.faults["renewal"] = [403]  # east1's conditional insert over east5's released lease
+    east1.acquire_in_background(wl.WAIT_S, on_done, poll_s=0.1)
+    worker.join(timeout=15)
+    assert not worker.is_alive(), "the worker was still waiting for the lease after its driver gave up"
+    (error, _), = done
+    assert isinstance(error, wl.LeaseError) and "HTTP 403: injected" in str(error), done
+    assert ("renewal", 403) in Proxy.served
+    (failure,) = outcome
+    assert type(failure) is wl.LeaseError and not isinstance(failure, wl.LeaseHeld), failure
+    assert "driver could not take the lease" in str(failure) and "LeaseError:" in str(failure)
+    assert "write answered HTTP 403: injected" in str(failure), failure
+    body, _ = _store(proxy).read(KEY)
+    assert body["holder"] == "east5" and body.get("released")  # nothing of east1's was written
+
+
+TRAINER_ARGV = ["--mode", "multislice", "--slices", "1", "--hosts-per-slice", "1", "--chips-per-host", "4",
+                "--topology", "2x2", "--accelerator-type", "TPU-V6E", "--name", "r", "--storage-path", "/tmp/r",
+                "--lease", f"gs://{BUCKET}/{KEY}"]
+
+
+def _trainer():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads" / "trainer"))
+    import maxtext_trainer
+
+    return maxtext_trainer
+
+
+def test_a_driver_refused_on_its_first_attempt_fails_the_job_with_that_error(proxy, capsys):
+    """The driver's first attempt (no other holder) answered 403: the job's result line carries that error, its
+    status and Cloud Storage's message, and the trainer exits 1 without training (it was a traceback)."""
+    Proxy.faults["insert"] = [403]
+    assert _trainer().main(TRAINER_ARGV) == 1
+    out = capsys.readouterr().out
+    result = json.loads(next(line for line in out.splitlines() if line.startswith("slicectl-result "))
+                        .removeprefix("slicectl-result "))
+    assert result["ok"] is False and result["error"].startswith("LeaseError: "), result
+    assert "write answered HTTP 403: injected" in result["error"], result
+
+
+@pytest.mark.slow
+def test_the_drivers_error_reaches_a_ray_worker_waiting_at_its_first_save(proxy, monkeypatch):
+    """The trainer's own path on a real Ray instance: hold_lease (east5 holding the lease, so the driver waits in the
+    background), east5's lease released, 403 on the driver's insert; a Ray task holding the workers' guard (as
+    train_loop_per_worker does) fails at once with the driver's error, read from Ray's key-value store."""
+    import tempfile
+
+    import ray
+    from ray._private import ray_constants
+
+    trainer = _trainer()
+    args, _ = trainer.parse_args(TRAINER_ARGV)
+    # As the drills start Ray (drills/localray.py LOCAL_ENV): workers run from this environment, not `uv run`.
+    monkeypatch.setattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)
+    temp = tempfile.mkdtemp(prefix="rl-", dir="/tmp")  # short: Ray's socket paths
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
+    try:
+        east5 = _lease(proxy, "east5")
+        east5.acquire()
+        lease = trainer.hold_lease(args)
+        assert lease.epoch == 0  # pending: the workers' token waits for the background acquire
+
+        @ray.remote(num_cpus=0)
+        def first_save(guard) -> list[int]:
+            saves: list[int] = []
+            guard(saves.append)(10)
+            return saves
+
+        pending = first_save.remote(args.lease_guard)
+        east5.release()
+        Proxy.faults["renewal"] = [403]
+        with pytest.raises(ray.exceptions.RayTaskError) as e:
+            ray.get(pending, timeout=60)
+        assert "LeaseError" in str(e.value) and "HTTP 403: injected" in str(e.value), e.value
+        assert "LeaseHeld" not in str(e.value)
+        assert isinstance(lease.lost, wl.LeaseError) and "HTTP 403" in str(lease.lost)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)

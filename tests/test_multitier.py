@@ -7,13 +7,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import opt_in, policy_bindings
+from conftest import FIXTURE_STACKS, opt_in, policy_bindings
+from test_spec_refusals import lint_and_preview
 
 from offline import engine
+from slicectl.exits import Exit
 from stackspec import checkpoints
 from stackspec import spec as stack_spec
 from workloads import multitier
@@ -143,3 +146,54 @@ def test_a_shared_bucket_grants_what_a_later_region_needs(monkeypatch):
     assert len(members) == 2 and any(m.endswith("/subject/ns/maxtext/sa/maxtext-ksa") for m in members)
     assert any(m.endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
                for m in members)
+
+
+def _multi_opted_in(edit=lambda config: None) -> str:
+    """The fixture multi-region stack (tests/fixtures/stacks) opted in to multi-tier checkpointing, then ``edit``."""
+    doc = yaml.safe_load((FIXTURE_STACKS / "Pulumi.multi.yaml").read_text())
+    config = doc["config"]
+    config[f"{NS}:unverified"]["multiTierCheckpointing"] = True
+    config[f"{NS}:storage"]["hierarchicalNamespace"] = True
+    edit(config)
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _dir(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir()
+    return tmp_path / name
+
+
+def _pin(*names: str, region: str = "us-east1"):
+    def edit(config):
+        for job in config[f"{NS}:jobs"]:
+            if job["name"] in names:
+                job["region"] = region
+    return edit
+
+
+def test_a_job_queued_through_the_multi_region_manager_is_refused_multi_tier_checkpointing(tmp_path):
+    """Orbax's replicator manager decides each save again inside its inner manager, past the writer lease's pinned
+    decision, and GKE's replicator writes the bucket outside the lease (stackspec/rules/regions.py quotes Orbax):
+    a job the manager may re-dispatch is refused it, lint and preview alike, at the opt-in's key with its value,
+    naming the job and what is allowed; a job pinned to a region is not."""
+    jobs = [j["name"] for j in yaml.safe_load(_multi_opted_in())["config"][f"{NS}:jobs"]]
+    queued = [j["name"] for j in yaml.safe_load(_multi_opted_in())["config"][f"{NS}:jobs"] if "region" not in j]
+    assert len(queued) == 2 and len(jobs) == 3  # the fixture: two queued, one elastic pinned to us-east1
+
+    code, out = lint_and_preview(_dir(tmp_path, "queued"), _multi_opted_in(), "multi")
+    assert code == Exit.INVALID_SPEC, out
+    (line,) = [line for line in out.splitlines() if "writer lease" in line]
+    assert re.search(rf"Pulumi\.multi\.yaml:\d+: {NS}:unverified\.multiTierCheckpointing = true: ", line), line
+    assert all(f"{name} ({NS}:jobs[{jobs.index(name)}])" in line for name in queued), line
+    assert "allowed: false, or name the region" in line and "us-east5, us-east1" in line, line
+
+    # One pinned, one still queued: the queued one alone is named.
+    code, out = lint_and_preview(_dir(tmp_path, "one"), _multi_opted_in(_pin(queued[0])), "multi")
+    assert code == Exit.INVALID_SPEC, out
+    (line,) = [line for line in out.splitlines() if "writer lease" in line]
+    assert queued[1] in line and queued[0] not in line, line
+
+    # Every job pinned to a region (no re-dispatch): accepted.
+    code, out = lint_and_preview(_dir(tmp_path, "pinned"), _multi_opted_in(_pin(*queued)), "multi")
+    assert code == Exit.OK, out
+

@@ -17,8 +17,10 @@ import pytest
 import yaml
 from conftest import FIXTURE_STACKS
 from pydantic import ValidationError
+from test_spec_refusals import lint_and_preview
 
 from slicectl import cli
+from slicectl.exits import Exit
 from stackspec import spec as stack_spec
 from stackspec import trainer as own_trainer
 from workloads import manifests
@@ -154,23 +156,40 @@ def test_a_trainer_image_a_registry_refuses_or_without_a_digest_is_refused(image
         own_trainer.Trainer(script="trainers/tiny_jax.py", image=image)
 
 
-def test_a_team_trainer_queued_through_the_multi_region_manager_is_refused(tmp_path):
-    """A queued multi-region job may run twice after a re-dispatch; the writer lease that keeps the second copy from
-    writing the run's checkpoints is MaxText's trainer's alone: a team's own loop there is refused at its key, and
-    the same job pinned to a region (no re-dispatch) is not."""
+def _multi_with_trainer(tmp_path: Path, name: str, **job) -> tuple[Path, str, int]:
+    """The fixture multi-region stack (tests/fixtures/stacks) whose first queued job runs its own trainer, with
+    ``job``'s keys: its directory, its text and the job's index."""
     doc = yaml.safe_load((FIXTURE_STACKS / "Pulumi.multi.yaml").read_text())
     jobs = doc["config"][f"{NS}:jobs"]
     i = next(n for n, j in enumerate(jobs) if "region" not in j)
     for key in ("model", "perDeviceBatchSize", "maxTargetLength", "ici", "dcn", "maxtext"):
         jobs[i].pop(key, None)
-    jobs[i]["trainer"] = {"script": "trainers/tiny_jax.py"}
-    (tmp_path / "Pulumi.multi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    with pytest.raises(stack_spec.SpecError) as e:
-        stack_spec.load_stack("multi", tmp_path)
-    assert [p.key for p in e.value.problems if "writer lease" in p.message] == [f"{NS}:jobs[{i}].trainer"]
-    jobs[i]["region"] = "us-east1"
-    (tmp_path / "Pulumi.multi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    try:
-        stack_spec.load_stack("multi", tmp_path)
-    except stack_spec.SpecError as e:
-        assert not [p for p in e.problems if "writer lease" in p.message], [p.render() for p in e.problems]
+    jobs[i].update(trainer={"script": "trainers/tiny_jax.py"}, **job)
+    (tmp_path / name).mkdir()
+    return tmp_path / name, yaml.safe_dump(doc, sort_keys=False), i
+
+
+@pytest.mark.parametrize(("job", "refused_at"), [
+    ({}, "trainer.script"),  # queued through the manager: may run twice after a re-dispatch
+    ({"region": "us-east1"}, None),  # pinned to a region: created there, never re-dispatched
+    ({"region": "us-east5"}, None),
+    ({"suspend": True}, "region"),  # held outside Kueue: not queued, so it needs a region (the other refusal)
+    ({"suspend": True, "region": "us-east1"}, None),
+])
+def test_a_team_trainer_is_refused_exactly_when_queued_through_the_multi_region_manager(tmp_path, job, refused_at):
+    """A queued multi-region job may run twice after a re-dispatch; the writer lease that keeps the second copy from
+    writing the run's checkpoints is MaxText's trainer's alone: a team's own loop there is refused at its key (lint
+    and preview alike), the same job pinned to a region (no re-dispatch) is not, and a job not queued gets the
+    region's refusal, not this one. A single-region stack's own trainer previews (the tests above, tiny-own)."""
+    where, text, i = _multi_with_trainer(tmp_path, "case", **job)
+    code, out = lint_and_preview(where, text, "multi")
+    lease = [line for line in out.splitlines() if "writer lease" in line]
+    if refused_at is None:
+        assert code == Exit.OK and not lease, out
+        return
+    assert code == Exit.INVALID_SPEC
+    problems = [line for line in out.splitlines() if f"{NS}:jobs[{i}]." in line]
+    assert len(problems) == 1 and f"{NS}:jobs[{i}].{refused_at} = " in problems[0], out
+    if refused_at == "trainer.script":
+        assert problems == lease and '= "trainers/tiny_jax.py": ' in lease[0], lease
+        assert "(allowed: us-east5, us-east1), or run MaxText" in lease[0], lease

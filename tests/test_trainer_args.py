@@ -355,7 +355,7 @@ def test_deferred_imports_run_only_when_first_used(tmp_path, monkeypatch):
                                      "VALUE = 42\n")
     (tmp_path / "light_mod.py").write_text("import heavy_pkg\nSEEN = heavy_pkg\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(trainer, "DEFERRED_IMPORTS", ("heavy_pkg",))
+    monkeypatch.setattr(sys.modules[trainer.defer_unused_imports.__module__], "DEFERRED_IMPORTS", ("heavy_pkg",))
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     import builtins
 

@@ -586,7 +586,7 @@ def test_configmap_embeds_the_script_with_its_hash(prod):
     source = TRAINER_SCRIPT.read_text()
     digest = hashlib.sha256(source.encode()).hexdigest()
     cm = doc(prod, "ConfigMap", manifests.trainer_configmap_name(prod.spec))
-    assert cm["data"] == {TRAINER_SCRIPT.name: source}
+    assert cm["data"] == {TRAINER_SCRIPT.name: source, **{m.name: m.read_text() for m in manifests.TRAINER_MODULES}}
     assert cm["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION] == digest
     for d in docs(prod, "RayJob"):
         assert d["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION] == digest

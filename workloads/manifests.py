@@ -28,6 +28,12 @@ DRA_API = "resource.k8s.io/v1"
 PART_OF = kube.PART_OF_VALUE
 # Annotation carrying the trainer script's sha256 on the ConfigMap and every RayJob.
 TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
+# The trainer's modules, beside the script in the ConfigMap (it imports them as siblings, as it does lease.py;
+# tests/test_trainer_modules.py fails when the script imports one missing here). One ConfigMap update writes them
+# all at once (the kubelet swaps a ConfigMap volume's files together), so the script's sha256 vouches for them too.
+TRAINER_MODULES = tuple(TRAINER_SCRIPT.with_name(f"{m}.py") for m in (
+    "elastic_verdict", "lease_holder", "maxtext_imports", "progress_lines", "restart_precompile", "warm_spares",
+    "worker_loop"))
 LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
 WARM_WORKER = TRAINER_SCRIPT.with_name("warm_worker.py")  # ditto, with unverified.warmSpares (the workers mount it)
 
@@ -220,7 +226,8 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
         ),
         # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease); jobs'
         # own trainers ride along.
-        "data": {TRAINER_SCRIPT.name: text, **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
+        "data": {TRAINER_SCRIPT.name: text, **{m.name: m.read_text() for m in TRAINER_MODULES},
+                 **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
                                                 if spec.site is not None else {}),
                  **({WARM_WORKER.name: WARM_WORKER.read_text()} if spec.unverified.warm_spares else {}),
                  **custom_trainer_args.configmap_files(spec)},

@@ -56,6 +56,14 @@ def check(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
     if m.region in seen_region:
         pass  # a manager beside a worker in one region is fine; the manager is never one of its own workers
     bucket_place(spec, fail)
+    jobs_in_regions(spec, fail)
+    return build_views(spec, fail, context)
+
+
+def jobs_in_regions(spec: StackSpec, fail) -> None:
+    """Where each job runs: a region of the stack, or queued through the manager, which may run it twice after a
+    re-dispatch, so only what holds the run's writer lease goes that way."""
+    ns = _ns("regions")
     listed = [r.region for r in spec.regions]
     for k, j in enumerate(spec.jobs):
         key = _ns(f"jobs[{k}].region")
@@ -70,16 +78,42 @@ def check(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
             fail(key, MISSING, "only a queued job (cluster: dedicated, not suspended) goes through the manager: "
                  "a job on a shared RayCluster or held outside Kueue is created in one region; name it; allowed: "
                  f"{', '.join(listed)}")
-        elif j.region is None and j.trainer is not None:
+        elif through_manager(j) and j.trainer is not None:
             # Queued through the manager: after a re-dispatch a second copy of the run may start in another region
             # while the first still writes (docs/multikueue.md, "Two copies of one run"). The run's writer lease is
             # held by MaxText's trainer alone (workloads/trainer/lease.py, around MaxText's save call); a team's own
             # loop saves through ray.train.report, which nothing guards, so two copies could write one run's
             # checkpoints. Refused rather than run unguarded.
-            fail(_ns(f"jobs[{k}].trainer"), j.trainer.script, "a job queued through the multi-region manager may "
-                 "run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; name the "
-                 f"region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
-    return build_views(spec, fail, context)
+            fail(_ns(f"jobs[{k}].trainer.script"), j.trainer.script, "a job queued through the multi-region "
+                 "manager may run twice after a re-dispatch, and only MaxText's trainer holds the run's writer lease; "
+                 f"name the region whose cluster runs it (allowed: {', '.join(listed)}), or run MaxText")
+    queued = [k for k, j in enumerate(spec.jobs) if through_manager(j) and j.trainer is None]
+    if spec.unverified.multi_tier_checkpointing and queued:
+        # The writer lease guards MaxText's save call with Orbax's own decision, taken once and pinned for that
+        # call (workloads/trainer/lease.py save_decided_once). Under enable_multi_tier_checkpointing MaxText saves
+        # through Orbax's ReplicatorCheckpointManager instead (maxtext 0.2.1 utils/train_utils.py:43), which hands
+        # the save to an inner manager that decides again (orbax-checkpoint 0.12.8,
+        # orbax/checkpoint/experimental/emergency/multi_tier_checkpointing/replicator_checkpoint_manager.py:403
+        # "if not force and not self.should_save(step): return False", then :425 "saved = self._impl.save(", _impl
+        # an orbax CheckpointManager (:323) whose save asks should_save again, checkpoint_manager.py:1417); Orbax's
+        # emergency CheckpointManager likewise hands it to its persistent and local managers
+        # (experimental/emergency/checkpoint_manager.py:807, :825). And the bucket is written by GKE's replicator,
+        # not the trainer: "This class assumes that an independent service is responsible for reflecting any
+        # checkpoints saved in local storage (e.g. RAMFS) to a persistent global storage (e.g. GCS)"
+        # (replicator_checkpoint_manager.py:774-776), outside any lease of ours. So after a re-dispatch two copies
+        # could write one run's checkpoints: refused for a job the manager queues, as a team's own trainer is.
+        jobs_ = ", ".join(f"{spec.jobs[k].name} ({_ns(f'jobs[{k}]')})" for k in queued)
+        fail(_ns("unverified.multiTierCheckpointing"), True, "multi-tier checkpointing saves outside the run's "
+             "writer lease (Orbax's replicator manager decides each save again and GKE's replicator backs up to "
+             f"the bucket), and {jobs_} {'is' if len(queued) == 1 else 'are'} queued through the multi-region "
+             "manager, which may run a job twice after a re-dispatch; allowed: false, or name the region whose "
+             f"cluster runs each ({_ns('jobs[].region')}: {', '.join(listed)})")
+
+
+def through_manager(job) -> bool:
+    """The manager's MultiKueue dispatches this job (and may re-dispatch it): queued, no region named, not elastic
+    (an elastic job without a region is refused above)."""
+    return job.region is None and job.queued and not job.elastic
 
 
 def bucket_place(spec: StackSpec, fail) -> None:
@@ -114,7 +148,7 @@ def bucket_place(spec: StackSpec, fail) -> None:
 def build_views(spec: StackSpec, fail, context: dict[str, Any]) -> StackSpec:
     """Each region as a resolved single-region view (:func:`stackspec.defaults.view`) running its own jobs and the
     queued ones it fits, checked as a single-region stack; ``spec`` holding them."""
-    queued = [k for k, j in enumerate(spec.jobs) if j.region is None and j.queued and not j.elastic]
+    queued = [k for k, j in enumerate(spec.jobs) if through_manager(j)]
     misfit: dict[int, list[tuple[int, Problem]]] = {k: [] for k in queued}
 
     def view(i: int, r: RegionSite, ks: list[int]) -> tuple[StackSpec | None, list[tuple[int | None, Problem]]]:

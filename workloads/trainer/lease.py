@@ -81,6 +81,10 @@ TRANSIENT_STATUS = frozenset({408, 429})
 # variable python-storage reads, google/cloud/storage/_helpers.py ``STORAGE_EMULATOR_ENV_VAR``): the tests' emulator.
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 METADATA_TOKEN = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+# A pending save checks this often whether its driver's own wait for the lease ended in an error (a permanent
+# storage error, a 403 say): the workers then fail at once with it instead of waiting out the job's deadline.
+DRIVER_CHECK_S = 1.0
+ERROR_CHARS = 300  # Cloud Storage's own message for a refused request, carried in the error
 
 
 class LeaseError(RuntimeError):
@@ -101,6 +105,16 @@ class PreconditionFailed(Exception):
 
 class TransientError(LeaseError):
     """A request that may succeed if sent again (HTTP 408, 429, 5xx, a socket timeout, a dropped connection)."""
+
+
+def refusal(status: int, body: bytes) -> str:
+    """``HTTP <status>`` and Cloud Storage's own message for it (the JSON API's ``{"error": {"code", "message"}}``,
+    https://cloud.google.com/storage/docs/json_api/v1/status-codes): a 403 says which permission is missing."""
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = body.decode("utf-8", "replace").strip()
+    return f"HTTP {status}" + (f": {message[:ERROR_CHARS]}" if message else "")
 
 
 def transient_status(status: int) -> bool:
@@ -217,7 +231,7 @@ class GcsStore:
         if status == 404:
             return None
         if status != 200:
-            raise LeaseError(f"gs://{self.bucket}/{key}: read answered HTTP {status}")
+            raise LeaseError(f"gs://{self.bucket}/{key}: read answered {refusal(status, body)}")
         try:
             return json.loads(body), int(headers["x-goog-generation"])
         except (ValueError, KeyError, TypeError) as e:  # a reply cut short mid-body
@@ -234,7 +248,7 @@ class GcsStore:
         if status == 412:
             raise PreconditionFailed(f"gs://{self.bucket}/{key}: generation is not {if_generation_match}")
         if status != 200:
-            raise LeaseError(f"gs://{self.bucket}/{key}: write answered HTTP {status}")
+            raise LeaseError(f"gs://{self.bucket}/{key}: write answered {refusal(status, raw)}")
         return int(json.loads(raw)["generation"])
 
 
@@ -316,6 +330,16 @@ class Lease:
     emulator: str | None = None
     wait_until: float = 0.0  # pending: a save waits for the driver's lease until then (the driver's own wait)
     poll_s: float = 10.0  # pending: how often that wait reads the lease
+    # Pending: the driver's error when its own wait for the lease ended in one (None meanwhile), read every
+    # DRIVER_CHECK_S of the wait. Only the driver writes the lease, so a driver that gave up (a permanent storage
+    # error: no permission to write, say) would otherwise leave its workers reading a lease that never becomes
+    # theirs until the deadline, then refusing with LeaseHeld, which names the wrong cause.
+    driver_error: Callable[[], str | None] | None = field(default=None, compare=False)
+
+    def _driver_gave_up(self) -> None:
+        if self.driver_error is not None and (error := self.driver_error()):
+            raise LeaseError(f"{self.location}: this copy's driver could not take the lease ({error}): no save "
+                             "without it")
 
     def _await_holder(self, now: Callable[[], float], sleep: Callable[[float], None]) -> None:
         """Pending: wait until the lease names this holder (the driver took it), then hold its epoch. Never a write:
@@ -330,11 +354,15 @@ class Lease:
             if found is not None and found[0]["holder"] == self.holder:
                 self.epoch = found[0]["epoch"]
                 return
+            self._driver_gave_up()
             if now() >= self.wait_until:
                 held = found[0] if found is not None else {}
                 raise LeaseHeld(f"{self.location}: still held by {held.get('holder', '?')} (epoch "
                                 f"{held.get('epoch')}); this copy's driver did not take it in time: no save without it")
-            sleep(self.poll_s)
+            next_read = now() + self.poll_s
+            while (left := next_read - now()) > 0:
+                sleep(min(left, DRIVER_CHECK_S))
+                self._driver_gave_up()
 
     def check(self, now: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
         if self.epoch is None:
@@ -383,12 +411,15 @@ class WriterLease:
         return Lease(self.location, self.holder, self.epoch, self.save_budget_s, read_retry_s=self.ttl_s / 3,
                      emulator=os.environ.get(EMULATOR_ENV))
 
-    def pending(self, wait_s: float, poll_s: float | None = None) -> Lease:
+    def pending(self, wait_s: float, poll_s: float | None = None,
+                driver_error: Callable[[], str | None] | None = None) -> Lease:
         """The workers' token before this copy holds the lease (:meth:`acquire_in_background`): their first save
-        that writes waits until the lease names this holder, at most ``wait_s`` from now."""
+        that writes waits until the lease names this holder, at most ``wait_s`` from now, or until
+        ``driver_error()`` names the error that ended the driver's wait (the driver publishes it from
+        ``acquire_in_background``'s ``on_done``; the trainer passes it through Ray)."""
         return Lease(self.location, self.holder, None, self.save_budget_s, read_retry_s=self.ttl_s / 3,
                      emulator=os.environ.get(EMULATOR_ENV), wait_until=self.clock() + wait_s,
-                     poll_s=poll_s if poll_s is not None else min(10.0, self.ttl_s / 10))
+                     poll_s=poll_s if poll_s is not None else min(10.0, self.ttl_s / 10), driver_error=driver_error)
 
     def acquire_in_background(self, wait_s: float, on_done: Callable[[LeaseError | None, float], None],
                               poll_s: float | None = None) -> threading.Thread:
