@@ -88,8 +88,22 @@ class PackProcess:
                 message = d.message.removeprefix(descriptions[d.policyName]).removeprefix("\n")
                 out.add((d.policyName, d.urn or default_urn, message, LEVELS[d.enforcementLevel]))
 
+        by_urn = {r.urn: r for r in rendering.resources}
+
+        def provider(r: engine.Resource) -> proto.AnalyzerProviderResource | None:
+            """The explicit provider a resource is created through, as the engine names it (a multi-cluster stack's
+            rules tell its clusters' Kubernetes objects apart by it: pulumi_policy's ``PolicyResource.provider``)."""
+            if not r.provider_urn:
+                return None
+            urn = r.provider_urn
+            p = by_urn.get(urn)
+            return proto.AnalyzerProviderResource(
+                type=urn.split("::")[2].rpartition("$")[2], urn=urn, name=urn.rpartition("::")[2],
+                properties=_struct(p.inputs if p else {}))
+
         for r in custom:
-            request = proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+            request = proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
+                                           provider=provider(r))
             # A resource this process was already sent, byte for byte, under the same Configure: its answer again.
             # The pack keeps nothing between calls (pulumi_policy 1.21.0 policy.py ``Analyze`` reads the request,
             # the config Configure stored and the stack config from PULUMI_CONFIG, fixed for the process), so the
@@ -102,7 +116,7 @@ class PackProcess:
             take(self.answers[key], r.urn)
         # As the engine sends them: each resource with the URNs it waits for (stack rules read them).
         resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
-                                            dependencies=list(r.dependencies))
+                                            dependencies=list(r.dependencies), provider=provider(r))
                      for r in custom]
         take(self.stub.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources)).diagnostics, "")
         return out
@@ -175,6 +189,8 @@ CASES = {
             controlPlaneEndpointsConfig={"ipEndpointsConfig": {"enabled": True}},
             privateClusterConfig={"enablePrivateNodes": False},
             masterAuthorizedNetworksConfig={"cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]})), None),
+    # Several clusters, each through its own Kubernetes provider, MultiKueue between them.
+    "multi": ("multi", None, None),
     "dev, mutable image (allowed in dev)": ("dev", None, {"no-mutable-images-in-prod": "mandatory"}),
     "prod, region not allowed": ("prod", None, {"allowed-locations": {"allowedRegions": ["europe-west4"]}}),
     "prod, reserved range overlapping a subnet": (
