@@ -88,8 +88,22 @@ class PackProcess:
                 message = d.message.removeprefix(descriptions[d.policyName]).removeprefix("\n")
                 out.add((d.policyName, d.urn or default_urn, message, LEVELS[d.enforcementLevel]))
 
+        by_urn = {r.urn: r for r in rendering.resources}
+
+        def provider(r: engine.Resource) -> proto.AnalyzerProviderResource | None:
+            """The explicit provider a resource is created through, as the engine names it (a multi-cluster stack's
+            rules tell its clusters' Kubernetes objects apart by it: pulumi_policy's ``PolicyResource.provider``)."""
+            if not r.provider_urn:
+                return None
+            urn = r.provider_urn
+            p = by_urn.get(urn)
+            return proto.AnalyzerProviderResource(
+                type=urn.split("::")[2].rpartition("$")[2], urn=urn, name=urn.rpartition("::")[2],
+                properties=_struct(p.inputs if p else {}))
+
         for r in custom:
-            request = proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name)
+            request = proto.AnalyzeRequest(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
+                                           provider=provider(r))
             # A resource this process was already sent, byte for byte, under the same Configure: its answer again.
             # The pack keeps nothing between calls (pulumi_policy 1.21.0 policy.py ``Analyze`` reads the request,
             # the config Configure stored and the stack config from PULUMI_CONFIG, fixed for the process), so the
@@ -102,7 +116,7 @@ class PackProcess:
             take(self.answers[key], r.urn)
         # As the engine sends them: each resource with the URNs it waits for (stack rules read them).
         resources = [proto.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
-                                            dependencies=list(r.dependencies))
+                                            dependencies=list(r.dependencies), provider=provider(r))
                      for r in custom]
         take(self.stub.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources)).diagnostics, "")
         return out
@@ -175,6 +189,8 @@ CASES = {
             controlPlaneEndpointsConfig={"ipEndpointsConfig": {"enabled": True}},
             privateClusterConfig={"enablePrivateNodes": False},
             masterAuthorizedNetworksConfig={"cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]})), None),
+    # Several clusters, each through its own Kubernetes provider, MultiKueue between them.
+    "multi": ("multi", None, None),
     "dev, mutable image (allowed in dev)": ("dev", None, {"no-mutable-images-in-prod": "mandatory"}),
     "prod, region not allowed": ("prod", None, {"allowed-locations": {"allowedRegions": ["europe-west4"]}}),
     "prod, reserved range overlapping a subnet": (
@@ -258,3 +274,81 @@ def test_known_reads_the_proxies_as_reading_through_them_does():
 def test_the_pack_reads_the_environment_through_the_model():
     for value, expected in (("dev", "dev"), ("prod", "prod"), ("staging", None), (None, None)):
         assert stack_spec.environment_of({f"{stack_spec.PROJECT}:environment": value}) == expected
+
+
+_SENTINELS = (proxy.UNKNOWN_BOOLEAN_VALUE, proxy.UNKNOWN_NUMBER_VALUE, proxy.UNKNOWN_STRING_VALUE,
+              proxy.UNKNOWN_ARRAY_VALUE, proxy.UNKNOWN_ASSET_VALUE, proxy.UNKNOWN_ARCHIVE_VALUE,
+              proxy.UNKNOWN_OBJECT_VALUE)
+
+
+def _with_unknowns(value: Any, counter: list[int], every: int = 5) -> tuple[Any, Any]:
+    """(``value`` as a preview's planned outputs: every ``every``-th value at any depth replaced by an unknown
+    sentinel (none if 0), an unknown added to every mapping and spliced into every list; the same without them, as
+    the rules must see it)."""
+    def sentinel() -> str:
+        counter[0] += 1
+        return _SENTINELS[counter[0] % len(_SENTINELS)]
+
+    if isinstance(value, dict):
+        sent, seen = {"plannedOutput": sentinel()}, {}
+        for k, v in value.items():
+            counter[0] += 1
+            if every and counter[0] % every == 0:
+                sent[k] = sentinel()
+                continue
+            sent[k], seen[k] = _with_unknowns(v, counter, every)
+        return sent, seen
+    if isinstance(value, list):
+        sent, seen = [sentinel()], []
+        for v in value:
+            counter[0] += 1
+            if every and counter[0] % every == 0:
+                sent.append(sentinel())
+                continue
+            s, k = _with_unknowns(v, counter, every)
+            sent.append(s)
+            seen.append(k)
+        sent.append(sentinel())
+        return sent, seen
+    return value, value
+
+
+def _unknowns_sent(base: engine.Rendering, every: int) -> tuple[engine.Rendering, engine.Rendering]:
+    sent, seen = copy.copy(base), copy.copy(base)
+    sent.resources, seen.resources, counter = [], [], [0]
+    for r in base.resources:
+        a, b = copy.copy(r), copy.copy(r)
+        if r.custom:
+            a.inputs, b.inputs = _with_unknowns(r.inputs, counter, every)
+        sent.resources.append(a)
+        seen.resources.append(b)
+    return sent, seen
+
+
+def test_the_pack_leaves_out_unknowns_at_any_depth(packs):
+    """The public path of ``known`` (which reads pulumi_policy's proxies' private containers): the real pack process
+    sent, over gRPC, resources whose values at every depth are unknown sentinels (a first preview's computed outputs,
+    in mappings, in lists, in lists inside mappings) judges them as offline evaluation judges the same resources
+    without those values, no rule skipped ("can't run policy" diagnostics would differ), on a broken stack too."""
+    base = _mutate(_mutate(rendered("prod"), "gcp:storage/bucket:Bucket",
+                           lambda i: i.update(publicAccessPrevention="inherited")),
+                   "kubernetes:ray.io/v1:RayJob", _broken_worker)  # read through lists: workerGroupSpecs[0]
+    sent, seen = _unknowns_sent(base, 5)
+    pack = pack_for(packs, "prod", engine.stack_config("prod"))
+    pack.configure({})
+    online = pack.verdict(sent)
+    assert online == offline_verdict(seen)
+    assert any(level == "mandatory" for *_, level in online)
+    assert online != offline_verdict(base)  # the unknowns changed what the rules judge
+
+
+def test_the_pack_leaves_out_unknowns_spliced_into_lists(packs):
+    """prod with an unknown spliced into every list and added to every mapping, no value replaced: the pack's
+    verdict is the offline verdict of the stack as it is. An unknown left in a list reaches the rules as a string
+    where they read a range (a subnet's, a firewall's: ``ipaddress`` raises, the pack's Analyze fails)."""
+    base = rendered("prod")
+    sent, seen = _unknowns_sent(base, 0)
+    assert [r.inputs for r in seen.resources] == [r.inputs for r in base.resources]
+    pack = pack_for(packs, "prod", engine.stack_config("prod"))
+    pack.configure({})
+    assert pack.verdict(sent) == offline_verdict(base)
