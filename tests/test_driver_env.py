@@ -147,3 +147,29 @@ def test_the_rayjobs_driver_on_the_cluster_runs_with_rays_log_deduplication_off(
                                "print(c.RAY_DEDUP_LOGS)"], env=ours | dict(env), capture_output=True, text=True,
                               check=True, timeout=120)
         assert read.stdout.strip() == "False", (jobs, env, read.stdout)
+
+
+def test_only_rays_own_mark_at_a_lines_end_is_a_fold():
+    """Ray appends its mark at the end of the line it prints for several (DedupState.formatted: the line, then
+    " [repeated Nx across cluster]", its one-time hint and colour codes). The same words inside a line, e.g. the
+    error text a progress event carries (spare_refused, precompile_failed) quoting another log, are not a fold:
+    the verdict would blame Ray's deduplication for a run it did not touch."""
+    from ray._private.ray_logging import DedupState
+
+    from drills.train_log import is_folded
+
+    step = f'{PROGRESS} {{"event": "step", "step": 3, "t": 1.0, "rank": 0}}'
+    for hint in (True, False):  # Ray's hint comes with the first folded line only (log_once)
+        from ray._private import ray_logging
+
+        ray_logging.log_once = (lambda _key, on=hint: on)
+        try:
+            assert is_folded(f"(RayTrainWorker pid=7) {DedupState(0, 3, step, {}, set()).formatted()}\n")
+        finally:
+            from ray.util.debug import log_once
+
+            ray_logging.log_once = log_once
+    quoted = json.dumps({"event": "spare_refused", "t": 1.0, "rank": 0,
+                         "error": "UNAVAILABLE: (raylet) worker died [repeated 2x across cluster] at start"})
+    assert not is_folded(f"(RayTrainWorker pid=7) {PROGRESS} {quoted}")
+    assert not is_folded("completed step: 4, note: [repeated 2x across cluster] is Ray's mark, loss: 7.1")
