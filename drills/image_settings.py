@@ -68,7 +68,7 @@ def image_settings(spec: StackSpec, job: Job) -> list[tuple[str, str, str]]:
     setting the cluster's workers or trainer get that a local run does not."""
     import shlex
 
-    from workloads.manifests import _worker_env, entrypoint
+    from workloads.manifests import DRIVER_ENV, _worker_env, entrypoint
     from workloads.trainer_args import trainer_argv
 
     # A dedicated job's own trainer image replaces the stack's on its Ray containers (custom_trainer_args.with_image).
@@ -82,6 +82,8 @@ def image_settings(spec: StackSpec, job: Job) -> list[tuple[str, str, str]]:
         out.append(("image.streaming", str(spec.image.streaming), "not applied: GKE image streaming (node pools)"))
     for e in _worker_env(spec, job.slices):
         out.append((e["name"], e["value"], WORKER_ENV.get(e["name"], UNKNOWN)))
+    for name, value in DRIVER_ENV.items():  # the head's, for the RayJob's driver
+        out.append((name, value, "applied: the local drill's driver runs with it too (drills.local_train)"))
     # The RayJob's own entrypoint (past "python <script>"): its flags too, not only trainer_argv's. A flag or setting
     # the local argv lacks, or gives another value (hosts, chips, paths), is reported.
     cluster_flags, cluster_settings = _settings(shlex.split(entrypoint(spec, job))[2:])

@@ -23,6 +23,7 @@ from drills.localray import LocalRayCluster, deferred_interrupts
 from drills.train_log import folded_problem, is_folded
 from stackspec import spec as stack_spec
 from stackspec.spec import Job, StackSpec
+from workloads.manifests import DRIVER_ENV
 from workloads.trainer.maxtext_trainer import PROGRESS as _PROGRESS
 from workloads.trainer.maxtext_trainer import RESULT as _RESULT
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
@@ -115,11 +116,11 @@ def start_driver(
     proc = subprocess.Popen(
         [sys.executable, "-u", str(TRAINER_SCRIPT), *argv],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        # RAY_DEDUP_LOGS=0: the driver folds lines from its workers that differ only in numbers within 5 s into one
-        # "[repeated Nx across cluster]" (Ray's log deduplication, on by default; the driver's own log says "Set
-        # RAY_DEDUP_LOGS=0 to disable log deduplication"): the progress lines read here are exactly such lines, and
-        # a restarted worker's step lines were folded (37 of about 175 reached the drill, 2026-11-28).
-        env=cluster.env | (env or {}) | {"PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"}, cwd=cluster.run_dir,
+        # DRIVER_ENV (RAY_DEDUP_LOGS=0), as the RayJob's head gives its driver: the driver folds lines from its
+        # workers that differ only in numbers within 5 s into one "[repeated Nx across cluster]" (Ray's log
+        # deduplication, on by default): the progress lines read here are exactly such lines, and a restarted
+        # worker's step lines were folded (37 of about 175 reached the drill, 2026-11-28).
+        env=cluster.env | (env or {}) | {"PYTHONUNBUFFERED": "1"} | DRIVER_ENV, cwd=cluster.run_dir,
         start_new_session=True, text=True, errors="replace",
     )
     run = DriverRun(proc, log)

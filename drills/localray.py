@@ -437,8 +437,12 @@ class LocalRayCluster:
         client of a token cluster; that process sends it as Ray's own clients do (maxtext_trainer.prestart_workers).
         A refusal is kept in ``spares_refused`` and printed, for the drill's report."""
         count = HEAD_SPARES if node.name == "head" else self.spares
-        code = ("import sys\nfrom workloads.trainer.maxtext_trainer import prestart_workers\n"
-                "prestart_workers(sys.argv[1], None, int(sys.argv[2]))\n")
+        # A refusal's status and reason on its own last line, as the trainer reports its workers' (a gRPC error's
+        # repr spans lines and ends with ">", which said nothing in the report).
+        code = ("import sys, grpc\nfrom workloads.trainer.maxtext_trainer import prestart_workers\n"
+                "try:\n    prestart_workers(sys.argv[1], None, int(sys.argv[2]))\n"
+                "except grpc.RpcError as e:\n"
+                "    sys.exit(f'{e.code().name}: {e.details()}' if hasattr(e, 'code') else str(e))\n")
         root = Path(__file__).resolve().parents[1]
         env = self.env | {"PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
         env.pop("RAY_ADDRESS", None)

@@ -221,6 +221,18 @@ def judge(*, period: int, committed_at_kill: list[int], in_flight_at_kill: list[
     return problems, figures | {"steps lost": lost}
 
 
+def stack_standby(job) -> str:
+    """What stands in region B before a dispatch, as the stack renders ``job``: a standing RayCluster (``up`` or
+    ``warm``) only for a job on the shared cluster; a dedicated RayJob brings its own, which KubeRay creates once
+    the RayJob exists in B (ray-operator/controllers/ray/rayjob_controller.go, Initializing:
+    getOrCreateRayClusterInstance), and MultiKueue creates it there only at the dispatch (kueue
+    pkg/controller/jobs/rayjob/rayjob_multikueue_adapter.go SyncJob): ``cold`` is what such a job meets."""
+    if job.cluster == "shared":
+        return "up: the stack's shared RayCluster stands in each region (warm with unverified.warmSpares)"
+    return ("cold: the job's RayJob brings its own RayCluster, created in region B at the dispatch; an up or warm "
+            "standby is a shared RayCluster this job does not use")
+
+
 def gcs_reachable(address: str, timeout: float = 0.2) -> bool:
     """Whether a Ray head's GCS accepts a connection (the manager's view of a region)."""
     host, _, port = address.rpartition(":")
@@ -531,6 +543,7 @@ class RegionLossDrill:
                        "standby": o.standby + {"warm": " (cluster up, spare workers with MaxText imported)",
                                                "up": " (cluster up, the job submitted at the dispatch)",
                                                "cold": " (cluster started after the loss)"}[o.standby],
+                       "standby the stack renders": stack_standby(self.job),
                        "slices": f"{a.workers} -> {b.workers}",
                        "run name (both regions)": self.job.run_name,
                        "checkpoints committed at the loss": committed_at_kill,

@@ -37,7 +37,10 @@ PROGRESS_PREFIX = PROGRESS + " "  # the trainer owns its protocol
 # back, and every 5 s one of them is printed with DedupState.formatted's " [repeated Nx across cluster]" (in
 # colour). Every trainer step line is such a line, so a stream carrying the mark lost lines it would count.
 # Only RAY_DEDUP_LOGS=0 in the driver's environment turns it off (ray/_private/ray_constants.py, read at import).
-FOLDED = re.compile(r"\[repeated \d+x across cluster\]")
+# The mark ends the line (DedupState.formatted: the line + _color(mark + _warn_once()), the hint only the first
+# time): the same words inside a line (an event's error text quoting another log) are not a fold.
+FOLDED = re.compile(r" \[repeated \d+x across cluster\]"
+                    r"(?: \(Ray deduplicates logs by default\.[^\n]*\))?(?:\x1b\[[0-9;]*m)*\s*$")
 
 
 def is_folded(text: str) -> bool:

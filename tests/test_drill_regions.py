@@ -310,3 +310,20 @@ def test_every_rank_of_region_bs_group_is_judged():
     # A line from before the dispatch (region A's, or an earlier start) is not region B's restart.
     verdict, _ = restart_on_standby_spares([UP_READY | {"t_up": 970.0}], 1, LOSS_READY, LOSS_READY + 0.1, 980.0)
     assert verdict is None
+
+
+def test_the_report_says_which_standby_the_stack_renders_for_the_job():
+    """Region B standing before the job (``up``/``warm``) is what a job on the shared RayCluster meets; a dedicated
+    RayJob's cluster is created in B only once MultiKueue dispatches it there: its standby is ``cold``, and a warm
+    standby's figure is not the stack's own (every RayJob of the multi-region stack is dedicated)."""
+    from drills.regions import stack_standby
+    from workloads import manifests
+
+    dev = _spec("dev")
+    shared = dev.drill_job(None)
+    assert shared.cluster == "shared" and stack_standby(shared).startswith("up:")
+    multi = _spec("multi")
+    for view in multi.region_views():
+        for job in view.jobs:
+            dedicated = "rayClusterSpec" in manifests.ray_job(view, job)["spec"]
+            assert stack_standby(job).startswith("cold:" if dedicated else "up:"), job.name

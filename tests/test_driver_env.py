@@ -114,3 +114,62 @@ def test_a_local_drill_fails_on_a_driver_stream_ray_folded(tmp_path, monkeypatch
     assert drill.drivers[0].wait(timeout=60) == 0
     problems = drill._folded_problems()
     assert len(problems) == 1 and "RAY_DEDUP_LOGS=0" in problems[0] and "driver-0.log" in problems[0]
+
+
+def test_the_rayjobs_driver_on_the_cluster_runs_with_rays_log_deduplication_off():
+    """The cluster drill reads the RayJob's driver log, and refuses it folded: the driver must run with
+    RAY_DEDUP_LOGS=0 there too. Ray 2.60's JobSupervisor (a worker process the head's raylet starts from the head
+    container's environment) runs the entrypoint with a copy of its own environment (job_supervisor.py:
+    ``env = os.environ.copy()``); that environment, as each stack renders it (every RayJob: its own cluster's head or
+    the shared RayCluster's), given to a real Python importing Ray's constants, must read deduplication off. Not
+    through the RayJob's runtime env: every actor without one of its own inherits it, and the warm spares serve
+    only workers with none."""
+    import subprocess
+    import sys
+
+    from offline import engine
+    from stackspec import spec as stack_spec
+    from workloads import manifests
+
+    heads = {}
+    for stack in ("dev", "prod", "multi", "team-eu"):
+        spec = stack_spec.load(stack, engine.stack_config(stack))
+        for view, job in [(v, j) for v in spec.region_views() for j in v.jobs]:
+            rayjob = manifests.ray_job(view, job)
+            assert "runtimeEnvYAML" not in rayjob["spec"], (stack, job.name)
+            cluster = rayjob["spec"].get("rayClusterSpec") or manifests.ray_cluster(view)["spec"]
+            [head] = cluster["headGroupSpec"]["template"]["spec"]["containers"]
+            env = tuple(sorted((e["name"], e["value"]) for e in head.get("env", [])))
+            heads.setdefault(env, []).append(f"{stack}/{job.name}")
+    for env, jobs in heads.items():
+        ours = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # Ray's default where unset
+        read = subprocess.run([sys.executable, "-c", "from ray._private import ray_constants as c\n"
+                               "print(c.RAY_DEDUP_LOGS)"], env=ours | dict(env), capture_output=True, text=True,
+                              check=True, timeout=120)
+        assert read.stdout.strip() == "False", (jobs, env, read.stdout)
+
+
+def test_only_rays_own_mark_at_a_lines_end_is_a_fold():
+    """Ray appends its mark at the end of the line it prints for several (DedupState.formatted: the line, then
+    " [repeated Nx across cluster]", its one-time hint and colour codes). The same words inside a line, e.g. the
+    error text a progress event carries (spare_refused, precompile_failed) quoting another log, are not a fold:
+    the verdict would blame Ray's deduplication for a run it did not touch."""
+    from ray._private.ray_logging import DedupState
+
+    from drills.train_log import is_folded
+
+    step = f'{PROGRESS} {{"event": "step", "step": 3, "t": 1.0, "rank": 0}}'
+    for hint in (True, False):  # Ray's hint comes with the first folded line only (log_once)
+        from ray._private import ray_logging
+
+        ray_logging.log_once = (lambda _key, on=hint: on)
+        try:
+            assert is_folded(f"(RayTrainWorker pid=7) {DedupState(0, 3, step, {}, set()).formatted()}\n")
+        finally:
+            from ray.util.debug import log_once
+
+            ray_logging.log_once = log_once
+    quoted = json.dumps({"event": "spare_refused", "t": 1.0, "rank": 0,
+                         "error": "UNAVAILABLE: (raylet) worker died [repeated 2x across cluster] at start"})
+    assert not is_folded(f"(RayTrainWorker pid=7) {PROGRESS} {quoted}")
+    assert not is_folded("completed step: 4, note: [repeated 2x across cluster] is Ray's mark, loss: 7.1")

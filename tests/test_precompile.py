@@ -4,11 +4,13 @@ A two-slice local job that loses one slice restarts on one worker; while the fir
 MaxText's train step for that one-worker shape in a process of its own, into the persistent compilation cache the
 restart reads. Its errors must reach the drill's report, not only the worker's log: the trainer turns a failed
 precompile into a ``precompile_failed`` progress event (``watch_precompile``), which fails the drill and shows in
-its figures. The real compile on the tiny CPU model runs in the warm-spare drill (tests/test_drill_warm_spares.py).
+its figures. The slow test runs the real compile on the tiny CPU model into an empty cache.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -65,8 +67,16 @@ def test_a_failed_precompile_fails_the_drill_and_shows_in_its_figures(tmp_path):
     assert drill.report.figures["restart shape's train step precompiled (s)"].startswith("failed (exit 1: ")
 
 
-# The real compile on the tiny CPU model (maxtext_trainer._precompile, exit 0, its "precompiled" line) is proven by the
-# warm-spare drill's real run (tests/test_drill_warm_spares.py): its two-worker job starts this same precompile after
-# its first step, the drill waits for its "precompiled" line before the kill, and the test asserts its time in the
-# figures and a passing report (a failed precompile fails it, above). A standalone compile here cost 60-120 s of a
-# worker's wall time for nothing more.
+@pytest.mark.slow
+def test_the_precompile_fills_the_cache_the_one_worker_restart_reads(tmp_path, capfd):
+    """The real thing on the tiny CPU model: the process compiles the one-worker train step, says so on its progress
+    line and leaves entries in the run's persistent compilation cache; it exits 0, so the watcher reports nothing.
+    The warm-spare drill runs this precompile too, but into the session's shared cache, which earlier runs filled:
+    only here does an empty cache show what the precompile itself wrote. (Mutation, 2026-11-28: the precompile's
+    argv without the run's jax_cache_dir, so it compiles into MaxText's default cache: this test fails, while the
+    drill, whose figure is only the compile's time, would still pass with a restart that finds nothing.)"""
+    base = os.path.join(importlib.util.find_spec("maxtext").submodule_search_locations[0], "configs", "base.yml")
+    proc = mt.precompile_restart_shape(_argv(tmp_path, base), 1)
+    assert _watch(proc) == [] and proc.returncode == 0
+    assert f'{mt.PROGRESS} {{"event": "precompiled"' in capfd.readouterr().out
+    assert any((tmp_path / "jax-cache").iterdir()), "nothing written to the persistent compilation cache"

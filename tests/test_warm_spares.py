@@ -214,3 +214,45 @@ def test_the_cluster_opt_in_without_the_stacks_own_image_is_refused_by_name():
     with pytest.raises(SpecError) as e:
         stack_spec.load("prod", opt_in(engine.stack_config("prod"), "warmSpares"))
     assert "unverified.warmSpares" in str(e.value) and "own worker image" in str(e.value)
+
+
+TOKEN_RAYLET = textwrap.dedent("""
+    # Ray's own server with the authentication interceptor its servers get under token auth; serves until stdin ends.
+    import sys
+    from ray._private.grpc_utils import create_grpc_server_with_interceptors
+    from ray.core.generated import node_manager_pb2, node_manager_pb2_grpc
+
+    class Raylet(node_manager_pb2_grpc.NodeManagerServiceServicer):
+        def PrestartWorkers(self, request, context):
+            return node_manager_pb2.PrestartWorkersReply()
+
+    server = create_grpc_server_with_interceptors(max_workers=1)
+    node_manager_pb2_grpc.add_NodeManagerServiceServicer_to_server(Raylet(), server)
+    print(server.add_insecure_port('127.0.0.1:0'), flush=True)
+    server.start()
+    sys.stdin.read()
+    server.stop(None)
+""")
+
+
+def test_a_nodes_refused_spares_are_reported_with_the_raylets_reason():
+    """A warm node whose raylet refuses its start-up spares (here: a token the server does not hold) is reported in
+    the drill's figures with the raylet's status and reason, not the last line of a gRPC error's repr (``>``)."""
+    from types import SimpleNamespace
+
+    from drills.localray import LocalRayCluster
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"PYTHONPATH": str(ROOT)}
+    raylet = subprocess.Popen([sys.executable, "-c", TOKEN_RAYLET], env=env | {
+        "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "a1" * 32}, cwd=ROOT, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(raylet.stdout.readline())
+        cluster = SimpleNamespace(env=env | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "b2" * 32}, spares=1,
+                                  spares_refused=[])
+        LocalRayCluster._prestart_spares(cluster, SimpleNamespace(name="slice-0", ports={"node_manager": port}))
+    finally:
+        raylet.stdin.close()
+        raylet.wait(timeout=30)
+    [(node, error)] = cluster.spares_refused
+    assert node == "slice-0" and error.startswith("UNAUTHENTICATED: ") and "token" in error, error

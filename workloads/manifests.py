@@ -87,6 +87,16 @@ IMAGE_PULL_POLICY = "Always"
 # stand-in (stackspec PLACEHOLDER_IMAGE_DIGEST): no registry holds it; `pulumi up` refuses it in prod.
 IMAGE_DIGEST_ANNOTATION = f"{PART_OF}/worker-image-digest"
 # KubeRay's default submitter container, made explicit so the submitter runs the same image by digest.
+# The RayJob's driver (its entrypoint) runs on the head: Ray 2.60's JobSupervisor, a worker process the head's raylet
+# starts from the container's environment, runs it with a copy of its own (ray/dashboard/modules/job/
+# job_supervisor.py: `env = os.environ.copy()`, then Popen(entrypoint, shell=True, env=env)). With Ray's log
+# deduplication on (ray/_private/ray_constants.py RAY_DEDUP_LOGS, default on, read at import) that driver folds its
+# workers' lines that differ only in numbers (every step line of every host) into one "[repeated Nx across
+# cluster]", and the drills refuse such a log (drills.train_log.FOLDED). Set on the head's container, not in the
+# RayJob's runtimeEnvYAML: a job's runtime env is inherited by every actor that has none of its own (Ray Train's
+# controller and workers), and the warm spares serve only workers with no runtime env (maxtext_trainer.
+# controller_without_runtime_env); nor in the entrypoint, whose `python <script> ...` shape policies parse.
+DRIVER_ENV = {"RAY_DEDUP_LOGS": "0"}
 SUBMITTER_CONTAINER = "ray-job-submitter"
 SUBMITTER_RESOURCES = machines.SUBMITTER_RESOURCES  # counted against the system pool by the spec
 
@@ -272,6 +282,7 @@ def _head_group(spec: StackSpec) -> dict[str, Any]:
                         "name": "ray-head",
                         "image": spec.worker_image,
                         "imagePullPolicy": IMAGE_PULL_POLICY,
+                        "env": [{"name": k, "value": v} for k, v in DRIVER_ENV.items()],
                         "ports": [*({"containerPort": port, "name": n} for n, port in HEAD_PORTS),
                                   _metrics_port(spec)],
                         "resources": {
