@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import typing
 from collections import abc
 from enum import Enum
@@ -261,7 +262,7 @@ def _unwrap_optional(typ):
 def translates(value: Any, typ) -> bool:
     """Whether ``rpc.translate_output_properties(value, _same, typ, True)`` (``rpc.py:1250-1420``) succeeds for
     certain: the same walk, building nothing. Plain values only (dicts, lists, strings, numbers, booleans, ``None``);
-    False for a secret, an unknown, a discriminated union, a dict where the type wants no dict, a list where it
+    False for a secret, an unknown, a discriminated union, a NaN or infinity where the type wants an int, a dict where the type wants no dict, a list where it
     wants no list, a value its enum refuses, an output type whose constructor fails."""
     if typ is not None:
         try:
@@ -299,6 +300,8 @@ def translates(value: Any, typ) -> bool:
             return False
     elif not (kind is float or kind is bool or kind is int or value is None):
         return False
+    elif kind is float and typ is int and not math.isfinite(value):
+        return False  # rpc.py:1406-1407: the SDK's int(value) raises for a NaN or an infinity
     if typ is not None and value is not None and inspect.isclass(typ) and issubclass(typ, Enum):
         try:
             typ(value)
