@@ -262,8 +262,9 @@ def _unwrap_optional(typ):
 def translates(value: Any, typ) -> bool:
     """Whether ``rpc.translate_output_properties(value, _same, typ, True)`` (``rpc.py:1250-1420``) succeeds for
     certain: the same walk, building nothing. Plain values only (dicts, lists, strings, numbers, booleans, ``None``);
-    False for a secret, an unknown, a discriminated union, a NaN or infinity where the type wants an int, a dict where the type wants no dict, a list where it
-    wants no list, a value its enum refuses, an output type whose constructor fails."""
+    False for a secret, an unknown, a discriminated union, a NaN or infinity where the type wants an int, a dict
+    where the type wants no dict, a list where it wants no list, a value its enum refuses, an output type whose
+    constructor fails."""
     if typ is not None:
         try:
             typ = _unwrap_optional(typ)

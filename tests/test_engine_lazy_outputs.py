@@ -245,3 +245,70 @@ def test_translates_says_yes_only_where_the_sdk_translates(value, typ):
     assert not ours or sdk_ok, (value, typ)
     special = isinstance(value, dict) and rpc._special_sig_key in value or value == rpc.UNKNOWN
     assert ours == sdk_ok or special, (value, typ, ours, sdk_ok)  # only the SDK's special values are left to it
+
+
+class _ForkMocks(_Echo):
+    """As a provider answers a preview: an output-only property it holds as null (``selfLink``), one it computes."""
+
+    def new_resource(self, args):
+        name, state = super().new_resource(args)
+        return name, {**state, "selfLink": None, "url": f"gs://{args.name}"}
+
+
+class _Group(pulumi.ComponentResource):
+    """A team's component: a typed child with nested output types, whose outputs the component registers."""
+
+    def __init__(self, name: str):
+        import pulumi_gcp as gcp
+
+        super().__init__("fork:index:Group", name)
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket", location="US", uniform_bucket_level_access=True, versioning={"enabled": True},
+            lifecycle_rules=[{"action": {"type": "Delete"}, "condition": {"age": 30, "with_state": "ARCHIVED"}}],
+            labels={"team": "x"}, opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"url": self.bucket.url, "rules": self.bucket.lifecycle_rules})
+
+
+def _fork_shaped(made: list):
+    """Resources this project does not declare, read the ways a fork's program reads them: a Kubernetes object and a
+    secret, a bucket inside a component, the stack's massage of a resource object, ``Output.all``, a late read."""
+    import pulumi_kubernetes as k8s
+    from pulumi.runtime.stack import massage
+
+    async def text(output):  # the observation as text: an unknown inside it would make the whole export unknown
+        return json.dumps(await _seen(output), default=lambda x: type(x).__name__, sort_keys=True)
+
+    def see(output):
+        return pulumi.Output.from_input(text(output))
+
+    group = _Group("g")
+    config = k8s.core.v1.ConfigMap("cm", metadata={"name": "cm", "labels": {"a": "b"}}, data={"k": "v"})
+    secret = k8s.core.v1.Secret("s", metadata={"name": "s"}, string_data={"p": "x"})
+    bucket = group.bucket
+    made.extend((bucket, config, secret))
+    for label, res in (("bucket", bucket), ("cm", config)):
+        pulumi.export(label, see(pulumi.Output.from_input(massage(res, []))))
+    pulumi.export("self_link", see(bucket.self_link))
+    pulumi.export("metadata", see(config.metadata))
+    pulumi.export("secret", see(secret.string_data))
+    pulumi.export("all", see(pulumi.Output.all(bucket.versioning, bucket.lifecycle_rules, config.data, secret.data)))
+    pulumi.export("late", bucket.urn.apply(lambda _: see(bucket.lifecycle_rules)))
+
+
+def test_fork_shaped_resources_read_as_the_sdks():
+    """Every observation of resources a team's fork declares is the SDK's, including a property the answer holds as
+    null (unknown in a preview, ``rpc.py:1604-1614``)."""
+    seen, made = [], []
+    for shortcuts in (True, False):
+        mocks = _ForkMocks()
+        monitor = pulumi_runtime.RecordingMonitor(mocks, lambda _reg: None, shortcuts=shortcuts)
+        pulumi_runtime.start(mocks, monitor, project="lazy-test", stack="fork", config={})
+        seen.append(pulumi_runtime.run(lambda: _fork_shaped(made), shortcuts=shortcuts))
+    assert seen[0] == seen[1]
+    assert set(seen[0]) == {"bucket", "cm", "self_link", "metadata", "secret", "all", "late"}, seen[0]
+    assert json.loads(seen[0]["self_link"])[1] is False  # held as null: unknown
+    assert json.loads(seen[0]["secret"])[2] is True
+    assert "BucketLifecycleRuleCondition" in seen[0]["late"]
+    # The engine's way was taken for each (the secret's answer left to the SDK's resolve_outputs, translates() no).
+    assert [type(vars(res)) for res in made] == [lazy_outputs.LazyOutputs] * 3 + [dict] * 3
+    assert vars(made[0])._answer is not None and vars(made[2])._answer is None
