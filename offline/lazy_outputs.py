@@ -120,6 +120,10 @@ class LazyOutputs(dict):
         self._every()
         return dict.__iter__(self)
 
+    def __reversed__(self):
+        self._every()
+        return dict.__reversed__(self)
+
     def __len__(self):
         self._every()
         return dict.__len__(self)

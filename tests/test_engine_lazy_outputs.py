@@ -126,9 +126,11 @@ def test_a_walk_of_the_resources_dict_sees_the_sdks():
         pulumi.export("keys", list(vars(pool)))
         walked[shortcuts] = (list(vars(pool).keys()), len(vars(pool)), sorted(k for k, _ in vars(pool).items()),
                              "node_config" in vars(pool))
+        walked[shortcuts, "reversed"] = list(reversed(vars(_pool(f"{shortcuts}"))))  # dict's own __reversed__
 
     assert _deploy(lambda: program(True), True) == _deploy(lambda: program(False), False)
     assert walked[True] == walked[False]
+    assert walked[True, "reversed"] == walked[False, "reversed"]
 
 
 @pytest.mark.parametrize("read", ["unread", "read-early", "read-late"])
