@@ -18,8 +18,10 @@ What is left unread is never translated, so a translation that would fail must b
 read by :func:`translates`, a walk of the SDK's translation that says whether it succeeds for certain (only plain
 values; no secret, unknown, union or asset; an output type's constructor checked once per class). Where it cannot
 say so, the engine resolves every output at once through the SDK's ``rpc.resolve_outputs``, which raises its own
-error (``offline/registration.py``). Held to the SDK by ``tests/test_engine_registration.py`` (every branch) and
-``tests/test_engine_differential.py`` (every fixture stack and a 64-slice stack).
+error (``offline/registration.py``). Held to the SDK by ``tests/test_engine_lazy_outputs.py`` (every property read
+before and after the answer, walks of the dict, failures, fork-shaped resources: Kubernetes, a bucket in a
+component; :func:`translates` against the SDK's translation), ``tests/test_engine_registration.py`` (every branch)
+and ``tests/test_engine_differential.py`` (every fixture stack and a 64-slice stack).
 """
 
 from __future__ import annotations
