@@ -18,8 +18,10 @@ What is left unread is never translated, so a translation that would fail must b
 read by :func:`translates`, a walk of the SDK's translation that says whether it succeeds for certain (only plain
 values; no secret, unknown, union or asset; an output type's constructor checked once per class). Where it cannot
 say so, the engine resolves every output at once through the SDK's ``rpc.resolve_outputs``, which raises its own
-error (``offline/registration.py``). Held to the SDK by ``tests/test_engine_registration.py`` (every branch) and
-``tests/test_engine_differential.py`` (every fixture stack and a 64-slice stack).
+error (``offline/registration.py``). Held to the SDK by ``tests/test_engine_lazy_outputs.py`` (every property read
+before and after the answer, walks of the dict, failures, fork-shaped resources: Kubernetes, a bucket in a
+component; :func:`translates` against the SDK's translation), ``tests/test_engine_registration.py`` (every branch)
+and ``tests/test_engine_differential.py`` (every fixture stack and a 64-slice stack).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import typing
 from collections import abc
 from enum import Enum
@@ -118,6 +121,10 @@ class LazyOutputs(dict):
     def __iter__(self):
         self._every()
         return dict.__iter__(self)
+
+    def __reversed__(self):
+        self._every()
+        return dict.__reversed__(self)
 
     def __len__(self):
         self._every()
@@ -261,8 +268,9 @@ def _unwrap_optional(typ):
 def translates(value: Any, typ) -> bool:
     """Whether ``rpc.translate_output_properties(value, _same, typ, True)`` (``rpc.py:1250-1420``) succeeds for
     certain: the same walk, building nothing. Plain values only (dicts, lists, strings, numbers, booleans, ``None``);
-    False for a secret, an unknown, a discriminated union, a dict where the type wants no dict, a list where it
-    wants no list, a value its enum refuses, an output type whose constructor fails."""
+    False for a secret, an unknown, a discriminated union, a NaN or infinity where the type wants an int, a dict
+    where the type wants no dict, a list where it wants no list, a value its enum refuses, an output type whose
+    constructor fails."""
     if typ is not None:
         try:
             typ = _unwrap_optional(typ)
@@ -299,6 +307,8 @@ def translates(value: Any, typ) -> bool:
             return False
     elif not (kind is float or kind is bool or kind is int or value is None):
         return False
+    elif kind is float and typ is int and not math.isfinite(value):
+        return False  # rpc.py:1406-1407: the SDK's int(value) raises for a NaN or an infinity
     if typ is not None and value is not None and inspect.isclass(typ) and issubclass(typ, Enum):
         try:
             typ(value)

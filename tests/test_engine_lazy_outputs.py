@@ -126,13 +126,15 @@ def test_a_walk_of_the_resources_dict_sees_the_sdks():
         pulumi.export("keys", list(vars(pool)))
         walked[shortcuts] = (list(vars(pool).keys()), len(vars(pool)), sorted(k for k, _ in vars(pool).items()),
                              "node_config" in vars(pool))
+        walked[shortcuts, "reversed"] = list(reversed(vars(_pool(f"{shortcuts}"))))  # dict's own __reversed__
 
     assert _deploy(lambda: program(True), True) == _deploy(lambda: program(False), False)
     assert walked[True] == walked[False]
+    assert walked[True, "reversed"] == walked[False, "reversed"]
 
 
 @pytest.mark.parametrize("read", ["unread", "read-early", "read-late"])
-@pytest.mark.parametrize("case", ["list-as-dict", "registration-fails"])
+@pytest.mark.parametrize("case", ["list-as-dict", "nan-as-int", "registration-fails"])
 def test_a_failure_is_the_sdks_whether_read_or_not(case, read):
     """A translation that would fail (a dict where the type wants a list) fails the resource as the SDK's does, read
     or not, through the SDK's ``resolve_outputs``; a failed registration fails every output, made before or after."""
@@ -141,6 +143,8 @@ def test_a_failure_is_the_sdks_whether_read_or_not(case, read):
 
         if case == "list-as-dict":
             pool = gcp.container.NodePool("p", cluster="c", node_config={"oauth_scopes": {"not": "a list"}})
+        elif case == "nan-as-int":  # int(float("nan")) raises in the SDK's translation (rpc.py:1406-1407)
+            pool = gcp.container.NodePool("p", cluster="c", node_count=float("nan"))
         else:
             pool = _pool("boom")
         if read == "read-early":
@@ -154,7 +158,9 @@ def test_a_failure_is_the_sdks_whether_read_or_not(case, read):
             _deploy(program, shortcuts=shortcuts)
         errors.append((type(caught.value), str(caught.value)))
     assert errors[0] == errors[1]
-    assert ("Unexpected type" if case == "list-as-dict" else "the mock refused boom") in errors[0][1]
+    expected = {"list-as-dict": "Unexpected type", "nan-as-int": "cannot convert float NaN to integer",
+                "registration-fails": "the mock refused boom"}
+    assert expected[case] in errors[0][1]
 
 
 def test_outputs_made_before_a_failure_or_after_it_fail_with_it():
@@ -223,7 +229,8 @@ _CASES = [
     ({"x": "y"}, _Refuses), ([{"colour": "red"}], list[_Typed]), ({"k": ["v"]}, dict[str, list[str]]),
     ({"k": {"v": 1.0}}, None), ([1.0, "a", [None]], None), ({rpc._special_sig_key: rpc._special_secret_sig,
                                                             "value": "s"}, str),
-    (rpc.UNKNOWN, str), ({"a": 1.0}, _Typed | None),
+    (rpc.UNKNOWN, str), ({"a": 1.0}, _Typed | None), (float("nan"), int), (float("inf"), int),
+    ({"n": [float("-inf")]}, dict[str, list[int]]), (float("nan"), float),
 ]
 
 
@@ -240,3 +247,70 @@ def test_translates_says_yes_only_where_the_sdk_translates(value, typ):
     assert not ours or sdk_ok, (value, typ)
     special = isinstance(value, dict) and rpc._special_sig_key in value or value == rpc.UNKNOWN
     assert ours == sdk_ok or special, (value, typ, ours, sdk_ok)  # only the SDK's special values are left to it
+
+
+class _ForkMocks(_Echo):
+    """As a provider answers a preview: an output-only property it holds as null (``selfLink``), one it computes."""
+
+    def new_resource(self, args):
+        name, state = super().new_resource(args)
+        return name, {**state, "selfLink": None, "url": f"gs://{args.name}"}
+
+
+class _Group(pulumi.ComponentResource):
+    """A team's component: a typed child with nested output types, whose outputs the component registers."""
+
+    def __init__(self, name: str):
+        import pulumi_gcp as gcp
+
+        super().__init__("fork:index:Group", name)
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket", location="US", uniform_bucket_level_access=True, versioning={"enabled": True},
+            lifecycle_rules=[{"action": {"type": "Delete"}, "condition": {"age": 30, "with_state": "ARCHIVED"}}],
+            labels={"team": "x"}, opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"url": self.bucket.url, "rules": self.bucket.lifecycle_rules})
+
+
+def _fork_shaped(made: list):
+    """Resources this project does not declare, read the ways a fork's program reads them: a Kubernetes object and a
+    secret, a bucket inside a component, the stack's massage of a resource object, ``Output.all``, a late read."""
+    import pulumi_kubernetes as k8s
+    from pulumi.runtime.stack import massage
+
+    async def text(output):  # the observation as text: an unknown inside it would make the whole export unknown
+        return json.dumps(await _seen(output), default=lambda x: type(x).__name__, sort_keys=True)
+
+    def see(output):
+        return pulumi.Output.from_input(text(output))
+
+    group = _Group("g")
+    config = k8s.core.v1.ConfigMap("cm", metadata={"name": "cm", "labels": {"a": "b"}}, data={"k": "v"})
+    secret = k8s.core.v1.Secret("s", metadata={"name": "s"}, string_data={"p": "x"})
+    bucket = group.bucket
+    made.extend((bucket, config, secret))
+    for label, res in (("bucket", bucket), ("cm", config)):
+        pulumi.export(label, see(pulumi.Output.from_input(massage(res, []))))
+    pulumi.export("self_link", see(bucket.self_link))
+    pulumi.export("metadata", see(config.metadata))
+    pulumi.export("secret", see(secret.string_data))
+    pulumi.export("all", see(pulumi.Output.all(bucket.versioning, bucket.lifecycle_rules, config.data, secret.data)))
+    pulumi.export("late", bucket.urn.apply(lambda _: see(bucket.lifecycle_rules)))
+
+
+def test_fork_shaped_resources_read_as_the_sdks():
+    """Every observation of resources a team's fork declares is the SDK's, including a property the answer holds as
+    null (unknown in a preview, ``rpc.py:1604-1614``)."""
+    seen, made = [], []
+    for shortcuts in (True, False):
+        mocks = _ForkMocks()
+        monitor = pulumi_runtime.RecordingMonitor(mocks, lambda _reg: None, shortcuts=shortcuts)
+        pulumi_runtime.start(mocks, monitor, project="lazy-test", stack="fork", config={})
+        seen.append(pulumi_runtime.run(lambda: _fork_shaped(made), shortcuts=shortcuts))
+    assert seen[0] == seen[1]
+    assert set(seen[0]) == {"bucket", "cm", "self_link", "metadata", "secret", "all", "late"}, seen[0]
+    assert json.loads(seen[0]["self_link"])[1] is False  # held as null: unknown
+    assert json.loads(seen[0]["secret"])[2] is True
+    assert "BucketLifecycleRuleCondition" in seen[0]["late"]
+    # The engine's way was taken for each (the secret's answer left to the SDK's resolve_outputs, translates() no).
+    assert [type(vars(res)) for res in made] == [lazy_outputs.LazyOutputs] * 3 + [dict] * 3
+    assert vars(made[0])._answer is not None and vars(made[2])._answer is None
