@@ -29,10 +29,11 @@ RUN pip install --no-cache-dir --require-hashes --no-deps --only-binary :all: --
     && python -c "import MaxText, jax, ray; print('maxtext ok, jax', jax.__version__, 'ray', ray.__version__)"
 
 # The trainer script and its modules, as the RayJob's ConfigMap carries them (the driver runs the mounted copy, whose
-# sha256 rides on the RayJob; this one makes the image self-contained for smoke tests).
+# digest, over the script and its modules, rides on the RayJob; this one makes the image self-contained for smoke tests).
 COPY --chown=ray:users workloads/trainer/maxtext_trainer.py workloads/trainer/elastic_verdict.py \
      workloads/trainer/lease_holder.py workloads/trainer/maxtext_imports.py workloads/trainer/progress_lines.py \
-     workloads/trainer/restart_precompile.py workloads/trainer/warm_spares.py workloads/trainer/worker_loop.py \
+     workloads/trainer/restart_precompile.py workloads/trainer/shipped_files.py workloads/trainer/warm_spares.py \
+     workloads/trainer/worker_loop.py \
      /home/ray/image-trainer/
 RUN python /home/ray/image-trainer/maxtext_trainer.py --help > /dev/null
 

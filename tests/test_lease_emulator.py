@@ -403,9 +403,9 @@ def test_a_pending_save_waits_and_never_writes_while_another_copy_holds_the_leas
 
 
 class Verdict:
-    """The trainer's DriverVerdict (workloads/trainer/maxtext_trainer.py) without Ray's key-value store: what the
+    """The trainer's DriverVerdict (workloads/trainer/lease_holder.py) without Ray's key-value store: what the
     driver publishes when its background wait ends in an error, read by the workers' pending token. The Ray half is
-    tests/test_lease.py's (a real Ray instance)."""
+    the slow test below's (a real Ray instance)."""
 
     def __init__(self):
         self.text: str | None = None

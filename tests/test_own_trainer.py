@@ -193,3 +193,41 @@ def test_a_team_trainer_is_refused_exactly_when_queued_through_the_multi_region_
     if refused_at == "trainer.script":
         assert problems == lease and '= "trainers/tiny_jax.py": ' in lease[0], lease
         assert "(allowed: us-east5, us-east1), or run MaxText" in lease[0], lease
+
+
+def test_a_stale_mount_re_executes_the_teams_trainer_not_maxtext(monkeypatch):
+    """The head's ConfigMap mount may lag the RayJob: the driver waits, then execs the refreshed script with the
+    same arguments. For a job's own trainer those arguments must still name it (--custom-trainer and its script),
+    else the re-executed maxtext_trainer.py would train MaxText in its place. The exec itself cannot run here: the
+    real ensure_script_version is called with an execv that records the command line."""
+    import importlib
+    import os
+
+    from workloads.trainer import maxtext_trainer  # noqa: F401  (puts the trainer's directory on sys.path: first)
+
+    custom_trainer = importlib.import_module("workloads.trainer.custom_trainer")
+    mt = custom_trainer.mt  # the sibling module custom_trainer.py calls, as on the head
+
+    s = stack_spec.load_stack("own", FIXTURES)
+    argv = shlex.split(manifests.ray_job(s, s.job("tiny-own"))["spec"]["entrypoint"])[2:]  # after python <script>
+    real, execs = mt.ensure_script_version, []
+
+    class Exec(Exception):
+        pass
+
+    def execv(exe, command):  # os.execv never returns
+        execs.append(command)
+        raise Exec
+
+    def check(expected, path, args, **_):
+        # What the head sees once the kubelet refreshed it: the rendered digest in path's directory.
+        seen = iter(["stale", expected])
+        monkeypatch.setattr(mt, "file_sha256", lambda _path: next(seen))
+        real(expected, path, args, wait_s=5, poll_s=0.01, execv=execv)
+
+    monkeypatch.setattr(mt, "ensure_script_version", check)
+    with pytest.raises(Exec):
+        custom_trainer.main(argv)
+    (command,) = execs
+    assert command[1] == os.path.abspath(mt.__file__)
+    assert command[2:] == argv, command  # --custom-trainer <script> kept

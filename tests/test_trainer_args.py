@@ -306,13 +306,14 @@ def test_committed_checkpoint_steps_ignore_unfinished_saves(tmp_path):
 
 def test_script_waits_for_a_stale_configmap_mount_then_runs_the_new_file(tmp_path):
     """The head's ConfigMap copy may lag the RayJob: the script re-executes the new version."""
-    import hashlib
     import threading
+
+    from workloads.trainer.shipped_files import files_sha256
 
     script = tmp_path / "maxtext_trainer.py"
     script.write_text("old")
     new = "new version"
-    wanted = hashlib.sha256(new.encode()).hexdigest()
+    wanted = files_sha256({script.name: new})  # the digest of its directory's files (the script alone here)
     threading.Timer(0.2, lambda: script.write_text(new)).start()
     calls = []
 

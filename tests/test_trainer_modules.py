@@ -91,3 +91,65 @@ def test_the_image_copies_the_trainer_with_its_modules():
     for name in sorted(ALWAYS | {TRAINER_SCRIPT.stem}):
         assert f"workloads/trainer/{name}.py" in copy.split(), name
         assert f"!workloads/trainer/{name}.py" in ignore, name
+
+
+def _module_changed(monkeypatch, tmp_path, name: str) -> None:
+    """The renderer reads a sibling module whose text changed while the script's did not."""
+    changed = tmp_path / f"{name}.py"
+    changed.write_text((HERE / f"{name}.py").read_text() + "\n# a change to this module alone\n")
+    monkeypatch.setattr(manifests, "TRAINER_MODULES",
+                        tuple(changed if m.stem == name else m for m in manifests.TRAINER_MODULES))
+
+
+@pytest.mark.parametrize("stack", ["dev", "multi"])
+def test_a_change_to_a_module_alone_replaces_every_rayjob(stack, monkeypatch, tmp_path):
+    """Pulumi replaces a RayJob on any change to its metadata or spec (workloads/component.py): the digest its
+    annotation and entrypoint carry covers every file the ConfigMap ships, so a module's change runs the job again."""
+    spec = stack_spec.load_stack(stack, FIXTURE_STACKS).region_views()[0]
+    jobs = manifests.declared_jobs(spec)
+    assert jobs
+    before = [manifests.ray_job(spec, j) for j in jobs]
+    cm_before = manifests.trainer_configmap(spec)["metadata"]["annotations"]
+    _module_changed(monkeypatch, tmp_path, "worker_loop")
+    after = [manifests.ray_job(spec, j) for j in jobs]
+    assert manifests.trainer_configmap(spec)["metadata"]["annotations"] != cm_before
+    for b, a in zip(before, after, strict=True):
+        assert b["metadata"]["annotations"] != a["metadata"]["annotations"]
+        assert b["spec"]["entrypoint"] != a["spec"]["entrypoint"]
+
+
+def _mount(directory: Path, data: dict[str, str], version: str) -> None:
+    """The kubelet's ConfigMap volume layout: ``..<version>/`` holds the files, ``..data`` links to it, and each key
+    is a link through ``..data`` (kubernetes pkg/volume/util/atomic_writer.go)."""
+    (directory / f"..{version}").mkdir()
+    for name, text in data.items():
+        (directory / f"..{version}" / name).write_text(text)
+    tmp = directory / "..data_tmp"
+    tmp.symlink_to(f"..{version}")
+    tmp.replace(directory / "..data")
+    for name in data:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(f"..data/{name}")
+
+
+def test_the_head_checks_every_mounted_file_against_the_rayjobs_digest(monkeypatch, tmp_path):
+    """What the driver computes over its mounted directory is the digest the RayJob was rendered with; a mount that
+    still holds an old module (the script unchanged) waits for the kubelet and then fails, it does not train."""
+    import shlex
+
+    from workloads.trainer import maxtext_trainer as trainer
+
+    spec = stack_spec.load_stack("dev", FIXTURE_STACKS)
+    job = manifests.declared_jobs(spec)[0]
+    old = manifests.trainer_configmap(spec)["data"]
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    _mount(mount, old, "v1")
+    _module_changed(monkeypatch, tmp_path, "restart_precompile")
+    argv = shlex.split(manifests.ray_job(spec, job)["spec"]["entrypoint"])
+    wanted = argv[argv.index("--script-sha256") + 1]
+    script = str(mount / TRAINER_SCRIPT.name)
+    with pytest.raises(SystemExit, match="is the trainer ConfigMap applied"):
+        trainer.ensure_script_version(wanted, script, [], wait_s=0.1, poll_s=0.05)
+    _mount(mount, manifests.trainer_configmap(spec)["data"], "v2")
+    trainer.ensure_script_version(wanted, script, [], wait_s=0.1, poll_s=0.05)  # current: returns

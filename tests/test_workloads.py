@@ -10,7 +10,6 @@ parsed: its manifest and its commands are the reference, not values retyped here
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib.util
 import json
 import re
@@ -26,6 +25,7 @@ from stackspec import kube, names, tpu
 from stackspec import spec as stack_spec
 from workloads import manifests, security
 from workloads import monitoring as gmp
+from workloads.trainer.shipped_files import files_sha256
 from workloads.trainer_args import TRAINER_SCRIPT, trainer_argv
 
 NS = stack_spec.PROJECT
@@ -584,9 +584,9 @@ def test_nics_and_claim_follow_the_networks():
 
 def test_configmap_embeds_the_script_with_its_hash(prod):
     source = TRAINER_SCRIPT.read_text()
-    digest = hashlib.sha256(source.encode()).hexdigest()
     cm = doc(prod, "ConfigMap", manifests.trainer_configmap_name(prod.spec))
     assert cm["data"] == {TRAINER_SCRIPT.name: source, **{m.name: m.read_text() for m in manifests.TRAINER_MODULES}}
+    digest = files_sha256(cm["data"])  # over every file it ships (tests/test_trainer_modules.py: a module's change)
     assert cm["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION] == digest
     for d in docs(prod, "RayJob"):
         assert d["metadata"]["annotations"][manifests.TRAINER_HASH_ANNOTATION] == digest
@@ -599,7 +599,7 @@ def test_a_script_change_changes_the_hash_on_configmap_and_jobs(prod):
     before = manifests.trainer_configmap(spec, source)["metadata"]["annotations"]
     after = manifests.trainer_configmap(spec, changed)["metadata"]["annotations"]
     assert before != after
-    assert after[manifests.TRAINER_HASH_ANNOTATION] == hashlib.sha256(changed.encode()).hexdigest()
+    assert after[manifests.TRAINER_HASH_ANNOTATION] == files_sha256(manifests.trainer_configmap(spec, changed)["data"])
     assert (
         manifests.ray_job(spec, job, changed)["metadata"]["annotations"]
         == after | manifests.image_annotations(spec)

@@ -134,7 +134,7 @@ class RayWorkloads(pulumi.ComponentResource):
                 pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=needs)),
             )
 
-        # KubeRay acts on a RayJob once: any change to it (the script's hash in its
+        # KubeRay acts on a RayJob once: any change to it (the trainer files' digest in its
         # annotations included) must replace it so the job runs again.
         job_needs = needs + ([self.cluster] if self.cluster else [])
         self.jobs = {

@@ -9,7 +9,6 @@ The component in ``workloads/component.py`` declares these documents as resource
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -21,19 +20,21 @@ from stackspec import kube, kuberay, limits, machines, names
 from stackspec.model import WORKLOAD_PRIORITIES
 from stackspec.spec import Job, StackSpec, WorkerGroup
 from workloads import compute_class, custom_trainer_args, multitier, security
+from workloads.trainer.shipped_files import files_sha256
 from workloads.trainer_args import CLUSTER_DATA_DIR, TRAINER_DIR, TRAINER_SCRIPT, trainer_argv
 
 RAY_API = "ray.io/v1"
 DRA_API = "resource.k8s.io/v1"
 PART_OF = kube.PART_OF_VALUE
-# Annotation carrying the trainer script's sha256 on the ConfigMap and every RayJob.
+# Annotation carrying the digest of the trainer's files (the script and every module its ConfigMap ships,
+# shipped_files.files_sha256) on the ConfigMap and every RayJob.
 TRAINER_HASH_ANNOTATION = kube.TRAINER_HASH_ANNOTATION
 # The trainer's modules, beside the script in the ConfigMap (it imports them as siblings, as it does lease.py;
-# tests/test_trainer_modules.py fails when the script imports one missing here). One ConfigMap update writes them
-# all at once (the kubelet swaps a ConfigMap volume's files together), so the script's sha256 vouches for them too.
+# tests/test_trainer_modules.py fails when the script imports one missing here). The digest covers them all (a
+# module's change alone replaces the RayJobs; the driver checks its whole mounted directory against it).
 TRAINER_MODULES = tuple(TRAINER_SCRIPT.with_name(f"{m}.py") for m in (
     "elastic_verdict", "lease_holder", "maxtext_imports", "progress_lines", "restart_precompile", "warm_spares",
-    "worker_loop"))
+    "shipped_files", "worker_loop"))
 LEASE_MODULE = TRAINER_SCRIPT.with_name("lease.py")  # beside the script in the ConfigMap
 WARM_WORKER = TRAINER_SCRIPT.with_name("warm_worker.py")  # ditto, with unverified.warmSpares (the workers mount it)
 
@@ -155,9 +156,9 @@ def trainer_source(path: Path = TRAINER_SCRIPT) -> str:
     return path.read_text()
 
 
-def trainer_sha256(source: str | None = None) -> str:
-    text = trainer_source() if source is None else source
-    return hashlib.sha256(text.encode()).hexdigest()
+def trainer_sha256(spec: StackSpec, source: str | None = None) -> str:
+    """The digest of every file the trainer ConfigMap ships (not the script's alone: see shipped_files)."""
+    return files_sha256(trainer_files(spec, source))
 
 
 def _gcsfuse_volume(spec: StackSpec) -> dict[str, Any]:
@@ -224,7 +225,7 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
     The head mounts it as a directory (no subPath), so an update reaches a running shared
     head after the kubelet's next sync (about a minute); a dedicated cluster starts with it.
     """
-    text = trainer_source() if source is None else source
+    data = trainer_files(spec, source)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -232,16 +233,21 @@ def trainer_configmap(spec: StackSpec, source: str | None = None) -> dict[str, A
             spec,
             trainer_configmap_name(spec),
             "trainer",
-            annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(text)},
+            annotations={TRAINER_HASH_ANNOTATION: files_sha256(data)},
         ),
-        # A multi-region stack's regions also get the writer lease the queued jobs' drivers hold (--lease); jobs'
-        # own trainers ride along.
-        "data": {TRAINER_SCRIPT.name: text, **{m.name: m.read_text() for m in TRAINER_MODULES},
-                 **({LEASE_MODULE.name: LEASE_MODULE.read_text()}
-                                                if spec.site is not None else {}),
-                 **({WARM_WORKER.name: WARM_WORKER.read_text()} if spec.unverified.warm_spares else {}),
-                 **custom_trainer_args.configmap_files(spec)},
+        "data": data,
     }
+
+
+def trainer_files(spec: StackSpec, source: str | None = None) -> dict[str, str]:
+    """The trainer ConfigMap's files: the script (``source`` in its place if given) and its modules. A multi-region
+    stack's regions also get the writer lease the queued jobs' drivers hold (--lease); jobs' own trainers ride
+    along."""
+    text = trainer_source() if source is None else source
+    return {TRAINER_SCRIPT.name: text, **{m.name: m.read_text() for m in TRAINER_MODULES},
+            **({LEASE_MODULE.name: LEASE_MODULE.read_text()} if spec.site is not None else {}),
+            **({WARM_WORKER.name: WARM_WORKER.read_text()} if spec.unverified.warm_spares else {}),
+            **custom_trainer_args.configmap_files(spec)}
 
 
 @dataclass(frozen=True)
@@ -439,7 +445,7 @@ def entrypoint(spec: StackSpec, job: Job, source: str | None = None) -> str:
     # The head mounts the script from a ConfigMap the kubelet refreshes lazily: the script
     # checks it is the version this RayJob was rendered with before it trains.
     argv = ["python", f"{TRAINER_DIR}/{TRAINER_SCRIPT.name}",
-            "--script-sha256", trainer_sha256(source), *trainer_argv(spec, job, local=False)]
+            "--script-sha256", trainer_sha256(spec, source), *trainer_argv(spec, job, local=False)]
     return shlex.join(argv)
 
 
@@ -493,7 +499,7 @@ def ray_job(spec: StackSpec, job: Job, source: str | None = None) -> dict[str, A
         spec,
         job.name,
         "ray-job",
-        annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(source)},
+        annotations={TRAINER_HASH_ANNOTATION: trainer_sha256(spec, source)},
     )
     meta["labels"][kube.JOB_LABEL] = job.name
     if job.queued:

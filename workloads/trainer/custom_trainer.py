@@ -102,7 +102,9 @@ def main(argv: list[str]) -> int:
     rest = argv[:i] + argv[i + 2:]
     args, tail = mt.parse_args(rest)
     if args.script_sha256:
-        mt.ensure_script_version(args.script_sha256, os.path.abspath(mt.__file__), rest)
+        # The whole command line: a refreshed mount re-executes maxtext_trainer.py, which hands --custom-trainer back
+        # here; without it, MaxText would train in the team's trainer's place.
+        mt.ensure_script_version(args.script_sha256, os.path.abspath(mt.__file__), argv)
     _, settings = mt.split_maxtext(tail)
     if args.local:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")

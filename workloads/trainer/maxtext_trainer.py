@@ -47,6 +47,7 @@ from lease_holder import LEASE_RETAKES, DriverVerdict, hold_lease, lease_lost  #
 from maxtext_imports import DEFERRED_IMPORTS, _DeferredImports, defer_unused_imports, preimport  # noqa: E402
 from progress_lines import PROGRESS, RESULT  # noqa: E402
 from restart_precompile import CompiledStep, _precompile, precompile_restart_shape, watch_precompile  # noqa: E402
+from shipped_files import directory_sha256  # noqa: E402
 from warm_spares import (  # noqa: E402
     SPARE_KEEP_ALIVE_S,
     WARM_READY_DIR_ENV,
@@ -238,31 +239,28 @@ SCRIPT_REFRESH_WAIT_S = 300.0
 
 
 def file_sha256(path: str) -> str:
-    import hashlib
-
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """The digest of the trainer's files in ``path``'s directory, as the RayJob was rendered with (shipped_files):
+    the script and every module beside it, so a mount still holding an old module is caught as an old script is."""
+    return directory_sha256(os.path.dirname(path))
 
 
 def ensure_script_version(expected: str, path: str, argv: list[str],
                           wait_s: float = SCRIPT_REFRESH_WAIT_S, poll_s: float = 5.0,
                           execv=os.execv) -> None:
-    """Return if this script is the ``expected`` one; else wait for the mount to catch up and
-    exec the new file with the same arguments, or fail naming both hashes."""
+    """Return if this script's directory holds the ``expected`` files; else wait for the mount to catch up and
+    exec the new script with the same arguments, or fail naming both digests."""
     running = file_sha256(path)
     if running == expected:
         return
-    print(f"maxtext_trainer: {path} is sha256 {running[:12]}, the job wants {expected[:12]}: "
+    print(f"maxtext_trainer: {os.path.dirname(path)} is sha256 {running[:12]}, the job wants {expected[:12]}: "
           "waiting for the ConfigMap mount to refresh", flush=True)
     deadline = time.time() + wait_s
     while time.time() < deadline:
         time.sleep(poll_s)
         if file_sha256(path) == expected:
             execv(sys.executable, [sys.executable, path, *argv])
-    raise SystemExit(f"maxtext_trainer: {path} still has sha256 {file_sha256(path)[:12]} after "
+    raise SystemExit(f"maxtext_trainer: {os.path.dirname(path)} still has sha256 {file_sha256(path)[:12]} after "
                      f"{wait_s:.0f} s, not {expected[:12]}: is the trainer ConfigMap applied?")
-
-
 
 
 def build_trainer(args: argparse.Namespace, base_yml: str | None, settings: dict[str, str]):
