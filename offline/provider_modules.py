@@ -30,6 +30,7 @@ is left alone. Importing this module changes nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import importlib
@@ -37,6 +38,7 @@ import importlib.util
 import marshal
 import os
 import re
+import stat
 import sys
 import threading
 import types
@@ -294,8 +296,12 @@ def _slice_code(path: str, roots: set[str]) -> tuple[int, int, types.CodeType | 
 
 
 # A slice's bytecode, kept as Python keeps a module's (no source is read, split or compiled again): keyed by the
-# interpreter, this file and the provider files it was cut from (path, size, mtime), so an upgrade of either
+# interpreter, this file's content (a slice cut by other slicing code is not read, even where an install gives both
+# files one size and mtime) and the provider files it was cut from (path, size, mtime), so an upgrade of either
 # cuts a new one. ``SLICECTL_CACHE_DIR`` moves it (empty: none); unwritable, it is simply not kept.
+# What is read is executed: only a directory and files this user owns and no one else may write are used (a shared
+# home or cache on a CI runner, a cache dir another user made, is a trust boundary), and only an entry of the shape
+# written here; anything else is ignored as if absent, never a traceback.
 def _cache_dir() -> str | None:
     configured = os.environ.get("SLICECTL_CACHE_DIR")
     if configured is not None:
@@ -304,12 +310,23 @@ def _cache_dir() -> str | None:
     return os.path.join(base, "slicectl", "provider-slices")
 
 
+@functools.cache
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def _cache_key(qualified: str, paths: list[str]) -> str:
-    parts = [sys.version, importlib.util.MAGIC_NUMBER.hex(), qualified, str(WORTH_SLICING)]
-    for path in (__file__, *paths):
+    parts = [sys.version, importlib.util.MAGIC_NUMBER.hex(), qualified, str(WORTH_SLICING), _digest(__file__)]
+    for path in paths:
         st = os.stat(path)
         parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user, writable by no one else."""
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _cache_read(key: str) -> tuple[int, int, types.CodeType | None] | None:
@@ -317,10 +334,19 @@ def _cache_read(key: str) -> tuple[int, int, types.CodeType | None] | None:
     if directory is None:
         return None
     try:
-        with open(os.path.join(directory, key), "rb") as f:
-            return marshal.load(f)
+        if not _private(os.stat(directory)):
+            return None
+        fd = os.open(os.path.join(directory, key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as f:
+            if not _private(os.fstat(fd)):
+                return None
+            entry = marshal.load(f)
     except (OSError, EOFError, ValueError, TypeError):
         return None
+    if (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is int and type(entry[1]) is int
+            and (entry[2] is None or type(entry[2]) is types.CodeType)):
+        return entry
+    return None  # not an entry this code wrote: cut the slice again
 
 
 def _cache_write(key: str, entry: tuple[int, int, types.CodeType | None]) -> None:
@@ -328,9 +354,19 @@ def _cache_write(key: str, entry: tuple[int, int, types.CodeType | None]) -> Non
     if directory is None:
         return
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        st = os.stat(directory)
+        if st.st_uid != os.getuid():
+            return  # another user's: what is written there could be replaced
+        if not _private(st):  # ours, but open to others (umask 002): closed, and what it held while open dropped
+            os.chmod(directory, stat.S_IMODE(st.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+            with os.scandir(directory) as entries:
+                for held in entries:
+                    if not held.is_dir(follow_symlinks=False):
+                        os.unlink(held.path)
         tmp = os.path.join(directory, f"{key}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600),
+                  "wb") as f:
             marshal.dump(entry, f)
         os.replace(tmp, os.path.join(directory, key))  # whole or not at all, for concurrent runs
     except OSError:
