@@ -1,8 +1,8 @@
-"""The project's own bytecode, compiled at install (README, .ci/run, tests/fork_check.sh): one command in the three
-places, compiling the project's modules and none of the skipped folders, and never a stale .pyc: a module edited
-in the second it was compiled (a checkout, a scripted mutation) keeping its size must run as edited. A timestamp
-.pyc records only the source's mtime in whole seconds and its size, so Python would run the old code
-(importlib._bootstrap_external.SourceLoader.get_code; PEP 552 for the hash-checked .pyc that is not fooled)."""
+"""The project's own bytecode, compiled at install (README, docs/cli.md, .ci/run, tests/fork_check.sh): one
+command in the four places, compiling the project's modules and none of the skipped folders, and never a stale
+.pyc: a module edited in the second it was compiled (a checkout, a scripted mutation) keeping its size must run as
+edited. A timestamp .pyc records only the source's mtime in whole seconds and its size, so Python would run the old
+code (importlib._bootstrap_external.SourceLoader.get_code; PEP 552 for the hash-checked .pyc that is not fooled)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLACES = ("README.md", ".ci/run", "tests/fork_check.sh")
+PLACES = ("README.md", "docs/cli.md", ".ci/run", "tests/fork_check.sh")
 
 
 def _compileall_args(path: str) -> list[str]:
@@ -34,7 +34,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_one_compile_command_in_the_three_places():
+def test_one_compile_command_in_the_four_places():
     commands = {path: _compileall_args(path) for path in PLACES}
     assert len({tuple(args) for args in commands.values()}) == 1, commands
 
