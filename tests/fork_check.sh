@@ -68,7 +68,7 @@ fi
 if [ -d "$here/tests/tools/node_modules" ]; then ln -s "$here/tests/tools/node_modules" tests/tools/node_modules; fi
 
 # The clone's own bytecode, as .ci/run and the README compile the checkout's.
-"$python" -m compileall -q -x '/\.|/node_modules/|/build/' .
+"$python" -m compileall -q --invalidation-mode checked-hash -x '/\.|/node_modules/|/build/' .
 set +e
 "$python" -m pytest -m 'not slow' -x -q -p no:cacheprovider -n auto "$@"  # every core
 code=$?
